@@ -1,0 +1,1 @@
+"""Access-control models (API tokens, audit log) live here; see the REST API issue."""

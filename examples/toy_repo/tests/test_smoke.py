@@ -1,0 +1,5 @@
+from toy.calc import total
+
+
+def test_total_of_nothing_is_zero():
+    assert total([]) == 0

@@ -1,0 +1,72 @@
+from django.contrib import admin
+
+from runs.models import Attempt, AttemptStage, FailureReason, ModelConfig, Run
+
+
+@admin.register(FailureReason)
+class FailureReasonAdmin(admin.ModelAdmin):
+    list_display = ["precedence", "code", "description", "typical_cause", "category"]
+    list_display_links = ["code"]
+    list_filter = ["category"]
+    search_fields = ["code", "description"]
+    ordering = ["precedence"]
+
+
+@admin.register(ModelConfig)
+class ModelConfigAdmin(admin.ModelAdmin):
+    list_display = ["name", "agent_variant", "model_name", "base_url", "max_steps", "created_at"]
+    list_filter = ["agent_variant"]
+    search_fields = ["name", "model_name", "base_url"]
+    prepopulated_fields = {"slug": ["name"]}
+
+
+@admin.register(Run)
+class RunAdmin(admin.ModelAdmin):
+    list_display = [
+        "public_id",
+        "suite",
+        "model_config",
+        "samples",
+        "status",
+        "source",
+        "created_at",
+    ]
+    list_filter = ["status", "source", "suite", "model_config"]
+    list_select_related = ["suite", "model_config"]
+    search_fields = ["public_id", "model_config__name", "suite__name", "fail_fast_reason"]
+    readonly_fields = ["public_id", "created_at", "started_at", "finished_at"]
+    date_hierarchy = "created_at"
+
+
+class AttemptStageInline(admin.TabularInline):
+    model = AttemptStage
+    extra = 0
+    fields = ["order", "name", "command", "exit_code", "duration_sec", "timed_out", "output_path"]
+    readonly_fields = fields
+
+
+@admin.register(Attempt)
+class AttemptAdmin(admin.ModelAdmin):
+    list_display = [
+        "public_id",
+        "task",
+        "model_config",
+        "sample_index",
+        "status",
+        "failure_reason",
+        "is_infra",
+        "duration_sec",
+    ]
+    list_filter = ["status", "failure_reason", "is_infra", "is_timeout", "suite", "model_config"]
+    list_select_related = ["task__suite", "model_config", "failure_reason"]
+    search_fields = ["public_id", "task__task_id", "error_fingerprint", "model_config__name"]
+    raw_id_fields = ["run", "task"]
+    readonly_fields = ["public_id", "queued_at", "started_at", "heartbeat_at", "finished_at"]
+    inlines = [AttemptStageInline]
+
+
+@admin.register(AttemptStage)
+class AttemptStageAdmin(admin.ModelAdmin):
+    list_display = ["attempt", "order", "name", "exit_code", "duration_sec", "timed_out"]
+    list_filter = ["name", "timed_out"]
+    raw_id_fields = ["attempt"]

@@ -1,0 +1,338 @@
+"""Runs, attempts and the failure taxonomy table."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.urls import reverse
+from django.utils.text import slugify
+
+from runs.taxonomy import Category, Stage
+
+
+class FailureReason(models.Model):
+    """The 15 codes of failure-taxonomy.md, filled by a data migration. Success is NULL."""
+
+    code = models.CharField(max_length=40, primary_key=True)
+    description = models.CharField(max_length=200)
+    typical_cause = models.CharField(max_length=200)
+    precedence = models.PositiveSmallIntegerField(unique=True)
+    category = models.CharField(
+        max_length=20, choices=[(c.value, c.value.title()) for c in Category]
+    )
+
+    class Meta:
+        ordering = ["precedence"]
+
+    def __str__(self) -> str:
+        return self.code
+
+    @property
+    def is_infrastructure(self) -> bool:
+        return self.category == Category.INFRASTRUCTURE
+
+
+class AgentVariant(models.TextChoices):
+    SCRIPTED = "scripted", "Scripted"
+    ORACLE = "oracle", "Oracle (gold patch)"
+    NOP = "nop", "No-op"
+    LLM = "llm", "LLM (OpenAI-compatible)"
+    # Results produced elsewhere: imported predictions or published reports.
+    EXTERNAL = "external", "External (imported)"
+
+
+class ModelConfig(models.Model):
+    """What one leaderboard row stands for: an agent variant, a model and how it is called."""
+
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    name = models.CharField(max_length=200, unique=True)
+    slug = models.SlugField(max_length=200, unique=True)
+    description = models.TextField(blank=True)
+    agent_variant = models.CharField(max_length=20, choices=AgentVariant.choices)
+    model_name = models.CharField(max_length=200, blank=True)
+    base_url = models.CharField(max_length=500, blank=True)
+    # The name of the environment variable that holds the key: secrets never enter the database.
+    api_key_env = models.CharField(max_length=100, blank=True)
+    temperature = models.FloatField(null=True, blank=True)
+    top_p = models.FloatField(null=True, blank=True)
+    max_output_tokens = models.PositiveIntegerField(null=True, blank=True)
+    seed = models.IntegerField(null=True, blank=True)
+    extra_params = models.JSONField(default=dict, blank=True)
+    max_steps = models.PositiveIntegerField(default=30)
+    max_time_sec = models.PositiveIntegerField(default=1800)
+    max_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    max_cost_usd = models.DecimalField(max_digits=10, decimal_places=4, null=True, blank=True)
+    repeated_failure_threshold = models.PositiveSmallIntegerField(default=3)
+    strict_patch = models.BooleanField(default=False)
+    log_llm_messages = models.BooleanField(default=True)
+    price_input_per_mtok = models.DecimalField(
+        max_digits=10, decimal_places=4, null=True, blank=True
+    )
+    price_output_per_mtok = models.DecimalField(
+        max_digits=10, decimal_places=4, null=True, blank=True
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def save(self, *args, **kwargs) -> None:
+        if not self.slug:
+            self.slug = slugify(self.name.replace("/", "-"))[:200] or uuid.uuid4().hex[:12]
+        super().save(*args, **kwargs)
+
+    def sampling_params(self) -> dict:
+        params = {
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "max_tokens": self.max_output_tokens,
+            "seed": self.seed,
+        }
+        return {k: v for k, v in params.items() if v is not None} | dict(self.extra_params)
+
+
+class RunStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    FINISHED = "finished", "Finished"
+    ABORTED = "aborted", "Aborted (fail-fast)"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+RUN_FINAL_STATES = (RunStatus.FINISHED, RunStatus.ABORTED, RunStatus.CANCELLED)
+
+
+class RunSource(models.TextChoices):
+    HARNESS = "harness", "Run by this harness"
+    PREDICTIONS = "predictions", "Evaluated predictions"
+    PUBLISHED = "published", "Imported published results"
+
+
+class RunQuerySet(models.QuerySet["Run"]):
+    def active(self) -> RunQuerySet:
+        return self.filter(status__in=[RunStatus.QUEUED, RunStatus.RUNNING])
+
+
+class Run(models.Model):
+    """A batch: selected tasks of a suite x one model configuration x k samples."""
+
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    suite = models.ForeignKey("tasks_app.Suite", on_delete=models.CASCADE, related_name="runs")
+    model_config = models.ForeignKey(ModelConfig, on_delete=models.PROTECT, related_name="runs")
+    samples = models.PositiveSmallIntegerField(default=1)
+    selection = models.JSONField(default=dict, blank=True)
+    source = models.CharField(max_length=20, choices=RunSource.choices, default=RunSource.HARNESS)
+    status = models.CharField(max_length=20, choices=RunStatus.choices, default=RunStatus.QUEUED)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    fail_fast_reason = models.TextField(blank=True)
+    fail_fast_code = models.CharField(max_length=40, blank=True)
+    fail_fast_permanent = models.BooleanField(default=False)
+    # Cached counts for list pages; the attempts are the truth (runs.services recomputes).
+    totals = models.JSONField(default=dict, blank=True)
+    # Enough to reproduce the run.
+    harness_version = models.CharField(max_length=30, blank=True)
+    git_revision = models.CharField(max_length=64, blank=True)
+    package_versions = models.JSONField(default=dict, blank=True)
+    config_snapshot = models.JSONField(default=dict, blank=True)
+    artifacts_dir = models.CharField(max_length=500, blank=True)
+    notes = models.TextField(blank=True)
+
+    objects = RunQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            # The reaper and fail-fast propagation look for active runs of one model config.
+            models.Index(fields=["model_config", "status"], name="run_model_status_idx"),
+            models.Index(fields=["suite", "created_at"], name="run_suite_created_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"run {str(self.public_id)[:8]} {self.suite.name} x {self.model_config.name}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("run-detail", args=[self.public_id])
+
+    @property
+    def is_final(self) -> bool:
+        return self.status in RUN_FINAL_STATES
+
+
+class AttemptStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    FINISHED = "finished", "Finished"
+    SKIPPED = "skipped", "Skipped"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+FINAL_STATES = (AttemptStatus.FINISHED, AttemptStatus.SKIPPED, AttemptStatus.CANCELLED)
+
+
+class Grade(models.TextChoices):
+    FULL = "FULL", "Full"
+    PARTIAL = "PARTIAL", "Partial"
+    NO = "NO", "No"
+
+
+class AttemptQuerySet(models.QuerySet["Attempt"]):
+    def final(self) -> AttemptQuerySet:
+        return self.filter(status__in=FINAL_STATES)
+
+    def finished(self) -> AttemptQuerySet:
+        return self.filter(status=AttemptStatus.FINISHED)
+
+    def scored(self) -> AttemptQuerySet:
+        """Finished attempts that count toward success rates (infrastructure excluded)."""
+        return self.filter(status=AttemptStatus.FINISHED, is_infra=False)
+
+    def resolved(self) -> AttemptQuerySet:
+        return self.filter(status=AttemptStatus.FINISHED, failure_reason__isnull=True)
+
+    def infrastructure(self) -> AttemptQuerySet:
+        return self.filter(status=AttemptStatus.FINISHED, is_infra=True)
+
+    def for_suite(self, suite) -> AttemptQuerySet:
+        return self.filter(suite=suite)
+
+    def for_model(self, model_config) -> AttemptQuerySet:
+        return self.filter(model_config=model_config)
+
+
+class Attempt(models.Model):
+    """One task x one sample index in a run. Every attempt ends in a final state."""
+
+    SCHEMA_VERSION = "1.0.0"
+
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="attempts")
+    task = models.ForeignKey("tasks_app.Task", on_delete=models.CASCADE, related_name="attempts")
+    # Copies of run.suite and run.model_config: leaderboards aggregate tens of thousands of
+    # attempts by suite x model, and this keeps that a single indexed scan with no joins.
+    suite = models.ForeignKey("tasks_app.Suite", on_delete=models.CASCADE, related_name="+")
+    model_config = models.ForeignKey(ModelConfig, on_delete=models.PROTECT, related_name="+")
+    sample_index = models.PositiveSmallIntegerField(default=0)
+    task_revision = models.PositiveIntegerField(default=1)
+
+    status = models.CharField(
+        max_length=20, choices=AttemptStatus.choices, default=AttemptStatus.QUEUED
+    )
+    failure_reason = models.ForeignKey(
+        FailureReason, null=True, blank=True, on_delete=models.PROTECT, related_name="attempts"
+    )
+    failure_stage = models.CharField(
+        max_length=20, blank=True, choices=[(s.value, s.value) for s in Stage]
+    )
+    is_infra = models.BooleanField(default=False)
+    is_timeout = models.BooleanField(default=False)
+    is_empty_run = models.BooleanField(default=False)
+    # The instance had no entry in imported results; it counts as unresolved.
+    is_missing = models.BooleanField(default=False)
+
+    exit_code = models.IntegerField(null=True, blank=True)
+    duration_sec = models.FloatField(null=True, blank=True)
+    tokens_in = models.PositiveBigIntegerField(default=0)
+    tokens_out = models.PositiveBigIntegerField(default=0)
+    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=0)
+    tool_calls = models.PositiveIntegerField(default=0)
+    steps = models.PositiveIntegerField(default=0)
+    lines_changed = models.PositiveIntegerField(default=0)
+    files_touched = models.JSONField(default=list, blank=True)
+    final_patch = models.TextField(blank=True)
+    error_text = models.TextField(blank=True)
+    error_fingerprint = models.CharField(max_length=200, blank=True)
+    stderr_tail = models.TextField(blank=True)
+    artifacts_dir = models.CharField(max_length=500, blank=True)
+    schema_version = models.CharField(max_length=20, default=SCHEMA_VERSION)
+    # SWE-bench style grading: per-test statuses of FAIL_TO_PASS / PASS_TO_PASS and the grade.
+    test_results = models.JSONField(default=dict, blank=True)
+    grade = models.CharField(max_length=10, blank=True, choices=Grade.choices)
+
+    # Worker bookkeeping.
+    celery_task_id = models.CharField(max_length=100, blank=True)
+    worker = models.CharField(max_length=200, blank=True)
+    requeue_count = models.PositiveSmallIntegerField(default=0)
+    queued_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = AttemptQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["run", "task__task_id", "sample_index"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "task", "sample_index"], name="attempt_unique_sample"
+            ),
+            models.CheckConstraint(
+                condition=~Q(status="finished") | Q(finished_at__isnull=False),
+                name="attempt_finished_has_time",
+            ),
+        ]
+        indexes = [
+            # Workers, fail-fast and the run page count attempts of a run by status.
+            models.Index(fields=["run", "status"], name="attempt_run_status_idx"),
+            # The reaper scans running attempts by heartbeat age.
+            models.Index(fields=["status", "heartbeat_at"], name="attempt_status_hb_idx"),
+            # Leaderboard, compare and taxonomy pages aggregate by suite x model.
+            models.Index(
+                fields=["suite", "model_config", "status"], name="attempt_suite_model_idx"
+            ),
+            # Task pages list every attempt on a task.
+            models.Index(fields=["task", "model_config"], name="attempt_task_model_idx"),
+            # Fail-fast groups failures by fingerprint.
+            models.Index(fields=["run", "error_fingerprint"], name="attempt_run_fp_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"attempt {str(self.public_id)[:8]} {self.task.task_id}#{self.sample_index}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("attempt-detail", args=[self.public_id])
+
+    @property
+    def is_final(self) -> bool:
+        return self.status in FINAL_STATES
+
+    @property
+    def resolved(self) -> bool:
+        return self.status == AttemptStatus.FINISHED and self.failure_reason_id is None
+
+    @property
+    def is_stale_revision(self) -> bool:
+        """Scored against an older version of the task than the one stored now."""
+        return self.task_revision < self.task.revision
+
+
+class AttemptStage(models.Model):
+    """One stage of an attempt: its command, exit code, duration and output location."""
+
+    attempt = models.ForeignKey(Attempt, on_delete=models.CASCADE, related_name="stages")
+    name = models.CharField(max_length=40)
+    order = models.PositiveSmallIntegerField(default=0)
+    command = models.TextField(blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    duration_sec = models.FloatField(null=True, blank=True)
+    timed_out = models.BooleanField(default=False)
+    output_truncated = models.BooleanField(default=False)
+    # Relative to the attempt's artifacts_dir, e.g. "logs/setup.txt".
+    output_path = models.CharField(max_length=300, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["attempt", "order"]
+
+    def __str__(self) -> str:
+        return f"{self.name} (exit {self.exit_code})"

@@ -1,0 +1,43 @@
+from django.contrib import admin
+
+from tasks_app.models import Suite, Task, TaskRevision
+
+
+@admin.register(Suite)
+class SuiteAdmin(admin.ModelAdmin):
+    list_display = ["name", "source", "task_count", "updated_at"]
+    list_filter = ["source"]
+    search_fields = ["name", "description"]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).with_task_counts()
+
+    @admin.display(ordering="task_count")
+    def task_count(self, obj: Suite) -> int:
+        return obj.task_count
+
+
+class TaskRevisionInline(admin.TabularInline):
+    model = TaskRevision
+    extra = 0
+    can_delete = False
+    readonly_fields = ["revision", "changed_fields", "source_file", "dataset_version", "created_at"]
+    fields = readonly_fields
+
+
+@admin.register(Task)
+class TaskAdmin(admin.ModelAdmin):
+    list_display = ["task_id", "suite", "source", "revision", "labels", "docker_image"]
+    list_filter = ["suite", "source", "dataset_version"]
+    list_select_related = ["suite"]
+    search_fields = ["task_id", "repo_url", "labels_text", "problem_statement"]
+    readonly_fields = ["public_id", "spec_hash", "revision", "created_at", "updated_at"]
+    inlines = [TaskRevisionInline]
+
+
+@admin.register(TaskRevision)
+class TaskRevisionAdmin(admin.ModelAdmin):
+    list_display = ["task", "revision", "dataset_version", "created_at"]
+    list_filter = ["task__suite", "dataset_version"]
+    list_select_related = ["task__suite"]
+    search_fields = ["task__task_id"]

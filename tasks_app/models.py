@@ -1,0 +1,142 @@
+"""Suites and tasks: what an agent is asked to do, stored as loaded."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import models
+from django.urls import reverse
+
+
+class TaskSource(models.TextChoices):
+    TASK_YAML = "task_yaml", "task.yaml"
+    SWEBENCH = "swebench", "SWE-bench dataset"
+
+
+class SuiteQuerySet(models.QuerySet["Suite"]):
+    def with_task_counts(self) -> SuiteQuerySet:
+        return self.annotate(task_count=models.Count("tasks", distinct=True))
+
+
+class Suite(models.Model):
+    name = models.SlugField(max_length=100, unique=True)
+    description = models.TextField(blank=True)
+    source = models.CharField(
+        max_length=20, choices=TaskSource.choices, default=TaskSource.TASK_YAML
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = SuiteQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def get_absolute_url(self) -> str:
+        return reverse("suite-detail", args=[self.name])
+
+
+class TaskQuerySet(models.QuerySet["Task"]):
+    def for_suite(self, suite: Suite | str) -> TaskQuerySet:
+        if isinstance(suite, Suite):
+            return self.filter(suite=suite)
+        return self.filter(suite__name=suite)
+
+    def with_label(self, label: str) -> TaskQuerySet:
+        return self.filter(labels_text__contains=f",{label},")
+
+    def without_label(self, label: str) -> TaskQuerySet:
+        return self.exclude(labels_text__contains=f",{label},")
+
+
+class Task(models.Model):
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    suite = models.ForeignKey(Suite, on_delete=models.CASCADE, related_name="tasks")
+    task_id = models.CharField(max_length=200)
+    source = models.CharField(
+        max_length=20, choices=TaskSource.choices, default=TaskSource.TASK_YAML
+    )
+    # The whole spec as loaded (task.yaml mapping, or the full SWE-bench row), plus where from.
+    spec = models.JSONField(default=dict)
+    spec_path = models.CharField(max_length=500, blank=True)
+    spec_hash = models.CharField(max_length=64, blank=True)
+    revision = models.PositiveIntegerField(default=1)
+    dataset_version = models.CharField(max_length=100, blank=True)
+
+    repo_url = models.CharField(max_length=500)
+    repo_commit = models.CharField(max_length=100, blank=True)
+    docker_image = models.CharField(max_length=300, blank=True)
+    workdir = models.CharField(max_length=300, default="/workspace/repo")
+    timeout_sec = models.PositiveIntegerField(default=300)
+    setup_commands = models.JSONField(default=list, blank=True)
+    setup_network = models.BooleanField(default=True)
+    test_command = models.TextField()
+    labels = models.JSONField(default=list, blank=True)
+    # ",a,b," so that a label filter is an indexed-friendly substring match on every database.
+    labels_text = models.CharField(max_length=500, blank=True, default="", editable=False)
+    max_steps = models.PositiveIntegerField(null=True, blank=True)
+    harness_min_version = models.CharField(max_length=30, blank=True)
+
+    # SWE-bench fields (empty for task.yaml tasks unless they ship a reference solution).
+    problem_statement = models.TextField(blank=True)
+    hints_text = models.TextField(blank=True)
+    gold_patch = models.TextField(blank=True)
+    test_patch = models.TextField(blank=True)
+    fail_to_pass = models.JSONField(default=list, blank=True)
+    pass_to_pass = models.JSONField(default=list, blank=True)
+    environment_setup_commit = models.CharField(max_length=100, blank=True)
+    instance_version = models.CharField(max_length=30, blank=True)
+    difficulty = models.CharField(max_length=50, blank=True)
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = TaskQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["suite__name", "task_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["suite", "task_id"], name="task_unique_in_suite"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.suite.name}/{self.task_id}"
+
+    def save(self, *args, **kwargs) -> None:
+        self.labels_text = "," + ",".join(self.labels or []) + "," if self.labels else ""
+        update_fields = kwargs.get("update_fields")
+        if update_fields is not None and "labels" in update_fields:
+            kwargs["update_fields"] = {*update_fields, "labels_text"}
+        super().save(*args, **kwargs)
+
+    def get_absolute_url(self) -> str:
+        return reverse("task-detail", args=[self.suite.name, self.task_id])
+
+    @property
+    def is_flaky(self) -> bool:
+        return "flaky" in (self.labels or [])
+
+
+class TaskRevision(models.Model):
+    """What a re-import changed. Attempts record the revision they were scored against."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="revisions")
+    revision = models.PositiveIntegerField()
+    spec_hash = models.CharField(max_length=64)
+    changed_fields = models.JSONField(default=list)
+    previous_values = models.JSONField(default=dict)
+    source_file = models.CharField(max_length=500, blank=True)
+    dataset_version = models.CharField(max_length=100, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["task", "revision"]
+        constraints = [
+            models.UniqueConstraint(fields=["task", "revision"], name="task_revision_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.task} r{self.revision}"

@@ -1,0 +1,258 @@
+"""Loading and validating ``task.yaml`` files: pure, no Django.
+
+Every problem names the file, the field path and (where the YAML has it) the line, and a
+directory is checked whole before anything is imported.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
+
+SUPPORTED_SPEC_VERSIONS = ("1.0",)
+TASK_FILE_NAME = "task.yaml"
+_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$"
+_URL_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.\-]*://")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RepoSpec(_Strict):
+    url: StrictStr = Field(min_length=1)
+    commit: StrictStr = Field(min_length=1)
+
+
+class EnvironmentSpec(_Strict):
+    docker_image: StrictStr = Field(min_length=1)
+    workdir: StrictStr = "/workspace/repo"
+    timeout_sec: Annotated[StrictInt, Field(gt=0)] = 300
+
+
+class SetupSpec(_Strict):
+    commands: list[StrictStr] = []
+    # Setup may reach the network (pip install) unless a task says otherwise.
+    network: StrictBool = True
+    timeout_sec: Annotated[StrictInt, Field(gt=0)] | None = None
+
+
+class RunSpec(_Strict):
+    command: StrictStr = Field(min_length=1)
+
+
+class ValidationSpec(_Strict):
+    expected_exit_codes: list[StrictInt] | None = None
+    expected_failing_tests: list[StrictStr] = []
+    output_regex: StrictStr | None = None
+    enforce_clean_setup: StrictBool = True
+    check_flaky: StrictBool = True
+
+
+class AgentSpec(_Strict):
+    entrypoint: StrictStr | None = None
+    max_steps: Annotated[StrictInt, Field(gt=0)] | None = None
+
+
+class TaskSpec(_Strict):
+    task_spec_version: Literal["1.0"]
+    id: Annotated[StrictStr, Field(pattern=_ID_PATTERN, max_length=200)]
+    suite: Annotated[StrictStr, Field(pattern=_ID_PATTERN, max_length=100)]
+    description: StrictStr = ""
+    repo: RepoSpec
+    environment: EnvironmentSpec
+    setup: SetupSpec = SetupSpec()
+    run: RunSpec
+    validation: ValidationSpec = ValidationSpec()
+    agent: AgentSpec = AgentSpec()
+    labels: list[StrictStr] = []
+    harness_min_version: StrictStr | None = None
+    # A patch file (relative to the task file) that solves the task, for the oracle agent.
+    reference_solution: StrictStr | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SpecProblem:
+    file: str
+    field: str
+    message: str
+    line: int | None = None
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        return f"{where}: {self.field or '(file)'}: {self.message}"
+
+
+class TaskSpecError(Exception):
+    """One or more task files are invalid; ``problems`` lists each file, field and message."""
+
+    def __init__(self, problems: list[SpecProblem]):
+        self.problems = problems
+        super().__init__("\n".join(str(p) for p in problems))
+
+
+@dataclass(frozen=True)
+class LoadedTask:
+    spec: TaskSpec
+    path: Path
+    raw: dict[str, Any]
+    repo_url: str  # resolved: a relative path becomes absolute against the task file
+    reference_patch: str = ""
+    spec_hash: str = field(default="")
+
+
+def load_task_file(path: Path | str) -> LoadedTask:
+    """Load and validate one task file; raise TaskSpecError naming file, field and line."""
+    path = Path(path)
+    name = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise TaskSpecError([SpecProblem(name, "", f"cannot read file: {exc.strerror}")]) from exc
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        line = getattr(getattr(exc, "problem_mark", None), "line", None)
+        raise TaskSpecError(
+            [SpecProblem(name, "", f"invalid YAML: {exc}", None if line is None else line + 1)]
+        ) from exc
+    if not isinstance(raw, dict):
+        raise TaskSpecError([SpecProblem(name, "", "expected a mapping at the top level")])
+    version = raw.get("task_spec_version")
+    if isinstance(version, float | int) and not isinstance(version, bool):
+        raw["task_spec_version"] = str(float(version))  # unquoted 1.0 in YAML reads as a float
+    if "task_spec_version" in raw and raw["task_spec_version"] not in SUPPORTED_SPEC_VERSIONS:
+        raise TaskSpecError(
+            [
+                SpecProblem(
+                    name,
+                    "task_spec_version",
+                    f"unsupported version {raw['task_spec_version']!r}; "
+                    f"supported: {', '.join(SUPPORTED_SPEC_VERSIONS)}",
+                    _line_of(node, ("task_spec_version",)),
+                )
+            ]
+        )
+    try:
+        spec = TaskSpec.model_validate(raw)
+    except ValidationError as exc:
+        raise TaskSpecError(
+            [
+                SpecProblem(name, _dotted(err["loc"]), _message(err), _line_of(node, err["loc"]))
+                for err in exc.errors()
+            ]
+        ) from exc
+    reference_patch = ""
+    if spec.reference_solution:
+        patch_path = (path.parent / spec.reference_solution).resolve()
+        if not patch_path.is_file():
+            raise TaskSpecError(
+                [
+                    SpecProblem(
+                        name,
+                        "reference_solution",
+                        f"file not found: {spec.reference_solution}",
+                        _line_of(node, ("reference_solution",)),
+                    )
+                ]
+            )
+        reference_patch = patch_path.read_text(encoding="utf-8")
+    repo_url = resolve_repo_url(spec.repo.url, path.parent)
+    digest = hashlib.sha256(
+        json.dumps([raw, repo_url, reference_patch], sort_keys=True, default=str).encode()
+    ).hexdigest()
+    return LoadedTask(
+        spec=spec,
+        path=path,
+        raw=raw,
+        repo_url=repo_url,
+        reference_patch=reference_patch,
+        spec_hash=digest,
+    )
+
+
+def resolve_repo_url(url: str, base_dir: Path) -> str:
+    """Remote and file:// URLs stay as they are; a relative path resolves against base_dir."""
+    if _URL_SCHEME.match(url) or re.match(r"^[\w.\-]+@[\w.\-]+:", url):
+        return url
+    candidate = Path(url)
+    if not candidate.is_absolute():
+        candidate = base_dir / candidate
+    return str(candidate.resolve())
+
+
+def find_task_files(directory: Path | str) -> list[Path]:
+    """Every task.yaml under a directory (or the file itself), in a stable order."""
+    directory = Path(directory)
+    if directory.is_file():
+        return [directory]
+    return sorted(directory.rglob(TASK_FILE_NAME))
+
+
+def load_task_dir(directory: Path | str) -> list[LoadedTask]:
+    """Load every task under a directory; collect all problems and raise them together."""
+    directory = Path(directory)
+    if not directory.exists():
+        raise TaskSpecError([SpecProblem(str(directory), "", "no such file or directory")])
+    loaded: list[LoadedTask] = []
+    problems: list[SpecProblem] = []
+    seen: dict[tuple[str, str], Path] = {}
+    for path in find_task_files(directory):
+        try:
+            task = load_task_file(path)
+        except TaskSpecError as exc:
+            problems.extend(exc.problems)
+            continue
+        key = (task.spec.suite, task.spec.id)
+        if key in seen:
+            problems.append(
+                SpecProblem(str(path), "id", f"duplicate task id {key[1]!r}, also in {seen[key]}")
+            )
+            continue
+        seen[key] = path
+        loaded.append(task)
+    if problems:
+        raise TaskSpecError(problems)
+    return loaded
+
+
+def _dotted(loc: tuple[Any, ...]) -> str:
+    return ".".join(f"[{p}]" if isinstance(p, int) else str(p) for p in loc).replace(".[", "[")
+
+
+def _message(err: dict[str, Any]) -> str:
+    if err["type"] == "extra_forbidden":
+        return "unknown key"
+    if err["type"] == "missing":
+        return "required field is missing"
+    return str(err["msg"])
+
+
+def _line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
+    """The 1-based line of the deepest YAML node along ``loc`` that exists."""
+    line = None if node is None else node.start_mark.line + 1
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            for key_node, value_node in node.value:
+                if key_node.value == part:
+                    line = key_node.start_mark.line + 1
+                    node = value_node
+                    break
+            else:
+                return line
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
+            if part >= len(node.value):
+                return line
+            node = node.value[part]
+            line = node.start_mark.line + 1
+        else:
+            return line
+    return line

@@ -1,0 +1,145 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tasks_app.spec import TaskSpecError, load_task_dir, load_task_file
+from tests.conftest import REPO_ROOT, TASKS_DIR
+
+GOOD = """\
+task_spec_version: "1.0"
+id: t1
+suite: s1
+repo:
+  url: ../repo
+  commit: abc123
+environment:
+  docker_image: img:1
+  workdir: /workspace/repo
+  timeout_sec: 30
+setup:
+  commands: ["echo hi"]
+run:
+  command: python -m pytest -q
+labels: [toy]
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "t1") -> Path:
+    path = tmp_path / name / "task.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def problems_of(path: Path) -> list[str]:
+    with pytest.raises(TaskSpecError) as info:
+        load_task_file(path)
+    return [str(p) for p in info.value.problems]
+
+
+def test_it_loads_the_example_toy_task():
+    task = load_task_file(TASKS_DIR / "custom-dev/toy_fail_pytest/task.yaml")
+    assert task.spec.id == "toy_fail_pytest"
+    assert task.spec.suite == "custom-dev"
+    assert task.repo_url == str(REPO_ROOT / "examples/toy_repo.bundle")
+    assert task.spec.environment.timeout_sec == 60
+    assert "return total(values) / len(values)" in task.reference_patch
+
+
+def test_it_resolves_a_relative_repo_url_against_the_task_file(tmp_path):
+    task = load_task_file(write(tmp_path, GOOD))
+    assert task.repo_url == str((tmp_path / "repo").resolve())
+
+
+@pytest.mark.parametrize(
+    "url", ["https://github.com/o/r.git", "file:///srv/repo", "git@github.com:o/r.git", "/abs/r"]
+)
+def test_it_keeps_remote_file_and_absolute_urls(tmp_path, url):
+    task = load_task_file(write(tmp_path, GOOD.replace("../repo", url)))
+    assert task.repo_url == url
+
+
+def test_it_accepts_an_unquoted_version(tmp_path):
+    task = load_task_file(write(tmp_path, GOOD.replace('"1.0"', "1.0")))
+    assert task.spec.task_spec_version == "1.0"
+
+
+def test_it_names_file_field_and_line_of_a_missing_field(tmp_path):
+    path = write(tmp_path, GOOD.replace("  commit: abc123\n", ""))
+    assert problems_of(path) == [f"{path}:4: repo.commit: required field is missing"]
+
+
+def test_it_names_an_unknown_key(tmp_path):
+    path = write(tmp_path, GOOD + "colour: blue\n")
+    assert problems_of(path) == [f"{path}:16: colour: unknown key"]
+
+
+def test_it_names_a_wrong_type_without_coercing(tmp_path):
+    path = write(tmp_path, GOOD.replace("timeout_sec: 30", 'timeout_sec: "30"'))
+    (problem,) = problems_of(path)
+    assert problem.startswith(f"{path}:10: environment.timeout_sec: ")
+    assert "integer" in problem
+
+
+def test_it_names_a_bad_list_item(tmp_path):
+    path = write(tmp_path, GOOD.replace("labels: [toy]", "labels: [toy, 3]"))
+    (problem,) = problems_of(path)
+    assert problem.startswith(f"{path}:15: labels[1]: ")
+
+
+def test_it_rejects_an_unsupported_version(tmp_path):
+    path = write(tmp_path, GOOD.replace('"1.0"', '"2.0"'))
+    (problem,) = problems_of(path)
+    assert "task_spec_version" in problem and "unsupported version '2.0'" in problem
+
+
+def test_it_rejects_yaml_that_is_not_a_mapping(tmp_path):
+    path = write(tmp_path, "- just\n- a list\n")
+    assert problems_of(path) == [f"{path}: (file): expected a mapping at the top level"]
+
+
+def test_it_reports_invalid_yaml_with_its_line(tmp_path):
+    path = write(tmp_path, GOOD + "labels: [unclosed\n")
+    (problem,) = problems_of(path)
+    assert "invalid YAML" in problem and str(path) in problem
+
+
+def test_it_rejects_a_missing_reference_solution(tmp_path):
+    path = write(tmp_path, GOOD + "reference_solution: nope.patch\n")
+    (problem,) = problems_of(path)
+    assert "reference_solution: file not found: nope.patch" in problem
+
+
+def test_it_collects_problems_from_every_file_in_a_directory(tmp_path):
+    write(tmp_path, GOOD, "ok")
+    write(tmp_path, GOOD.replace("id: t1", "id: t2").replace("  commit: abc123\n", ""), "a")
+    write(tmp_path, GOOD.replace("id: t1", "id: t3") + "extra: 1\n", "b")
+    with pytest.raises(TaskSpecError) as info:
+        load_task_dir(tmp_path)
+    fields = sorted((Path(p.file).parent.name, p.field) for p in info.value.problems)
+    assert fields == [("a", "repo.commit"), ("b", "extra")]
+
+
+def test_it_rejects_duplicate_ids_in_a_suite(tmp_path):
+    write(tmp_path, GOOD, "one")
+    write(tmp_path, GOOD, "two")
+    with pytest.raises(TaskSpecError) as info:
+        load_task_dir(tmp_path)
+    assert [p.field for p in info.value.problems] == ["id"]
+
+
+def test_every_example_task_is_valid():
+    tasks = load_task_dir(TASKS_DIR)
+    ids = {t.spec.id for t in tasks if t.spec.suite == "custom-dev"}
+    assert {
+        "toy_fail_pytest",
+        "toy_setup_fails",
+        "toy_setup_hangs",
+        "toy_baseline_passes",
+        "toy_no_tests",
+        "toy_tests_hang",
+        "toy_flaky",
+    } <= ids
+    assert [t.spec.id for t in tasks if "flaky" in t.spec.labels] == ["toy_flaky"]
