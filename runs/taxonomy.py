@@ -19,6 +19,11 @@ import enum
 from dataclasses import dataclass
 from typing import Final
 
+from sandbox.errors import SandboxError
+
+# Any exception of this kind maps to SANDBOX_ERROR in ``from_stage``.
+SandboxFailure = SandboxError
+
 
 class Category(enum.StrEnum):
     INFRASTRUCTURE = "infrastructure"
@@ -128,10 +133,6 @@ _PYTEST_EXIT: Final[dict[int, Reason | None]] = {
     124: Reason.TIMEOUT,
     137: Reason.TIMEOUT,
 }
-
-
-class SandboxFailure(Exception):
-    """Marker base: an exception of this kind maps to SANDBOX_ERROR in ``from_stage``."""
 
 
 def from_pytest_exit_code(exit_code: int) -> Reason | None:

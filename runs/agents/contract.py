@@ -1,0 +1,84 @@
+"""What the attempt pipeline hands an agent, and what the agent hands back. No Django here.
+
+The pipeline (runs/pipeline) prepares the workspace, runs setup and the baseline, then calls
+``Agent.run(ctx)`` and finally the task's tests itself; the agent never decides success.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from runs.taxonomy import Reason
+from sandbox.base import Sandbox
+
+
+@dataclass(frozen=True, slots=True)
+class Budgets:
+    max_steps: int = 30
+    max_time_sec: float = 1800.0
+    max_tokens: int | None = None
+    max_cost_usd: float | None = None
+    repeated_failure_threshold: int = 3
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSettings:
+    variant: str  # scripted | oracle | nop | llm
+    model_name: str = ""
+    base_url: str = ""
+    api_key: str = ""
+    sampling: dict = field(default_factory=dict)
+    strict_patch: bool = False
+    log_llm_messages: bool = True
+    llm_log_max_chars: int = 2_000_000
+    price_input_per_mtok: float | None = None
+    price_output_per_mtok: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TaskView:
+    task_id: str
+    workdir: str  # inside the sandbox, e.g. /workspace/repo
+    test_command: str
+    timeout_sec: int
+    setup_commands: tuple[str, ...] = ()
+    problem_statement: str = ""
+    gold_patch: str = ""
+
+
+@dataclass(frozen=True)
+class AgentContext:
+    sandbox: Sandbox
+    task: TaskView
+    budgets: Budgets
+    model: ModelSettings
+    artifacts_dir: Path  # the attempt's folder: events.jsonl, diffs/, logs/ go here
+
+
+@dataclass
+class AgentOutcome:
+    """The agent's stop reason (None = the tests passed when it stopped) and its accounting."""
+
+    reason: Reason | None
+    stop: str  # tests_passed | gave_up | step_budget | time_budget | token_budget |
+    #            cost_budget | repeated_failures | tool_error | llm_error | done
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost_usd: float = 0.0
+    tool_calls: int = 0
+    steps: int = 0
+    error_text: str = ""
+    is_timeout: bool = False
+    is_empty_run: bool = False
+    # "permanent" (auth, unknown model, bad parameter) or "transient"; run-level fail-fast
+    # stops every run of the model configuration on a permanent one.
+    llm_error_kind: str | None = None
+    duration_sec: float = 0.0
+
+
+class Agent(Protocol):
+    name: str
+
+    def run(self, ctx: AgentContext) -> AgentOutcome: ...

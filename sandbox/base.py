@@ -1,0 +1,104 @@
+"""The one sandbox interface every backend implements (see tests/test_sandbox_conformance.py).
+
+A sandbox is a context manager: entering starts it, leaving always tears it down. Commands run
+with a workspace directory as their only writable place besides a tmpfs /tmp.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+TIMEOUT_EXIT_CODE = 124
+KILLED_EXIT_CODE = 137
+
+
+@dataclass(frozen=True, slots=True)
+class ExecResult:
+    exit_code: int
+    stdout: str
+    stderr: str
+    duration_sec: float
+    timed_out: bool = False
+    oom_killed: bool = False
+    # True when stdout or stderr was cut at the configured output cap.
+    truncated: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxConfig:
+    """How to build one sandbox. ``name`` is deterministic (e.g. from the attempt's public id)."""
+
+    name: str
+    workspace: Path  # host directory mounted (or bound) at ``workspace_path`` inside
+    image: str = "agentbench/py-runner:0.1.0"
+    workspace_path: str = "/workspace"
+    memory_mb: int = 2048
+    cpus: float = 1.0
+    pids_limit: int = 256
+    output_cap_bytes: int = 1_000_000
+    labels: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+
+
+class Sandbox(abc.ABC):
+    """Start on ``__enter__``, always clean up on ``__exit__`` (also after exceptions)."""
+
+    backend: str = "abstract"
+
+    def __init__(self, config: SandboxConfig):
+        self.config = config
+
+    @abc.abstractmethod
+    def start(self) -> None: ...
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Remove everything the sandbox started. Safe to call twice."""
+
+    @abc.abstractmethod
+    def exec(
+        self,
+        cmd: str | list[str],
+        *,
+        timeout: float,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        network: bool = False,
+    ) -> ExecResult:
+        """Run a command (a string goes through ``sh -c``). A timeout gives exit 124 and
+        ``timed_out``; an OOM kill or SIGKILL gives 137."""
+
+    @abc.abstractmethod
+    def read_file(self, path: str) -> bytes: ...
+
+    @abc.abstractmethod
+    def write_file(self, path: str, content: bytes | str) -> None: ...
+
+    @abc.abstractmethod
+    def copy_in(self, host_dir: Path, sandbox_dir: str) -> None: ...
+
+    @abc.abstractmethod
+    def copy_out(self, sandbox_dir: str, host_dir: Path) -> None: ...
+
+    def __enter__(self) -> Sandbox:
+        try:
+            self.start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
