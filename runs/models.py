@@ -39,6 +39,8 @@ class AgentVariant(models.TextChoices):
     SCRIPTED = "scripted", "Scripted"
     ORACLE = "oracle", "Oracle (gold patch)"
     NOP = "nop", "No-op"
+    # Baseline validation only (ab validate-suite, ab run-task): no agent stage.
+    BASELINE = "baseline", "Baseline validation (no agent)"
     LLM = "llm", "LLM (OpenAI-compatible)"
     # Results produced elsewhere: imported predictions or published reports.
     EXTERNAL = "external", "External (imported)"
@@ -112,6 +114,7 @@ class RunSource(models.TextChoices):
     HARNESS = "harness", "Run by this harness"
     PREDICTIONS = "predictions", "Evaluated predictions"
     PUBLISHED = "published", "Imported published results"
+    VALIDATION = "validation", "Baseline validation"
 
 
 class RunQuerySet(models.QuerySet["Run"]):
@@ -252,6 +255,9 @@ class Attempt(models.Model):
     final_patch = models.TextField(blank=True)
     error_text = models.TextField(blank=True)
     error_fingerprint = models.CharField(max_length=200, blank=True)
+    # "permanent" (auth, unknown model, bad parameter, misconfiguration) or "transient";
+    # run-level fail-fast stops every run of the model configuration on a permanent one.
+    error_kind = models.CharField(max_length=20, blank=True)
     stderr_tail = models.TextField(blank=True)
     artifacts_dir = models.CharField(max_length=500, blank=True)
     schema_version = models.CharField(max_length=20, default=SCHEMA_VERSION)
