@@ -1,0 +1,642 @@
+"""Deterministic demo runs for the pages: several models on custom-dev and a SWE-bench suite.
+
+Every value comes from a ``random.Random`` seeded with the suite, model and run names, and
+runs are keyed in ``config_snapshot["seed_demo"]``, so seeding twice changes nothing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import random
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+
+from django.conf import settings
+from django.core.files.base import ContentFile
+from django.core.files.storage import storages
+from django.db import transaction
+
+from runs.models import (
+    AgentVariant,
+    Attempt,
+    AttemptStage,
+    AttemptStatus,
+    FailureReason,
+    Grade,
+    ModelConfig,
+    Run,
+    RunSource,
+    RunStatus,
+)
+from runs.taxonomy import Reason, Stage
+from tasks_app.models import Suite, Task, TaskSource
+
+BASE_TIME = dt.datetime(2026, 10, 1, 9, 0, tzinfo=dt.UTC)
+SWEBENCH_SUITE = "swe-bench-lite-dev"
+REPO_ROOT = Path(settings.BASE_DIR)
+
+
+@dataclass(frozen=True)
+class DemoModel:
+    name: str
+    variant: str
+    model_name: str
+    skill: float  # logit shift: higher resolves more
+    price_in: float | None = None
+    price_out: float | None = None
+    description: str = ""
+
+
+MODELS = [
+    DemoModel(
+        "gpt-4o (agent loop)", AgentVariant.LLM, "gpt-4o", 0.4, 2.5, 10.0, "OpenAI API, T=0.2"
+    ),
+    DemoModel(
+        "claude-3.5-sonnet (agent loop)",
+        AgentVariant.LLM,
+        "claude-3-5-sonnet-20241022",
+        0.9,
+        3.0,
+        15.0,
+        "Through an OpenAI-compatible gateway",
+    ),
+    DemoModel(
+        "qwen2.5-coder-32b (local vLLM)",
+        AgentVariant.LLM,
+        "Qwen/Qwen2.5-Coder-32B-Instruct",
+        -0.4,
+        0.2,
+        0.6,
+        "Self-hosted vLLM, T=0",
+    ),
+    DemoModel("deepseek-v3 (agent loop)", AgentVariant.LLM, "deepseek-chat", 0.5, 0.27, 1.1),
+    DemoModel(
+        "oracle (gold patch)", AgentVariant.ORACLE, "", 9.0, description="Applies the gold patch"
+    ),
+    DemoModel("no-op agent", AgentVariant.NOP, "", -9.0, description="Changes nothing"),
+    DemoModel(
+        "SWE-agent + GPT-4 (published)",
+        AgentVariant.EXTERNAL,
+        "gpt-4-1106-preview",
+        0.2,
+        description="Imported from a published report",
+    ),
+]
+
+
+@dataclass(frozen=True)
+class DemoRun:
+    key: str
+    model: str
+    samples: int
+    days_ago: int  # before BASE_TIME + 30 days
+    skill_delta: float = 0.0
+    source: str = RunSource.HARNESS
+
+
+SWEBENCH_RUNS = [
+    DemoRun("gpt4o-early", "gpt-4o (agent loop)", 1, 21, -0.5),
+    DemoRun("gpt4o", "gpt-4o (agent loop)", 3, 3),
+    DemoRun("claude-early", "claude-3.5-sonnet (agent loop)", 1, 18, -0.4),
+    DemoRun("claude", "claude-3.5-sonnet (agent loop)", 3, 2),
+    DemoRun("qwen", "qwen2.5-coder-32b (local vLLM)", 1, 6),
+    DemoRun("deepseek", "deepseek-v3 (agent loop)", 3, 4),
+    DemoRun("oracle", "oracle (gold patch)", 1, 10),
+    DemoRun("nop", "no-op agent", 1, 10),
+    DemoRun("published", "SWE-agent + GPT-4 (published)", 1, 25, source=RunSource.PUBLISHED),
+]
+
+CUSTOM_DEV_RUNS = [
+    DemoRun("gpt4o", "gpt-4o (agent loop)", 3, 5),
+    DemoRun("claude", "claude-3.5-sonnet (agent loop)", 3, 4),
+    DemoRun("qwen-early", "qwen2.5-coder-32b (local vLLM)", 1, 14, -0.5),
+    DemoRun("qwen", "qwen2.5-coder-32b (local vLLM)", 1, 3),
+    DemoRun("oracle", "oracle (gold patch)", 1, 9),
+    DemoRun("nop", "no-op agent", 1, 9),
+]
+
+# custom-dev's failure-path tasks fail the same way whoever runs them.
+CUSTOM_DEV_FIXED: dict[str, tuple[Reason, Stage, int]] = {
+    "toy_baseline_passes": (Reason.BASELINE_NOT_FAILING, Stage.BASELINE_RUN, 0),
+    "toy_no_tests": (Reason.NO_TESTS_COLLECTED, Stage.BASELINE_RUN, 5),
+    "toy_setup_fails": (Reason.SETUP_FAILED, Stage.SETUP, 1),
+    "toy_setup_hangs": (Reason.SETUP_TIMEOUT, Stage.SETUP, 124),
+    "toy_tests_hang": (Reason.TIMEOUT, Stage.FINAL_TEST, 124),
+}
+
+
+@dataclass
+class SeedReport:
+    runs_created: list[str] = field(default_factory=list)
+    runs_kept: list[str] = field(default_factory=list)
+    attempts: int = 0
+
+
+def seed_demo() -> SeedReport:
+    """Create the demo suites' tasks if missing and every demo run not created before."""
+    report = SeedReport()
+    custom_dev = _custom_dev_suite()
+    swebench = _swebench_suite()
+    models = {m.name: _model_config(m) for m in MODELS}
+    reasons = {r.code: r for r in FailureReason.objects.all()}
+    for suite, plans in ((custom_dev, CUSTOM_DEV_RUNS), (swebench, SWEBENCH_RUNS)):
+        if suite is None:
+            continue
+        for plan in plans:
+            key = f"{suite.name}/{plan.key}"
+            if Run.objects.filter(suite=suite, config_snapshot__seed_demo=key).exists():
+                report.runs_kept.append(key)
+                continue
+            spec = next(m for m in MODELS if m.name == plan.model)
+            with transaction.atomic():
+                report.attempts += _seed_run(suite, models[plan.model], spec, plan, key, reasons)
+            report.runs_created.append(key)
+    return report
+
+
+def _custom_dev_suite() -> Suite | None:
+    suite = Suite.objects.filter(name="custom-dev").first()
+    if suite is None and (Path(settings.AB_TASKS_DIR) / "custom-dev").is_dir():
+        from tasks_app.services import tasks_import
+
+        tasks_import(directory=settings.AB_TASKS_DIR)
+        suite = Suite.objects.filter(name="custom-dev").first()
+    return suite
+
+
+def _swebench_suite() -> Suite | None:
+    """An imported SWE-bench suite, or the Lite dev sample imported here."""
+    existing = (
+        Suite.objects.filter(source=TaskSource.SWEBENCH, tasks__isnull=False).distinct().first()
+    )
+    if existing is not None:
+        return existing
+    for candidate in (
+        REPO_ROOT / "examples" / "swebench" / "lite_dev.jsonl",
+        REPO_ROOT.parent / "shared" / "swebench" / "lite_dev.jsonl",
+    ):
+        if candidate.is_file():
+            return _import_swebench_file(candidate)
+    return None
+
+
+def _import_swebench_file(path: Path) -> Suite:
+    from tasks_app.services import task_upsert
+    from tasks_app.swebench.dataset import read_records
+    from tasks_app.swebench.fields import check_instances
+
+    instances, problems = check_instances(read_records(path))
+    if problems:
+        raise ValueError(f"{path}: {problems[0]}")
+    with transaction.atomic():
+        suite, _ = Suite.objects.get_or_create(
+            name=SWEBENCH_SUITE,
+            defaults={
+                "source": TaskSource.SWEBENCH,
+                "description": "SWE-bench Lite, dev split (23 real instances).",
+            },
+        )
+        for instance in instances:
+            task_upsert(
+                suite=suite,
+                task_id=instance.instance_id,
+                fields=instance.task_fields(),
+                source_file=str(path),
+                dataset_version="princeton-nlp/SWE-bench_Lite dev",
+            )
+    return suite
+
+
+def _model_config(spec: DemoModel) -> ModelConfig:
+    config, _ = ModelConfig.objects.get_or_create(
+        name=spec.name,
+        defaults={
+            "agent_variant": spec.variant,
+            "model_name": spec.model_name,
+            "description": spec.description,
+            "temperature": 0.2 if spec.variant == AgentVariant.LLM else None,
+            "price_input_per_mtok": _dec(spec.price_in),
+            "price_output_per_mtok": _dec(spec.price_out),
+        },
+    )
+    return config
+
+
+def _dec(value: float | None) -> Decimal | None:
+    return None if value is None else Decimal(str(value))
+
+
+def _seed_run(
+    suite: Suite,
+    config: ModelConfig,
+    spec: DemoModel,
+    plan: DemoRun,
+    key: str,
+    reasons: dict[str, FailureReason],
+) -> int:
+    rng = random.Random(key)
+    created = BASE_TIME + dt.timedelta(days=30 - plan.days_ago, hours=rng.randint(0, 8))
+    run = Run.objects.create(
+        suite=suite,
+        model_config=config,
+        samples=plan.samples,
+        source=plan.source,
+        status=RunStatus.FINISHED,
+        harness_version=settings.HARNESS_VERSION,
+        config_snapshot={"seed_demo": key, "model": spec.model_name, "variant": spec.variant},
+        notes="Generated demo data (ab setup-demo).",
+    )
+    tasks = list(Task.objects.for_suite(suite).order_by("task_id"))
+    clock = created
+    count = 0
+    missing = (
+        set(rng.sample([t.task_id for t in tasks], 2)) if plan.source == "published" else set()
+    )
+    for task in tasks:
+        for sample in range(plan.samples):
+            outcome = _outcome(rng, spec, plan, task, missing)
+            duration = outcome.duration
+            started = clock
+            clock = clock + dt.timedelta(seconds=duration + rng.uniform(1, 5))
+            attempt = _create_attempt(
+                rng, run, task, sample, spec, outcome, started, clock, reasons
+            )
+            _write_artifacts(rng, attempt, task, outcome, spec)
+            count += 1
+    Run.objects.filter(id=run.id).update(
+        created_at=created, started_at=created, finished_at=clock, totals={"attempts": count}
+    )
+    return count
+
+
+@dataclass
+class Outcome:
+    reason: Reason | None
+    stage: Stage | None
+    exit_code: int
+    duration: float
+    tokens_in: int = 0
+    tokens_out: int = 0
+    steps: int = 0
+    missing: bool = False
+    patch: str = ""
+
+
+def _outcome(
+    rng: random.Random, spec: DemoModel, plan: DemoRun, task: Task, missing: set[str]
+) -> Outcome:
+    if task.task_id in missing:
+        return Outcome(Reason.UNKNOWN, None, 0, 0.0, missing=True)
+    agentless = spec.variant in (AgentVariant.ORACLE, AgentVariant.NOP, AgentVariant.EXTERNAL)
+    fixed = CUSTOM_DEV_FIXED.get(task.task_id) if task.suite.source != TaskSource.SWEBENCH else None
+    if fixed is not None:
+        reason, stage, code = fixed
+        duration = {Stage.SETUP: 120.0 if code == 124 else 4.2, Stage.FINAL_TEST: 60.0}.get(
+            stage, 3.1
+        )
+        if stage is not Stage.FINAL_TEST:
+            return Outcome(reason, stage, code, duration + rng.uniform(0, 2))
+    else:
+        reason = None
+    tokens_in = 0 if agentless else rng.randint(8_000, 90_000)
+    tokens_out = 0 if agentless else rng.randint(600, 6_000)
+    steps = 0 if agentless else rng.randint(3, 28)
+    duration = rng.uniform(20, 400) if not agentless else rng.uniform(5, 30)
+    if reason is not None:  # toy_tests_hang: the agent ran, then the tests hung
+        return Outcome(reason, Stage.FINAL_TEST, 124, duration + 60, tokens_in, tokens_out, steps)
+    infra = rng.random()
+    if not agentless and infra < 0.05:
+        which = rng.choice([Reason.LLM_ERROR, Reason.SANDBOX_ERROR, Reason.TIMEOUT])
+        stage = Stage.FINAL_TEST if which is Reason.TIMEOUT else Stage.AGENT_RUN
+        return Outcome(
+            which,
+            stage,
+            124 if which is Reason.TIMEOUT else 1,
+            duration,
+            tokens_in,
+            tokens_out,
+            steps,
+        )
+    difficulty = _difficulty(task.task_id)
+    p = 1 / (1 + math.exp(-(spec.skill + plan.skill_delta - difficulty)))
+    if task.task_id == "toy_flaky":
+        p = 0.5
+    if rng.random() < p:
+        return Outcome(None, None, 0, duration, tokens_in, tokens_out, steps)
+    if agentless:
+        return Outcome(Reason.TESTS_FAILED, Stage.FINAL_TEST, 1, duration)
+    roll = rng.random()
+    if roll < 0.6:
+        reason = Reason.TESTS_FAILED
+    elif roll < 0.8:
+        reason = Reason.AGENT_GAVE_UP
+        steps = 30
+    elif roll < 0.92:
+        reason = Reason.TOOL_ERROR
+    else:
+        reason = Reason.INTERNAL_ERROR
+    stage = (
+        Stage.AGENT_RUN if reason in (Reason.AGENT_GAVE_UP, Reason.TOOL_ERROR) else Stage.FINAL_TEST
+    )
+    code = {Reason.TESTS_FAILED: 1, Reason.INTERNAL_ERROR: 3}.get(reason, 0)
+    return Outcome(reason, stage, code, duration, tokens_in, tokens_out, steps)
+
+
+def _difficulty(task_id: str) -> float:
+    # Stable per task, independent of the model: the same tasks are hard for everyone.
+    return random.Random(f"difficulty/{task_id}").uniform(-1.0, 2.0)
+
+
+def _create_attempt(
+    rng: random.Random,
+    run: Run,
+    task: Task,
+    sample: int,
+    spec: DemoModel,
+    outcome: Outcome,
+    started: dt.datetime,
+    finished: dt.datetime,
+    reasons: dict[str, FailureReason],
+) -> Attempt:
+    reason = reasons[outcome.reason.value] if outcome.reason else None
+    pre_agent = outcome.stage in (
+        Stage.GIT_CLONE,
+        Stage.GIT_CHECKOUT,
+        Stage.SETUP,
+        Stage.BASELINE_RUN,
+    )
+    is_infra = bool(reason and not outcome.missing and (pre_agent or reason.is_infrastructure))
+    patch = _patch_for(rng, task, spec, outcome)
+    outcome.patch = patch
+    cost = Decimal(0)
+    if spec.price_in is not None:
+        cost = Decimal(
+            str(
+                round(
+                    outcome.tokens_in * spec.price_in / 1e6
+                    + outcome.tokens_out * spec.price_out / 1e6,
+                    6,
+                )
+            )
+        )
+    error = ""
+    if outcome.missing:
+        error = "No entry for this instance in the published results."
+    elif reason is not None:
+        error = f"{reason.code}: {reason.description}"
+        if outcome.reason is Reason.TIMEOUT or outcome.reason is Reason.SETUP_TIMEOUT:
+            error = "[timeout] " + error
+    attempt = Attempt.objects.create(
+        run=run,
+        task=task,
+        suite=run.suite,
+        model_config=run.model_config,
+        sample_index=sample,
+        task_revision=task.revision,
+        status=AttemptStatus.FINISHED,
+        failure_reason=reason,
+        failure_stage=outcome.stage.value if outcome.stage else "",
+        is_infra=is_infra,
+        is_timeout=outcome.reason in (Reason.TIMEOUT, Reason.SETUP_TIMEOUT),
+        is_missing=outcome.missing,
+        exit_code=None if outcome.missing else outcome.exit_code,
+        duration_sec=round(outcome.duration, 2) if not outcome.missing else None,
+        tokens_in=outcome.tokens_in,
+        tokens_out=outcome.tokens_out,
+        cost_usd=cost,
+        tool_calls=outcome.steps + rng.randint(0, 4) if outcome.steps else 0,
+        steps=outcome.steps,
+        lines_changed=sum(
+            1 for ln in patch.splitlines() if ln[:1] in "+-" and ln[:3] not in ("+++", "---")
+        ),
+        files_touched=sorted({ln[6:] for ln in patch.splitlines() if ln.startswith("+++ b/")}),
+        final_patch=patch,
+        error_text=error,
+        test_results=_test_results(task, outcome),
+        grade=_grade(task, outcome),
+        started_at=started,
+        finished_at=finished,
+    )
+    Attempt.objects.filter(id=attempt.id).update(
+        queued_at=started, artifacts_dir=f"demo/{run.public_id}/{attempt.public_id}"
+    )
+    attempt.artifacts_dir = f"demo/{run.public_id}/{attempt.public_id}"
+    return attempt
+
+
+def _patch_for(rng: random.Random, task: Task, spec: DemoModel, outcome: Outcome) -> str:
+    if outcome.missing or spec.variant == AgentVariant.NOP:
+        return ""
+    if outcome.stage in (Stage.SETUP, Stage.BASELINE_RUN) and outcome.reason is not None:
+        return ""
+    gold = task.gold_patch or ""
+    if outcome.reason is None or spec.variant == AgentVariant.ORACLE:
+        return gold
+    if not gold:
+        return ""
+    # A wrong fix: the gold patch's added lines with a plausible mistake.
+    lines = []
+    for line in gold.splitlines():
+        if line.startswith("+") and not line.startswith("+++") and rng.random() < 0.5:
+            line = line + "  # TODO: edge cases"
+        lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+def _test_results(task: Task, outcome: Outcome) -> dict:
+    if (
+        not task.fail_to_pass
+        or outcome.missing
+        or outcome.stage in (Stage.SETUP, Stage.BASELINE_RUN)
+    ):
+        return {}
+    f2p, p2p = list(task.fail_to_pass), list(task.pass_to_pass)[:25]
+    if outcome.reason is None:
+        return {
+            "FAIL_TO_PASS": {"success": f2p, "failure": []},
+            "PASS_TO_PASS": {"success": p2p, "failure": []},
+        }
+    broken = p2p[:1] if outcome.reason is Reason.INTERNAL_ERROR else []
+    return {
+        "FAIL_TO_PASS": {"success": f2p[1:], "failure": f2p[:1]},
+        "PASS_TO_PASS": {"success": p2p[len(broken) :], "failure": broken},
+    }
+
+
+def _grade(task: Task, outcome: Outcome) -> str:
+    if not task.fail_to_pass or outcome.missing:
+        return ""
+    if outcome.reason is None:
+        return Grade.FULL
+    return (
+        Grade.PARTIAL
+        if len(task.fail_to_pass) > 1 and outcome.reason is Reason.TESTS_FAILED
+        else Grade.NO
+    )
+
+
+def _write_artifacts(
+    rng: random.Random, attempt: Attempt, task: Task, outcome: Outcome, spec: DemoModel
+) -> None:
+    if outcome.missing:
+        return
+    store = storages["artifacts"]
+    root = attempt.artifacts_dir
+    stages = [
+        (Stage.GIT_CLONE, f"git clone --quiet {task.repo_url} repo", "logs/git_clone.txt"),
+        (Stage.GIT_CHECKOUT, f"git checkout --quiet {task.repo_commit}", "logs/git_checkout.txt"),
+        (Stage.SETUP, " && ".join(task.setup_commands) or "true", "logs/setup.txt"),
+        (Stage.BASELINE_RUN, task.test_command, "logs/baseline.txt"),
+        (Stage.AGENT_RUN, f"agent {spec.variant}", "logs/agent.txt"),
+        (Stage.FINAL_TEST, task.test_command, "logs/final_test.txt"),
+    ]
+    at = attempt.started_at
+    for order, (stage, command, path) in enumerate(stages):
+        failed_here = outcome.stage is stage
+        code = outcome.exit_code if failed_here else (1 if stage is Stage.BASELINE_RUN else 0)
+        if stage is Stage.FINAL_TEST and outcome.reason is None:
+            code = 0
+        text = _stage_log(rng, stage, command, code, task, outcome)
+        store.save(f"{root}/{path}", ContentFile(text.encode()))
+        duration = round(rng.uniform(0.3, 4.0), 2)
+        if stage is Stage.AGENT_RUN:
+            duration = round(outcome.duration * 0.8, 2)
+        AttemptStage.objects.create(
+            attempt=attempt,
+            name=stage.value,
+            order=order,
+            command=command,
+            exit_code=code,
+            duration_sec=duration,
+            timed_out=failed_here and code == 124,
+            output_path=path,
+            started_at=at,
+        )
+        at = at + dt.timedelta(seconds=duration)
+        if failed_here and stage is not Stage.AGENT_RUN:
+            break
+        if failed_here and stage is Stage.AGENT_RUN and outcome.reason is not Reason.AGENT_GAVE_UP:
+            break
+    if (
+        outcome.stage not in (Stage.SETUP, Stage.BASELINE_RUN, Stage.GIT_CLONE)
+        and spec.variant != AgentVariant.EXTERNAL
+    ):
+        store.save(f"{root}/events.jsonl", ContentFile(_events(rng, task, outcome).encode()))
+    if outcome.patch:
+        store.save(f"{root}/patch.diff", ContentFile(outcome.patch.encode()))
+    result = {
+        "schema_version": Attempt.SCHEMA_VERSION,
+        "task_id": task.task_id,
+        "failure_reason": outcome.reason.value if outcome.reason else None,
+        "failure_stage": outcome.stage.value if outcome.stage else None,
+        "exit_code": outcome.exit_code,
+        "tokens_in": outcome.tokens_in,
+        "tokens_out": outcome.tokens_out,
+    }
+    store.save(f"{root}/result.json", ContentFile(json.dumps(result, indent=2).encode()))
+
+
+def _stage_log(
+    rng: random.Random, stage: Stage, command: str, code: int, task: Task, outcome: Outcome
+) -> str:
+    lines = [f"$ {command}"]
+    if stage in (Stage.BASELINE_RUN, Stage.FINAL_TEST):
+        tests = list(task.fail_to_pass or ["tests/test_calc.py::test_mean_of_odd_total"])
+        tests += list(task.pass_to_pass)[:15]
+        lines.append(">>>>> Start Test Output")
+        lines.append(
+            "============================= test session starts =============================="
+        )
+        lines.append(f"collected {len(tests)} items")
+        for i, name in enumerate(tests):
+            failed = (stage is Stage.BASELINE_RUN and i == 0) or (code not in (0, 124) and i == 0)
+            lines.append(f"{'FAILED' if failed else 'PASSED'} {name}")
+        if code == 124:
+            lines.append("!!! timeout: the test command was killed after the task's timeout")
+        summary = "1 failed" if code == 1 else "0 failed"
+        seconds = rng.uniform(0.5, 9)
+        passed = len(tests) - (code == 1)
+        lines.append(
+            f"=============== {summary}, {passed} passed in {seconds:.2f}s ==============="
+        )
+        lines.append(">>>>> End Test Output")
+    elif stage is Stage.SETUP:
+        lines.append("Collecting dependencies ...")
+        if code == 1:
+            lines.append(
+                "ERROR: Could not find a version that satisfies the requirement does-not-exist-pkg"
+            )
+            lines.append("ERROR: No matching distribution found for does-not-exist-pkg")
+        elif code == 124:
+            lines.append("... (no output for 120 s; killed at the setup timeout)")
+        else:
+            lines.append("Successfully installed the environment.")
+    elif stage is Stage.AGENT_RUN:
+        lines.append(
+            f"steps: {outcome.steps}, tokens in/out: {outcome.tokens_in}/{outcome.tokens_out}"
+        )
+        if outcome.reason is Reason.LLM_ERROR:
+            lines.append(
+                "openai.RateLimitError: Error code: 429 - rate limit exceeded (retried 5 times)"
+            )
+        if outcome.reason is Reason.AGENT_GAVE_UP:
+            lines.append("stopped: step budget exhausted (30 steps)")
+        if outcome.reason is Reason.TOOL_ERROR:
+            lines.append("apply_patch failed: patch does not apply (hunk 1 at line 42)")
+        if outcome.reason is Reason.SANDBOX_ERROR:
+            lines.append("sandbox error: container exited unexpectedly (OOM killed)")
+    lines.append(f"[exit code {code}]")
+    return "\n".join(lines) + "\n"
+
+
+def _events(rng: random.Random, task: Task, outcome: Outcome) -> str:
+    t = 0.0
+    events = []
+
+    def emit(event: str, **fields) -> None:
+        nonlocal t
+        t += rng.uniform(0.2, 6.0)
+        events.append({"t": round(t, 3), "event": event, **fields})
+
+    first_file = next(
+        (ln[6:] for ln in (task.gold_patch or "").splitlines() if ln.startswith("+++ b/")),
+        "src/toy/calc.py",
+    )
+    emit("agent_start", task_id=task.task_id)
+    for step in range(max(1, min(outcome.steps, 8))):
+        emit(
+            "llm_request",
+            step=step,
+            tokens_in=rng.randint(2000, 9000),
+            tokens_out=rng.randint(50, 600),
+        )
+        tool = ["list_files", "read_file", "search", "read_file", "apply_patch", "run_tests"][
+            step % 6
+        ]
+        args = (
+            {"path": first_file}
+            if tool == "read_file"
+            else {"pattern": "def "}
+            if tool == "search"
+            else {}
+        )
+        emit("tool_start", tool=tool, input=args, step=step)
+        output = {
+            "list_files": "src/\ntests/\nREADME.md\npyproject.toml",
+            "read_file": f"# {first_file}\n" + "\n".join(f"line {i}" for i in range(1, 12)),
+            "search": f"{first_file}:12: def mean(values):",
+            "apply_patch": "patch applied",
+            "run_tests": "1 failed, 5 passed",
+        }[tool]
+        emit("tool_finish", tool=tool, output=output, ok=True, step=step)
+    if outcome.reason is Reason.TOOL_ERROR:
+        emit("tool_finish", tool="apply_patch", output="error: patch does not apply", ok=False)
+    emit("tests_start", command=task.test_command)
+    emit("tests_finish", exit_code=0 if outcome.reason is None else 1)
+    if outcome.patch:
+        emit("patch", lines=len(outcome.patch.splitlines()))
+    emit("agent_finish", stop="tests_passed" if outcome.reason is None else "gave_up")
+    return "\n".join(json.dumps(e) for e in events) + "\n"
