@@ -164,7 +164,8 @@ def leaderboard_rows(
     Success rates count scored attempts only (infrastructure failures are shown as their own
     count). Imported published results are rated over the whole suite (``resolved / suite
     size``), their missing instances counting as unresolved. The leader is the best rate;
-    leader is never a reference agent (oracle, no-op). Every other row carries the exact McNemar p-value of its per-task outcomes against the
+    leader is never a reference agent (oracle, no-op). Every other row carries the exact
+    McNemar p-value of its per-task outcomes against the
     leader's, and is marked tied when p >= 0.05.
     """
     attempts = finished_attempts(suite=suite, labels=labels, date_from=date_from, date_to=date_to)
