@@ -6,7 +6,12 @@ import os
 
 from celery import Celery
 
+from benchsite import sqlite_broker
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "benchsite.settings")
+
+# The embedded broker (sqla+sqlite) needs kombu's SQL transport with a fix; see the module.
+sqlite_broker.register()
 
 app = Celery("benchsite")
 app.config_from_object("django.conf:settings", namespace="CELERY")

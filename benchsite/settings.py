@@ -129,6 +129,15 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 CELERY_WORKER_CONCURRENCY = envint("CELERY_WORKER_CONCURRENCY", 1)
 
 # Harness.
+# The reaper (runs.tasks.attempts_reap_task) runs under celery beat: `ab serve` and
+# `ab worker --beat` start it. Run beat once per deployment (it is idempotent if not).
+ATTEMPT_REAPER_INTERVAL_SEC = envint("ATTEMPT_REAPER_INTERVAL_SEC", 30)
+CELERY_BEAT_SCHEDULE = {
+    "reap-stale-attempts": {
+        "task": "runs.attempts_reap",
+        "schedule": float(ATTEMPT_REAPER_INTERVAL_SEC),
+    },
+}
 AB_TASKS_DIR = Path(envstr("AB_TASKS_DIR", str(BASE_DIR / "tasks")))
 HARNESS_VERSION = "0.1.0"
 SANDBOX_BACKEND = envstr("SANDBOX_BACKEND", "auto")  # auto | docker | bwrap
@@ -142,6 +151,14 @@ ATTEMPT_HEARTBEAT_SEC = envint("ATTEMPT_HEARTBEAT_SEC", 10)
 ATTEMPT_STALE_AFTER_SEC = envint("ATTEMPT_STALE_AFTER_SEC", 120)
 
 # LLM defaults for model configurations that leave them empty.
+# Host-side git clone / checkout of a task's repository (each); past it the attempt is TIMEOUT.
+GIT_CLONE_TIMEOUT_SEC = envint("GIT_CLONE_TIMEOUT_SEC", 300)
+# A running attempt whose worker went silent is requeued this many times, then ended.
+ATTEMPT_MAX_REQUEUES = envint("ATTEMPT_MAX_REQUEUES", 1)
+# Added to an attempt's budgets (setup + tests + agent max time) for Celery's soft time limit.
+ATTEMPT_TIME_MARGIN_SEC = envint("ATTEMPT_TIME_MARGIN_SEC", 300)
+# The reasons that count toward fail-fast's consecutive same-fingerprint failures.
+FAIL_FAST_REASONS = envlist("FAIL_FAST_REASONS", "LLM_ERROR,SANDBOX_ERROR,UNKNOWN")
 LLM_BASE_URL = envstr("LLM_BASE_URL", "https://api.openai.com/v1")
 LLM_API_KEY_ENV = envstr("LLM_API_KEY_ENV", "OPENAI_API_KEY")
 LLM_REQUEST_TIMEOUT_SEC = envfloat("LLM_REQUEST_TIMEOUT_SEC", 120.0)

@@ -1,0 +1,71 @@
+"""Admin actions over the same services as the pages and the CLI: cancel, retry, resume a run;
+launch runs of selected model configurations (an intermediate form picks the suite)."""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+
+from runs.services import LaunchError, run_cancel, run_resume, run_retry_infra, runs_launch_many
+from tasks_app.models import Suite
+
+
+@admin.action(description="Cancel selected runs")
+def cancel_runs(modeladmin, request: HttpRequest, queryset: QuerySet) -> None:
+    cancelled = sum(run_cancel(run=run, by=request.user) for run in queryset if not run.is_final)
+    modeladmin.message_user(request, f"Cancelled; {cancelled} queued attempt(s) cancelled.")
+
+
+@admin.action(description="Retry infrastructure failures of selected runs")
+def retry_runs(modeladmin, request: HttpRequest, queryset: QuerySet) -> None:
+    count = sum(run_retry_infra(run=run, by=request.user) for run in queryset)
+    modeladmin.message_user(request, f"{count} attempt(s) queued again.")
+
+
+@admin.action(description="Resume selected runs (re-send queued attempts)")
+def resume_runs(modeladmin, request: HttpRequest, queryset: QuerySet) -> None:
+    count = sum(run_resume(run=run) for run in queryset)
+    modeladmin.message_user(request, f"Re-sent {count} queued attempt(s).")
+
+
+class LaunchRunForm(forms.Form):
+    suite = forms.ModelChoiceField(queryset=Suite.objects.all())
+    samples = forms.IntegerField(min_value=1, max_value=100, initial=1)
+    labels = forms.CharField(required=False, help_text="only tasks with all these labels: a,b")
+    include_flaky = forms.BooleanField(required=False)
+
+
+@admin.action(description="Launch a run of the selected model configurations")
+def launch_runs(modeladmin, request: HttpRequest, queryset: QuerySet) -> HttpResponse | None:
+    form = LaunchRunForm(request.POST if "apply" in request.POST else None)
+    if form.is_valid():
+        labels = [x.strip() for x in form.cleaned_data["labels"].split(",") if x.strip()]
+        try:
+            runs = runs_launch_many(
+                suite=form.cleaned_data["suite"],
+                model_configs=list(queryset),
+                samples=form.cleaned_data["samples"],
+                labels=labels or None,
+                include_flaky=form.cleaned_data["include_flaky"],
+                created_by=request.user,
+            )
+        except LaunchError as exc:
+            modeladmin.message_user(request, str(exc), level=messages.ERROR)
+            return None
+        modeladmin.message_user(request, f"Launched {len(runs)} run(s).")
+        return None
+    return TemplateResponse(
+        request,
+        "admin/runs/launch_run.html",
+        {
+            **modeladmin.admin_site.each_context(request),
+            "title": "Launch a run",
+            "form": form,
+            "configs": queryset,
+            "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+            "opts": modeladmin.model._meta,
+        },
+    )

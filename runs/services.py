@@ -1,0 +1,458 @@
+"""Writes on runs and attempts: launch, cancel, retry, resume, bookkeeping, fail-fast.
+
+Every service is keyword-only, runs inside ``transaction.atomic`` and queues Celery work with
+``transaction.on_commit``, so a worker never sees an attempt id before its row is committed.
+Celery messages carry only the attempt id; the worker re-reads everything else.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+from importlib import metadata
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from runs.failfast import failfast_settings
+from runs.models import (
+    FINAL_STATES,
+    Attempt,
+    AttemptStage,
+    AttemptStatus,
+    ModelConfig,
+    Run,
+    RunSource,
+    RunStatus,
+)
+from runs.taxonomy import Reason
+from tasks_app.models import Suite, Task
+
+log = logging.getLogger(__name__)
+
+NON_FINAL = (AttemptStatus.QUEUED, AttemptStatus.RUNNING)
+# Reasons an attempt can be retried for: the infrastructure ones, whatever stage they came from.
+INFRA_REASONS = tuple(r.value for r in Reason if r.is_infrastructure)
+# Package versions recorded on every run, for reproducibility.
+RECORDED_PACKAGES = (
+    "agentbench-site",
+    "django",
+    "celery",
+    "kombu",
+    "openai",
+    "docker",
+    "pyyaml",
+)
+
+
+class LaunchError(ValueError):
+    """A launch request that selects nothing or names what does not exist."""
+
+
+# --- Launch ---------------------------------------------------------------------------------
+
+
+def run_launch(
+    *,
+    suite: Suite,
+    model_config: ModelConfig,
+    samples: int = 1,
+    labels: Sequence[str] | None = None,
+    task_ids: Sequence[str] | None = None,
+    include_flaky: bool = False,
+    created_by=None,
+) -> Run:
+    """Create a run (selected tasks x one model configuration x ``samples``) and queue it.
+
+    Every attempt is created ``queued`` in one transaction; one Celery task per attempt is
+    sent once it commits. Tasks labelled ``flaky`` are left out unless ``include_flaky``.
+    """
+    if samples < 1:
+        raise LaunchError(f"samples must be at least 1, got {samples}")
+    tasks = _select_tasks(suite, labels=labels, task_ids=task_ids, include_flaky=include_flaky)
+    selection = {
+        "labels": list(labels or []),
+        "task_ids": [t.task_id for t in tasks],
+        "include_flaky": include_flaky,
+    }
+    with transaction.atomic():
+        run = Run.objects.create(
+            suite=suite,
+            model_config=model_config,
+            samples=samples,
+            selection=selection,
+            source=RunSource.HARNESS,
+            status=RunStatus.QUEUED,
+            created_by=created_by,
+            harness_version=settings.HARNESS_VERSION,
+            git_revision=_git_revision(),
+            package_versions=_package_versions(),
+            config_snapshot=_config_snapshot(model_config),
+        )
+        # Sample-major order: the queue interleaves tasks, so the first failures fail-fast
+        # sees come from different tasks rather than k copies of one.
+        attempts = Attempt.objects.bulk_create(
+            [
+                Attempt(
+                    run=run,
+                    task=task,
+                    suite=suite,
+                    model_config=model_config,
+                    sample_index=index,
+                    task_revision=task.revision,
+                    status=AttemptStatus.QUEUED,
+                )
+                for index in range(samples)
+                for task in tasks
+            ]
+        )
+        run.totals = run_totals(run)
+        run.save(update_fields=["totals"])
+        # bulk_create sets primary keys on PostgreSQL and SQLite; re-read to be safe elsewhere.
+        ids = [a.id for a in attempts] if all(a.id for a in attempts) else _queued_ids(run)
+        transaction.on_commit(lambda: attempts_enqueue(ids))
+    return run
+
+
+def runs_launch_many(
+    *,
+    suite: Suite,
+    model_configs: Iterable[ModelConfig],
+    samples: int = 1,
+    labels: Sequence[str] | None = None,
+    task_ids: Sequence[str] | None = None,
+    include_flaky: bool = False,
+    created_by=None,
+) -> list[Run]:
+    """One run per model configuration, all created in one transaction (all or none)."""
+    with transaction.atomic():
+        return [
+            run_launch(
+                suite=suite,
+                model_config=config,
+                samples=samples,
+                labels=labels,
+                task_ids=task_ids,
+                include_flaky=include_flaky,
+                created_by=created_by,
+            )
+            for config in model_configs
+        ]
+
+
+def _select_tasks(
+    suite: Suite,
+    *,
+    labels: Sequence[str] | None,
+    task_ids: Sequence[str] | None,
+    include_flaky: bool,
+) -> list[Task]:
+    qs = Task.objects.for_suite(suite)
+    if task_ids:
+        found = set(qs.filter(task_id__in=task_ids).values_list("task_id", flat=True))
+        missing = sorted(set(task_ids) - found)
+        if missing:
+            raise LaunchError(f"task_ids: not in suite {suite.name}: {', '.join(missing)}")
+        qs = qs.filter(task_id__in=task_ids)
+    for label in labels or []:
+        qs = qs.with_label(label)
+    if not include_flaky and not task_ids:
+        qs = qs.without_label("flaky")
+    tasks = list(qs.order_by("task_id"))
+    if not tasks:
+        raise LaunchError(f"no task of suite {suite.name} matches the selection")
+    return tasks
+
+
+@lru_cache(maxsize=1)
+def _git_revision() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=settings.BASE_DIR,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return out.stdout.strip() if out.returncode == 0 else ""
+
+
+@lru_cache(maxsize=1)
+def _package_versions() -> dict[str, str]:
+    versions = {}
+    for name in RECORDED_PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def _config_snapshot(config: ModelConfig) -> dict:
+    threshold, counted = failfast_settings()
+    return {
+        "model_config": {
+            "name": config.name,
+            "agent_variant": config.agent_variant,
+            "model_name": config.model_name,
+            "base_url": config.base_url,
+            "api_key_env": config.api_key_env,  # the variable's name, never its value
+            "sampling": config.sampling_params(),
+            "max_steps": config.max_steps,
+            "max_time_sec": config.max_time_sec,
+            "max_tokens": config.max_tokens,
+            "max_cost_usd": str(config.max_cost_usd) if config.max_cost_usd is not None else None,
+            "repeated_failure_threshold": config.repeated_failure_threshold,
+            "strict_patch": config.strict_patch,
+        },
+        "sandbox": {
+            "backend": settings.SANDBOX_BACKEND,
+            "image": settings.SANDBOX_IMAGE,
+            "memory_mb": settings.SANDBOX_MEMORY_MB,
+            "cpus": settings.SANDBOX_CPUS,
+            "pids_limit": settings.SANDBOX_PIDS_LIMIT,
+        },
+        "fail_fast": {"threshold": threshold, "reasons": list(counted)},
+    }
+
+
+def _queued_ids(run: Run) -> list[int]:
+    return list(
+        run.attempts.filter(status=AttemptStatus.QUEUED)
+        .order_by("sample_index", "task__task_id")
+        .values_list("id", flat=True)
+    )
+
+
+def attempts_enqueue(attempt_ids: Sequence[int]) -> None:
+    """Send one Celery message per attempt id over a single broker connection."""
+    from benchsite.celery import app
+    from runs.tasks import attempt_run, attempt_time_limits
+
+    if not attempt_ids:
+        return
+    limits = attempt_time_limits(attempt_ids)
+    with app.producer_or_acquire() as producer:
+        for attempt_id in attempt_ids:
+            soft, hard = limits[attempt_id]
+            attempt_run.apply_async(
+                args=[attempt_id], soft_time_limit=soft, time_limit=hard, producer=producer
+            )
+
+
+# --- Control: cancel, retry, resume ----------------------------------------------------------
+
+
+def run_cancel(*, run: Run, by=None) -> int:
+    """Cancel a run: queued attempts end ``cancelled`` (INTERRUPTED), running ones are told
+    to stop (their worker's ``should_cancel`` turns true) and their containers removed.
+
+    Returns how many queued attempts were cancelled. Cancelling a final run does nothing.
+    """
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=run.pk)
+        if run.is_final:
+            return 0
+        now = timezone.now()
+        who = f" by {by}" if by is not None else ""
+        count = run.attempts.filter(status=AttemptStatus.QUEUED).update(
+            status=AttemptStatus.CANCELLED,
+            failure_reason_id=Reason.INTERRUPTED.value,
+            is_infra=True,
+            error_text=f"[cancelled] the run was cancelled{who} before this attempt started",
+            finished_at=now,
+        )
+        running = list(
+            run.attempts.filter(status=AttemptStatus.RUNNING).values_list("public_id", flat=True)
+        )
+        run.status = RunStatus.CANCELLED
+        run.finished_at = now
+        run.notes = (run.notes + f"\ncancelled{who} at {now:%Y-%m-%d %H:%M:%S}Z").strip()
+        run.totals = run_totals(run)
+        run.save(update_fields=["status", "finished_at", "notes", "totals"])
+        transaction.on_commit(lambda: attempts_remove_containers(running))
+    return count
+
+
+def run_retry_infra(*, run: Run, by=None) -> int:
+    """Give every attempt that ended for an infrastructure reason a fresh try.
+
+    Decision: the attempt row is reset to ``queued`` in place rather than copied. A run holds
+    exactly one attempt per task x sample (a database constraint the leaderboards rely on),
+    so a copy would either double count or need hiding rules everywhere. The previous try is
+    kept: its stage rows stay attached, renamed ``try N: <stage>`` and ordered after the new
+    try's stages, and its outcome is recorded as one more stage row ``try N: outcome``.
+    Returns how many attempts were re-queued.
+    """
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=run.pk)
+        attempts = list(
+            run.attempts.select_for_update()
+            .filter(
+                status__in=FINAL_STATES,
+                is_infra=True,
+                failure_reason_id__in=INFRA_REASONS,
+            )
+            .order_by("sample_index", "task__task_id")
+        )
+        for attempt in attempts:
+            attempt_archive_try(attempt, note=f"retried{f' by {by}' if by is not None else ''}")
+            attempt_reset_to_queued(attempt)
+        if attempts:
+            run.status = RunStatus.QUEUED
+            run.finished_at = None
+            run.fail_fast_reason = run.fail_fast_code = ""
+            run.fail_fast_permanent = False
+            run.totals = run_totals(run)
+            run.save(
+                update_fields=[
+                    "status",
+                    "finished_at",
+                    "fail_fast_reason",
+                    "fail_fast_code",
+                    "fail_fast_permanent",
+                    "totals",
+                ]
+            )
+            ids = [a.id for a in attempts]
+            transaction.on_commit(lambda: attempts_enqueue(ids))
+    return len(attempts)
+
+
+def run_resume(*, run: Run) -> int:
+    """Send again the Celery message of every attempt still queued (the broker lost them,
+    or the workers were down). A duplicate message is harmless: only one claim succeeds."""
+    with transaction.atomic():
+        ids = _queued_ids(run)
+        transaction.on_commit(lambda: attempts_enqueue(ids))
+    return len(ids)
+
+
+def attempt_archive_try(attempt: Attempt, *, note: str) -> None:
+    """Keep the previous try of an attempt as renamed stage rows before it runs again."""
+    tries = attempt.stages.filter(name__startswith="try ", name__endswith=": outcome").count()
+    number = tries + 1
+    offset = 1000 * number
+    stages = list(attempt.stages.exclude(name__startswith="try "))
+    for stage in stages:
+        stage.name = f"try {number}: {stage.name}"[:40]
+        stage.order = min(stage.order + offset, 32000)
+    AttemptStage.objects.bulk_update(stages, ["name", "order"])
+    AttemptStage.objects.create(
+        attempt=attempt,
+        name=f"try {number}: outcome",
+        order=min(offset + 999, 32767),
+        command=(
+            f"{note}; previous status {attempt.status}, reason "
+            f"{attempt.failure_reason_id or 'success'}, worker {attempt.worker or '-'}\n"
+            f"{attempt.error_text}"
+        )[:10_000],
+        exit_code=attempt.exit_code,
+        duration_sec=attempt.duration_sec,
+        started_at=attempt.started_at,
+    )
+
+
+_RESET_FIELDS = {
+    "status": AttemptStatus.QUEUED,
+    "failure_reason": None,
+    "failure_stage": "",
+    "is_infra": False,
+    "is_timeout": False,
+    "is_empty_run": False,
+    "exit_code": None,
+    "duration_sec": None,
+    "tokens_in": 0,
+    "tokens_out": 0,
+    "cost_usd": 0,
+    "tool_calls": 0,
+    "steps": 0,
+    "lines_changed": 0,
+    "files_touched": [],
+    "final_patch": "",
+    "error_text": "",
+    "error_fingerprint": "",
+    "error_kind": "",
+    "stderr_tail": "",
+    "test_results": {},
+    "grade": "",
+    "worker": "",
+    "started_at": None,
+    "heartbeat_at": None,
+    "finished_at": None,
+}
+
+
+def attempt_reset_to_queued(attempt: Attempt, *, requeue_count: int = 0) -> None:
+    for field, value in _RESET_FIELDS.items():
+        setattr(attempt, field, value.copy() if isinstance(value, list | dict) else value)
+    attempt.requeue_count = requeue_count
+    attempt.queued_at = timezone.now()
+    attempt.save(update_fields=[*_RESET_FIELDS, "requeue_count", "queued_at"])
+
+
+def attempts_remove_containers(public_ids: Iterable) -> int:
+    """Remove the sandbox containers of these attempts (by label); 0 when Docker is absent."""
+    public_ids = list(public_ids)
+    if not public_ids:
+        return 0
+    try:
+        from sandbox.docker_backend import remove_stale_containers
+    except ImportError:
+        return 0
+    removed = 0
+    for public_id in public_ids:
+        try:
+            removed += remove_stale_containers(attempt_container_label(public_id))
+        except Exception:  # Docker down or unreachable: the reaper retries later.
+            log.warning("could not remove containers of attempt %s", public_id, exc_info=True)
+    return removed
+
+
+def attempt_container_label(public_id) -> str:
+    """The label filter that selects one attempt's containers (set by the pipeline)."""
+    return f"agentbench.attempt={public_id}"
+
+
+# --- Totals ----------------------------------------------------------------------------
+
+
+def run_refresh_totals(run: Run) -> dict:
+    """Recompute the cached counts of a run from its attempts and store them."""
+    run.totals = run_totals(run)
+    Run.objects.filter(pk=run.pk).update(totals=run.totals)
+    return run.totals
+
+
+def run_totals(run: Run) -> dict:
+    rows = run.attempts.values_list("status", "failure_reason_id", "is_infra")
+    by_status: Counter[str] = Counter()
+    by_reason: Counter[str] = Counter()
+    resolved = scored = infra = 0
+    for status, reason, is_infra in rows:
+        by_status[status] += 1
+        if status not in FINAL_STATES:
+            continue
+        by_reason[reason or "RESOLVED"] += 1
+        if status == AttemptStatus.FINISHED:
+            if is_infra:
+                infra += 1
+            else:
+                scored += 1
+                resolved += reason is None
+    return {
+        "attempts": sum(by_status.values()),
+        "by_status": dict(by_status),
+        "by_reason": dict(by_reason),
+        "final": sum(by_status[s] for s in FINAL_STATES),
+        "scored": scored,
+        "resolved": resolved,
+        "infra": infra,
+        "success_rate": round(resolved / scored, 4) if scored else None,
+    }

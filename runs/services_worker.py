@@ -1,0 +1,253 @@
+"""What workers write: the claim, run bookkeeping after each attempt, fail-fast, the reaper.
+
+Split from ``runs.services`` (launch and control) because it runs inside worker processes and
+the beat scheduler, under row locks, and has its own concurrency rules.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from runs.failfast import Breach, Outcome, failfast_settings, find_breach
+from runs.models import RUN_FINAL_STATES, Attempt, AttemptStatus, Run, RunStatus
+from runs.services import (
+    NON_FINAL,
+    attempt_archive_try,
+    attempt_reset_to_queued,
+    attempts_enqueue,
+    attempts_remove_containers,
+    run_totals,
+)
+from runs.taxonomy import Reason
+
+log = logging.getLogger(__name__)
+
+
+# --- Bookkeeping after an attempt -----------------------------------------------------------
+
+
+def run_attempt_done(*, attempt: Attempt) -> Run:
+    """Run bookkeeping after one attempt reached a final state: fail-fast, totals, status.
+
+    The run row is locked (``select_for_update``; SQLite's IMMEDIATE transactions serialize
+    writers the same way), so two workers finishing at once see each other's results and
+    "consecutive" is well defined by finish order.
+    """
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=attempt.run_id)
+        if run.status in (RunStatus.QUEUED, RunStatus.RUNNING):
+            breach = _breach_of(run)
+            if breach is not None:
+                _abort(run, breach)
+                if breach.permanent:
+                    for other in (
+                        Run.objects.select_for_update()
+                        .active()
+                        .filter(model_config_id=run.model_config_id)
+                        .exclude(pk=run.pk)
+                    ):
+                        _abort(other, breach, origin=run)
+        _finish_if_done(run)
+        return run
+
+
+def _breach_of(run: Run) -> Breach | None:
+    threshold, counted = failfast_settings()
+    rows = (
+        run.attempts.filter(status=AttemptStatus.FINISHED)
+        .order_by("finished_at", "id")
+        .values_list("id", "failure_reason_id", "error_fingerprint", "error_kind", "error_text")
+    )
+    outcomes = (
+        Outcome(attempt_id=i, reason=r, fingerprint=f, error_kind=k, error_text=t[:2000])
+        for i, r, f, k, t in rows
+    )
+    return find_breach(outcomes, threshold=threshold, counted=counted)
+
+
+def _abort(run: Run, breach: Breach, *, origin: Run | None = None) -> None:
+    """Fail-fast: skip the queued attempts (never delete them), keep the finished ones."""
+    now = timezone.now()
+    reason = breach.describe()
+    if origin is not None:
+        reason = f"propagated from run {origin.public_id}: {reason}"
+    run.attempts.filter(status=AttemptStatus.QUEUED).update(
+        status=AttemptStatus.SKIPPED,
+        failure_reason_id=breach.reason,
+        is_infra=True,
+        error_text=f"[fail-fast] skipped: {reason}",
+        error_kind="permanent" if breach.permanent else "transient",
+        finished_at=now,
+    )
+    run.status = RunStatus.ABORTED
+    run.fail_fast_reason = reason
+    run.fail_fast_code = breach.reason
+    run.fail_fast_permanent = breach.permanent
+    run.save(update_fields=["status", "fail_fast_reason", "fail_fast_code", "fail_fast_permanent"])
+    if origin is not None:
+        _finish_if_done(run)
+
+
+def _finish_if_done(run: Run) -> None:
+    run.totals = run_totals(run)
+    fields = ["totals"]
+    if not run.attempts.filter(status__in=NON_FINAL).exists():
+        if run.status in (RunStatus.QUEUED, RunStatus.RUNNING):
+            run.status = RunStatus.FINISHED
+            fields.append("status")
+        if run.finished_at is None:
+            run.finished_at = timezone.now()
+            fields.append("finished_at")
+    run.save(update_fields=fields)
+
+
+# --- Worker side: claim, reap ---------------------------------------------------------------
+
+
+def attempt_claim(*, attempt_id: int, worker: str) -> bool:
+    """Compare-and-set queued -> running. False when another worker (or a cancel) won."""
+    now = timezone.now()
+    claimed = Attempt.objects.filter(
+        id=attempt_id,
+        status=AttemptStatus.QUEUED,
+        run__status__in=[RunStatus.QUEUED, RunStatus.RUNNING],
+    ).update(status=AttemptStatus.RUNNING, worker=worker[:200], started_at=now, heartbeat_at=now)
+    if claimed:
+        Run.objects.filter(attempts__id=attempt_id, status=RunStatus.QUEUED).update(
+            status=RunStatus.RUNNING, started_at=now
+        )
+    return bool(claimed)
+
+
+@dataclass(frozen=True, slots=True)
+class ReapReport:
+    requeued: list[int]
+    ended: list[int]
+    resent: list[int]
+
+
+def attempts_reap(*, stale_after_sec: int | None = None, max_requeues: int | None = None):
+    """End or requeue attempts whose worker stopped sending heartbeats.
+
+    A ``running`` attempt whose heartbeat is older than ``ATTEMPT_STALE_AFTER_SEC`` is put back
+    in the queue once (``requeue_count``); the second time it ends ``finished`` with
+    SANDBOX_ERROR and ``[worker-lost]``. Its containers are removed either way. Queued attempts
+    of active runs that waited that long while the broker queue is empty lost their message
+    (the SQL transport forgets unacknowledged messages of a killed worker) and are sent again.
+    """
+    stale_after = stale_after_sec if stale_after_sec is not None else _stale_after()
+    max_requeues = max_requeues if max_requeues is not None else _max_requeues()
+    cutoff = timezone.now() - timedelta(seconds=stale_after)
+    stale = Attempt.objects.filter(status=AttemptStatus.RUNNING).filter(
+        Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, started_at__lt=cutoff)
+    )
+    requeued: list[int] = []
+    ended: list[int] = []
+    for attempt in stale.select_related(None).order_by("id"):
+        with transaction.atomic():
+            locked = (
+                Attempt.objects.select_for_update()
+                .filter(
+                    pk=attempt.pk, status=AttemptStatus.RUNNING, heartbeat_at=attempt.heartbeat_at
+                )
+                .first()
+            )
+            if locked is None:  # it moved on (finished, or a heartbeat arrived) meanwhile
+                continue
+            transaction.on_commit(lambda pid=locked.public_id: attempts_remove_containers([pid]))
+            if Run.objects.filter(pk=locked.run_id, status__in=RUN_FINAL_STATES).exists():
+                _end_worker_lost(locked, stale_after, run_ended=True)
+                ended.append(locked.id)
+            elif locked.requeue_count < max_requeues:
+                lost = locked.worker or "unknown"
+                attempt_archive_try(locked, note=f"worker lost ({lost}), requeued")
+                attempt_reset_to_queued(locked, requeue_count=locked.requeue_count + 1)
+                requeued.append(locked.id)
+            else:
+                _end_worker_lost(locked, stale_after)
+                ended.append(locked.id)
+        if locked.id in ended:
+            run_attempt_done(attempt=locked)
+    if requeued:
+        attempts_enqueue(requeued)
+    resent = _resend_lost_messages(stale_after)
+    return ReapReport(requeued=requeued, ended=ended, resent=resent)
+
+
+def _end_worker_lost(attempt: Attempt, stale_after: int, *, run_ended: bool = False) -> None:
+    now = timezone.now()
+    # In a run already cancelled or aborted, a lost attempt is not worth another try.
+    attempt.status = AttemptStatus.CANCELLED if run_ended else AttemptStatus.FINISHED
+    attempt.failure_reason_id = (Reason.INTERRUPTED if run_ended else Reason.SANDBOX_ERROR).value
+    attempt.is_infra = True
+    attempt.error_kind = "transient"
+    attempt.error_text = (
+        f"[worker-lost] worker {attempt.worker or 'unknown'} sent no heartbeat for over "
+        f"{stale_after}s, after {attempt.requeue_count} requeue(s)"
+    )
+    attempt.error_fingerprint = "[worker-lost]"
+    attempt.finished_at = now
+    if attempt.started_at:
+        attempt.duration_sec = (now - attempt.started_at).total_seconds()
+    attempt.save(
+        update_fields=[
+            "status",
+            "failure_reason",
+            "is_infra",
+            "error_kind",
+            "error_text",
+            "error_fingerprint",
+            "finished_at",
+            "duration_sec",
+        ]
+    )
+
+
+def _resend_lost_messages(stale_after: int) -> list[int]:
+    cutoff = timezone.now() - timedelta(seconds=stale_after)
+    waiting = list(
+        Attempt.objects.filter(
+            status=AttemptStatus.QUEUED,
+            queued_at__lt=cutoff,
+            run__status__in=[RunStatus.QUEUED, RunStatus.RUNNING],
+        )
+        .order_by("id")
+        .values_list("id", flat=True)[:1000]
+    )
+    if not waiting or broker_queue_size() != 0:
+        return []
+    # Their waiting time restarts, so the next pass does not send them yet again.
+    Attempt.objects.filter(id__in=waiting, status=AttemptStatus.QUEUED).update(
+        queued_at=timezone.now()
+    )
+    attempts_enqueue(waiting)
+    return waiting
+
+
+def broker_queue_size() -> int | None:
+    """Messages waiting in the default queue, or None when the broker cannot say."""
+    from benchsite.celery import app
+
+    try:
+        with app.connection_for_write() as conn:
+            queue = app.conf.task_default_queue
+            _, count, _ = conn.default_channel.queue_declare(queue=queue, passive=True)
+            return int(count)
+    except Exception:
+        log.warning("could not read the broker queue size", exc_info=True)
+        return None
+
+
+def _stale_after() -> int:
+    return int(getattr(settings, "ATTEMPT_STALE_AFTER_SEC", 120) or 120)
+
+
+def _max_requeues() -> int:
+    return int(getattr(settings, "ATTEMPT_MAX_REQUEUES", 1))

@@ -1,0 +1,220 @@
+"""Celery tasks. Messages carry only ids; each task re-reads its rows and claims them first.
+
+``attempt_run`` is idempotent: a duplicate or redelivered message finds its attempt already
+claimed (or final) and returns. A worker that dies mid-attempt stops its heartbeat; the
+periodic ``attempts_reap`` task then requeues the attempt once, or ends it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from collections.abc import Callable, Sequence
+
+from celery import shared_task
+from celery.exceptions import SoftTimeLimitExceeded
+from django.conf import settings
+from django.db import close_old_connections, connection
+from django.utils import timezone
+
+from runs.models import Attempt, AttemptStatus, Run, RunStatus
+from runs.services_worker import attempt_claim, attempts_reap, run_attempt_done
+from runs.taxonomy import Reason
+
+log = logging.getLogger(__name__)
+
+
+def attempt_time_limits(attempt_ids: Sequence[int]) -> dict[int, tuple[int, int]]:
+    """Soft and hard Celery time limits per attempt, from the task's and the model's budgets.
+
+    Soft = clone/setup + baseline + final test + the agent's max time + a margin; the pipeline
+    enforces each budget itself, so hitting this limit means something hung. Hard = soft + 60s.
+    """
+    margin = int(getattr(settings, "ATTEMPT_TIME_MARGIN_SEC", 300))
+    rows = Attempt.objects.filter(id__in=attempt_ids).values_list(
+        "id",
+        "task__timeout_sec",
+        "task__setup_commands",
+        "task__spec",
+        "model_config__max_time_sec",
+    )
+    limits = {}
+    for attempt_id, timeout_sec, setup_commands, spec, max_time_sec in rows:
+        setup = (spec or {}).get("setup") or {}
+        setup_timeout = setup.get("timeout_sec") or timeout_sec
+        soft = (
+            timeout_sec * 2
+            + setup_timeout * max(1, len(setup_commands or []))
+            + int(max_time_sec or 0)
+            + margin
+        )
+        limits[attempt_id] = (soft, soft + 60)
+    return limits
+
+
+class Heartbeat(threading.Thread):
+    """Writes ``heartbeat_at`` every ATTEMPT_HEARTBEAT_SEC while the attempt runs, and notices
+    when the attempt should stop: its run was cancelled, or the reaper took it away."""
+
+    def __init__(self, attempt_id: int, run_id: int, worker: str, interval: float):
+        super().__init__(name=f"heartbeat-{attempt_id}", daemon=True)
+        self.attempt_id = attempt_id
+        self.run_id = run_id
+        self.worker = worker
+        self.interval = max(0.2, interval)
+        self.stop_event = threading.Event()
+        self.cancel_event = threading.Event()
+
+    def run(self) -> None:
+        try:
+            while not self.stop_event.wait(self.interval):
+                self.beat()
+        finally:
+            connection.close()
+
+    def beat(self) -> None:
+        try:
+            alive = Attempt.objects.filter(
+                id=self.attempt_id, status=AttemptStatus.RUNNING, worker=self.worker
+            ).update(heartbeat_at=timezone.now())
+            cancelled = Run.objects.filter(id=self.run_id, status=RunStatus.CANCELLED).exists()
+        except Exception:  # a database hiccup must not kill the attempt; try again next beat
+            log.warning("heartbeat of attempt %s failed", self.attempt_id, exc_info=True)
+            return
+        if not alive or cancelled:
+            self.cancel_event.set()
+
+    def should_cancel(self) -> bool:
+        return self.cancel_event.is_set()
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.join(timeout=self.interval + 5)
+
+
+def _worker_name(task_request) -> str:
+    host = getattr(task_request, "hostname", None) or socket.gethostname()
+    return f"{host}:{os.getpid()}"
+
+
+@shared_task(name="runs.attempt_run", bind=True, acks_late=True, ignore_result=True)
+def attempt_run(self, attempt_id: int) -> str:
+    """Run one attempt to a final state, then do the run's bookkeeping."""
+    close_old_connections()
+    worker = _worker_name(self.request)
+    if not attempt_claim(attempt_id=attempt_id, worker=worker):
+        return "not claimed"
+    attempt = Attempt.objects.select_related("run", "task", "model_config", "suite").get(
+        id=attempt_id
+    )
+    heartbeat = Heartbeat(attempt.id, attempt.run_id, worker, settings.ATTEMPT_HEARTBEAT_SEC)
+    heartbeat.start()
+    try:
+        attempt = _execute(attempt, heartbeat)
+    finally:
+        heartbeat.stop()
+    if not attempt.is_final:
+        attempt = _end_unfinished(attempt, worker)
+    _publish_artifacts(attempt)
+    run_attempt_done(attempt=attempt)
+    return attempt.status
+
+
+def _execute(attempt: Attempt, heartbeat: Heartbeat) -> Attempt:
+    from runs.pipeline.execute import attempt_execute
+
+    try:
+        return attempt_execute(
+            attempt, heartbeat=_throttled(heartbeat.beat), should_cancel=heartbeat.should_cancel
+        )
+    except SoftTimeLimitExceeded:
+        attempt.refresh_from_db()
+        if not attempt.is_final:
+            _end(
+                attempt,
+                Reason.TIMEOUT,
+                "[timeout] the attempt exceeded its overall time budget (Celery soft limit)",
+                is_timeout=True,
+            )
+        return attempt
+    except Exception as exc:  # the pipeline should not raise; if it does, nothing is lost
+        log.exception("attempt %s: the pipeline raised", attempt.id)
+        attempt.refresh_from_db()
+        if not attempt.is_final:
+            _end(attempt, Reason.UNKNOWN, f"[harness] {type(exc).__name__}: {exc}")
+        return attempt
+
+
+def _end_unfinished(attempt: Attempt, worker: str) -> Attempt:
+    attempt.refresh_from_db()
+    if not attempt.is_final:
+        _end(
+            attempt,
+            Reason.UNKNOWN,
+            f"[harness] the pipeline returned without a final state ({worker})",
+        )
+    return attempt
+
+
+def _end(attempt: Attempt, reason: Reason, text: str, *, is_timeout: bool = False) -> None:
+    now = timezone.now()
+    attempt.status = AttemptStatus.FINISHED
+    attempt.failure_reason_id = reason.value
+    attempt.is_infra = reason.is_infrastructure
+    attempt.is_timeout = is_timeout
+    attempt.error_text = text
+    attempt.error_fingerprint = text[:200]
+    attempt.finished_at = now
+    if attempt.started_at:
+        attempt.duration_sec = (now - attempt.started_at).total_seconds()
+    attempt.save(
+        update_fields=[
+            "status",
+            "failure_reason",
+            "is_infra",
+            "is_timeout",
+            "error_text",
+            "error_fingerprint",
+            "finished_at",
+            "duration_sec",
+        ]
+    )
+
+
+def _throttled(beat: Callable[[], None]) -> Callable[[], None]:
+    """The pipeline may call heartbeat() often; write at most once a second."""
+    last = [0.0]
+
+    def heartbeat() -> None:
+        now = timezone.now().timestamp()
+        if now - last[0] >= 1.0:
+            last[0] = now
+            beat()
+
+    return heartbeat
+
+
+def _publish_artifacts(attempt: Attempt) -> None:
+    from runs.artifacts_sync import attempt_publish_artifacts
+
+    try:
+        attempt_publish_artifacts(attempt)
+    except Exception:
+        log.exception("attempt %s: could not copy artifacts to shared storage", attempt.id)
+
+
+@shared_task(name="runs.attempts_reap", ignore_result=True)
+def attempts_reap_task() -> dict:
+    """Periodic (celery beat): requeue or end attempts whose worker went silent."""
+    close_old_connections()
+    report = attempts_reap()
+    if report.requeued or report.ended or report.resent:
+        log.warning(
+            "reaper: requeued %s, ended %s, resent %s",
+            report.requeued,
+            report.ended,
+            report.resent,
+        )
+    return {"requeued": report.requeued, "ended": report.ended, "resent": report.resent}

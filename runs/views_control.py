@@ -1,0 +1,51 @@
+"""Staff-only POST endpoints behind the run page's buttons: cancel, retry, resume."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from django.contrib import messages
+from django.contrib.admin.views.decorators import staff_member_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect
+from django.views.decorators.http import require_POST
+
+from runs.models import Run
+from runs.services import run_cancel, run_resume, run_retry_infra
+
+
+def _control(request: HttpRequest, public_id, action: Callable[[Run], str]) -> HttpResponse:
+    run = get_object_or_404(Run, public_id=public_id)
+    messages.success(request, action(run))
+    return redirect(run.get_absolute_url())
+
+
+@require_POST
+@staff_member_required
+def run_cancel_view(request: HttpRequest, public_id) -> HttpResponse:
+    def cancel(run: Run) -> str:
+        if run.is_final:
+            return f"The run is already {run.status}; nothing to cancel."
+        count = run_cancel(run=run, by=request.user)
+        return f"Run cancelled: {count} queued attempt(s) cancelled, running ones told to stop."
+
+    return _control(request, public_id, cancel)
+
+
+@require_POST
+@staff_member_required
+def run_retry_view(request: HttpRequest, public_id) -> HttpResponse:
+    def retry(run: Run) -> str:
+        count = run_retry_infra(run=run, by=request.user)
+        return f"{count} attempt(s) that ended for infrastructure reasons are queued again."
+
+    return _control(request, public_id, retry)
+
+
+@require_POST
+@staff_member_required
+def run_resume_view(request: HttpRequest, public_id) -> HttpResponse:
+    def resume(run: Run) -> str:
+        return f"Re-sent {run_resume(run=run)} queued attempt(s) to the workers."
+
+    return _control(request, public_id, resume)
