@@ -26,6 +26,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
+    # Listed so that /api/docs serves swagger-ui from the package's static files, not a CDN.
+    "ninja",
     "benchsite.accounts",
     "tasks_app",
     "runs",
@@ -169,6 +171,29 @@ STRICT_PATCH = envbool("AGENTBENCH_STRICT_PATCH", False)
 # Access.
 ANONYMOUS_READ_LEADERBOARDS = envbool("ANONYMOUS_READ_LEADERBOARDS", True)
 ANONYMOUS_READ_ARTIFACTS = envbool("ANONYMOUS_READ_ARTIFACTS", False)
+# Writes through the API per token (or signed-in user): "<count>/<sec|min|hour|day>".
+API_WRITE_RATE = envstr("API_WRITE_RATE", "30/min")
+# Uploaded task archives are unpacked here and kept: imported tasks point at their files.
+API_UPLOADS_ROOT = Path(envstr("API_UPLOADS_ROOT", str(VAR_DIR / "uploads")))
+API_UPLOAD_MAX_BYTES = envint("API_UPLOAD_MAX_BYTES", 200 * 1024 * 1024)
+
+
+def _cache_from_url(url: str) -> dict:
+    """locmem:// (one process), redis://host:port/db (shared by every web process), dummy://."""
+    if url.startswith(("redis://", "rediss://", "unix://")):
+        return {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": url}
+    if url.startswith("dummy://"):
+        return {"BACKEND": "django.core.cache.backends.dummy.DummyCache"}
+    if url.startswith("locmem://"):
+        return {
+            "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+            "LOCATION": url.removeprefix("locmem://") or "agentbench",
+        }
+    raise ValueError(f"CACHE_URL must be locmem://, redis://... or dummy://, got {url!r}")
+
+
+# The write rate limit counts in this cache: point it at Redis when several web processes serve.
+CACHES = {"default": _cache_from_url(envstr("CACHE_URL", "locmem://"))}
 
 LOGGING = {
     "version": 1,

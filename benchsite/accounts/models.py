@@ -1,1 +1,98 @@
-"""Access-control models (API tokens, audit log) live here; see the REST API issue."""
+"""Access control: per-user API tokens and the audit log of writes."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+
+class ApiTokenQuerySet(models.QuerySet["ApiToken"]):
+    def active(self) -> ApiTokenQuerySet:
+        return self.filter(revoked_at__isnull=True)
+
+    def for_user(self, user) -> ApiTokenQuerySet:
+        return self.filter(user=user)
+
+
+class ApiToken(models.Model):
+    """A bearer token for the REST API. Only its prefix and SHA-256 digest are stored.
+
+    The full token is shown once, when it is created; the prefix (which is part of the token)
+    finds the row, and the digest proves the rest.
+    """
+
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
+    name = models.CharField(max_length=100)
+    # Every request looks its token up by prefix: unique, hence indexed.
+    prefix = models.CharField(max_length=16, unique=True, editable=False)
+    token_hash = models.CharField(max_length=64, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ApiTokenQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name = "API token"
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.name})"
+
+    @property
+    def is_revoked(self) -> bool:
+        return self.revoked_at is not None
+
+
+class AuditAction(models.TextChoices):
+    RUN_LAUNCH = "run.launch", "Launched a run"
+    RUN_CANCEL = "run.cancel", "Cancelled a run"
+    RUN_RETRY = "run.retry", "Retried a run's infrastructure failures"
+    TASKS_IMPORT = "tasks.import", "Imported tasks"
+    SWEBENCH_IMPORT = "swebench.import", "Imported a SWE-bench dataset"
+    PREDICTIONS_IMPORT = "predictions.import", "Imported predictions"
+    RESULTS_IMPORT = "results.import", "Imported published results"
+    MODEL_CONFIG_CREATE = "model_config.create", "Created a model configuration"
+    TOKEN_CREATE = "token.create", "Created an API token"
+    TOKEN_REVOKE = "token.revoke", "Revoked an API token"
+
+
+class AuditEvent(models.Model):
+    """Who did what to which objects, when, from where. Append-only."""
+
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="audit_events",
+    )
+    # Kept as text too, so the record still names the actor after the user is deleted.
+    actor_name = models.CharField(max_length=150, blank=True)
+    token = models.ForeignKey(
+        ApiToken, null=True, blank=True, on_delete=models.SET_NULL, related_name="audit_events"
+    )
+    action = models.CharField(max_length=40, choices=AuditAction.choices)
+    # "api", "page" or "admin": which door the write came through.
+    via = models.CharField(max_length=10, default="api")
+    object_type = models.CharField(max_length=40, blank=True)
+    object_ids = models.JSONField(default=list, blank=True)
+    details = models.JSONField(default=dict, blank=True)
+    ip = models.GenericIPAddressField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            # The admin list and "what did this user do" filter by actor, newest first.
+            models.Index(fields=["actor", "created_at"], name="audit_actor_created_idx"),
+            models.Index(fields=["action", "created_at"], name="audit_action_created_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.created_at:%Y-%m-%d %H:%M} {self.actor_name or '-'} {self.action}"

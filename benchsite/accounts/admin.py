@@ -1,0 +1,43 @@
+from django.contrib import admin
+
+from benchsite.accounts.models import ApiToken, AuditEvent
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    list_display = ["prefix", "name", "user", "created_at", "last_used_at", "revoked_at"]
+    list_filter = ["revoked_at"]
+    list_select_related = ["user"]
+    search_fields = ["prefix", "name", "user__username"]
+    # The digest is useless to read and the token itself is never stored: nothing to edit
+    # but the revocation time.
+    readonly_fields = ["public_id", "user", "prefix", "token_hash", "created_at", "last_used_at"]
+
+    def has_add_permission(self, request) -> bool:
+        return False  # tokens are issued on /account/tokens/ or through the API, shown once
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(admin.ModelAdmin):
+    list_display = ["created_at", "actor_name", "action", "via", "object_type", "ip"]
+    list_filter = ["action", "via"]
+    search_fields = ["actor_name", "object_ids", "ip"]
+    date_hierarchy = "created_at"
+    readonly_fields = [
+        "actor",
+        "actor_name",
+        "token",
+        "action",
+        "via",
+        "object_type",
+        "object_ids",
+        "details",
+        "ip",
+        "created_at",
+    ]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False  # the log is append-only

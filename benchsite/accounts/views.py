@@ -1,0 +1,44 @@
+"""The token page: a signed-in user creates and revokes their own API tokens."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_http_methods, require_POST
+
+from benchsite.accounts.models import ApiToken
+from benchsite.accounts.services import TokenError, api_token_create, api_token_revoke
+
+
+def _tokens_page(
+    request: HttpRequest, *, new_token: str = "", error: str = "", status: int = 200
+) -> HttpResponse:
+    tokens = ApiToken.objects.for_user(request.user).order_by("-created_at")
+    context = {"tokens": tokens, "new_token": new_token, "error": error}
+    return render(request, "accounts/tokens.html", context, status=status)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def token_list(request: HttpRequest) -> HttpResponse:
+    if request.method == "GET":
+        return _tokens_page(request)
+    try:
+        _, raw = api_token_create(
+            user=request.user, name=request.POST.get("name", ""), request=request, via="page"
+        )
+    except TokenError as exc:
+        return _tokens_page(request, error=f"{exc.field}: {exc}", status=400)
+    # Rendered, not redirected: the token exists in clear only in this one response.
+    return _tokens_page(request, new_token=raw)
+
+
+@login_required
+@require_POST
+def token_revoke(request: HttpRequest, public_id: str) -> HttpResponse:
+    token = get_object_or_404(ApiToken.objects.for_user(request.user), public_id=public_id)
+    api_token_revoke(token=token, by=request.user, request=request, via="page")
+    messages.success(request, f"Revoked token {token.name} ({token.prefix}…).")
+    return redirect("account-tokens")

@@ -1,0 +1,307 @@
+"""Runs, attempts, model configurations and failure reasons over the REST API.
+
+Reads are querysets; writes call the same services as the pages and the admin
+(``runs.services``, ``runs.model_configs``) and leave an audit event.
+"""
+
+import contextlib
+import mimetypes
+import uuid
+
+from django.db.models import Q
+from django.http import FileResponse, HttpRequest
+from django.shortcuts import get_object_or_404
+from ninja import Query, Router
+from ninja.pagination import paginate
+
+from benchsite.accounts.auth import ARTIFACT_READ, AUTHENTICATED, PUBLIC_READ, write_throttle
+from benchsite.accounts.models import AuditAction
+from benchsite.accounts.services import audit_event_record
+from benchsite.api_common import Pages
+from benchsite.api_errors import ApiConflict, ApiInputError, ErrorOut
+from runs import artifacts
+from runs.api_results import router as results_router
+from runs.api_schemas import (
+    AttemptDetailOut,
+    AttemptFilter,
+    AttemptOut,
+    FailureReasonFilter,
+    FailureReasonOut,
+    ModelConfigFilter,
+    ModelConfigIn,
+    ModelConfigOut,
+    RunActionOut,
+    RunFilter,
+    RunLaunchIn,
+    RunOut,
+)
+from runs.model_configs import model_config_by_ref, model_config_create
+from runs.models import Attempt, AttemptStatus, FailureReason, ModelConfig, Run
+from runs.services import LaunchError, run_cancel, run_launch, run_retry_infra
+from tasks_app.models import Suite
+
+router = Router(tags=["runs"])
+router.add_router("", results_router)
+
+WRITE_ERRORS = {400: ErrorOut, 401: ErrorOut, 422: ErrorOut, 429: ErrorOut}
+_ATTEMPT_RELATED = ("run", "suite", "task", "model_config")
+
+
+def model_q(value: str | None, field: str = "model_config") -> Q:
+    """Match a model configuration by name, slug or public id."""
+    if not value:
+        return Q()
+    q = Q(**{f"{field}__name": value}) | Q(**{f"{field}__slug": value})
+    with contextlib.suppress(ValueError):
+        q |= Q(**{f"{field}__public_id": uuid.UUID(value)})
+    return q
+
+
+def suite_or_404(name: str) -> Suite:
+    suite = Suite.objects.filter(name=name).first()
+    if suite is None:
+        raise ApiInputError("suite", f"no suite named {name!r}", status=404, location="query")
+    return suite
+
+
+def model_or_404(ref: str, field: str = "model") -> ModelConfig:
+    config = model_config_by_ref(ref)
+    if config is None:
+        raise ApiInputError(field, f"no model configuration {ref!r}", status=404)
+    return config
+
+
+class _RunFilter(RunFilter):
+    def filter_model(self, value: str | None) -> Q:
+        return model_q(value)
+
+
+class _AttemptFilter(AttemptFilter):
+    def filter_model(self, value: str | None) -> Q:
+        return model_q(value)
+
+    def filter_resolved(self, value: bool | None) -> Q:
+        if value is None:
+            return Q()
+        resolved = Q(
+            status=AttemptStatus.FINISHED,
+            is_infra=False,
+            failure_reason__isnull=True,
+            is_missing=False,
+        )
+        return resolved if value else ~resolved
+
+
+# --- Failure reasons and model configurations ------------------------------------------------
+
+
+@router.get(
+    "/failure-reasons",
+    response={200: list[FailureReasonOut]},
+    auth=PUBLIC_READ,
+    summary="The failure taxonomy, in precedence order",
+)
+@paginate(Pages)
+def failure_reason_list(request: HttpRequest, filters: Query[FailureReasonFilter]):
+    return filters.filter(FailureReason.objects.order_by("precedence"))
+
+
+@router.get(
+    "/model-configs",
+    response={200: list[ModelConfigOut]},
+    auth=PUBLIC_READ,
+    summary="List model configurations",
+)
+@paginate(Pages)
+def model_config_list(request: HttpRequest, filters: Query[ModelConfigFilter]):
+    return filters.filter(ModelConfig.objects.order_by("name"))
+
+
+@router.get(
+    "/model-configs/{ref}",
+    response={200: ModelConfigOut, 404: ErrorOut},
+    auth=PUBLIC_READ,
+    summary="One model configuration, by name, slug or public id",
+)
+def model_config_detail(request: HttpRequest, ref: str):
+    return model_or_404(ref, field="ref")
+
+
+@router.post(
+    "/model-configs",
+    response={201: ModelConfigOut, 400: ErrorOut, 401: ErrorOut, 422: ErrorOut, 429: ErrorOut},
+    auth=AUTHENTICATED,
+    throttle=write_throttle,
+    summary="Create a model configuration",
+)
+def model_config_create_endpoint(request: HttpRequest, payload: ModelConfigIn):
+    config = model_config_create(fields=payload.dict())
+    audit_event_record(
+        actor=request.user,
+        action=AuditAction.MODEL_CONFIG_CREATE,
+        objects=[config],
+        request=request,
+        details={"name": config.name, "agent_variant": config.agent_variant},
+    )
+    return 201, config
+
+
+# --- Runs ------------------------------------------------------------------------------------
+
+
+@router.get("/runs", response={200: list[RunOut]}, auth=PUBLIC_READ, summary="List runs")
+@paginate(Pages)
+def run_list(request: HttpRequest, filters: Query[_RunFilter]):
+    runs = Run.objects.select_related("suite", "model_config", "created_by").order_by(
+        "-created_at", "-id"
+    )
+    return filters.filter(runs)
+
+
+def _run(public_id: uuid.UUID) -> Run:
+    return get_object_or_404(
+        Run.objects.select_related("suite", "model_config", "created_by"), public_id=public_id
+    )
+
+
+@router.get(
+    "/runs/{public_id}", response={200: RunOut, 404: ErrorOut}, auth=PUBLIC_READ, summary="A run"
+)
+def run_detail(request: HttpRequest, public_id: uuid.UUID):
+    return _run(public_id)
+
+
+@router.post(
+    "/runs",
+    response={201: RunOut, **WRITE_ERRORS, 404: ErrorOut},
+    auth=AUTHENTICATED,
+    throttle=write_throttle,
+    summary="Launch a run: selected tasks of a suite x one model configuration x samples",
+)
+def run_launch_endpoint(request: HttpRequest, payload: RunLaunchIn):
+    suite = suite_or_404(payload.suite)
+    config = model_or_404(payload.model)
+    try:
+        run = run_launch(
+            suite=suite,
+            model_config=config,
+            samples=payload.samples,
+            labels=payload.labels or None,
+            task_ids=payload.task_ids or None,
+            include_flaky=payload.include_flaky,
+            created_by=request.user,
+        )
+    except LaunchError as exc:
+        message = str(exc)
+        field = message.split(":", 1)[0] if message.startswith(("task_ids:", "samples")) else ""
+        raise ApiInputError(field or "selection", message, location="body") from None
+    audit_event_record(
+        actor=request.user,
+        action=AuditAction.RUN_LAUNCH,
+        objects=[run],
+        request=request,
+        details={
+            "suite": suite.name,
+            "model": config.name,
+            "samples": payload.samples,
+            "selection": run.selection,
+        },
+    )
+    return 201, _run(run.public_id)
+
+
+@router.post(
+    "/runs/{public_id}/cancel",
+    response={200: RunActionOut, 401: ErrorOut, 404: ErrorOut, 409: ErrorOut, 429: ErrorOut},
+    auth=AUTHENTICATED,
+    throttle=write_throttle,
+    summary="Cancel a run (queued attempts end cancelled, running ones are stopped)",
+)
+def run_cancel_endpoint(request: HttpRequest, public_id: uuid.UUID):
+    run = _run(public_id)
+    if run.is_final:
+        raise ApiConflict(f"run {run.public_id} is already {run.status}")
+    count = run_cancel(run=run, by=request.user)
+    audit_event_record(
+        actor=request.user,
+        action=AuditAction.RUN_CANCEL,
+        objects=[run],
+        request=request,
+        details={"cancelled_attempts": count},
+    )
+    return {"run": _run(public_id), "affected": count}
+
+
+@router.post(
+    "/runs/{public_id}/retry",
+    response={200: RunActionOut, 401: ErrorOut, 404: ErrorOut, 429: ErrorOut},
+    auth=AUTHENTICATED,
+    throttle=write_throttle,
+    summary="Re-queue every attempt of the run that ended for an infrastructure reason",
+)
+def run_retry_endpoint(request: HttpRequest, public_id: uuid.UUID):
+    run = _run(public_id)
+    count = run_retry_infra(run=run, by=request.user)
+    audit_event_record(
+        actor=request.user,
+        action=AuditAction.RUN_RETRY,
+        objects=[run],
+        request=request,
+        details={"requeued_attempts": count},
+    )
+    return {"run": _run(public_id), "affected": count}
+
+
+# --- Attempts and their artifacts ------------------------------------------------------------
+
+
+@router.get(
+    "/attempts",
+    response={200: list[AttemptOut]},
+    auth=PUBLIC_READ,
+    summary="List attempts (outcomes only; logs and patches are on the detail)",
+)
+@paginate(Pages)
+def attempt_list(request: HttpRequest, filters: Query[_AttemptFilter]):
+    attempts = Attempt.objects.select_related(*_ATTEMPT_RELATED).order_by("-queued_at", "-id")
+    return filters.filter(attempts)
+
+
+@router.get(
+    "/attempts/{public_id}",
+    response={200: AttemptDetailOut, 401: ErrorOut, 404: ErrorOut},
+    auth=ARTIFACT_READ,
+    summary="One attempt with its error, patch, stages and artifact links",
+)
+def attempt_detail(request: HttpRequest, public_id: uuid.UUID):
+    attempt = get_object_or_404(
+        Attempt.objects.select_related(*_ATTEMPT_RELATED), public_id=public_id
+    )
+    return attempt
+
+
+@router.get(
+    "/attempts/{public_id}/artifacts/{path:path}",
+    response={200: bytes, 401: ErrorOut, 404: ErrorOut},
+    auth=ARTIFACT_READ,
+    url_name="attempt_artifact",
+    summary="Download one artifact file of an attempt",
+)
+def attempt_artifact(request: HttpRequest, public_id: uuid.UUID, path: str):
+    attempt = get_object_or_404(Attempt, public_id=public_id)
+    try:
+        name = artifacts.artifact_name(attempt, path)
+    except artifacts.ArtifactPathError as exc:
+        raise ApiInputError("path", str(exc), status=404, location="path") from None
+    store = artifacts.storage()
+    if not store.exists(name):
+        raise ApiInputError("path", f"no artifact {path!r}", status=404, location="path")
+    content_type, _ = mimetypes.guess_type(path)
+    if content_type is None or content_type.startswith("text/") or path.endswith(".jsonl"):
+        # Served as plain text whatever it holds: an artifact written by a sandboxed agent
+        # must never render as HTML in the site's origin.
+        content_type = "text/plain; charset=utf-8"
+    response = FileResponse(store.open(name, "rb"), content_type=content_type, as_attachment=False)
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Security-Policy"] = "sandbox"
+    return response

@@ -1,0 +1,401 @@
+"""Request and response schemas of the runs API: explicit fields, nothing implied."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from decimal import Decimal
+from typing import Annotated, Literal
+
+from django.urls import reverse
+from ninja import Field, FilterLookup, FilterSchema, Schema
+
+from benchsite.api_common import Text
+from runs import artifacts
+from runs.leaderboard import SORT_KEYS
+from runs.models import AgentVariant, AttemptStatus, RunSource, RunStatus
+
+INT32 = 2**31 - 1
+INT63 = 2**63 - 1
+# Dates stop a day short of the calendar's end: a "to" date filter adds one day.
+LAST_DATE = dt.date(9999, 12, 30)
+
+
+class FailureReasonOut(Schema):
+    code: str
+    description: str
+    typical_cause: str
+    precedence: int
+    category: str
+
+
+class FailureReasonFilter(FilterSchema):
+    category: Literal["infrastructure", "agent"] | None = None
+
+
+# --- Model configurations --------------------------------------------------------------------
+
+
+class ModelConfigOut(Schema):
+    public_id: uuid.UUID
+    name: str
+    slug: str
+    description: str
+    agent_variant: str
+    model_name: str
+    base_url: str
+    api_key_env: str = Field(description="name of the environment variable holding the key")
+    temperature: float | None
+    top_p: float | None
+    max_output_tokens: int | None
+    seed: int | None
+    extra_params: dict
+    max_steps: int
+    max_time_sec: int
+    max_tokens: int | None
+    max_cost_usd: Decimal | None
+    repeated_failure_threshold: int
+    strict_patch: bool
+    log_llm_messages: bool
+    price_input_per_mtok: Decimal | None
+    price_output_per_mtok: Decimal | None
+    created_at: dt.datetime
+
+
+Price = Annotated[Decimal, Field(ge=0, max_digits=10, decimal_places=4)]
+
+
+class ModelConfigIn(Schema):
+    name: Text = Field(min_length=1, max_length=200)
+    description: Text = ""
+    agent_variant: AgentVariant
+    model_name: Text = Field("", max_length=200)
+    base_url: Text = Field("", max_length=500)
+    api_key_env: Text = Field(
+        "",
+        max_length=100,
+        pattern=r"^([A-Za-z_][A-Za-z0-9_]*)?$",
+        description="the NAME of an environment variable; never the key itself",
+    )
+    temperature: float | None = Field(None, ge=0, le=2)
+    top_p: float | None = Field(None, ge=0, le=1)
+    max_output_tokens: int | None = Field(None, ge=1, le=INT32)
+    seed: int | None = Field(None, ge=-INT32 - 1, le=INT32)
+    extra_params: dict = {}
+    max_steps: int = Field(30, ge=1, le=10_000)
+    max_time_sec: int = Field(1800, ge=1, le=7 * 24 * 3600)
+    max_tokens: int | None = Field(None, ge=1, le=INT63)
+    max_cost_usd: Price | None = None
+    repeated_failure_threshold: int = Field(3, ge=1, le=1000)
+    strict_patch: bool = False
+    log_llm_messages: bool = True
+    price_input_per_mtok: Price | None = None
+    price_output_per_mtok: Price | None = None
+
+
+class ModelConfigFilter(FilterSchema):
+    agent_variant: AgentVariant | None = None
+    q: Annotated[Text | None, FilterLookup(["name__icontains", "model_name__icontains"])] = None
+
+
+# --- Runs ------------------------------------------------------------------------------------
+
+
+class ModelRefOut(Schema):
+    public_id: uuid.UUID
+    name: str
+    slug: str
+
+
+class RunOut(Schema):
+    public_id: uuid.UUID
+    suite: str = Field(alias="suite.name")
+    model: ModelRefOut
+    samples: int
+    source: str
+    status: str
+    selection: dict
+    totals: dict
+    created_by: str | None
+    created_at: dt.datetime
+    started_at: dt.datetime | None
+    finished_at: dt.datetime | None
+    fail_fast_code: str
+    fail_fast_reason: str
+    harness_version: str
+    git_revision: str
+    notes: str
+    url: str = Field(alias="get_absolute_url")
+
+    @staticmethod
+    def resolve_model(obj) -> ModelRefOut:
+        return obj.model_config
+
+    @staticmethod
+    def resolve_created_by(obj) -> str | None:
+        return obj.created_by.get_username() if obj.created_by_id else None
+
+
+class RunFilter(FilterSchema):
+    suite: Annotated[Text | None, FilterLookup("suite__name")] = None
+    model: Text | None = Field(None, description="model configuration name, slug or public id")
+    status: RunStatus | None = None
+    source: RunSource | None = None
+
+
+class RunLaunchIn(Schema):
+    suite: Text = Field(min_length=1, max_length=100)
+    model: Text = Field(
+        min_length=1, max_length=200, description="model configuration name, slug or public id"
+    )
+    samples: int = Field(1, ge=1, le=100)
+    labels: list[Text] = Field([], max_length=50, description="tasks carrying every label")
+    task_ids: list[Text] | None = Field(None, max_length=10_000)
+    include_flaky: bool = False
+
+
+class RunActionOut(Schema):
+    run: RunOut
+    affected: int = Field(description="attempts cancelled or re-queued")
+
+
+# --- Attempts --------------------------------------------------------------------------------
+
+
+class AttemptOut(Schema):
+    public_id: uuid.UUID
+    run: uuid.UUID = Field(alias="run.public_id")
+    suite: str = Field(alias="suite.name")
+    task_id: str = Field(alias="task.task_id")
+    model: str = Field(alias="model_config.name")
+    sample_index: int
+    task_revision: int
+    status: str
+    resolved: bool
+    failure_reason: str | None = Field(alias="failure_reason_id")
+    failure_stage: str
+    is_infra: bool
+    is_timeout: bool
+    is_empty_run: bool
+    is_missing: bool
+    exit_code: int | None
+    duration_sec: float | None
+    tokens_in: int
+    tokens_out: int
+    cost_usd: Decimal
+    tool_calls: int
+    steps: int
+    lines_changed: int
+    grade: str
+    started_at: dt.datetime | None
+    finished_at: dt.datetime | None
+    url: str = Field(alias="get_absolute_url")
+
+
+class ArtifactOut(Schema):
+    name: str
+    size: int
+    url: str
+
+
+class StageOut(Schema):
+    order: int
+    name: str
+    command: str
+    exit_code: int | None
+    duration_sec: float | None
+    timed_out: bool
+    output_truncated: bool
+    output_path: str
+    output_url: str | None
+
+
+class AttemptDetailOut(AttemptOut):
+    error_text: str
+    error_fingerprint: str
+    error_kind: str
+    stderr_tail: str
+    final_patch: str
+    files_touched: list
+    test_results: dict
+    schema_version: str
+    stages: list[StageOut]
+    artifacts: list[ArtifactOut]
+
+    @staticmethod
+    def resolve_stages(obj) -> list[dict]:
+        return [
+            {
+                "order": s.order,
+                "name": s.name,
+                "command": s.command,
+                "exit_code": s.exit_code,
+                "duration_sec": s.duration_sec,
+                "timed_out": s.timed_out,
+                "output_truncated": s.output_truncated,
+                "output_path": s.output_path,
+                "output_url": artifact_url(obj, s.output_path)
+                if s.output_path and obj.artifacts_dir
+                else None,
+            }
+            for s in obj.stages.order_by("order")
+        ]
+
+    @staticmethod
+    def resolve_artifacts(obj) -> list[dict]:
+        return [
+            {"name": f.name, "size": f.size, "url": artifact_url(obj, f.name)}
+            for f in artifacts.list_artifacts(obj)
+        ]
+
+
+def artifact_url(attempt, name: str) -> str:
+    return reverse("api:attempt_artifact", kwargs={"public_id": attempt.public_id, "path": name})
+
+
+class AttemptFilter(FilterSchema):
+    run: Annotated[uuid.UUID | None, FilterLookup("run__public_id")] = None
+    suite: Annotated[Text | None, FilterLookup("suite__name")] = None
+    model: Text | None = Field(None, description="model configuration name, slug or public id")
+    task_id: Annotated[Text | None, FilterLookup("task__task_id")] = None
+    status: AttemptStatus | None = None
+    failure_reason: Annotated[Text | None, FilterLookup("failure_reason_id")] = None
+    is_infra: bool | None = None
+    resolved: bool | None = None
+
+
+# --- Results: leaderboard, comparison, taxonomy ----------------------------------------------
+
+
+class LeaderboardQuery(Schema):
+    suite: Text = Field(min_length=1, max_length=100)
+    labels: Text | None = Field(None, description="comma-separated: tasks carrying every label")
+    date_from: dt.date | None = Field(None, le=LAST_DATE)
+    date_to: dt.date | None = Field(None, le=LAST_DATE)
+    sort: Literal[SORT_KEYS] = "rate"  # type: ignore[valid-type]
+    descending: bool | None = None
+    format: Literal["json", "csv"] = "json"
+
+
+class LeaderboardRowOut(Schema):
+    rank: int
+    model: ModelRefOut
+    agent_variant: str
+    is_published: bool
+    attempts: int
+    scored: int
+    resolved: int
+    infra: int = Field(description="infrastructure failures, excluded from the rate")
+    missing: int
+    tasks: int
+    denominator: int
+    rate: float | None = Field(description="resolved / denominator, a fraction")
+    resolved_pct: float | None = Field(description="rate x 100")
+    ci_low: float | None = Field(description="95% Wilson interval, fraction")
+    ci_high: float | None
+    k: int
+    pass_at_1: float | None
+    pass_at_k: float | None
+    mean_cost_usd: float | None
+    total_cost_usd: float
+    cost_per_resolved_usd: float | None
+    mean_tokens: float | None
+    mean_wall_sec: float | None
+    is_leader: bool
+    tied_with_leader: bool
+    p_value_vs_leader: float | None
+    last_finished_at: dt.datetime | None
+
+
+class LeaderboardOut(Schema):
+    suite: str
+    labels: list[str]
+    date_from: dt.date | None
+    date_to: dt.date | None
+    rows: list[LeaderboardRowOut]
+
+
+class CompareQuery(Schema):
+    suite: Text = Field(min_length=1, max_length=100)
+    models: Text = Field(
+        min_length=1, description="comma-separated names, slugs or public ids; the first is A"
+    )
+    labels: Text | None = None
+    format: Literal["json", "csv"] = "json"
+
+
+class CompareSummaryOut(Schema):
+    model: ModelRefOut
+    attempts: int
+    scored: int
+    resolved: int
+    infra: int
+    rate: float | None
+
+
+class ComparePairOut(Schema):
+    a: ModelRefOut
+    b: ModelRefOut
+    paired: int
+    fixed_by_b: list[str]
+    regressed: list[str]
+    both: list[str]
+    neither: list[str]
+    rate_a: float | None
+    rate_b: float | None
+    delta: float | None
+    p_value: float
+    significant: bool
+
+
+class CompareCellOut(Schema):
+    outcome: str
+    reason: str
+    resolved: int
+    scored: int
+    attempts: list[uuid.UUID]
+
+
+class CompareRowOut(Schema):
+    task_id: str
+    labels: list[str]
+    differs: bool
+    cells: list[CompareCellOut]
+
+
+class CompareOut(Schema):
+    suite: str
+    models: list[ModelRefOut]
+    summaries: list[CompareSummaryOut]
+    pairs: list[ComparePairOut]
+    rows: list[CompareRowOut]
+
+
+class TaxonomyQuery(Schema):
+    suite: Text = Field(min_length=1, max_length=100)
+    models: Text | None = Field(None, description="comma-separated; default every model")
+    format: Literal["json", "csv"] = "json"
+
+
+class TaxonomyModelOut(Schema):
+    model: ModelRefOut
+    resolved: int
+    total: int
+    infra: int
+    counts: dict[str, int]
+
+
+class TaxonomyPointOut(Schema):
+    model: str
+    run: uuid.UUID
+    at: dt.datetime
+    scored: int
+    resolved: int
+    rate: float | None
+
+
+class TaxonomyOut(Schema):
+    suite: str
+    reasons: list[FailureReasonOut]
+    models: list[TaxonomyModelOut]
+    points: list[TaxonomyPointOut]
