@@ -1,0 +1,680 @@
+"""The five agent tools: list_files, read_file, search, apply_patch, run.
+
+Everything runs inside the sandbox (``remote.SCRIPT``, ``rg``, ``git apply``, the agent's own
+commands); the host only receives artifacts under the attempt's folder, under fixed names
+(``diffs/step_NNNN.patch``, ``logs/tool_step_NNNN.txt``). Each tool validates its input and
+returns a result dataclass; a bad call is an error result the agent sees, never an exception.
+Only a failing sandbox (``SandboxError``) propagates: that is the pipeline's SANDBOX_ERROR.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from runs.agents import remote
+from runs.agents.events import EventLog
+from runs.agents.patching import PatchError, check_relative_path, normalize_patch
+from sandbox.base import ExecResult, Sandbox
+
+OBSERVATION_CHARS = 12_000
+READ_MAX_LINES = 1_000
+READ_MAX_CHARS = 60_000
+READ_MAX_BYTES = 2_000_000
+LIST_LIMIT = 1_000
+MAX_RUN_TIMEOUT_SEC = 3_600
+ENV_CHUNK_CHARS = 100_000
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class ToolInputError(ValueError):
+    """A tool was called with arguments it cannot use; the message names the argument."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolResult:
+    tool: str
+    ok: bool
+    error: str = ""
+    step: int = 0
+    duration_sec: float = 0.0
+    artifact: str = ""  # relative to the attempt folder
+
+    def observation(self) -> str:
+        return f"error: {self.error}" if not self.ok else "ok"
+
+    def fingerprint(self) -> str:
+        """What makes two failures 'the same' for the repeated-failure rule."""
+        return f"{self.tool}:{' '.join(self.error.split())[:200]}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ListFilesResult(ToolResult):
+    files: tuple[str, ...] = ()
+    truncated: bool = False
+
+    def observation(self) -> str:
+        if not self.ok:
+            return f"error: {self.error}"
+        more = f"\n[list truncated at {len(self.files)} entries]" if self.truncated else ""
+        return ("\n".join(self.files) or "(no files)") + more
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReadFileResult(ToolResult):
+    path: str = ""
+    text: str = ""
+    start_line: int = 0
+    end_line: int = 0
+    total_lines: int = 0
+    truncated: bool = False
+    suggestions: tuple[str, ...] = ()
+    entries: tuple[str, ...] = ()  # when the path is a directory
+
+    def observation(self) -> str:
+        if not self.ok:
+            hint = f"\ndid you mean: {', '.join(self.suggestions)}" if self.suggestions else ""
+            return f"error: {self.error}{hint}"
+        if self.entries:
+            return f"{self.path} is a directory:\n" + "\n".join(self.entries)
+        header = f"{self.path} (lines {self.start_line}-{self.end_line} of {self.total_lines})"
+        note = (
+            "\n[truncated: call read_file with start_line/end_line for the rest]"
+            if self.truncated
+            else ""
+        )
+        return f"{header}\n{self.text}{note}"
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    path: str
+    line_number: int
+    line: str
+    before: tuple[str, ...] = ()
+    after: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchResult(ToolResult):
+    query: str = ""
+    hits: tuple[SearchHit, ...] = ()
+    truncated: bool = False
+
+    def observation(self) -> str:
+        if not self.ok:
+            return f"error: {self.error}"
+        if not self.hits:
+            return f"no matches for {self.query!r}"
+        blocks = []
+        for hit in self.hits:
+            first = hit.line_number - len(hit.before)
+            lines = [*hit.before, hit.line, *hit.after]
+            marks = [
+                f"{n}{':' if n == hit.line_number else '-'} {text}"
+                for n, text in enumerate(lines, start=first)
+            ]
+            blocks.append(f"{hit.path}\n" + "\n".join(marks))
+        more = "\n[more matches not shown]" if self.truncated else ""
+        return _clip("\n--\n".join(blocks) + more)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PatchResult(ToolResult):
+    paths: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    git_flags: tuple[str, ...] = ()
+
+    def observation(self) -> str:
+        if not self.ok:
+            return f"error: patch not applied: {self.error}"
+        notes = f" ({'; '.join(self.notes)})" if self.notes else ""
+        return f"patch applied to {', '.join(self.paths)}{notes}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunResult(ToolResult):
+    command: str = ""
+    exit_code: int | None = None
+    stdout: str = ""
+    stderr: str = ""
+    timed_out: bool = False
+    truncated: bool = False
+
+    def observation(self) -> str:
+        if self.exit_code is None:
+            return f"error: {self.error}"
+        status = f"exit code {self.exit_code}" + (" (timed out)" if self.timed_out else "")
+        body = self.stdout + (f"\n[stderr]\n{self.stderr}" if self.stderr.strip() else "")
+        return f"{status}\n{_clip(body)}"
+
+    def fingerprint(self) -> str:
+        tail = " ".join((self.stdout + self.stderr).split())[-150:]
+        return f"run:{self.command[:80]}:{self.exit_code}:{tail}"
+
+
+def _clip(text: str, limit: int = OBSERVATION_CHARS) -> str:
+    """Keep the start and the end (where tracebacks and summaries are) of long output."""
+    if len(text) <= limit:
+        return text
+    head = limit // 4
+    tail = limit - head
+    return f"{text[:head]}\n[... {len(text) - limit} characters cut ...]\n{text[-tail:]}"
+
+
+# JSON schemas of the five tools, as the LLM sees them (OpenAI function-calling format).
+TOOL_SCHEMAS: list[dict[str, Any]] = [
+    {
+        "name": "list_files",
+        "description": "List files under a directory of the repository (hidden and build "
+        "directories skipped). Optional glob, e.g. '*.py' or 'src/**/*.py'.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "root": {"type": "string", "description": "directory, default '.'"},
+                "glob": {"type": "string"},
+            },
+        },
+    },
+    {
+        "name": "read_file",
+        "description": "Read a text file of the repository, optionally a 1-based inclusive "
+        "line range. Long files are truncated; ask for a range to see more.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "path": {"type": "string"},
+                "start_line": {"type": "integer", "minimum": 1},
+                "end_line": {"type": "integer", "minimum": 1},
+            },
+            "required": ["path"],
+        },
+    },
+    {
+        "name": "search",
+        "description": "Search the repository with ripgrep; returns matching lines with "
+        "context. Fixed-string search unless is_regex is true.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string"},
+                "glob": {"type": "string"},
+                "max_results": {"type": "integer", "minimum": 1, "maximum": 500},
+                "context_lines": {"type": "integer", "minimum": 0, "maximum": 10},
+                "is_regex": {"type": "boolean"},
+            },
+            "required": ["query"],
+        },
+    },
+    {
+        "name": "apply_patch",
+        "description": "Apply a unified diff (as produced by 'git diff', paths relative to the "
+        "repository root). The tests run automatically afterwards.",
+        "parameters": {
+            "type": "object",
+            "properties": {"unified_diff": {"type": "string"}},
+            "required": ["unified_diff"],
+        },
+    },
+    {
+        "name": "run",
+        "description": "Run a shell command in the repository, without network access. "
+        "Returns the exit code and output.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "command": {"type": "string"},
+                "timeout_sec": {"type": "number", "minimum": 1},
+                "env": {"type": "object", "additionalProperties": {"type": "string"}},
+            },
+            "required": ["command"],
+        },
+    },
+]
+TOOL_NAMES = tuple(schema["name"] for schema in TOOL_SCHEMAS)
+_PYTHON_TYPES = {"string": str, "integer": int, "number": (int, float), "boolean": bool}
+_PYTHON_TYPES["object"] = dict
+
+
+class RemoteError(Exception):
+    """The in-sandbox helper could not run (as opposed to reporting a refused input)."""
+
+
+class Toolbox:
+    """The tools bound to one sandbox and one attempt folder. Not thread-safe."""
+
+    def __init__(
+        self,
+        sandbox: Sandbox,
+        *,
+        workdir: str,
+        artifacts_dir: Path,
+        strict_patch: bool = False,
+        default_timeout_sec: float = 300.0,
+        allow_network: bool = False,
+        events: EventLog | None = None,
+        deadline: float | None = None,  # time.monotonic() value; commands never run past it
+    ):
+        self.sandbox = sandbox
+        self.workdir = workdir.rstrip("/") or "/"
+        self.root = sandbox.config.workspace_path.rstrip("/") or "/"
+        self.artifacts_dir = artifacts_dir
+        self.strict_patch = strict_patch
+        self.default_timeout_sec = default_timeout_sec
+        self.allow_network = allow_network
+        self.events = events
+        self.deadline = deadline
+        self.step = 0
+
+    # --- dispatch ----------------------------------------------------------------------------
+
+    def call(self, name: str, arguments: Any) -> ToolResult:
+        """Validate ``arguments`` against the tool's schema, run it, log start and finish."""
+        self.step += 1
+        step = self.step
+        if self.events:
+            self.events.emit("tool_start", step=step, tool=name, arguments=_brief(arguments))
+        started = time.monotonic()
+        try:
+            kwargs = _validate(name, arguments)
+            method: Callable[..., ToolResult] = getattr(self, f"_{name}")
+            result = method(step, **kwargs)
+        except (ToolInputError, PatchError, RemoteError) as exc:
+            result = ToolResult(tool=name, ok=False, error=str(exc))
+        duration = round(time.monotonic() - started, 3)
+        result = _with(result, step=step, duration_sec=duration)
+        if self.events:
+            self.events.emit(
+                "tool_finish",
+                step=step,
+                tool=name,
+                ok=result.ok,
+                error=result.error[:500],
+                duration_sec=duration,
+                artifact=result.artifact,
+                exit_code=getattr(result, "exit_code", None),
+            )
+        return result
+
+    # Typed convenience wrappers (what scripted agents and tests call).
+    def list_files(self, root: str = ".", glob: str | None = None) -> ListFilesResult:
+        return self.call("list_files", {"root": root, "glob": glob})  # type: ignore[return-value]
+
+    def read_file(
+        self, path: str, start_line: int | None = None, end_line: int | None = None
+    ) -> ReadFileResult:
+        args = {"path": path, "start_line": start_line, "end_line": end_line}
+        return self.call("read_file", args)  # type: ignore[return-value]
+
+    def search(
+        self,
+        query: str,
+        glob: str | None = None,
+        max_results: int = 50,
+        context_lines: int = 2,
+        is_regex: bool = False,
+    ) -> SearchResult:
+        args = {
+            "query": query,
+            "glob": glob,
+            "max_results": max_results,
+            "context_lines": context_lines,
+            "is_regex": is_regex,
+        }
+        return self.call("search", args)  # type: ignore[return-value]
+
+    def apply_patch(self, unified_diff: str) -> PatchResult:
+        return self.call("apply_patch", {"unified_diff": unified_diff})  # type: ignore[return-value]
+
+    def run(
+        self,
+        command: str,
+        timeout_sec: float | None = None,
+        env: dict[str, str] | None = None,
+        network: bool | None = None,
+    ) -> RunResult:
+        args = {"command": command, "timeout_sec": timeout_sec, "env": env, "network": network}
+        return self.call("run", args)  # type: ignore[return-value]
+
+    # --- the tools ---------------------------------------------------------------------------
+
+    def _list_files(self, step: int, root: str = ".", glob: str | None = None) -> ToolResult:
+        root = _relative(root, "root", self.workdir)
+        if glob is not None:
+            _no_escape(glob, "glob")
+        data = self._remote("list", {"dir": root, "glob": glob, "limit": LIST_LIMIT}, 30)
+        if not data["ok"]:
+            return ListFilesResult(tool="list_files", ok=False, error=data["error"])
+        return ListFilesResult(
+            tool="list_files", ok=True, files=tuple(data["files"]), truncated=data["truncated"]
+        )
+
+    def _read_file(
+        self, step: int, path: str, start_line: int | None = None, end_line: int | None = None
+    ) -> ToolResult:
+        path = _relative(path, "path", self.workdir)
+        if start_line is not None and start_line < 1:
+            raise ToolInputError("start_line must be >= 1")
+        if end_line is not None and end_line < (start_line or 1):
+            raise ToolInputError("end_line must be >= start_line")
+        data = self._remote("read", {"path": path, "max_bytes": READ_MAX_BYTES}, 10)
+        if not data["ok"]:
+            return ReadFileResult(
+                tool="read_file",
+                ok=False,
+                path=path,
+                error=data["error"],
+                suggestions=tuple(data.get("suggestions", ())),
+            )
+        if data["directory"]:
+            return ReadFileResult(
+                tool="read_file", ok=True, path=path, entries=tuple(data["entries"]) or ("(empty)",)
+            )
+        lines = data["text"].splitlines()
+        total = len(lines)
+        first = start_line or 1
+        last = min(end_line or total, total)
+        selected = lines[first - 1 : last]
+        truncated = bool(data["cut_bytes"])
+        if len(selected) > READ_MAX_LINES:
+            selected, truncated = selected[:READ_MAX_LINES], True
+        text = "\n".join(selected)
+        if len(text) > READ_MAX_CHARS:
+            text = text[:READ_MAX_CHARS]
+            selected = text.splitlines()
+            truncated = True
+        return ReadFileResult(
+            tool="read_file",
+            ok=True,
+            path=path,
+            text=text,
+            start_line=first if selected else 0,
+            end_line=first + len(selected) - 1 if selected else 0,
+            total_lines=total,
+            truncated=truncated,
+        )
+
+    def _search(
+        self,
+        step: int,
+        query: str,
+        glob: str | None = None,
+        max_results: int = 50,
+        context_lines: int = 2,
+        is_regex: bool = False,
+    ) -> ToolResult:
+        if not query:
+            raise ToolInputError("query must not be empty")
+        if not 1 <= max_results <= 500:
+            raise ToolInputError("max_results must be between 1 and 500")
+        if not 0 <= context_lines <= 10:
+            raise ToolInputError("context_lines must be between 0 and 10")
+        cmd = ["rg", "--json", "-C", str(context_lines), "--max-columns", "500"]
+        cmd += ["--max-filesize", "2M"] + ([] if is_regex else ["-F"])
+        if glob:
+            _no_escape(glob, "glob")
+            cmd += ["--glob", glob]
+        cmd += ["--", query, "."]
+        result = self._exec(cmd, 60)
+        if result.timed_out:
+            return SearchResult(tool="search", ok=False, query=query, error="search timed out")
+        hits, truncated = _parse_rg(result.stdout, max_results, context_lines)
+        if result.exit_code not in (0, 1) and not hits:
+            error = result.stderr.strip().splitlines()[-1:] or [f"rg exit {result.exit_code}"]
+            return SearchResult(tool="search", ok=False, query=query, error=error[0])
+        return SearchResult(tool="search", ok=True, query=query, hits=hits, truncated=truncated)
+
+    def _apply_patch(self, step: int, unified_diff: str) -> ToolResult:
+        artifact = f"diffs/step_{step:04d}.patch"
+        self._write_artifact(artifact, unified_diff)
+        patch = normalize_patch(unified_diff, strict=self.strict_patch, read_text=self._file_text)
+        if patch.text != unified_diff:
+            self._write_artifact(artifact, patch.text)
+        check = self._remote("check", {"paths": list(patch.paths)}, 30)
+        if not check["ok"]:
+            refused = ", ".join(check["refused"])
+            raise PatchError(f"path escapes the workspace through a symbolic link: {refused}")
+        chunks = [
+            patch.text[i : i + ENV_CHUNK_CHARS] for i in range(0, len(patch.text), ENV_CHUNK_CHARS)
+        ]
+        env = {f"AB_PATCH_{i}": chunk for i, chunk in enumerate(chunks)}
+        args = {"chunks": len(chunks), "strip": patch.strip, "strict": self.strict_patch}
+        data = self._remote("apply", args, 60, env=env)
+        if not data["ok"]:
+            error = (data.get("error") or "git apply failed").strip()
+            return PatchResult(tool="apply_patch", ok=False, error=error, artifact=artifact)
+        notes = list(patch.notes)
+        if data["flags"]:
+            notes.append(f"applied with {' '.join(data['flags'])}")
+        return PatchResult(
+            tool="apply_patch",
+            ok=True,
+            paths=patch.paths,
+            notes=tuple(notes),
+            git_flags=tuple(data["flags"]),
+            artifact=artifact,
+        )
+
+    def _run(
+        self,
+        step: int,
+        command: str,
+        timeout_sec: float | None = None,
+        env: dict[str, str] | None = None,
+        network: bool | None = None,
+    ) -> ToolResult:
+        if not command.strip():
+            raise ToolInputError("command must not be empty")
+        if network and not self.allow_network:
+            raise ToolInputError("network access is disabled for agent commands")
+        if timeout_sec is not None and not 0 < timeout_sec <= MAX_RUN_TIMEOUT_SEC:
+            raise ToolInputError(f"timeout_sec must be between 1 and {MAX_RUN_TIMEOUT_SEC}")
+        for key, value in (env or {}).items():
+            if not _ENV_NAME.match(key) or not isinstance(value, str):
+                raise ToolInputError(f"env: invalid variable {key!r} (names [A-Za-z_0-9], str)")
+        timeout = timeout_sec or self.default_timeout_sec
+        result = self._exec(command, timeout, env=env, network=bool(network))
+        return self._run_result("run", f"logs/tool_step_{step:04d}.txt", command, result)
+
+    def run_tests(self, command: str, timeout_sec: float, label: str) -> RunResult:
+        """The task's test command (not a tool the agent calls): output to logs/<label>.txt."""
+        result = self._exec(command, timeout_sec)
+        return self._run_result("tests", f"logs/{label}.txt", command, result)
+
+    # --- helpers -----------------------------------------------------------------------------
+
+    def _run_result(self, tool: str, artifact: str, command: str, result: ExecResult) -> RunResult:
+        log = (
+            f"$ {command}\n[exit {result.exit_code}, {result.duration_sec:.2f}s"
+            f"{', timed out' if result.timed_out else ''}"
+            f"{', output truncated' if result.truncated else ''}]\n"
+            f"--- stdout ---\n{result.stdout}\n--- stderr ---\n{result.stderr}\n"
+        )
+        self._write_artifact(artifact, log)
+        return RunResult(
+            tool=tool,
+            ok=result.exit_code == 0,
+            error="" if result.exit_code == 0 else f"exit code {result.exit_code}",
+            command=command,
+            exit_code=result.exit_code,
+            stdout=result.stdout,
+            stderr=result.stderr,
+            timed_out=result.timed_out,
+            truncated=result.truncated,
+            artifact=artifact,
+        )
+
+    def _file_text(self, path: str) -> str | None:
+        """A file's content for patch conversion; None when it does not exist."""
+        data = self._remote("read", {"path": path, "max_bytes": READ_MAX_BYTES}, 10)
+        if not data["ok"]:
+            if data["error"].startswith("no such file"):
+                return None
+            raise PatchError(data["error"])
+        if data["directory"]:
+            raise PatchError(f"{path} is a directory")
+        return data["text"]
+
+    def _remaining(self, timeout: float) -> float:
+        if self.deadline is None:
+            return timeout
+        return max(1.0, min(timeout, self.deadline - time.monotonic()))
+
+    def _exec(
+        self,
+        cmd: str | list[str],
+        timeout: float,
+        *,
+        env: dict[str, str] | None = None,
+        network: bool = False,
+    ) -> ExecResult:
+        return self.sandbox.exec(
+            cmd, timeout=self._remaining(timeout), cwd=self.workdir, env=env, network=network
+        )
+
+    def _remote(
+        self, op: str, args: dict[str, Any], timeout: float, env: dict[str, str] | None = None
+    ) -> dict[str, Any]:
+        payload = json.dumps({"root": self.root, "workdir": self.workdir, **args})
+        cmd = ["python3", "-I", "-c", remote.SCRIPT, op, payload]
+        result = self._exec(cmd, timeout, env=env)
+        if result.timed_out:
+            raise RemoteError(f"{op} timed out after {timeout:.0f}s")
+        try:
+            return json.loads(result.stdout.strip().splitlines()[-1])
+        except (IndexError, json.JSONDecodeError) as exc:
+            tail = (result.stderr or result.stdout).strip()[-300:]
+            raise RemoteError(f"{op} failed (exit {result.exit_code}): {tail}") from exc
+
+    def _write_artifact(self, relative: str, text: str) -> None:
+        path = self.artifacts_dir / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+
+
+def _parse_rg(
+    stdout: str, max_results: int, context_lines: int
+) -> tuple[tuple[SearchHit, ...], bool]:
+    """Matches with their context from ``rg --json`` events (context lines come as their own
+    events before and after each match, per file)."""
+    hits: list[dict[str, Any]] = []
+    context: list[tuple[str, int, str]] = []
+    truncated = False
+    for raw in stdout.splitlines():
+        try:
+            event = json.loads(raw)
+        except json.JSONDecodeError:
+            continue
+        kind = event.get("type")
+        if kind not in ("match", "context"):
+            continue
+        data = event["data"]
+        path = data["path"].get("text", "?").removeprefix("./")
+        number = data.get("line_number") or 0
+        text = data["lines"].get("text", "").rstrip("\n")
+        if kind == "context":
+            context.append((path, number, text))
+            for hit in hits[-3:]:
+                if hit["path"] == path and 0 < number - hit["line_number"] <= context_lines:
+                    hit["after"].append(text)
+            continue
+        if len(hits) >= max_results:
+            truncated = True
+            break
+        before = [t for p, n, t in context if p == path and 0 < number - n <= context_lines]
+        hits.append(
+            {"path": path, "line_number": number, "line": text, "before": before, "after": []}
+        )
+        context.clear()
+    return (
+        tuple(
+            SearchHit(h["path"], h["line_number"], h["line"], tuple(h["before"]), tuple(h["after"]))
+            for h in hits
+        ),
+        truncated,
+    )
+
+
+def _validate(name: str, arguments: Any) -> dict[str, Any]:
+    schema = next((s for s in TOOL_SCHEMAS if s["name"] == name), None)
+    if schema is None:
+        raise ToolInputError(f"unknown tool {name!r}; tools: {', '.join(TOOL_NAMES)}")
+    if arguments is None:
+        arguments = {}
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments or "{}")
+        except json.JSONDecodeError as exc:
+            raise ToolInputError(f"{name}: arguments are not valid JSON: {exc.msg}") from exc
+    if not isinstance(arguments, dict):
+        raise ToolInputError(f"{name}: arguments must be a JSON object")
+    properties = schema["parameters"]["properties"]
+    allowed = set(properties) | ({"network"} if name == "run" else set())
+    unknown = set(arguments) - allowed
+    if unknown:
+        raise ToolInputError(f"{name}: unknown argument(s) {', '.join(sorted(unknown))}")
+    kwargs = {}
+    for key, value in arguments.items():
+        if value is None:
+            continue
+        expected = "boolean" if key == "network" else properties[key]["type"]
+        python_type = _PYTHON_TYPES[expected]
+        if isinstance(value, bool) and expected != "boolean":
+            raise ToolInputError(f"{name}: {key} must be {expected}, got boolean")
+        if not isinstance(value, python_type):
+            raise ToolInputError(f"{name}: {key} must be {expected}, got {type(value).__name__}")
+        kwargs[key] = value
+    for key in schema["parameters"].get("required", []):
+        if key not in kwargs:
+            raise ToolInputError(f"{name}: missing required argument {key!r}")
+    return kwargs
+
+
+def _relative(path: str, field_name: str, workdir: str) -> str:
+    """A path relative to the working directory; absolute paths inside it are accepted."""
+    if path.startswith(workdir + "/") or path == workdir:
+        path = path[len(workdir) :].lstrip("/") or "."
+    if path in ("", "."):
+        return "."
+    try:
+        return check_relative_path(path)
+    except PatchError as exc:
+        raise ToolInputError(f"{field_name}: {exc}") from exc
+
+
+def _no_escape(pattern: str, field_name: str) -> None:
+    if pattern.startswith("/") or ".." in pattern.split("/"):
+        raise ToolInputError(f"{field_name}: patterns may not leave the repository: {pattern!r}")
+
+
+def _brief(arguments: Any) -> Any:
+    """Arguments for the event log, long strings shortened (patches live in diffs/)."""
+    if not isinstance(arguments, dict):
+        return str(arguments)[:200]
+    return {
+        k: (v[:200] + "..." if isinstance(v, str) and len(v) > 200 else v)
+        for k, v in arguments.items()
+    }
+
+
+def _with(result: ToolResult, **changes: Any) -> ToolResult:
+    return replace(result, **changes)
+
+
+__all__ = [
+    "TOOL_NAMES",
+    "TOOL_SCHEMAS",
+    "ListFilesResult",
+    "PatchResult",
+    "ReadFileResult",
+    "RunResult",
+    "SearchHit",
+    "SearchResult",
+    "ToolResult",
+    "Toolbox",
+]
