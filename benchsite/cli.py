@@ -11,6 +11,7 @@ from importlib import import_module
 COMMAND_MODULES = (
     "benchsite.cli_app",
     "tasks_app.cli",
+    "tasks_app.cli_swebench",
     "runs.cli_runs",
 )
 

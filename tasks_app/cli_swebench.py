@@ -1,0 +1,149 @@
+"""``ab`` commands for SWE-bench: import-swebench, import-predictions, import-results."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from benchsite.cli import CommandError
+from tasks_app.swebench.errors import SwebenchInputError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "import-swebench",
+        help="import (or update) a SWE-bench dataset file (.jsonl, .json list, .parquet)",
+    )
+    p.add_argument("file", type=Path)
+    p.add_argument("--suite", required=True, help="suite name, e.g. swebench-lite")
+    p.add_argument("--dataset-version", default="", help="recorded with each task revision")
+    p.add_argument(
+        "--image-template",
+        default="",
+        help="instance image name, e.g. 'registry/sweb.eval.{key}:v1' "
+        "(placeholders {key} {instance_id} {repo} {version})",
+    )
+    p.set_defaults(handler=cmd_import_swebench)
+
+    p = sub.add_parser(
+        "import-predictions",
+        help="create a run evaluating predictions (instance_id, model_patch) on a suite",
+    )
+    p.add_argument("file", type=Path)
+    p.add_argument("--suite", required=True)
+    p.add_argument("--model", required=True, help="leaderboard name of the system")
+    p.add_argument(
+        "--run",
+        action="store_true",
+        help="evaluate now, one attempt after the other in this process",
+    )
+    p.add_argument(
+        "--enqueue", action="store_true", help="send the attempts to the workers instead"
+    )
+    p.set_defaults(handler=cmd_import_predictions)
+
+    p = sub.add_parser(
+        "import-results",
+        help="import published results (a run report, report.json files, or a folder of them)",
+    )
+    p.add_argument("path", type=Path)
+    p.add_argument("--suite", required=True)
+    p.add_argument("--model", required=True, help="leaderboard name of the system")
+    p.add_argument("--predictions", type=Path, default=None, help="add each instance's patch")
+    p.add_argument(
+        "--ignore-unknown",
+        action="store_true",
+        help="skip results for instances the suite does not hold (default: error)",
+    )
+    p.set_defaults(handler=cmd_import_results)
+
+
+def _fail(exc: SwebenchInputError) -> CommandError:
+    for line in exc.lines():
+        print(line)
+    return CommandError("nothing imported: fix the errors above")
+
+
+def _existing(path: Path) -> Path:
+    if not path.exists():
+        raise CommandError(f"no such file: {path}")
+    return path
+
+
+def cmd_import_swebench(args: argparse.Namespace) -> int:
+    from tasks_app.swebench.importer import swebench_import
+
+    started = time.perf_counter()
+    try:
+        report = swebench_import(
+            source=_existing(args.file),
+            suite_name=args.suite,
+            dataset_version=args.dataset_version,
+            image_template=args.image_template,
+        )
+    except SwebenchInputError as exc:
+        raise _fail(exc) from exc
+    for name in report.created:
+        print(f"created   {name}")
+    for name in report.updated:
+        print(f"updated   {name}")
+    print(f"suite {args.suite}: {report.summary()} in {time.perf_counter() - started:.2f}s")
+    return 0
+
+
+def cmd_import_predictions(args: argparse.Namespace) -> int:
+    from tasks_app.swebench.predictions import predictions_execute_inline, predictions_import
+
+    if args.run and args.enqueue:
+        raise CommandError("choose --run (inline) or --enqueue (workers), not both")
+    try:
+        report = predictions_import(
+            source=_existing(args.file),
+            suite_name=args.suite,
+            model_name=args.model,
+            enqueue=args.enqueue,
+        )
+    except SwebenchInputError as exc:
+        raise _fail(exc) from exc
+    for name in report.empty_patch:
+        print(f"empty patch    {name}")
+    for name in report.no_prediction:
+        print(f"no prediction  {name}")
+    print(report.summary())
+    if args.run and report.attempt_ids:
+
+        def progress(index: int, total: int, attempt) -> None:
+            outcome = "resolved" if attempt.resolved else (attempt.failure_reason_id or "?")
+            print(
+                f"[{index}/{total}] {attempt.task.task_id}: {outcome}"
+                + (f" (grade {attempt.grade})" if attempt.grade else ""),
+                flush=True,
+            )
+
+        done = predictions_execute_inline(report.attempt_ids, progress=progress)
+        resolved = sum(1 for a in done if a.resolved)
+        print(f"evaluated {len(done)}: {resolved} resolved")
+    return 0
+
+
+def cmd_import_results(args: argparse.Namespace) -> int:
+    from tasks_app.swebench.results import results_import
+
+    started = time.perf_counter()
+    try:
+        report = results_import(
+            source=_existing(args.path),
+            suite_name=args.suite,
+            model_name=args.model,
+            predictions=_existing(args.predictions) if args.predictions else None,
+            ignore_unknown=args.ignore_unknown,
+        )
+    except SwebenchInputError as exc:
+        raise _fail(exc) from exc
+    for name in report.ignored_unknown:
+        print(f"ignored (not in suite)  {name}")
+    for name in report.skipped_files:
+        print(f"skipped file            {name}")
+    print(f"{report.summary()} in {time.perf_counter() - started:.2f}s")
+    return 0

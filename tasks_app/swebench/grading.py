@@ -1,0 +1,117 @@
+"""SWE-bench grading as pure functions of stored output: FULL, PARTIAL or NO.
+
+The rules are the harness's (``get_eval_tests_report`` / ``get_resolution_status``):
+
+* a FAIL_TO_PASS test succeeds when PASSED or XFAIL; anything else, or missing, fails;
+* a PASS_TO_PASS test is kept when PASSED, XFAIL or SKIPPED; anything else, or missing, fails;
+* FULL: every FAIL_TO_PASS and PASS_TO_PASS test succeeds (an empty list counts as all);
+  PARTIAL: some but not all FAIL_TO_PASS succeed and every PASS_TO_PASS does; NO otherwise.
+* resolved only for FULL.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tasks_app.swebench.parsers import PASSED, SKIPPED, XFAIL, StatusMap, parse_log
+
+FAIL_TO_PASS = "FAIL_TO_PASS"
+PASS_TO_PASS = "PASS_TO_PASS"
+
+
+class Grade(enum.StrEnum):
+    FULL = "FULL"
+    PARTIAL = "PARTIAL"
+    NO = "NO"
+
+
+@dataclass(frozen=True)
+class GradeResult:
+    """``test_results`` is stored as ``Attempt.test_results``:
+    ``{"FAIL_TO_PASS": {"success": [...], "failure": [...]}, "PASS_TO_PASS": {...}}``."""
+
+    grade: str
+    resolved: bool
+    test_results: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+
+    @property
+    def fail_to_pass_rate(self) -> float:
+        return _rate(self.test_results.get(FAIL_TO_PASS, {}))
+
+    @property
+    def pass_to_pass_rate(self) -> float:
+        return _rate(self.test_results.get(PASS_TO_PASS, {}))
+
+
+def _rate(lists: Mapping[str, list[str]]) -> float:
+    success = len(lists.get("success", []))
+    total = success + len(lists.get("failure", []))
+    return 1.0 if total == 0 else success / total
+
+
+def grade_test_results(test_results: dict[str, dict[str, list[str]]]) -> GradeResult:
+    """The grade of success/failure lists (the harness's resolution status)."""
+    f2p = _rate(test_results.get(FAIL_TO_PASS, {}))
+    p2p = _rate(test_results.get(PASS_TO_PASS, {}))
+    if f2p == 1 and p2p == 1:
+        grade = Grade.FULL
+    elif 0 < f2p < 1 and p2p == 1:
+        grade = Grade.PARTIAL
+    else:
+        grade = Grade.NO
+    return GradeResult(grade=grade.value, resolved=grade is Grade.FULL, test_results=test_results)
+
+
+def grade_status_map(
+    statuses: StatusMap, *, fail_to_pass: Iterable[str], pass_to_pass: Iterable[str]
+) -> GradeResult:
+    """Grade per-test statuses against an instance's two test lists."""
+    results = {
+        FAIL_TO_PASS: _split(fail_to_pass, statuses, kept=(PASSED, XFAIL)),
+        PASS_TO_PASS: _split(pass_to_pass, statuses, kept=(PASSED, XFAIL, SKIPPED)),
+    }
+    return grade_test_results(results)
+
+
+def _split(tests: Iterable[str], statuses: StatusMap, *, kept: tuple[str, ...]) -> dict:
+    success: list[str] = []
+    failure: list[str] = []
+    for test in tests:
+        (success if statuses.get(test) in kept else failure).append(test)
+    return {"success": success, "failure": failure}
+
+
+def grade_attempt_output(
+    output: str, *, fail_to_pass: list[str], pass_to_pass: list[str], repo: str
+) -> GradeResult:
+    """Grade the test output of an attempt (the pipeline calls this after the final tests)."""
+    statuses = parse_log(output, repo)
+    return grade_status_map(statuses, fail_to_pass=fail_to_pass, pass_to_pass=pass_to_pass)
+
+
+def grade_from_tests_status(tests_status: Mapping[str, Any]) -> GradeResult:
+    """Grade a harness report's ``tests_status`` (its success/failure lists as recorded)."""
+    results = {
+        name: {
+            "success": list((tests_status.get(name) or {}).get("success") or []),
+            "failure": list((tests_status.get(name) or {}).get("failure") or []),
+        }
+        for name in (FAIL_TO_PASS, PASS_TO_PASS)
+    }
+    return grade_test_results(results)
+
+
+def status_map_from_tests_status(tests_status: Mapping[str, Any]) -> StatusMap:
+    """Per-test statuses implied by a report: its successes passed, its failures failed."""
+    statuses: StatusMap = {}
+    for lists in tests_status.values():
+        if not isinstance(lists, Mapping):
+            continue
+        for test in lists.get("failure") or []:
+            statuses[test] = "FAILED"
+        for test in lists.get("success") or []:
+            statuses[test] = PASSED
+    return statuses

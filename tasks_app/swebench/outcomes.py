@@ -1,0 +1,170 @@
+"""Recording results produced elsewhere: the external model row and finished attempts.
+
+Shared by ``predictions`` (instances without a usable patch) and ``results`` (published
+reports). Every suite instance gets an attempt; none is dropped.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from runs.models import AgentVariant, Attempt, AttemptStatus, ModelConfig, Run
+from runs.taxonomy import Reason, Stage
+from tasks_app.models import Suite, Task
+from tasks_app.swebench.errors import Problem, SwebenchInputError
+from tasks_app.swebench.grading import Grade, grade_from_tests_status
+
+
+class Kind(enum.StrEnum):
+    """What happened to one instance, as a harness run report or a report.json says."""
+
+    RESOLVED = "resolved"
+    UNRESOLVED = "unresolved"
+    EMPTY_PATCH = "empty_patch"
+    APPLY_FAILED = "apply_failed"
+    ERROR = "error"
+    INFRA = "infra_failure"
+    INCOMPLETE = "incomplete"
+    MISSING = "missing"
+    NO_PREDICTION = "no_prediction"
+
+
+@dataclass(frozen=True, slots=True)
+class KindInfo:
+    reason: Reason | None
+    error_text: str
+    grade: str
+    is_missing: bool = False
+
+
+KINDS: dict[Kind, KindInfo] = {
+    Kind.RESOLVED: KindInfo(None, "", Grade.FULL.value),
+    Kind.UNRESOLVED: KindInfo(Reason.TESTS_FAILED, "", Grade.NO.value),
+    Kind.EMPTY_PATCH: KindInfo(
+        Reason.TESTS_FAILED, "[empty-patch] the prediction holds no patch", Grade.NO.value
+    ),
+    # The agent's patch is the agent's result: an agent failure, not infrastructure.
+    Kind.APPLY_FAILED: KindInfo(
+        Reason.TOOL_ERROR, "[patch-apply-failed] the patch did not apply", Grade.NO.value
+    ),
+    Kind.ERROR: KindInfo(
+        Reason.SANDBOX_ERROR, "[harness-error] the harness reported an evaluation error", ""
+    ),
+    Kind.INFRA: KindInfo(
+        Reason.SANDBOX_ERROR, "[infra-failure] the harness reported an infrastructure failure", ""
+    ),
+    Kind.INCOMPLETE: KindInfo(
+        Reason.TESTS_FAILED,
+        "[missing] submitted but never evaluated (incomplete)",
+        Grade.NO.value,
+        is_missing=True,
+    ),
+    Kind.MISSING: KindInfo(
+        Reason.TESTS_FAILED,
+        "[missing] no result for this instance; counted as unresolved",
+        Grade.NO.value,
+        is_missing=True,
+    ),
+    Kind.NO_PREDICTION: KindInfo(
+        Reason.TESTS_FAILED,
+        "[no-prediction] the predictions hold nothing for this instance",
+        Grade.NO.value,
+        is_missing=True,
+    ),
+}
+
+
+@dataclass
+class InstanceResult:
+    """One instance's outcome in imported results, and where it was read."""
+
+    instance_id: str
+    kind: Kind
+    where: str
+    tests_status: dict[str, Any] | None = None
+    patch: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def external_model(*, name: str, description: str) -> ModelConfig:
+    """The leaderboard row of an external system: created once, reused by later imports."""
+    name = name.strip()
+    if not name:
+        raise SwebenchInputError([Problem("model", "must not be empty")])
+    model, created = ModelConfig.objects.get_or_create(
+        name=name,
+        defaults={
+            "agent_variant": AgentVariant.EXTERNAL,
+            "model_name": name,
+            "description": description,
+        },
+    )
+    if not created and model.agent_variant != AgentVariant.EXTERNAL:
+        raise SwebenchInputError(
+            [
+                Problem(
+                    "model",
+                    f"{name!r} is an existing {model.agent_variant} configuration; "
+                    "imported results need their own name",
+                )
+            ]
+        )
+    return model
+
+
+def finished_attempt(
+    *,
+    run: Run,
+    suite: Suite,
+    model: ModelConfig,
+    task: Task,
+    kind: Kind,
+    now: datetime,
+    tests_status: dict[str, Any] | None = None,
+    patch: str | None = None,
+    note: str = "",
+) -> Attempt:
+    """A finished attempt (not saved) recording ``kind``; per-test statuses graded if known."""
+    info = KINDS[kind]
+    reason = info.reason
+    grade = info.grade
+    test_results: dict[str, Any] = {}
+    if tests_status:
+        graded = grade_from_tests_status(tests_status)
+        test_results = graded.test_results
+        grade = graded.grade
+    error_text = info.error_text
+    if note:
+        error_text = f"{error_text} ({note})" if error_text else note
+    return Attempt(
+        run=run,
+        task=task,
+        suite=suite,
+        model_config=model,
+        sample_index=0,
+        task_revision=task.revision,
+        status=AttemptStatus.FINISHED,
+        failure_reason_id=reason.value if reason else None,
+        failure_stage=Stage.FINAL_TEST.value if reason else "",
+        is_infra=bool(reason and reason.is_infrastructure),
+        is_missing=info.is_missing,
+        final_patch=patch or "",
+        lines_changed=_lines_changed(patch or ""),
+        error_text=error_text,
+        error_fingerprint=f"{kind.value}" if reason else "",
+        test_results=test_results,
+        grade=grade,
+        started_at=now,
+        finished_at=now,
+    )
+
+
+def _lines_changed(patch: str) -> int:
+    return sum(
+        1
+        for line in patch.splitlines()
+        if line.startswith(("+", "-")) and not line.startswith(("+++", "---"))
+    )

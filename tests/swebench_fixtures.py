@@ -1,0 +1,42 @@
+"""Paths and helpers shared by the SWE-bench tests (real public data in examples/swebench)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import REPO_ROOT, SHARED_DIR
+
+EXAMPLES = REPO_ROOT / "examples" / "swebench"
+LITE_DEV = EXAMPLES / "lite_dev.jsonl"
+VERIFIED = EXAMPLES / "verified_sample.jsonl"
+REPORTS = EXAMPLES / "sample_reports"
+LEGACY_LOGS = EXAMPLES / "legacy_logs"
+# The shared reference copy, when this checkout sits beside it (tests never depend on it).
+SHARED_SWEBENCH = SHARED_DIR / "swebench"
+
+
+def rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def write_jsonl(path: Path, items: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(item) + "\n" for item in items))
+    return path
+
+
+def ab(*args: str, var_dir: Path) -> subprocess.CompletedProcess:
+    """The real ``ab`` console entry point, on a database of its own under ``var_dir``."""
+    env = os.environ | {"AB_VAR_DIR": str(var_dir)}
+    env.pop("DATABASE_URL", None)
+    return subprocess.run(
+        [sys.executable, "-m", "benchsite.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        env=env,
+        timeout=300,
+    )
