@@ -183,9 +183,7 @@ def _event(index: int, raw: dict) -> Event:
     inputs = {k: raw[k] for k in _INPUT_KEYS if k in raw}
     outputs = {k: raw[k] for k in _OUTPUT_KEYS if k in raw}
     rest = {
-        k: v
-        for k, v in raw.items()
-        if k not in _META_KEYS and k not in inputs and k not in outputs
+        k: v for k, v in raw.items() if k not in _META_KEYS and k not in inputs and k not in outputs
     }
     summary_bits = [f"{k}={v}" for k, v in rest.items() if isinstance(v, int | float | bool | str)]
     summary = ", ".join(summary_bits)[:300]
@@ -197,9 +195,7 @@ def _event(index: int, raw: dict) -> Event:
         at=at,
         summary=summary,
         input=_text(next(iter(inputs.values()))) if len(inputs) == 1 else _text(inputs or None),
-        output=_text(next(iter(outputs.values())))
-        if len(outputs) == 1
-        else _text(outputs or None),
+        output=_text(next(iter(outputs.values()))) if len(outputs) == 1 else _text(outputs or None),
         is_error=is_error,
         raw=raw,
     )

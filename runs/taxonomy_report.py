@@ -133,9 +133,7 @@ def taxonomy_breakdown(
         )
     )
     run_stats = {run_id: (model_id, s, r, last) for run_id, model_id, s, r, last in per_run}
-    run_ids = dict(
-        Run.objects.filter(id__in=list(run_stats)).values_list("id", "public_id")
-    )
+    run_ids = dict(Run.objects.filter(id__in=list(run_stats)).values_list("id", "public_id"))
     points = [
         RunPoint(model_id, run_ids[run_id], last, scored, resolved)
         for run_id, (model_id, scored, resolved, last) in run_stats.items()

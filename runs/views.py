@@ -1,19 +1,81 @@
+"""The run page and its live progress fragment."""
+
+from __future__ import annotations
+
+from django.core.paginator import Paginator
+from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
+from django.urls import NoReverseMatch, reverse
 
 from runs.models import Attempt, Run
 
+ATTEMPTS_PER_PAGE = 100
 
-def run_detail(request: HttpRequest, public_id: str) -> HttpResponse:
-    run = get_object_or_404(
+
+def _run(public_id) -> Run:
+    return get_object_or_404(
         Run.objects.select_related("suite", "model_config"), public_id=public_id
     )
-    return render(request, "runs/run_detail.html", {"run": run})
 
 
-def attempt_detail(request: HttpRequest, public_id: str) -> HttpResponse:
-    attempt = get_object_or_404(
-        Attempt.objects.select_related("task__suite", "model_config", "failure_reason", "run"),
-        public_id=public_id,
+def _progress(run: Run) -> dict:
+    by_status = dict(
+        Attempt.objects.filter(run=run).order_by().values_list("status").annotate(n=Count("id"))
     )
-    return render(request, "runs/attempt_detail.html", {"attempt": attempt})
+    by_reason = list(
+        Attempt.objects.filter(run=run, status="finished")
+        .order_by()
+        .values_list("failure_reason_id", "failure_reason__category", "failure_reason__precedence")
+        .annotate(n=Count("id"))
+        .order_by("failure_reason__precedence")
+    )
+    total = sum(by_status.values())
+    final = sum(by_status.get(s, 0) for s in ("finished", "skipped", "cancelled"))
+    return {
+        "by_status": sorted(by_status.items()),
+        "by_reason": [
+            {"code": code or "resolved", "category": category or "", "n": n}
+            for code, category, _, n in by_reason
+        ],
+        "total": total,
+        "final": final,
+        "percent": round(100 * final / total) if total else 0,
+    }
+
+
+def _actions(request: HttpRequest, run: Run) -> list[tuple[str, str]]:
+    """Staff actions whose URLs exist (the runs service adds them); none for other users."""
+    if not request.user.is_staff:
+        return []
+    actions = []
+    for name, label in (
+        ("run-cancel", "Cancel"),
+        ("run-retry", "Retry failed"),
+        ("run-resume", "Resume"),
+    ):
+        try:
+            actions.append((label, reverse(name, args=[run.public_id])))
+        except NoReverseMatch:
+            continue
+    return actions
+
+
+def run_detail(request: HttpRequest, public_id) -> HttpResponse:
+    run = _run(public_id)
+    attempts = (
+        Attempt.objects.filter(run=run)
+        .select_related("task", "failure_reason")
+        .order_by("task__task_id", "sample_index")
+    )
+    page = Paginator(attempts, ATTEMPTS_PER_PAGE).get_page(request.GET.get("page"))
+    return render(
+        request,
+        "runs/run_detail.html",
+        {"run": run, "progress": _progress(run), "page": page, "actions": _actions(request, run)},
+    )
+
+
+def run_progress(request: HttpRequest, public_id) -> HttpResponse:
+    run = _run(public_id)
+    return render(request, "runs/_run_progress.html", {"run": run, "progress": _progress(run)})

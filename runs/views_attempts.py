@@ -1,0 +1,161 @@
+"""Attempt pages: one attempt (patch, logs, trajectory, tests), two side by side, downloads."""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass
+
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
+
+from runs import artifacts
+from runs.access import can_read_artifacts
+from runs.diffview import render_diff
+from runs.models import Attempt, AttemptStage
+
+# What each stage is, for people reading the logs.
+STAGE_TITLES = {
+    "git_clone": "Clone the repository",
+    "git_checkout": "Check out the commit",
+    "setup": "Setup commands",
+    "baseline_run": "Baseline tests (before the agent)",
+    "agent_run": "Agent",
+    "final_test": "Tests after the agent",
+}
+
+
+@dataclass
+class StageLog:
+    stage: AttemptStage
+    title: str
+    log: artifacts.LogTail | None
+    download: str  # artifact path relative to the attempt, "" when absent
+    failed: bool
+
+
+def _attempt(public_id) -> Attempt:
+    return get_object_or_404(
+        Attempt.objects.select_related("task__suite", "model_config", "failure_reason", "run"),
+        public_id=public_id,
+    )
+
+
+def _stage_logs(attempt: Attempt) -> list[StageLog]:
+    logs = []
+    for stage in attempt.stages.all():
+        tail = None
+        if stage.output_path:
+            try:
+                tail = artifacts.read_tail(artifacts.artifact_name(attempt, stage.output_path))
+            except artifacts.ArtifactPathError:
+                tail = None
+        logs.append(
+            StageLog(
+                stage=stage,
+                title=STAGE_TITLES.get(stage.name, stage.name),
+                log=tail,
+                download=stage.output_path if tail is not None else "",
+                failed=stage.name == attempt.failure_stage
+                and attempt.failure_reason_id is not None,
+            )
+        )
+    return logs
+
+
+def _test_rows(test_results: dict) -> list[tuple[str, str, str]]:
+    """(group, test, status) from the harness's success/failure lists or a name->status map."""
+    rows: list[tuple[str, str, str]] = []
+    for group in ("FAIL_TO_PASS", "PASS_TO_PASS", "FAIL_TO_FAIL", "PASS_TO_FAIL"):
+        value = (test_results or {}).get(group)
+        if isinstance(value, dict) and ("success" in value or "failure" in value):
+            rows += [(group, str(t), "passed") for t in value.get("success", [])]
+            rows += [(group, str(t), "failed") for t in value.get("failure", [])]
+        elif isinstance(value, dict):
+            rows += [(group, str(t), str(s).lower()) for t, s in value.items()]
+    return rows
+
+
+def attempt_detail(request: HttpRequest, public_id) -> HttpResponse:
+    attempt = _attempt(public_id)
+    task = attempt.task
+    allowed = can_read_artifacts(request.user)
+    view = "split" if request.GET.get("view") == "split" else "unified"
+    context = {
+        "attempt": attempt,
+        "task": task,
+        "reason": attempt.failure_reason,
+        "can_read": allowed,
+        "view": view,
+        "stale": attempt.task_revision < task.revision,
+        "others": Attempt.objects.filter(task=task, status="finished")
+        .exclude(id=attempt.id)
+        .select_related("model_config", "failure_reason")
+        .order_by("model_config__name", "sample_index")[:50],
+    }
+    if allowed:
+        test_rows = _test_rows(attempt.test_results)
+        context |= {
+            "diff": render_diff(attempt.final_patch) if attempt.final_patch else None,
+            "gold": render_diff(task.gold_patch) if task.gold_patch else None,
+            "stage_logs": _stage_logs(attempt),
+            "trajectory": artifacts.read_trajectory(attempt),
+            "files": artifacts.list_artifacts(attempt),
+            "test_rows": test_rows,
+            "tests_failed": sum(1 for r in test_rows if r[2] not in ("passed", "xfail")),
+        }
+    return render(request, "runs/attempt_detail.html", context)
+
+
+def attempt_vs(request: HttpRequest, a, b) -> HttpResponse:
+    left, right = _attempt(a), _attempt(b)
+    allowed = can_read_artifacts(request.user)
+    sides = []
+    for attempt in (left, right):
+        diff = render_diff(attempt.final_patch) if allowed and attempt.final_patch else None
+        sides.append({"attempt": attempt, "diff": diff})
+    return render(
+        request,
+        "runs/attempt_vs.html",
+        {
+            "sides": sides,
+            "same_task": left.task_id == right.task_id,
+            "can_read": allowed,
+            "task": left.task,
+        },
+    )
+
+
+def attempt_artifact(request: HttpRequest, public_id, path: str) -> HttpResponse:
+    """Download one artifact file. Served as an attachment, so the browser never renders it."""
+    attempt = _attempt(public_id)
+    if not can_read_artifacts(request.user):
+        from django.contrib.auth.views import redirect_to_login
+
+        return redirect_to_login(request.get_full_path())
+    try:
+        name = artifacts.artifact_name(attempt, path)
+    except artifacts.ArtifactPathError as exc:
+        raise Http404(str(exc)) from None
+    store = artifacts.storage()
+    if not store.exists(name):
+        raise Http404("no such artifact")
+    return FileResponse(
+        store.open(name, "rb"),
+        as_attachment=True,
+        filename=posixpath.basename(name),
+        content_type="application/octet-stream",
+    )
+
+
+def attempt_patch(request: HttpRequest, public_id, which: str) -> HttpResponse:
+    """The agent's final patch, or the task's gold patch, as a .diff download."""
+    attempt = _attempt(public_id)
+    if not can_read_artifacts(request.user):
+        from django.contrib.auth.views import redirect_to_login
+
+        return redirect_to_login(request.get_full_path())
+    text = attempt.final_patch if which == "final" else attempt.task.gold_patch
+    response = HttpResponse(text, content_type="text/x-diff; charset=utf-8")
+    name = f"{attempt.task.task_id}.{which}.diff".replace('"', "")
+    response["Content-Disposition"] = f'attachment; filename="{name}"'
+    return response

@@ -1,0 +1,288 @@
+"""Results pages of a suite: leaderboard, model comparison, failure taxonomy, attempt lists."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+from urllib.parse import urlencode
+
+from django.contrib.auth.views import redirect_to_login
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
+from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
+
+from runs.access import can_read_leaderboards
+from runs.compare import compare_models, comparison_records
+from runs.leaderboard import SORT_KEYS, finished_attempts, leaderboard_rows
+from runs.models import AgentVariant, ModelConfig
+from runs.taxonomy_report import chart_data, taxonomy_breakdown
+from tasks_app.models import Suite, Task
+
+
+class FilterError(ValueError):
+    """A query parameter that cannot be used; the message names it."""
+
+
+def _suite_for(request: HttpRequest, name: str) -> Suite | HttpResponse:
+    if not can_read_leaderboards(request.user):
+        return redirect_to_login(request.get_full_path())
+    return get_object_or_404(Suite, name=name)
+
+
+def _date(request: HttpRequest, field: str) -> dt.date | None:
+    value = request.GET.get(field, "").strip()
+    if not value:
+        return None
+    try:
+        return dt.date.fromisoformat(value)
+    except ValueError:
+        raise FilterError(f"{field}: expected a date as YYYY-MM-DD, got {value!r}") from None
+
+
+def _labels(request: HttpRequest) -> list[str]:
+    return [v for v in request.GET.getlist("label") if v.strip()]
+
+
+def suite_labels(suite: Suite) -> list[str]:
+    labels: set[str] = set()
+    for values in Task.objects.for_suite(suite).values_list("labels", flat=True):
+        labels.update(values or [])
+    return sorted(labels)
+
+
+def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
+    suite = _suite_for(request, name)
+    if isinstance(suite, HttpResponse):
+        return suite
+    errors: list[str] = []
+    try:
+        date_from = _date(request, "from")
+        date_to = _date(request, "to")
+    except FilterError as exc:
+        errors.append(str(exc))
+        date_from = date_to = None
+    labels = _labels(request)
+    sort = request.GET.get("sort", "rate")
+    if sort not in SORT_KEYS:
+        errors.append(f"sort: unknown column {sort!r}")
+        sort = "rate"
+    order = request.GET.get("order", "")
+    descending = None if order not in ("asc", "desc") else order == "desc"
+    rows = leaderboard_rows(
+        suite=suite,
+        labels=labels,
+        date_from=date_from,
+        date_to=date_to,
+        sort=sort,
+        descending=descending,
+    )
+    keep = [("label", v) for v in labels]
+    keep += [(k, request.GET[k]) for k in ("from", "to") if request.GET.get(k)]
+    sort_links = {
+        key: "?"
+        + urlencode(
+            [
+                *keep,
+                ("sort", key),
+                (
+                    "order",
+                    "asc" if key == sort and order != "asc" and descending is not False else "desc",
+                ),
+            ]
+        )
+        for key in SORT_KEYS
+    }
+    return render(
+        request,
+        "runs/leaderboard.html",
+        {
+            "suite": suite,
+            "suites": Suite.objects.order_by("name"),
+            "rows": rows,
+            "labels": suite_labels(suite),
+            "selected_labels": labels,
+            "date_from": request.GET.get("from", ""),
+            "date_to": request.GET.get("to", ""),
+            "sort": sort,
+            "sort_links": sort_links,
+            "errors": errors,
+            "any_k": any(r.pass_at_k is not None for r in rows),
+            "compare_default": ",".join(r.slug for r in rows[:2]),
+        },
+        status=400 if errors else 200,
+    )
+
+
+def _models_param(suite: Suite, value: str) -> list[ModelConfig]:
+    slugs = [s.strip() for s in value.split(",") if s.strip()]
+    found = {m.slug: m for m in ModelConfig.objects.filter(slug__in=slugs)}
+    unknown = [s for s in slugs if s not in found]
+    if unknown:
+        raise FilterError(f"models: unknown model configuration {unknown[0]!r}")
+    seen: list[ModelConfig] = []
+    for slug in slugs:
+        if found[slug] not in seen:
+            seen.append(found[slug])
+    return seen
+
+
+def suite_models(suite: Suite) -> list[ModelConfig]:
+    """Model configurations with finished attempts on the suite (baseline validation aside)."""
+    ids = finished_attempts(suite=suite).order_by().values("model_config_id").distinct()
+    return list(
+        ModelConfig.objects.filter(id__in=ids)
+        .exclude(agent_variant=AgentVariant.BASELINE)
+        .order_by("name")
+    )
+
+
+def compare(request: HttpRequest, name: str) -> HttpResponse:
+    suite = _suite_for(request, name)
+    if isinstance(suite, HttpResponse):
+        return suite
+    try:
+        models = _models_param(suite, request.GET.get("models", ""))
+    except FilterError as exc:
+        return HttpResponseBadRequest(str(exc), content_type="text/plain; charset=utf-8")
+    labels = _labels(request)
+    available = suite_models(suite)
+    if len(models) < 2:
+        return render(
+            request,
+            "runs/compare_pick.html",
+            {"suite": suite, "available": available, "selected": models},
+        )
+    comparison = compare_models(suite=suite, models=models, labels=labels)
+    only = request.GET.get("only", "")
+    rows = comparison.rows
+    if only == "differ":
+        rows = [r for r in rows if r.differs]
+    fmt = request.GET.get("format", "")
+    if fmt in ("csv", "json"):
+        shown = {r.task_id for r in rows}
+        records = [r for r in comparison_records(comparison) if r["task_id"] in shown]
+        return _export(fmt, suite, comparison, records)
+    query = [("models", ",".join(m.slug for m in models)), *[("label", v) for v in labels]]
+    if only:
+        query.append(("only", only))
+    return render(
+        request,
+        "runs/compare.html",
+        {
+            "suite": suite,
+            "comparison": comparison,
+            "rows": rows,
+            "only": only,
+            "labels": suite_labels(suite),
+            "selected_labels": labels,
+            "available": available,
+            "selected_slugs": [m.slug for m in models],
+            "csv_url": "?" + urlencode([*query, ("format", "csv")]),
+            "json_url": "?" + urlencode([*query, ("format", "json")]),
+        },
+    )
+
+
+def _export(fmt: str, suite: Suite, comparison, records: list[dict]) -> HttpResponse:
+    filename = f"compare-{suite.name}.{fmt}"
+    if fmt == "json":
+        payload = {
+            "suite": suite.name,
+            "models": [m.name for m in comparison.models],
+            "summaries": [
+                {
+                    "model": s.model.name,
+                    "attempts": s.attempts,
+                    "scored": s.scored,
+                    "resolved": s.resolved,
+                    "infra": s.infra,
+                    "rate": s.rate,
+                }
+                for s in comparison.summaries
+            ],
+            "pairs": [
+                {
+                    "a": p.a.name,
+                    "b": p.b.name,
+                    "fixed_by_b": [r.task_id for r in p.fixed_by_b],
+                    "regressed": [r.task_id for r in p.regressed],
+                    "both": [r.task_id for r in p.both],
+                    "neither": [r.task_id for r in p.neither],
+                    "delta": p.delta,
+                    "mcnemar_p": p.p_value,
+                }
+                for p in comparison.pairs
+            ],
+            "tasks": records,
+        }
+        response = JsonResponse(payload, json_dumps_params={"indent": 2})
+    else:
+        response = HttpResponse(content_type="text/csv; charset=utf-8")
+        fields = list(records[0]) if records else ["task_id"]
+        writer = csv.DictWriter(response, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(records)
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+def taxonomy(request: HttpRequest, name: str) -> HttpResponse:
+    suite = _suite_for(request, name)
+    if isinstance(suite, HttpResponse):
+        return suite
+    breakdown = taxonomy_breakdown(suite=suite)
+    attempts_url = reverse("suite-attempts", args=[suite.name])
+    return render(
+        request,
+        "runs/taxonomy.html",
+        {
+            "suite": suite,
+            "breakdown": breakdown,
+            "chart": chart_data(breakdown, attempts_url),
+            "attempts_url": attempts_url,
+        },
+    )
+
+
+ATTEMPTS_PER_PAGE = 100
+
+
+def suite_attempts(request: HttpRequest, name: str) -> HttpResponse:
+    suite = _suite_for(request, name)
+    if isinstance(suite, HttpResponse):
+        return suite
+    attempts = finished_attempts(suite=suite, labels=_labels(request))
+    model = None
+    if request.GET.get("model"):
+        model = get_object_or_404(ModelConfig, slug=request.GET["model"])
+        attempts = attempts.filter(model_config=model)
+    reason = request.GET.get("reason", "")
+    if reason:
+        attempts = attempts.filter(failure_reason_id=reason)
+    outcome = request.GET.get("outcome", "")
+    if outcome == "resolved":
+        attempts = attempts.filter(failure_reason__isnull=True, is_missing=False)
+    elif outcome == "infra":
+        attempts = attempts.filter(is_infra=True)
+    task_id = request.GET.get("task", "")
+    if task_id:
+        attempts = attempts.filter(task__task_id=task_id)
+    attempts = attempts.select_related("task", "model_config", "failure_reason").order_by(
+        "task__task_id", "model_config__name", "sample_index", "id"
+    )
+    page = Paginator(attempts, ATTEMPTS_PER_PAGE).get_page(request.GET.get("page"))
+    params = [(k, v) for k, v in request.GET.items() if k != "page"]
+    return render(
+        request,
+        "runs/attempt_list.html",
+        {
+            "suite": suite,
+            "page": page,
+            "model": model,
+            "reason": reason,
+            "outcome": outcome,
+            "task_filter": task_id,
+            "page_query": urlencode(params),
+        },
+    )
