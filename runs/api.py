@@ -11,7 +11,7 @@ import uuid
 from django.db.models import Q
 from django.http import FileResponse, HttpRequest
 from django.shortcuts import get_object_or_404
-from ninja import Query, Router
+from ninja import Query, Router, Status
 from ninja.pagination import paginate
 
 from benchsite.accounts.auth import ARTIFACT_READ, AUTHENTICATED, PUBLIC_READ, write_throttle
@@ -143,7 +143,7 @@ def model_config_create_endpoint(request: HttpRequest, payload: ModelConfigIn):
         request=request,
         details={"name": config.name, "agent_variant": config.agent_variant},
     )
-    return 201, config
+    return Status(201, config)
 
 
 # --- Runs ------------------------------------------------------------------------------------
@@ -207,7 +207,7 @@ def run_launch_endpoint(request: HttpRequest, payload: RunLaunchIn):
             "selection": run.selection,
         },
     )
-    return 201, _run(run.public_id)
+    return Status(201, _run(run.public_id))
 
 
 @router.post(

@@ -130,7 +130,7 @@ def task_detail(request: HttpRequest, public_id: uuid.UUID):
 
 
 @router.post(
-    "/tasks/import",
+    "/imports/tasks",
     response={200: ImportReportOut, 400: ErrorOut, 401: ErrorOut, 413: ErrorOut, 429: ErrorOut},
     auth=AUTHENTICATED,
     throttle=write_throttle,

@@ -136,3 +136,13 @@ def bob_token(bob):
 def auth(bob_token):
     """Headers for Django's test client carrying bob's token."""
     return {"HTTP_AUTHORIZATION": f"Bearer {bob_token}"}
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache():
+    """Rate-limit counters live in the cache, which outlives a test's database."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+    cache.clear()

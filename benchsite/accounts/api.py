@@ -7,7 +7,7 @@ from typing import Annotated
 from django.db.models import Q
 from django.http import HttpRequest
 from django.shortcuts import get_object_or_404
-from ninja import Field, FilterLookup, FilterSchema, Query, Router, Schema
+from ninja import Field, FilterLookup, FilterSchema, Query, Router, Schema, Status
 from ninja.pagination import paginate
 
 from benchsite.accounts.auth import AUTHENTICATED, write_throttle
@@ -80,7 +80,7 @@ def token_list(request: HttpRequest, filters: Query[TokenFilter]):
 )
 def token_create(request: HttpRequest, payload: ApiTokenIn):
     token, raw = api_token_create(user=request.user, name=payload.name, request=request, via="api")
-    return 201, ApiTokenCreatedOut(**ApiTokenOut.from_orm(token).dict(), token=raw)
+    return Status(201, ApiTokenCreatedOut(**ApiTokenOut.from_orm(token).dict(), token=raw))
 
 
 @router.post(

@@ -143,7 +143,7 @@ class WriteRateThrottle(BaseThrottle):
     def _ident(self, request: HttpRequest) -> str:
         api_token = getattr(request, "api_token", None)
         if api_token is not None:
-            return f"token:{api_token.pk}"
+            return f"token:{api_token.prefix}"
         user = getattr(request, "user", None)
         if user is not None and user.is_authenticated:
             return f"user:{user.pk}"
