@@ -1,0 +1,319 @@
+"""``ab`` commands that run the pipeline: run-task, validate-suite, doctor."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import tempfile
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from django.conf import settings
+
+from benchsite.cli import CommandError
+
+BACKENDS = ("auto", "docker", "bwrap")
+SMOKE_TASK = Path("custom-dev") / "toy_fail_pytest" / "task.yaml"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "run-task",
+        help="import a task.yaml and run its clone, setup and baseline tests in a sandbox",
+    )
+    p.add_argument("task_file", type=Path, metavar="TASK.yaml")
+    p.add_argument(
+        "--out", type=Path, default=None, help="artifacts folder (default: ARTIFACTS_ROOT)"
+    )
+    _backend_arg(p)
+    p.add_argument(
+        "--keep-workspace", action="store_true", help="keep the cloned workspace in the folder"
+    )
+    p.set_defaults(handler=cmd_run_task)
+
+    p = sub.add_parser(
+        "validate-suite", help="check that every task of a suite has a failing baseline"
+    )
+    p.add_argument("suite")
+    p.add_argument("--tasks", type=Path, default=None, help="tasks folder (default: tasks/)")
+    p.add_argument("--include-flaky", action="store_true", help="also run tasks labelled flaky")
+    p.add_argument(
+        "--out", type=Path, default=None, help="artifacts folder (default: ARTIFACTS_ROOT)"
+    )
+    _backend_arg(p)
+    p.set_defaults(handler=cmd_validate_suite)
+
+    p = sub.add_parser(
+        "doctor",
+        help="check the Docker engine, runner image, network isolation, bubblewrap, smoke task",
+    )
+    p.add_argument("--tasks", type=Path, default=None, help="tasks folder (default: tasks/)")
+    p.set_defaults(handler=cmd_doctor)
+
+
+def _out_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--out", type=Path, default=None, help="artifacts folder (default: ARTIFACTS_ROOT)"
+    )
+
+
+def _backend_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default=None,
+        help="sandbox backend (default: SANDBOX_BACKEND; auto = Docker if it works, else bwrap)",
+    )
+
+
+# --- run-task --------------------------------------------------------------------------
+
+
+def cmd_run_task(args: argparse.Namespace) -> int:
+    attempt = run_task_baseline(args.task_file, out=args.out, backend=args.backend,
+                                keep_workspace=args.keep_workspace)  # fmt: skip
+    _print_attempt(attempt)
+    return 0 if attempt.resolved else 1
+
+
+def run_task_baseline(
+    task_file: Path, *, out: Path | None, backend: str | None, keep_workspace: bool = False
+):
+    """Import one task file and run its baseline attempt; returns the finished attempt."""
+    from runs.models import AgentVariant, RunSource, RunStatus
+    from runs.pipeline import artifacts
+    from runs.pipeline.adhoc import attempt_create_adhoc, model_config_for_variant, run_close
+    from runs.pipeline.execute import attempt_execute
+    from tasks_app.models import Task
+    from tasks_app.services import tasks_import
+    from tasks_app.spec import TaskSpecError, load_task_file
+
+    if not task_file.is_file():
+        raise CommandError(f"no such task file: {task_file}")
+    try:
+        loaded = load_task_file(task_file)
+        tasks_import(directory=task_file)
+    except TaskSpecError as exc:
+        raise CommandError(f"invalid task file:\n{exc}") from exc
+    task = Task.objects.select_related("suite").get(
+        suite__name=loaded.spec.suite, task_id=loaded.spec.id
+    )
+    config = model_config_for_variant(AgentVariant.BASELINE)
+    with artifacts.root_override(out):
+        attempt = attempt_create_adhoc(task=task, model_config=config, source=RunSource.VALIDATION)
+        status = RunStatus.FINISHED
+        try:
+            attempt = attempt_execute(attempt, backend=backend, keep_workspace=keep_workspace)
+        except KeyboardInterrupt:
+            status = RunStatus.CANCELLED
+            raise
+        finally:
+            run_close(run=attempt.run, status=status)
+    return attempt
+
+
+def _print_attempt(attempt) -> None:
+    from runs.pipeline import artifacts
+
+    print(f"task {attempt.suite.name}/{attempt.task.task_id}  (attempt {attempt.public_id})")
+    rows = [
+        (s.name, "" if s.exit_code is None else str(s.exit_code), f"{s.duration_sec or 0:.2f}s",
+         s.output_path)
+        for s in attempt.stages.order_by("order")
+    ]  # fmt: skip
+    _table(("stage", "exit", "time", "log"), rows)
+    if attempt.resolved:
+        print("result: OK (valid baseline: the tests fail before any fix)")
+    else:
+        kind = "infrastructure" if attempt.is_infra else "agent"
+        print(f"result: {attempt.failure_reason_id} in {attempt.failure_stage} ({kind})")
+        if attempt.error_text:
+            print("  " + attempt.error_text.splitlines()[0])
+    print(f"artifacts: {artifacts.folder_of(attempt.artifacts_dir)}")
+
+
+# --- validate-suite --------------------------------------------------------------------
+
+
+def cmd_validate_suite(args: argparse.Namespace) -> int:
+    from runs.pipeline.suite_validation import ProgressEvent, SuiteNotFound, suite_validate
+    from tasks_app.spec import TaskSpecError
+
+    tasks_dir = args.tasks or settings.AB_TASKS_DIR
+    if not Path(tasks_dir).exists():
+        raise CommandError(f"no such tasks folder: {tasks_dir}")
+
+    def progress(event: ProgressEvent) -> None:
+        prefix = f"[{event.index}/{event.total}] {event.task_id}"
+        if event.row is None:
+            print(f"{prefix} ...", flush=True)
+        else:
+            print(f"{prefix}: {event.row.verdict} ({event.row.duration_sec:.1f}s)", flush=True)
+
+    try:
+        report = suite_validate(
+            suite=args.suite,
+            tasks_dir=Path(tasks_dir),
+            include_flaky=args.include_flaky,
+            out=args.out,
+            progress=progress,
+            backend=args.backend,
+        )
+    except TaskSpecError as exc:
+        raise CommandError(f"invalid task files, nothing run:\n{exc}") from exc
+    except SuiteNotFound as exc:
+        raise CommandError(str(exc)) from exc
+    print()
+    _table(
+        ("task", "result", "stage", "flaky", "time"),
+        [
+            (r.task_id, r.verdict, r.stage, "yes" if r.flaky_baseline else "",
+             f"{r.duration_sec:.1f}s")
+            for r in report.rows
+        ],
+    )  # fmt: skip
+    print(report.summary())
+    print(f"run folder: {report.run_dir}")
+    return 0
+
+
+# --- doctor ----------------------------------------------------------------------------
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    checks: list[tuple[str, Callable[[], str]]] = [
+        ("Docker engine reachable", _check_docker_engine),
+        (f"runner image {settings.SANDBOX_IMAGE} present", _check_runner_image),
+        ("bubblewrap works", _check_bwrap),
+        ("network isolation holds", _check_network_isolation),
+        ("smoke task toy_fail_pytest baseline", lambda: _check_smoke(args.tasks)),
+    ]
+    failed = 0
+    for label, check in checks:
+        try:
+            detail = check()
+        except _CheckFailed as exc:
+            failed += 1
+            print(f"FAIL  {label}: {exc}", flush=True)
+            continue
+        print(f"OK    {label}" + (f" ({detail})" if detail else ""), flush=True)
+    print("all checks passed" if not failed else f"{failed} check(s) failed")
+    return 1 if failed else 0
+
+
+class _CheckFailed(Exception):
+    pass
+
+
+def _check_docker_engine() -> str:
+    import docker
+
+    try:
+        client = docker.from_env(timeout=10)
+        version = client.version().get("Version", "?")
+    except Exception as exc:
+        raise _CheckFailed(
+            f"{type(exc).__name__}: {exc}. Start the engine: `source .ci/lib.sh; start_dockerd` "
+            "(or `systemctl start docker`); the bwrap backend works without it"
+        ) from exc
+    return f"engine {version}"
+
+
+def _check_runner_image() -> str:
+    import docker
+
+    try:
+        image = docker.from_env(timeout=10).images.get(settings.SANDBOX_IMAGE)
+    except Exception as exc:
+        raise _CheckFailed(
+            f"{type(exc).__name__}: {exc}. Build it offline: "
+            f"`bash docker/py-runner/build-offline.sh {settings.SANDBOX_IMAGE}`"
+        ) from exc
+    return image.short_id
+
+
+def _check_bwrap() -> str:
+    if shutil.which("bwrap") is None:
+        raise _CheckFailed("bwrap not found: `apt-get install bubblewrap`")
+    result = _sandbox_exec("bwrap", "true", network=False)
+    if result.exit_code != 0:
+        raise _CheckFailed(
+            f"a bwrap sandbox could not run `true` (exit {result.exit_code}): "
+            f"{result.stderr.strip()[:300]}. Unprivileged user namespaces may be disabled "
+            "(sysctl kernel.unprivileged_userns_clone=1)"
+        )
+    version = subprocess.run(["bwrap", "--version"], capture_output=True, text=True, check=False)
+    return version.stdout.strip()
+
+
+# Lists the network interfaces a sandboxed process sees: with no network, only loopback.
+_INTERFACES = "python3 -c \"import socket; print(' '.join(n for _, n in socket.if_nameindex()))\""
+
+
+def _check_network_isolation() -> str:
+    from sandbox import available_backends
+
+    backends = [name for name, why in available_backends().items() if why is None]
+    if not backends:
+        raise _CheckFailed("no sandbox backend works here (see the checks above)")
+    seen = []
+    for backend in backends:
+        result = _sandbox_exec(backend, _INTERFACES, network=False)
+        names = result.stdout.split()
+        if result.exit_code != 0 or names != ["lo"]:
+            raise _CheckFailed(
+                f"{backend}: a sandbox without network sees interfaces {names or '?'} "
+                f"(exit {result.exit_code}, {result.stderr.strip()[:200]}); expected only lo"
+            )
+        seen.append(f"{backend}: only lo")
+    return ", ".join(seen)
+
+
+def _check_smoke(tasks_dir: Path | None) -> str:
+    task_file = Path(tasks_dir or settings.AB_TASKS_DIR) / SMOKE_TASK
+    try:
+        attempt = run_task_baseline(task_file, out=None, backend=None)
+    except CommandError as exc:
+        raise _CheckFailed(str(exc)) from exc
+    if not attempt.resolved:
+        raise _CheckFailed(
+            f"{attempt.failure_reason_id} in {attempt.failure_stage}: "
+            f"{(attempt.error_text or '').splitlines()[0] if attempt.error_text else ''} "
+            f"(logs: {attempt.artifacts_dir})"
+        )
+    return f"valid baseline in {attempt.duration_sec:.1f}s"
+
+
+def _sandbox_exec(backend: str, command: str, *, network: bool):
+    from sandbox import open_sandbox
+    from sandbox.base import SandboxConfig
+    from sandbox.errors import SandboxError
+
+    with tempfile.TemporaryDirectory(prefix="ab-doctor-") as tmp:
+        workspace = Path(tmp) / "workspace"
+        workspace.mkdir()
+        workspace.chmod(0o777)
+        config = SandboxConfig(
+            name=f"ab-doctor-{uuid.uuid4().hex[:12]}",
+            workspace=workspace,
+            image=settings.SANDBOX_IMAGE,
+            labels={"agentbench.doctor": "1"},
+        )
+        try:
+            with open_sandbox(config, backend=backend) as sandbox:
+                return sandbox.exec(command, timeout=60, network=network)
+        except SandboxError as exc:
+            raise _CheckFailed(f"{backend}: {type(exc).__name__}: {exc}") from exc
+
+
+def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows, strict=False)]
+    line = "  ".join(f"{{:<{w}}}" for w in widths)
+    print(line.format(*header).rstrip())
+    print("  ".join("-" * w for w in widths))
+    for row in rows:
+        print(line.format(*row).rstrip())
+    sys.stdout.flush()

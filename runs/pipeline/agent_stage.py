@@ -1,0 +1,135 @@
+"""The agent stage: build the agent for a model configuration and let it work in the sandbox.
+
+The agent only changes the workspace; the pipeline runs the final tests itself. Its accounting
+(tokens, cost, tool calls, steps) and stop reason are kept on the attempt.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from django.conf import settings
+
+from runs.agents.contract import AgentContext, AgentOutcome, Budgets, ModelSettings, TaskView
+from runs.models import AgentVariant, ModelConfig
+from runs.pipeline.plan import TaskPlan
+from runs.pipeline.stages import StageResult
+from runs.taxonomy import Reason, Stage
+from sandbox.base import Sandbox
+
+# An LLM agent that ran this long without a single token never really started.
+EMPTY_RUN_MIN_SEC = 1.0
+
+
+def model_settings_for(config: ModelConfig) -> ModelSettings:
+    """The agent's view of a model configuration, with the API key read from the environment
+    variable the configuration names (the key itself is never stored)."""
+    is_llm = config.agent_variant == AgentVariant.LLM
+    key_env = config.api_key_env or (settings.LLM_API_KEY_ENV if is_llm else "")
+    return ModelSettings(
+        variant=config.agent_variant,
+        model_name=config.model_name,
+        base_url=config.base_url or (settings.LLM_BASE_URL if is_llm else ""),
+        api_key=os.environ.get(key_env, "") if key_env else "",
+        sampling=config.sampling_params(),
+        strict_patch=config.strict_patch or settings.STRICT_PATCH,
+        log_llm_messages=config.log_llm_messages and settings.LLM_LOG_MESSAGES,
+        llm_log_max_chars=settings.LLM_LOG_MAX_CHARS,
+        price_input_per_mtok=_float(config.price_input_per_mtok),
+        price_output_per_mtok=_float(config.price_output_per_mtok),
+    )
+
+
+def budgets_for(config: ModelConfig, *, task_max_steps: int | None) -> Budgets:
+    return Budgets(
+        max_steps=task_max_steps or config.max_steps,
+        max_time_sec=float(config.max_time_sec),
+        max_tokens=config.max_tokens,
+        max_cost_usd=_float(config.max_cost_usd),
+        repeated_failure_threshold=config.repeated_failure_threshold,
+    )
+
+
+def run_agent_stage(
+    *,
+    sandbox: Sandbox,
+    plan: TaskPlan,
+    config: ModelConfig,
+    task_max_steps: int | None,
+    artifacts_dir: Path,
+    prediction_patch: str | None = None,
+) -> tuple[StageResult | None, AgentOutcome | None]:
+    """Run the configured agent; ``(None, None)`` when the variant has no agent (baseline)."""
+    from runs.agents.registry import build_agent  # the agents package loads its own deps
+
+    model = model_settings_for(config)
+    agent = build_agent(model, prediction_patch=prediction_patch)
+    if agent is None:
+        return None, None
+    ctx = AgentContext(
+        sandbox=sandbox,
+        task=TaskView(
+            task_id=plan.task_id,
+            workdir=plan.workdir,
+            test_command=plan.test_command,
+            timeout_sec=plan.timeout_sec,
+            setup_commands=plan.setup_commands,
+            problem_statement=plan.problem_statement,
+            gold_patch=plan.gold_patch,
+        ),
+        budgets=budgets_for(config, task_max_steps=task_max_steps),
+        model=model,
+        artifacts_dir=artifacts_dir,
+    )
+    started = time.monotonic()
+    outcome = agent.run(ctx)
+    elapsed = time.monotonic() - started
+    return agent_stage_result(outcome, agent_name=agent.name, variant=config.agent_variant,
+                              elapsed=elapsed), outcome  # fmt: skip
+
+
+def agent_stage_result(
+    outcome: AgentOutcome, *, agent_name: str, variant: str, elapsed: float
+) -> StageResult:
+    """The agent stage's reason from its outcome, with timeouts and empty runs tagged."""
+    duration = outcome.duration_sec or elapsed
+    stage = StageResult("agent_run", Stage.AGENT_RUN, extra_duration_sec=duration)
+    stage.reason = outcome.reason
+    stage.note = outcome.error_text
+    if outcome.is_timeout:
+        stage.reason = Reason.TIMEOUT
+        stage.note = f"[timeout] agent stopped after {duration:.1f}s: {outcome.stop}"
+    elif is_empty_run(outcome, variant=variant, duration=duration):
+        outcome.is_empty_run = True
+        stage.reason = Reason.LLM_ERROR
+        stage.note = (
+            f"[empty-run] the agent produced no output ({duration:.1f}s, 0 tokens): "
+            f"{outcome.error_text or outcome.stop}"
+        )
+    elif stage.reason is not None and not stage.note:
+        stage.note = f"agent stopped: {outcome.stop}"
+    summary = {"agent": agent_name, "variant": variant} | asdict(outcome)
+    summary["reason"] = outcome.reason.value if outcome.reason else None
+    stage.detail = "agent outcome:\n" + json.dumps(summary, indent=2, default=str)
+    return stage
+
+
+def is_empty_run(outcome: AgentOutcome, *, variant: str, duration: float) -> bool:
+    if outcome.is_empty_run:
+        return True
+    # Only a model-driven agent is expected to use tokens; scripted and oracle agents never do.
+    return (
+        variant == AgentVariant.LLM
+        and duration > EMPTY_RUN_MIN_SEC
+        and outcome.tokens_in == 0
+        and outcome.tokens_out == 0
+        and not outcome.is_timeout
+    )
+
+
+def _float(value: object) -> float | None:
+    return None if value is None else float(value)  # type: ignore[arg-type]

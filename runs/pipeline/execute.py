@@ -1,0 +1,341 @@
+"""Run one claimed attempt from clone to final state. ``attempt_execute`` never leaves an
+attempt without a final state and never raises for attempt-level failures."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from billiard.exceptions import SoftTimeLimitExceeded
+from django.conf import settings
+
+from runs.agents.contract import AgentOutcome
+from runs.models import AgentVariant, Attempt, AttemptStatus
+from runs.pipeline import artifacts, persist, stages, swebench, workspace
+from runs.pipeline.agent_stage import run_agent_stage
+from runs.pipeline.outcome import decide
+from runs.pipeline.plan import TaskPlan, plan_for_task
+from runs.pipeline.record import BaselineRecord, attempt_record
+from runs.pipeline.stages import StageResult
+from runs.taxonomy import Reason, Stage
+from sandbox.base import SandboxConfig
+from sandbox.errors import SandboxError
+
+log = logging.getLogger(__name__)
+
+
+def attempt_execute(
+    attempt: Attempt,
+    *,
+    heartbeat: Callable[[], None] | None = None,
+    should_cancel: Callable[[], bool] | None = None,
+    backend: str | None = None,
+    keep_workspace: bool = False,
+) -> Attempt:
+    """Run everything for an attempt that is already claimed (status running).
+
+    Leaves it finished (with the stage-aware FailureReason, or none on success) or cancelled
+    (INTERRUPTED) when ``should_cancel()`` turns true between stages. ``heartbeat`` is called
+    between stages and, from a helper thread, every ATTEMPT_HEARTBEAT_SEC during long commands.
+    A KeyboardInterrupt is recorded (INTERRUPTED) and then re-raised.
+    """
+    execution = _Execution(
+        attempt,
+        heartbeat=heartbeat,
+        should_cancel=should_cancel,
+        backend=backend or settings.SANDBOX_BACKEND,
+        keep_workspace=keep_workspace,
+    )
+    return execution.run()
+
+
+class _Cancelled(Exception):
+    pass
+
+
+class _Execution:
+    def __init__(
+        self,
+        attempt: Attempt,
+        *,
+        heartbeat: Callable[[], None] | None,
+        should_cancel: Callable[[], bool] | None,
+        backend: str,
+        keep_workspace: bool,
+    ):
+        self.attempt = attempt
+        self.heartbeat = heartbeat
+        self.should_cancel = should_cancel
+        self.backend = backend
+        self.keep_workspace = keep_workspace
+        self.stages: list[tuple[StageResult, str]] = []
+        self.baseline = BaselineRecord()
+        self.agent_outcome: AgentOutcome | None = None
+        self.final_patch: str | None = None
+        self.grading: swebench.Grading | None = None
+        self.status = AttemptStatus.FINISHED
+        self.current: tuple[str, Stage] = ("git_clone", Stage.GIT_CLONE)
+        self.sandbox_info: dict[str, Any] = {"backend": backend}
+        self.folder: Path | None = None
+        self.started = time.monotonic()
+
+    # --- the run -----------------------------------------------------------------------
+
+    def run(self) -> Attempt:
+        interrupt: KeyboardInterrupt | None = None
+        try:
+            self.folder = self._attempt_folder()
+            self._pipeline(plan_for_task(self.attempt.task, default_image=settings.SANDBOX_IMAGE))
+        except _Cancelled:
+            self.status = AttemptStatus.CANCELLED
+            self._fail(Reason.INTERRUPTED, "cancelled before this stage started")
+        except KeyboardInterrupt as exc:
+            self.status = AttemptStatus.CANCELLED
+            self._fail(Reason.INTERRUPTED, "interrupted (Ctrl+C)")
+            interrupt = exc
+        except SandboxError as exc:
+            self._fail(Reason.SANDBOX_ERROR, f"{type(exc).__name__}: {exc}")
+        except SoftTimeLimitExceeded:
+            self._fail(
+                Reason.TIMEOUT,
+                "[timeout] the attempt exceeded its overall time budget (worker time limit)",
+            )
+        except Exception as exc:
+            self._fail(Reason.UNKNOWN, f"{type(exc).__name__}: {exc}", traceback.format_exc())
+        finally:
+            self._remove_workspace()
+        finished = self._finish()
+        if interrupt is not None:
+            raise interrupt
+        return finished
+
+    def _pipeline(self, plan: TaskPlan) -> None:
+        assert self.folder is not None
+        ws = self.folder / artifacts.WORKSPACE_DIR
+        if ws.exists():  # a requeued attempt starts from a fresh copy
+            shutil.rmtree(ws)
+        repo_dir = ws / plan.repo_rel if plan.repo_rel else ws
+        excludes = workspace.excludes_for(repo_dir, [ws / "site-packages", ws / ".pyuser"])
+        if not self._get_code(plan, ws, repo_dir):
+            return
+        self._checkpoint("setup", Stage.SETUP)
+        config = self._sandbox_config(plan, ws)
+        from sandbox import open_sandbox
+
+        with open_sandbox(config, backend=self.backend) as sandbox:
+            self.sandbox_info = {
+                "backend": sandbox.backend,
+                "image": config.image,
+                "name": config.name,
+                "workspace_path": config.workspace_path,
+                "workdir": plan.workdir,
+            }
+            if not self._setup(sandbox, plan, repo_dir, excludes):
+                return
+            if not plan.is_swebench and not self._baseline(sandbox, plan):
+                return
+            if self.attempt.model_config.agent_variant == AgentVariant.BASELINE:
+                return
+            self._checkpoint("agent_run", Stage.AGENT_RUN)
+            with stages.ticking(self.heartbeat, settings.ATTEMPT_HEARTBEAT_SEC):
+                agent_stage, self.agent_outcome = run_agent_stage(
+                    sandbox=sandbox,
+                    plan=plan,
+                    config=self.attempt.model_config,
+                    task_max_steps=self.attempt.task.max_steps,
+                    artifacts_dir=self.folder,
+                    prediction_patch=self._prediction(),
+                )
+            if agent_stage is not None:
+                self._record(agent_stage)
+            self._take_patch(plan, repo_dir, excludes)
+            if plan.is_swebench and plan.test_patch:
+                applied = swebench.apply_test_patch_stage(
+                    plan, repo_dir, agent_patch=self.final_patch or ""
+                )
+                self._record(applied)
+                if applied.reason is not None:
+                    return
+            self._checkpoint("final_test", Stage.FINAL_TEST)
+            final = stages.tests_stage(sandbox, plan, name="final_test", stage=Stage.FINAL_TEST,
+                                       heartbeat=self.heartbeat,
+                                       heartbeat_sec=settings.ATTEMPT_HEARTBEAT_SEC)  # fmt: skip
+            if plan.is_swebench:
+                self.grading = swebench.grade(final, plan)
+            self._record(final)
+
+    def _get_code(self, plan: TaskPlan, ws: Path, repo_dir: Path) -> bool:
+        self._checkpoint("git_clone", Stage.GIT_CLONE)
+        timeout = settings.GIT_CLONE_TIMEOUT_SEC
+        if plan.is_swebench:
+            self.current = ("export_testbed", Stage.GIT_CLONE)
+            return self._record(swebench.export_stage(plan, ws)).reason is None
+        if self._record(stages.clone_stage(plan, repo_dir, timeout=timeout)).reason is not None:
+            return False
+        self._checkpoint("git_checkout", Stage.GIT_CHECKOUT)
+        checkout = stages.checkout_stage(plan, repo_dir, timeout=timeout)
+        return self._record(checkout).reason is None
+
+    def _setup(self, sandbox, plan: TaskPlan, repo_dir: Path, excludes: list[str]) -> bool:
+        if not plan.setup_commands:
+            return True
+        setup = stages.setup_stage(
+            sandbox, plan, heartbeat=self.heartbeat, heartbeat_sec=settings.ATTEMPT_HEARTBEAT_SEC
+        )
+        if setup.reason is None and plan.validation.enforce_clean_setup and not plan.is_swebench:
+            stages.clean_tree_check(setup, repo_dir, excludes)
+        return self._record(setup).reason is None
+
+    def _baseline(self, sandbox, plan: TaskPlan) -> bool:
+        """Tests must fail before any fix. The validation run (no agent) repeats them once,
+        when the first run left time to, to flag a flaky baseline."""
+        self._checkpoint("baseline_run", Stage.BASELINE_RUN)
+        first = self._tests(sandbox, plan, "baseline_run")
+        stages.judge_baseline(first, plan)
+        self._record(first)
+        self.baseline.ran = True
+        self.baseline.exit_codes.append(first.exit_code if first.exit_code is not None else -1)
+        self.baseline.valid = first.reason is None
+        self.baseline.note = first.note
+        wants_rerun = (
+            self.attempt.model_config.agent_variant == AgentVariant.BASELINE
+            and plan.validation.check_flaky
+            and first.reason in (None, Reason.BASELINE_NOT_FAILING)
+            and not first.timed_out
+            and first.duration_sec * 2 <= plan.timeout_sec
+        )
+        if wants_rerun:
+            self._checkpoint("baseline_rerun", Stage.BASELINE_RUN)
+            second = self._tests(sandbox, plan, "baseline_rerun")
+            stages.judge_baseline(second, plan)
+            second.counts = False
+            self.baseline.reruns = 1
+            self.baseline.exit_codes.append(
+                second.exit_code if second.exit_code is not None else -1
+            )
+            if stages.baselines_disagree(first, second):
+                self.baseline.flaky_baseline = True
+                second.note = (
+                    f"flaky baseline: first run {first.reason or 'valid'} "
+                    f"(exit {first.exit_code}), second {second.reason or 'valid'} "
+                    f"(exit {second.exit_code})"
+                )
+            self._record(second)
+        return first.reason is None
+
+    def _tests(self, sandbox, plan: TaskPlan, name: str) -> StageResult:
+        return stages.tests_stage(
+            sandbox,
+            plan,
+            name=name,
+            stage=Stage.BASELINE_RUN,
+            heartbeat=self.heartbeat,
+            heartbeat_sec=settings.ATTEMPT_HEARTBEAT_SEC,
+        )
+
+    def _take_patch(self, plan: TaskPlan, repo_dir: Path, excludes: list[str]) -> None:
+        diff = workspace.diff_against(repo_dir, plan.commit, excludes=excludes)
+        if not diff.ok:
+            raise RuntimeError(f"could not diff the workspace: {diff.stderr.strip()}")
+        self.final_patch = diff.stdout
+        assert self.folder is not None
+        artifacts.write_text(self.folder, artifacts.FINAL_PATCH, diff.stdout)
+
+    def _prediction(self) -> str | None:
+        if self.attempt.model_config.agent_variant == AgentVariant.EXTERNAL:
+            return self.attempt.final_patch
+        return None
+
+    # --- bookkeeping -------------------------------------------------------------------
+
+    def _attempt_folder(self) -> Path:
+        folder = artifacts.run_dir(self.attempt.run) / artifacts.attempt_folder_name(self.attempt)
+        folder.mkdir(parents=True, exist_ok=True)
+        persist.attempt_set_artifacts_dir(
+            attempt=self.attempt, artifacts_dir=artifacts.relative(folder)
+        )
+        return folder
+
+    def _sandbox_config(self, plan: TaskPlan, ws: Path) -> SandboxConfig:
+        public_id = str(self.attempt.public_id)
+        return SandboxConfig(
+            name=f"ab-attempt-{public_id}",
+            workspace=ws,
+            image=plan.image,
+            workspace_path=plan.workspace_path,
+            memory_mb=settings.SANDBOX_MEMORY_MB,
+            cpus=settings.SANDBOX_CPUS,
+            pids_limit=settings.SANDBOX_PIDS_LIMIT,
+            output_cap_bytes=settings.SANDBOX_OUTPUT_CAP_BYTES,
+            labels={
+                "agentbench.attempt": public_id,
+                "agentbench.run": str(self.attempt.run.public_id),
+            },
+        )
+
+    def _checkpoint(self, name: str, stage: Stage) -> None:
+        self.current = (name, stage)
+        if self.heartbeat is not None:
+            self.heartbeat()
+        if self.should_cancel is not None and self.should_cancel():
+            raise _Cancelled
+
+    def _record(self, stage: StageResult) -> StageResult:
+        """Write the stage's log and its AttemptStage row."""
+        output_path = ""
+        if self.folder is not None:
+            output_path = artifacts.write_stage_log(self.folder, stage)
+        persist.attempt_stage_add(
+            attempt=self.attempt, stage=stage, order=len(self.stages), output_path=output_path
+        )
+        self.stages.append((stage, output_path))
+        return stage
+
+    def _fail(self, reason: Reason, note: str, detail: str = "") -> None:
+        """Record an exception or a cancel as a stage of its own, in the stage it hit."""
+        name, stage = self.current
+        result = StageResult(name, stage, reason=reason, note=note, detail=detail)
+        try:
+            self._record(result)
+        except Exception:  # the database or the disk is what failed: keep the verdict anyway
+            log.exception("could not record the failing stage of %s", self.attempt)
+            self.stages.append((result, ""))
+
+    def _remove_workspace(self) -> None:
+        if self.keep_workspace or self.folder is None:
+            return
+        shutil.rmtree(self.folder / artifacts.WORKSPACE_DIR, ignore_errors=True)
+
+    def _finish(self) -> Attempt:
+        verdict = decide(
+            [s for s, _ in self.stages if s.counts],
+            empty_run=bool(self.agent_outcome and self.agent_outcome.is_empty_run),
+        )
+        stats = workspace.patch_stats(self.final_patch or "")
+        result = persist.AttemptResult(
+            verdict=verdict,
+            status=self.status,
+            duration_sec=time.monotonic() - self.started,
+            agent=self.agent_outcome,
+            final_patch=self.final_patch,
+            lines_changed=stats.lines_changed,
+            files_touched=stats.files_touched,
+            grade=self.grading.grade if self.grading else "",
+            test_results=self.grading.test_results if self.grading else {},
+        )
+        attempt = persist.attempt_finish(attempt=self.attempt, result=result)
+        if self.folder is not None:
+            record = attempt_record(
+                attempt=attempt,
+                stages=self.stages,
+                baseline=self.baseline,
+                sandbox=self.sandbox_info,
+                final_patch_path=artifacts.FINAL_PATCH if self.final_patch is not None else "",
+            )
+            artifacts.write_json(self.folder, artifacts.RUN_JSON, record.to_dict())
+        return attempt

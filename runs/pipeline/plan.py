@@ -1,0 +1,115 @@
+"""What the pipeline needs to know about one task, as plain data (no Django).
+
+``execute`` builds a ``TaskPlan`` from the Task row; the stage functions only read this.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from tasks_app.spec import ValidationSpec
+
+if TYPE_CHECKING:
+    from tasks_app.models import Task
+
+SITE_PACKAGES_DIR = "site-packages"
+USER_BASE_DIR = ".pyuser"
+DEFAULT_WORKSPACE = "/workspace"
+# SWE-bench instance images hold the repository at /testbed; the workspace is bound there.
+SWEBENCH_TESTBED = "/testbed"
+
+
+@dataclass(frozen=True)
+class TaskPlan:
+    task_id: str
+    repo_url: str
+    commit: str
+    image: str
+    workdir: str  # inside the sandbox, e.g. /workspace/repo
+    workspace_path: str  # where the host workspace is mounted inside the sandbox
+    test_command: str
+    timeout_sec: int
+    setup_commands: tuple[str, ...] = ()
+    setup_timeout_sec: int = 300
+    setup_network: bool = True
+    validation: ValidationSpec = field(default_factory=ValidationSpec)
+    is_swebench: bool = False
+    test_patch: str = ""
+    fail_to_pass: tuple[str, ...] = ()
+    pass_to_pass: tuple[str, ...] = ()
+    swebench_repo: str = ""
+    problem_statement: str = ""
+    gold_patch: str = ""
+
+    @property
+    def repo_rel(self) -> str:
+        """The repository's folder relative to the workspace ("" when it is the workspace)."""
+        rel = posixpath.relpath(posixpath.normpath(self.workdir), self.workspace_path)
+        if rel.startswith(".."):
+            raise ValueError(
+                f"task {self.task_id}: workdir {self.workdir!r} is not inside the workspace "
+                f"{self.workspace_path!r}"
+            )
+        return "" if rel == "." else rel
+
+    @property
+    def site_packages(self) -> str:
+        return posixpath.join(self.workspace_path, SITE_PACKAGES_DIR)
+
+    @property
+    def user_base(self) -> str:
+        return posixpath.join(self.workspace_path, USER_BASE_DIR)
+
+    def sandbox_env(self) -> dict[str, str]:
+        """Environment of every command in the sandbox: pip installs made during setup stay
+        importable in later stages, and no bytecode lands in the repository."""
+        return {
+            "PYTHONPATH": self.site_packages,
+            "PYTHONUSERBASE": self.user_base,
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PIP_CACHE_DIR": "/tmp/.pip-cache",
+            "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        }
+
+
+def plan_for_task(task: Task, *, default_image: str) -> TaskPlan:
+    """The plan for a Task row (task.yaml or SWE-bench instance)."""
+    spec = task.spec if isinstance(task.spec, dict) else {}
+    is_swebench = task.source == "swebench"
+    validation = ValidationSpec()
+    if not is_swebench and isinstance(spec.get("validation"), dict):
+        validation = ValidationSpec.model_validate(spec["validation"])
+    setup = spec.get("setup") if isinstance(spec.get("setup"), dict) else {}
+    workspace_path = SWEBENCH_TESTBED if is_swebench else DEFAULT_WORKSPACE
+    workdir = task.workdir or workspace_path
+    if is_swebench and not workdir.startswith(SWEBENCH_TESTBED):
+        workdir = SWEBENCH_TESTBED
+    return TaskPlan(
+        task_id=task.task_id,
+        repo_url=task.repo_url,
+        commit=task.repo_commit or "HEAD",
+        image=task.docker_image or default_image,
+        workdir=workdir,
+        workspace_path=workspace_path,
+        test_command=task.test_command,
+        timeout_sec=task.timeout_sec,
+        setup_commands=tuple(task.setup_commands or ()),
+        setup_timeout_sec=int(setup.get("timeout_sec") or task.timeout_sec),
+        setup_network=task.setup_network,
+        validation=validation,
+        is_swebench=is_swebench,
+        test_patch=task.test_patch,
+        fail_to_pass=tuple(task.fail_to_pass or ()),
+        pass_to_pass=tuple(task.pass_to_pass or ()),
+        swebench_repo=str(spec.get("repo") or _repo_slug(task.repo_url)),
+        problem_statement=task.problem_statement,
+        gold_patch=task.gold_patch,
+    )
+
+
+def _repo_slug(url: str) -> str:
+    # "https://github.com/astropy/astropy(.git)" -> "astropy/astropy"
+    parts = url.rstrip("/").removesuffix(".git").split("/")
+    return "/".join(parts[-2:]) if len(parts) >= 2 else url
