@@ -14,7 +14,7 @@ from typing import Any
 
 from tasks_app.swebench.dataset import Record, kind_of
 from tasks_app.swebench.errors import Problem
-from tasks_app.swebench.test_commands import test_command_for
+from tasks_app.swebench.test_commands import command_for
 
 REQUIRED_FIELDS = (
     "instance_id",
@@ -107,7 +107,7 @@ class Instance:
             # The instance image already holds the repo and its environment.
             "setup_commands": [],
             "setup_network": False,
-            "test_command": test_command_for(row["repo"], row["version"], row["test_patch"]),
+            "test_command": command_for(row["repo"], row["version"], row["test_patch"]),
             "labels": ["swebench", row["repo"].split("/", 1)[1]],
             "problem_statement": row["problem_statement"],
             "hints_text": row.get("hints_text") or "",

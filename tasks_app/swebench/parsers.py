@@ -2,7 +2,7 @@
 
 One parser per runner format, chosen by repo as the SWE-bench harness does. Statuses are
 PASSED, FAILED, SKIPPED, ERROR, XFAIL and XPASS. Only the text between the harness markers
-is read when they are present (``test_section``).
+is read when they are present (``marked_section``).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]|\[(\d+)m")
 _CONTROL = str.maketrans("", "", "".join(chr(c) for c in range(1, 32)))
 
 
-def test_section(log: str) -> str:
+def marked_section(log: str) -> str:
     """The text between the harness's start and end markers, or the whole log without them."""
     start = log.find(START_MARKER)
     if start == -1:
@@ -240,7 +240,7 @@ def parse_log(log: str, repo: str) -> StatusMap:
     runners write their report to a stream that lands outside the markers.
     """
     parser = parser_for(repo)
-    statuses = parser(test_section(log))
+    statuses = parser(marked_section(log))
     if not statuses and START_MARKER in log:
         statuses = parser(log)
     return statuses

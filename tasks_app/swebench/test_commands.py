@@ -75,7 +75,7 @@ def runner_for(repo: str, version: str) -> str:
     return VERSION_COMMANDS.get((repo, version)) or REPO_COMMANDS.get(repo, PYTEST)
 
 
-def test_directives(repo: str, test_patch: str) -> list[str]:
+def directives_for(repo: str, test_patch: str) -> list[str]:
     """What to run: the test files the patch touches (django: their dotted module names)."""
     paths = [p.strip() for p in _DIFF_TARGET.findall(test_patch)]
     paths = [p for p in paths if p and not p.endswith(NON_TEST_EXTS)]
@@ -90,10 +90,10 @@ def test_directives(repo: str, test_patch: str) -> list[str]:
     return _unique(modules)
 
 
-def test_command_for(repo: str, version: str, test_patch: str) -> str:
+def command_for(repo: str, version: str, test_patch: str) -> str:
     """The full shell command run in the instance image's /testbed."""
     runner = runner_for(repo, version)
-    directives = " ".join(shlex.quote(d) for d in test_directives(repo, test_patch))
+    directives = " ".join(shlex.quote(d) for d in directives_for(repo, test_patch))
     command = f"{runner} {directives}".rstrip()
     return f"{ENV_PREFIX}; {command}"
 

@@ -1,0 +1,220 @@
+"""Importing published results: run reports, report.json folders, missing instances, re-imports."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import zipfile
+
+import pytest
+
+from runs.models import Attempt, ModelConfig, Run
+from tasks_app.swebench.errors import SwebenchInputError
+from tasks_app.swebench.importer import swebench_import
+from tasks_app.swebench.results import results_import
+from tests.swebench_fixtures import LITE_DEV, REPORTS, VERIFIED, ab, rows
+
+pytestmark = pytest.mark.django_db
+
+LITE_IDS = [r["instance_id"] for r in rows(LITE_DEV)]
+
+
+@pytest.fixture
+def lite(db):
+    swebench_import(source=LITE_DEV, suite_name="lite-dev")
+    return "lite-dev"
+
+
+@pytest.fixture
+def verified(db):
+    swebench_import(source=VERIFIED, suite_name="verified-sample")
+    return "verified-sample"
+
+
+def run_report(tmp_path, **lists) -> object:
+    data = {
+        "total_instances": 23,
+        "submitted_instances": 20,
+        "schema_version": 2,
+        "submitted_ids": sorted({i for ids in lists.values() for i in ids}),
+        "completed_ids": [],
+        "incomplete_ids": [],
+        "empty_patch_ids": [],
+        "resolved_ids": [],
+        "unresolved_ids": [],
+        "error_ids": [],
+    } | lists
+    path = tmp_path / "mymodel.run1.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def by_task(run: Run) -> dict[str, Attempt]:
+    return {a.task.task_id: a for a in run.attempts.select_related("task")}
+
+
+def test_a_run_report_becomes_one_finished_attempt_per_suite_instance(lite, tmp_path):
+    path = run_report(
+        tmp_path,
+        resolved_ids=LITE_IDS[:5],
+        unresolved_ids=LITE_IDS[5:12],
+        empty_patch_ids=LITE_IDS[12:14],
+        error_ids=LITE_IDS[14:16],
+        infra_failure_ids=LITE_IDS[16:17],
+    )
+
+    report = results_import(source=path, suite_name=lite, model_name="SWE-agent + X")
+
+    run = Run.objects.get(public_id=report.run_id)
+    assert run.source == "published" and run.status == "finished"
+    assert run.model_config.agent_variant == "external"
+    attempts = by_task(run)
+    assert len(attempts) == 23
+    assert all(a.status == "finished" and a.finished_at for a in attempts.values())
+    assert attempts[LITE_IDS[0]].resolved and attempts[LITE_IDS[0]].grade == "FULL"
+    unresolved = attempts[LITE_IDS[5]]
+    assert unresolved.failure_reason_id == "TESTS_FAILED" and not unresolved.is_infra
+    empty = attempts[LITE_IDS[12]]
+    assert empty.failure_reason_id == "TESTS_FAILED" and "[empty-patch]" in empty.error_text
+    error = attempts[LITE_IDS[14]]
+    assert error.failure_reason_id == "SANDBOX_ERROR" and error.is_infra
+    assert attempts[LITE_IDS[16]].is_infra
+    missing = [a for a in attempts.values() if a.is_missing]
+    assert len(missing) == 6 and all(a.failure_reason_id == "TESTS_FAILED" for a in missing)
+    assert report.resolved == 5 and report.missing == 6 and report.suite_size == 23
+    # % resolved is over the whole suite: missing and empty count in the denominator.
+    assert run.totals["resolved"] == 5
+    assert run.totals["scored"] == 23 - 3  # the three infrastructure outcomes are excluded
+    assert "5/23 resolved (21.7%)" in report.summary()
+
+
+def test_reimporting_the_same_results_is_a_no_op_and_new_results_replace_the_run(lite, tmp_path):
+    path = run_report(tmp_path, resolved_ids=LITE_IDS[:3], unresolved_ids=LITE_IDS[3:])
+    first = results_import(source=path, suite_name=lite, model_name="m")
+
+    again = results_import(source=path, suite_name=lite, model_name="m")
+
+    assert again.unchanged and again.run_id == first.run_id
+    assert Run.objects.count() == 1 and Attempt.objects.count() == 23
+
+    path = run_report(tmp_path, resolved_ids=LITE_IDS[:4], unresolved_ids=LITE_IDS[4:])
+    changed = results_import(source=path, suite_name=lite, model_name="m")
+
+    assert changed.replaced_runs == 1 and changed.run_id != first.run_id
+    assert Run.objects.count() == 1 and Attempt.objects.count() == 23
+    assert Attempt.objects.resolved().count() == 4
+
+
+def test_a_folder_of_sample_reports_keeps_per_test_statuses(verified, tmp_path):
+    folder = tmp_path / "reports"
+    shutil.copytree(REPORTS, folder)
+
+    report = results_import(source=folder, suite_name=verified, model_name="mini-swe-agent")
+
+    attempts = by_task(Run.objects.get(public_id=report.run_id))
+    assert {k for k, a in attempts.items() if a.resolved} == {
+        "django__django-10097",
+        "psf__requests-1142",
+        "psf__requests-1724",
+    }
+    requests = attempts["psf__requests-1142"]
+    assert requests.test_results["FAIL_TO_PASS"]["success"] == [
+        "test_requests.py::RequestsTestCase::test_no_content_length"
+    ]
+    astropy = attempts["astropy__astropy-13977"]
+    assert astropy.grade == "NO" and len(astropy.test_results["FAIL_TO_PASS"]["failure"]) == 8
+    assert not any(a.is_missing for a in attempts.values())
+
+
+def test_reports_may_be_wrapped_or_in_per_instance_folders_with_their_patch(verified, tmp_path):
+    folder = tmp_path / "logs"
+    for path in REPORTS.glob("*.report.json"):
+        instance_id = path.name.removesuffix(".report.json")
+        target = folder / instance_id
+        target.mkdir(parents=True)
+        inner = json.loads(path.read_text())
+        if instance_id.startswith("psf"):
+            (target / "report.json").write_text(json.dumps({instance_id: inner}))
+        else:
+            (target / "report.json").write_text(json.dumps(inner))
+        (target / "patch.diff").write_text(f"diff --git a/x b/x\n+fix for {instance_id}\n")
+
+    report = results_import(source=folder, suite_name=verified, model_name="m")
+
+    attempts = by_task(Run.objects.get(public_id=report.run_id))
+    assert sum(a.resolved for a in attempts.values()) == 3
+    assert "+fix for psf__requests-1724" in attempts["psf__requests-1724"].final_patch
+
+
+def test_predictions_beside_a_run_report_give_the_patches(lite, tmp_path):
+    path = run_report(tmp_path, resolved_ids=LITE_IDS[:1], empty_patch_ids=LITE_IDS[1:2])
+    preds = tmp_path / "preds.jsonl"
+    preds.write_text(
+        json.dumps({"instance_id": LITE_IDS[0], "model_name_or_path": "m", "model_patch": "P"})
+        + "\n"
+        + json.dumps({"instance_id": LITE_IDS[1], "model_name_or_path": "m", "model_patch": None})
+        + "\n"
+    )
+
+    report = results_import(source=path, suite_name=lite, model_name="m", predictions=preds)
+
+    attempts = by_task(Run.objects.get(public_id=report.run_id))
+    assert attempts[LITE_IDS[0]].final_patch == "P"
+    assert attempts[LITE_IDS[1]].final_patch == ""
+
+
+def test_unknown_instances_are_errors_unless_ignored(lite, tmp_path):
+    path = run_report(tmp_path, resolved_ids=[LITE_IDS[0], "django__django-99999"])
+    with pytest.raises(SwebenchInputError, match="django__django-99999 is not in suite lite-dev"):
+        results_import(source=path, suite_name=lite, model_name="m")
+    assert not Run.objects.exists() and not ModelConfig.objects.exists()
+
+    report = results_import(source=path, suite_name=lite, model_name="m", ignore_unknown=True)
+    assert report.ignored_unknown == ["django__django-99999"] and report.resolved == 1
+
+
+def test_bad_results_name_the_file_and_field(lite, tmp_path):
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps({"schema_version": 2, "resolved_ids": "all of them"}))
+    with pytest.raises(SwebenchInputError, match=r"r\.json, field resolved_ids: must be a list"):
+        results_import(source=path, suite_name=lite, model_name="m")
+
+    bad = tmp_path / "sqlfluff__sqlfluff-1625.report.json"
+    bad.write_text(json.dumps({"resolved": "yes", "tests_status": {}}))
+    with pytest.raises(SwebenchInputError, match="field resolved: must be true or false"):
+        results_import(source=bad, suite_name=lite, model_name="m")
+
+    broken = tmp_path / "broken.json"
+    broken.write_text("{\n  nope")
+    with pytest.raises(SwebenchInputError, match=r"broken.json: invalid JSON \(line 2"):
+        results_import(source=broken, suite_name=lite, model_name="m")
+
+
+def test_a_zip_upload_of_reports_imports(verified):
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for path in REPORTS.glob("*.report.json"):
+            archive.writestr(f"reports/{path.name}", path.read_text())
+
+    report = results_import(
+        source=buffer.getvalue(), filename="reports.zip", suite_name=verified, model_name="m"
+    )
+    assert report.resolved == 3 and report.suite_size == 6
+
+
+def test_a_model_name_taken_by_a_harness_configuration_is_refused(lite, tmp_path):
+    ModelConfig.objects.create(name="gpt", agent_variant="llm")
+    path = run_report(tmp_path, resolved_ids=LITE_IDS[:1])
+    with pytest.raises(SwebenchInputError, match="existing llm configuration"):
+        results_import(source=path, suite_name=lite, model_name="gpt")
+
+
+def test_ab_import_results_prints_the_summary(tmp_path):
+    var = tmp_path / "var"
+    assert ab("import-swebench", str(VERIFIED), "--suite", "v", var_dir=var).returncode == 0
+    out = ab("import-results", str(REPORTS), "--suite", "v", "--model", "mini", var_dir=var)
+    assert out.returncode == 0, out.stderr
+    assert "3/6 resolved (50.0%)" in out.stdout
+    again = ab("import-results", str(REPORTS), "--suite", "v", "--model", "mini", var_dir=var)
+    assert "unchanged" in again.stdout
