@@ -425,8 +425,8 @@ class Toolbox:
             return SearchResult(tool="search", ok=False, query=query, error="search timed out")
         hits, truncated = _parse_rg(result.stdout, max_results, context_lines)
         if result.exit_code not in (0, 1) and not hits:
-            error = result.stderr.strip().splitlines()[-1:] or [f"rg exit {result.exit_code}"]
-            return SearchResult(tool="search", ok=False, query=query, error=error[0])
+            error = " ".join(result.stderr.split())[:400] or f"rg exit {result.exit_code}"
+            return SearchResult(tool="search", ok=False, query=query, error=error)
         return SearchResult(tool="search", ok=True, query=query, hits=hits, truncated=truncated)
 
     def _apply_patch(self, step: int, unified_diff: str) -> ToolResult:
