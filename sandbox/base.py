@@ -13,6 +13,9 @@ from types import TracebackType
 
 TIMEOUT_EXIT_CODE = 124
 KILLED_EXIT_CODE = 137
+# The runner image's non-root user ``agent``; commands run as this uid in every backend and the
+# workspace is handed to it.
+AGENT_UID = 1000
 
 
 @dataclass(frozen=True, slots=True)

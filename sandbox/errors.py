@@ -7,3 +7,9 @@ class SandboxError(Exception):
 
 class SandboxUnavailable(SandboxError):
     """No backend can run here (neither a Docker engine nor bubblewrap works)."""
+
+
+class SandboxPathError(ValueError):
+    """A path given to read_file/write_file/copy_in/copy_out leaves the workspace (``..``, an
+    absolute path elsewhere, or a symlink on the way). Bad input from the caller (for example an
+    agent's tool call), not a broken environment, hence not a SandboxError."""

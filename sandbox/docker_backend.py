@@ -1,0 +1,403 @@
+"""The Docker backend: one hardened container per attempt, every command an ``exec`` in it.
+
+Hardening (see README "Sandboxes"): all capabilities dropped, no-new-privileges, a PID limit,
+a memory limit with no extra swap, a CPU quota, read-only root filesystem, tmpfs ``/tmp`` and
+``/home/agent``, the non-root user uid 1000, an init process reaping orphans.
+
+Network: the container is created on the default bridge and disconnected before its first
+command, so it has loopback only. An exec with ``network=True`` connects it to the bridge for
+that exec and disconnects it afterwards; a lock keeps other execs of the same sandbox from
+running while it is connected.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import tarfile
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import docker
+import docker.errors
+from docker.models.containers import Container
+
+from sandbox import filesystem
+from sandbox.base import AGENT_UID, KILLED_EXIT_CODE, ExecResult, Sandbox, SandboxConfig
+from sandbox.errors import SandboxError, SandboxUnavailable
+from sandbox.output import CappedOutput, build_result
+
+MANAGED_LABEL = "agentbench.managed"
+BRIDGE = "bridge"
+# After the in-container `timeout` should have fired, how long to wait for the exec to end.
+HARD_DEADLINE_GRACE_SEC = 10.0
+ENGINE_TIMEOUT_SEC = 30
+
+
+def _client(timeout: int = ENGINE_TIMEOUT_SEC) -> docker.DockerClient:
+    return docker.from_env(timeout=timeout)
+
+
+def unavailable_reason() -> str | None:
+    """None when a Docker engine answers, else why not (one line, no traceback)."""
+    try:
+        client = _client(timeout=5)
+        try:
+            client.ping()
+        finally:
+            client.close()
+    except docker.errors.DockerException as exc:
+        return f"the Docker engine does not answer: {_first_line(exc)}"
+    except Exception as exc:  # requests/urllib3 errors surface raw from ping()
+        return f"the Docker engine does not answer: {_first_line(exc)}"
+    return None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0]
+
+
+def container_name(config: SandboxConfig) -> str:
+    return f"ab-{config.name}"
+
+
+class _NetworkGate:
+    """Shared for offline execs, exclusive for a networked one (a readers-writer lock)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._offline = 0
+        self._online = False
+
+    @contextlib.contextmanager
+    def offline(self) -> Iterator[None]:
+        with self._cond:
+            self._cond.wait_for(lambda: not self._online)
+            self._offline += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._offline -= 1
+                self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def online(self) -> Iterator[None]:
+        with self._cond:
+            self._cond.wait_for(lambda: not self._online and self._offline == 0)
+            self._online = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._online = False
+                self._cond.notify_all()
+
+
+class DockerSandbox(Sandbox):
+    backend = "docker"
+
+    def __init__(self, config: SandboxConfig):
+        super().__init__(config)
+        self.name = container_name(config)
+        self._client: docker.DockerClient | None = None
+        self._container: Container | None = None
+        self._gate = _NetworkGate()
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        try:
+            self._client = _client()
+            self._client.ping()
+        except Exception as exc:
+            raise SandboxUnavailable(
+                f"the Docker engine does not answer: {_first_line(exc)}"
+            ) from exc
+        try:
+            self._client.images.get(self.config.image)
+        except docker.errors.ImageNotFound as exc:
+            raise SandboxError(
+                f"image {self.config.image} is not on this Docker engine; build it with "
+                "bash docker/py-runner/build-offline.sh"
+            ) from exc
+        self.config.workspace.mkdir(parents=True, exist_ok=True)
+        filesystem.chown_tree_for_agent(self.config.workspace)
+        self._remove_leftover()
+        try:
+            self._container = self._client.containers.run(**self._run_kwargs())
+            self._client.networks.get(BRIDGE).disconnect(self._container)
+        except docker.errors.DockerException as exc:
+            raise SandboxError(f"cannot start container {self.name}: {_first_line(exc)}") from exc
+
+    def _run_kwargs(self) -> dict[str, Any]:
+        cfg = self.config
+        tmp_size = cfg.memory_mb * 1024 * 1024 // 2
+        tmpfs_opts = f"rw,nosuid,nodev,size={tmp_size},uid={AGENT_UID},gid={AGENT_UID}"
+        return {
+            "image": cfg.image,
+            "command": ["sleep", "infinity"],
+            "name": self.name,
+            "labels": {**cfg.labels, MANAGED_LABEL: "1"},
+            "detach": True,
+            "init": True,
+            "user": f"{AGENT_UID}:{AGENT_UID}",
+            "working_dir": cfg.workspace_path,
+            "environment": cfg.env,
+            "hostname": "sandbox",
+            "network": BRIDGE,
+            "cap_drop": ["ALL"],
+            "security_opt": ["no-new-privileges"],
+            "pids_limit": cfg.pids_limit,
+            "mem_limit": cfg.memory_mb * 1024 * 1024,
+            "memswap_limit": cfg.memory_mb * 1024 * 1024,
+            "nano_cpus": int(cfg.cpus * 1_000_000_000),
+            "read_only": True,
+            "tmpfs": {"/tmp": tmpfs_opts + ",mode=1777", "/home/agent": tmpfs_opts + ",mode=0755"},
+            "volumes": {str(cfg.workspace.resolve()): {"bind": cfg.workspace_path, "mode": "rw"}},
+        }
+
+    def _remove_leftover(self) -> None:
+        """A container with our deterministic name left by a crashed worker is ours to remove;
+        one without our label is not, and starting fails instead."""
+        assert self._client is not None
+        try:
+            old = self._client.containers.get(self.name)
+        except docker.errors.NotFound:
+            return
+        if old.labels.get(MANAGED_LABEL) != "1":
+            raise SandboxError(f"a container named {self.name} exists and is not AgentBench's")
+        old.remove(force=True)
+
+    def close(self) -> None:
+        if self._client is None:
+            return
+        try:
+            with contextlib.suppress(docker.errors.NotFound):
+                if self._container is not None:
+                    self._container.remove(force=True)
+                else:  # start() failed after creating it, or never created it
+                    self._client.containers.get(self.name).remove(force=True)
+        except docker.errors.DockerException as exc:
+            raise SandboxError(f"cannot remove container {self.name}: {_first_line(exc)}") from exc
+        finally:
+            self._container = None
+            self._client.close()
+            self._client = None
+
+    # -- commands ---------------------------------------------------------------------------
+
+    def exec(
+        self,
+        cmd: str | list[str],
+        *,
+        timeout: float,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        network: bool = False,
+    ) -> ExecResult:
+        if self._container is None or self._client is None:
+            raise SandboxError("exec on a docker sandbox that is not started")
+        if network:
+            with self._gate.online():
+                bridge = self._client.networks.get(BRIDGE)
+                bridge.connect(self._container)
+                try:
+                    return self._exec(cmd, timeout=timeout, cwd=cwd, env=env)
+                finally:
+                    bridge.disconnect(self._container, force=True)
+        with self._gate.offline():
+            return self._exec(cmd, timeout=timeout, cwd=cwd, env=env)
+
+    def _exec(
+        self, cmd: str | list[str], *, timeout: float, cwd: str | None, env: dict[str, str] | None
+    ) -> ExecResult:
+        assert self._client is not None and self._container is not None
+        argv = ["sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
+        # coreutils `timeout` kills the command's whole process group inside the container;
+        # the host only keeps a backstop deadline in case the engine stops answering.
+        wrapped = ["timeout", "-s", "KILL", f"{max(timeout, 0.01):.3f}", *argv]
+        api = self._client.api
+        started = time.monotonic()
+        started_wall = datetime.now(UTC)
+        try:
+            exec_id = api.exec_create(
+                self._container.id,
+                wrapped,
+                user=f"{AGENT_UID}:{AGENT_UID}",
+                workdir=_resolve_cwd(self.config, cwd),
+                environment=env or None,
+            )["Id"]
+        except docker.errors.DockerException as exc:
+            raise SandboxError(f"exec in {self.name} failed: {_first_line(exc)}") from exc
+        output = CappedOutput(self.config.output_cap_bytes)
+        errors: list[BaseException] = []
+        reader = threading.Thread(
+            target=self._read_stream,
+            args=(exec_id, output, errors),
+            daemon=True,
+            name=f"exec-{self.name}",
+        )
+        reader.start()
+        reader.join(timeout + HARD_DEADLINE_GRACE_SEC)
+        duration = time.monotonic() - started
+        if reader.is_alive():
+            # The engine hung; the thread ends when close() removes the container.
+            return build_result(output=output, exit_code=0, duration_sec=duration, timed_out=True)
+        if errors:
+            raise SandboxError(f"exec in {self.name} failed: {_first_line(errors[0])}")
+        exit_code = api.exec_inspect(exec_id)["ExitCode"]
+        if exit_code is None:
+            raise SandboxError(f"exec in {self.name} ended without an exit code")
+        timed_out = exit_code == KILLED_EXIT_CODE and duration >= timeout
+        oom = exit_code == KILLED_EXIT_CODE and not timed_out and self._oom_since(started_wall)
+        return build_result(
+            output=output,
+            exit_code=exit_code,
+            duration_sec=duration,
+            timed_out=timed_out,
+            oom_killed=oom,
+        )
+
+    def _read_stream(self, exec_id: str, output: CappedOutput, errors: list[BaseException]) -> None:
+        assert self._client is not None
+        try:
+            for out, err in self._client.api.exec_start(exec_id, stream=True, demux=True):
+                if out:
+                    output.feed("stdout", out)
+                if err:
+                    output.feed("stderr", err)
+        except Exception as exc:  # reported by _exec in the caller's thread
+            errors.append(exc)
+
+    def _oom_since(self, since: datetime) -> bool:
+        """Did the kernel OOM-kill a process of this container since ``since``? The engine
+        reports every OOM kill in the container's cgroup as an ``oom`` event."""
+        assert self._client is not None and self._container is not None
+        events = self._client.events(
+            since=int(since.timestamp()),
+            until=int(time.time()) + 1,
+            filters={"container": self._container.id, "event": "oom"},
+            decode=True,
+        )
+        try:
+            return any(True for _ in events)
+        finally:
+            events.close()
+
+    # -- files (host side through the bind mount, see sandbox/filesystem.py) -----------------
+
+    def read_file(self, path: str) -> bytes:
+        return filesystem.read_file(
+            self.config.workspace, filesystem.workspace_parts(self.config, path)
+        )
+
+    def write_file(self, path: str, content: bytes | str) -> None:
+        data = content.encode() if isinstance(content, str) else content
+        filesystem.write_file(
+            self.config.workspace, filesystem.workspace_parts(self.config, path), data
+        )
+
+    def copy_in(self, host_dir: Path, sandbox_dir: str) -> None:
+        filesystem.copy_in(
+            host_dir, self.config.workspace, filesystem.workspace_parts(self.config, sandbox_dir)
+        )
+
+    def copy_out(self, sandbox_dir: str, host_dir: Path) -> None:
+        filesystem.copy_out(
+            self.config.workspace, filesystem.workspace_parts(self.config, sandbox_dir), host_dir
+        )
+
+
+def _resolve_cwd(config: SandboxConfig, cwd: str | None) -> str:
+    if cwd is None:
+        return config.workspace_path
+    if cwd.startswith("/"):
+        return cwd
+    return f"{config.workspace_path.rstrip('/')}/{cwd}"
+
+
+def remove_stale_containers(label_filter: dict[str, str]) -> int:
+    """Remove AgentBench containers matching every ``label=value`` (for example those of a
+    crashed worker's attempts) and return how many were removed. Only containers carrying
+    ``agentbench.managed=1`` are considered. Returns 0 when no Docker engine answers: with no
+    engine there is nothing left behind."""
+    if unavailable_reason() is not None:
+        return 0
+    labels = [f"{MANAGED_LABEL}=1"] + [f"{k}={v}" for k, v in label_filter.items()]
+    client = _client()
+    removed = 0
+    try:
+        for container in client.containers.list(all=True, filters={"label": labels}):
+            with contextlib.suppress(docker.errors.NotFound):
+                container.remove(force=True)
+                removed += 1
+    finally:
+        client.close()
+    return removed
+
+
+def export_image_dir(image: str, path: str, dest: Path) -> None:
+    """Copy the contents of directory ``path`` of ``image`` into ``dest`` without running the
+    image (create a container, stream its archive, remove the container)."""
+    try:
+        client = _client()
+        client.ping()
+    except Exception as exc:
+        raise SandboxUnavailable(f"the Docker engine does not answer: {_first_line(exc)}") from exc
+    container = None
+    try:
+        try:
+            container = client.containers.create(
+                image, command=["true"], labels={MANAGED_LABEL: "1"}, network_disabled=True
+            )
+            chunks, _stat = container.get_archive(path)
+        except docker.errors.DockerException as exc:
+            raise SandboxError(f"cannot export {path} from {image}: {_first_line(exc)}") from exc
+        dest.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(fileobj=_ChunkReader(chunks), mode="r|") as archive:
+            archive.extractall(dest, filter=_strip_top_dir)
+    finally:
+        if container is not None:
+            with contextlib.suppress(docker.errors.DockerException):
+                container.remove(force=True)
+        client.close()
+
+
+def _strip_top_dir(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
+    """The archive holds ``<basename>/...``: extract its contents, not the directory, and
+    apply tarfile's ``data`` filter (no absolute paths, no links leaving ``dest``)."""
+    _head, _, rest = member.name.partition("/")
+    if not rest:
+        return None
+    changes: dict[str, Any] = {"name": rest}
+    if member.islnk():  # hard links name another member, which moved too
+        changes["linkname"] = member.linkname.partition("/")[2]
+    return tarfile.data_filter(member.replace(**changes, deep=False), dest)
+
+
+class _ChunkReader(io.RawIOBase):
+    """A file object over the engine's chunk iterator, so the archive streams to disk."""
+
+    def __init__(self, chunks: Iterator[bytes]):
+        self._chunks = iter(chunks)
+        self._pending = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self._pending:
+            try:
+                self._pending = next(self._chunks)
+            except StopIteration:
+                return 0
+        size = min(len(buffer), len(self._pending))
+        buffer[:size] = self._pending[:size]
+        self._pending = self._pending[size:]
+        return size

@@ -1,0 +1,391 @@
+"""One conformance suite, run for real against every sandbox backend (Docker and bubblewrap).
+
+Needs a Docker engine, bubblewrap and the runner image/rootfs: `bash .ci/test` sets them up.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import docker
+import pytest
+
+from sandbox import BACKENDS, open_sandbox
+from sandbox.base import AGENT_UID, ExecResult, Sandbox, SandboxConfig
+from sandbox.errors import SandboxPathError
+
+MakeSandbox = Callable[..., Sandbox]
+
+
+@pytest.fixture(params=BACKENDS, ids=list(BACKENDS))
+def backend(request: pytest.FixtureRequest) -> str:
+    request.applymarker(getattr(pytest.mark, request.param))
+    return request.param
+
+
+@pytest.fixture
+def make_sandbox(backend: str, tmp_path: Path) -> Iterator[MakeSandbox]:
+    """Build (not start) a sandbox with a unique name over a fresh workspace."""
+    made: list[Sandbox] = []
+
+    def make(**overrides: object) -> Sandbox:
+        fields: dict[str, object] = {
+            "name": f"test-{uuid.uuid4().hex[:12]}",
+            "workspace": tmp_path / f"ws{len(made)}",
+            "memory_mb": 256,
+            "pids_limit": 64,
+            "labels": {"agentbench.test": "conformance"},
+        }
+        fields.update(overrides)
+        sb = open_sandbox(SandboxConfig(**fields), backend)  # type: ignore[arg-type]
+        made.append(sb)
+        return sb
+
+    yield make
+    for sb in made:
+        sb.close()
+
+
+@pytest.fixture
+def sb(make_sandbox: MakeSandbox) -> Iterator[Sandbox]:
+    with make_sandbox() as started:
+        yield started
+
+
+def host_processes_with(marker: str) -> list[int]:
+    """Host pids whose command line contains ``marker`` (sandboxed processes included)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue
+        if marker.encode() in cmdline and int(entry.name) != os.getpid():
+            found.append(int(entry.name))
+    return found
+
+
+def leftovers(sandbox: Sandbox) -> list[str]:
+    """What a closed sandbox left behind: containers for Docker, cgroups for bubblewrap."""
+    if sandbox.backend == "docker":
+        client = docker.from_env()
+        try:
+            return [c.name for c in client.containers.list(all=True, filters={"name": "ab-test"})
+                    if c.name == f"ab-{sandbox.config.name}"]  # fmt: skip
+        finally:
+            client.close()
+    return [
+        str(p)
+        for p in Path("/sys/fs/cgroup").glob(f"*/agentbench/ab-{sandbox.config.name}")
+        if p.exists()
+    ]
+
+
+class Listener:
+    """A TCP server on the host (all interfaces) that greets whoever connects."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("0.0.0.0", 0))
+        self.sock.listen(8)
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.accepted = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            self.accepted += 1
+            with conn:
+                conn.sendall(b"hello from the host\n")
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(2)
+        self.sock.close()
+
+
+@pytest.fixture
+def listener() -> Iterator[Listener]:
+    server = Listener()
+    yield server
+    server.close()
+
+
+def host_address_for(backend: str) -> str:
+    """Where the host listener is, seen from a networked sandbox of this backend."""
+    if backend == "docker":
+        client = docker.from_env()
+        try:
+            ipam = client.networks.get("bridge").attrs["IPAM"]["Config"][0]
+            # Older engines omit the gateway: it is the subnet's first address (docker0).
+            return ipam.get("Gateway") or str(next(ipaddress.ip_network(ipam["Subnet"]).hosts()))
+        finally:
+            client.close()
+    return "127.0.0.1"  # bubblewrap's network=True shares the host's network namespace
+
+
+def connect_script(host: str, port: int) -> list[str]:
+    code = (
+        "import socket, sys\n"
+        f"s = socket.create_connection(({host!r}, {port}), timeout=3)\n"
+        "print(s.recv(100).decode().strip())\n"
+    )
+    return ["python3", "-c", code]
+
+
+# -- commands ------------------------------------------------------------------------------
+
+
+def test_it_reports_exit_code_stdout_and_stderr(sb: Sandbox) -> None:
+    result = sb.exec("echo out; echo err >&2; exit 3", timeout=10)
+    assert isinstance(result, ExecResult)
+    assert (result.exit_code, result.stdout, result.stderr) == (3, "out\n", "err\n")
+    assert not result.ok and not result.timed_out and not result.truncated
+    assert 0 < result.duration_sec < 5
+
+
+def test_it_runs_a_list_command_without_a_shell(sb: Sandbox) -> None:
+    result = sb.exec(
+        ["python3", "-c", "import sys; print(sys.argv[1:])", "a b", "$HOME"], timeout=10
+    )
+    assert result.ok
+    assert result.stdout == "['a b', '$HOME']\n"
+
+
+def test_it_passes_environment_and_working_directory(make_sandbox: MakeSandbox) -> None:
+    with make_sandbox(env={"FROM_CONFIG": "c", "OVERRIDDEN": "config"}) as sb:
+        sb.exec("mkdir -p sub/dir", timeout=10)
+        result = sb.exec(
+            'echo "$FROM_CONFIG $FROM_EXEC $OVERRIDDEN"; pwd',
+            timeout=10,
+            env={"FROM_EXEC": "e", "OVERRIDDEN": "exec"},
+            cwd="sub/dir",
+        )
+        assert result.stdout == "c e exec\n/workspace/sub/dir\n"
+        assert sb.exec("pwd", timeout=10, cwd="/tmp").stdout == "/tmp\n"
+        assert sb.exec("pwd", timeout=10).stdout == "/workspace\n"
+
+
+def test_it_runs_as_the_agent_user_with_the_runner_tools(sb: Sandbox) -> None:
+    result = sb.exec(
+        "id -u; python --version; python -m pytest --version; git --version; rg --version",
+        timeout=20,
+    )
+    assert result.ok, result.stderr
+    lines = (result.stdout + result.stderr).splitlines()
+    assert lines[0] == str(AGENT_UID)
+    assert any(line.startswith("Python 3.11") for line in lines)
+    assert any(line.startswith("pytest ") for line in lines)
+    assert any(line.startswith("git version") for line in lines)
+    assert any(line.startswith("ripgrep ") for line in lines)
+
+
+def test_it_kills_a_command_and_its_children_at_the_timeout(sb: Sandbox) -> None:
+    marker = f"{uuid.uuid4().int % 10**6 + 10**6}.25"  # a unique sleep length to find
+    started = time.monotonic()
+    result = sb.exec(f"sleep {marker} & sleep {marker}; echo never", timeout=1)
+    elapsed = time.monotonic() - started
+    assert result.exit_code == 124
+    assert result.timed_out and not result.oom_killed
+    assert "never" not in result.stdout
+    assert elapsed < 3
+    deadline = time.monotonic() + 3
+    while host_processes_with(f"sleep {marker}") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert host_processes_with(f"sleep {marker}") == []
+    assert sb.exec("echo still usable", timeout=10).stdout == "still usable\n"
+
+
+def test_it_caps_output_and_marks_it_truncated(make_sandbox: MakeSandbox) -> None:
+    with make_sandbox(output_cap_bytes=1000) as sb:
+        result = sb.exec("head -c 100000 /dev/zero | tr '\\0' x; echo tail >&2", timeout=10)
+        assert result.ok
+        assert result.truncated
+        assert result.stdout == "x" * 1000
+        assert result.stderr == "tail\n"
+        small = sb.exec("echo small", timeout=10)
+        assert not small.truncated and small.stdout == "small\n"
+
+
+# -- isolation -----------------------------------------------------------------------------
+
+
+def test_it_has_no_network_by_default(backend: str, sb: Sandbox, listener: Listener) -> None:
+    outside = sb.exec(connect_script("1.1.1.1", 53), timeout=10)
+    assert outside.exit_code != 0
+    for host in {"127.0.0.1", host_address_for(backend)}:
+        result = sb.exec(connect_script(host, listener.port), timeout=10)
+        assert result.exit_code != 0, f"reached the host at {host}"
+        assert "hello" not in result.stdout
+    assert listener.accepted == 0
+
+
+def test_it_reaches_the_network_only_for_a_network_exec(
+    backend: str, sb: Sandbox, listener: Listener
+) -> None:
+    host = host_address_for(backend)
+    online = sb.exec(connect_script(host, listener.port), timeout=10, network=True)
+    assert online.ok, online.stderr
+    assert online.stdout == "hello from the host\n"
+    assert listener.accepted == 1
+    # The next command is offline again.
+    offline = sb.exec(connect_script(host, listener.port), timeout=10)
+    assert offline.exit_code != 0
+    assert listener.accepted == 1
+
+
+def test_it_cannot_write_outside_the_workspace(sb: Sandbox) -> None:
+    name = f"ab-escape-{uuid.uuid4().hex[:8]}"
+    for directory in ("/etc", "/usr", "/root", "/", "/var/lib"):
+        result = sb.exec(["touch", f"{directory.rstrip('/')}/{name}"], timeout=10)
+        assert result.exit_code != 0, directory
+        assert not Path(directory, name).exists()
+    inside = sb.exec(f"touch /workspace/{name} /tmp/{name} && ls /tmp/{name}", timeout=10)
+    assert inside.ok, inside.stderr
+    created = sb.config.workspace / name
+    assert created.exists()
+    assert created.stat().st_uid == AGENT_UID
+    assert not Path("/tmp", name).exists()  # the sandbox's /tmp is its own tmpfs
+
+
+def test_it_stops_a_fork_bomb_with_the_pid_limit(sb: Sandbox) -> None:
+    forker = (
+        "import os, time\n"
+        "n = 0\n"
+        "try:\n"
+        "    for _ in range(1000):\n"
+        "        if os.fork() == 0:\n"
+        "            time.sleep(30)\n"
+        "            os._exit(0)\n"
+        "        n += 1\n"
+        "except OSError as exc:\n"
+        "    print(n, exc.errno)\n"
+    )
+    result = sb.exec(["python3", "-c", forker], timeout=10)
+    forked, errno_ = result.stdout.split()
+    assert int(forked) < sb.config.pids_limit
+    assert int(errno_) == 11  # EAGAIN: the PID limit, not something else
+    bomb = sb.exec("bomb() { bomb | bomb & }; bomb; sleep 2", timeout=4)
+    assert bomb.exit_code in (0, 2, 124, 137)
+    # The machine and the sandbox still work afterwards.
+    assert sb.exec("echo alive", timeout=10).stdout == "alive\n"
+    assert os.system("true") == 0
+
+
+def test_it_kills_a_memory_hog_with_137(sb: Sandbox) -> None:
+    hog = "chunks = []\nwhile True:\n    chunks.append(bytearray(16 * 1024 * 1024))\n"
+    result = sb.exec(["python3", "-c", hog], timeout=20)
+    assert result.exit_code == 137
+    assert result.oom_killed and not result.timed_out
+    assert sb.exec("echo alive", timeout=10).stdout == "alive\n"
+
+
+def test_a_kill_9_reports_137_without_oom(sb: Sandbox) -> None:
+    result = sb.exec("kill -9 $$", timeout=10)
+    assert result.exit_code == 137
+    assert not result.oom_killed and not result.timed_out
+
+
+# -- files ---------------------------------------------------------------------------------
+
+
+def test_it_round_trips_files(sb: Sandbox) -> None:
+    sb.write_file("/workspace/notes/a.txt", "from the host\n")
+    sb.write_file("b.bin", b"\x00\x01\xff")
+    assert sb.exec("cat notes/a.txt", timeout=10).stdout == "from the host\n"
+    assert sb.exec("od -An -tx1 b.bin", timeout=10).stdout.split() == ["00", "01", "ff"]
+    assert sb.exec("echo changed >> notes/a.txt && echo new > c.txt", timeout=10).ok
+    assert sb.read_file("notes/a.txt") == b"from the host\nchanged\n"
+    assert sb.read_file("/workspace/c.txt") == b"new\n"
+
+
+def test_it_copies_directories_in_and_out(sb: Sandbox, tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    (src / "pkg").mkdir(parents=True)
+    (src / "pkg" / "mod.py").write_text("VALUE = 1\n")
+    (src / "run.sh").write_text("#!/bin/sh\necho ran\n")
+    (src / "run.sh").chmod(0o755)
+    sb.copy_in(src, "/workspace/repo")
+    result = sb.exec(
+        "./run.sh && cat pkg/mod.py && echo more > pkg/new.txt", timeout=10, cwd="repo"
+    )
+    assert result.ok, result.stderr
+    assert result.stdout == "ran\nVALUE = 1\n"
+    out = tmp_path / "out"
+    sb.copy_out("repo", out)
+    assert (out / "pkg" / "mod.py").read_text() == "VALUE = 1\n"
+    assert (out / "pkg" / "new.txt").read_text() == "more\n"
+    assert os.access(out / "run.sh", os.X_OK)
+
+
+def test_it_refuses_paths_that_leave_the_workspace(sb: Sandbox, tmp_path: Path) -> None:
+    for path in ("../outside", "/etc/passwd", "/workspace/../etc/passwd", "a/../../b", "/work"):
+        with pytest.raises(SandboxPathError):
+            sb.read_file(path)
+        with pytest.raises(SandboxPathError):
+            sb.write_file(path, "x")
+    # Symlinks made inside the sandbox lead nowhere outside.
+    assert sb.exec("ln -s /etc etc_link && ln -s /etc/hostname host_link", timeout=10).ok
+    with pytest.raises(SandboxPathError):
+        sb.read_file("etc_link/hostname")
+    with pytest.raises(SandboxPathError):
+        sb.read_file("host_link")
+    with pytest.raises(SandboxPathError):
+        sb.write_file("etc_link/ab-planted", "x")
+    with pytest.raises(SandboxPathError):
+        sb.copy_in(tmp_path, "etc_link")
+    assert not Path("/etc/ab-planted").exists()
+    # Writing over a symlink replaces the link, never the file it points to.
+    hostname_before = Path("/etc/hostname").read_bytes()
+    sb.write_file("host_link", "replaced")
+    assert Path("/etc/hostname").read_bytes() == hostname_before
+    assert sb.read_file("host_link") == b"replaced"
+    # copy_out keeps links as links.
+    out = tmp_path / "out"
+    sb.copy_out("/workspace", out)
+    assert (out / "etc_link").is_symlink()
+    assert os.readlink(out / "etc_link") == "/etc"
+
+
+# -- lifecycle -----------------------------------------------------------------------------
+
+
+def test_it_leaves_nothing_behind_after_exit(make_sandbox: MakeSandbox) -> None:
+    marker = f"{uuid.uuid4().int % 10**6 + 10**6}.5"
+    sandbox = make_sandbox()
+    with sandbox:
+        sandbox.exec(f"(setsid sleep {marker} >/dev/null 2>&1 &) ; true", timeout=10)
+        assert leftovers(sandbox)
+    assert leftovers(sandbox) == []
+    deadline = time.monotonic() + 3
+    while host_processes_with(f"sleep {marker}") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert host_processes_with(f"sleep {marker}") == []
+    sandbox.close()  # a second close is harmless
+
+
+def test_it_leaves_nothing_behind_after_an_exception(make_sandbox: MakeSandbox) -> None:
+    sandbox = make_sandbox()
+    with pytest.raises(RuntimeError, match="boom"), sandbox:
+        assert sandbox.exec("true", timeout=10).ok
+        raise RuntimeError("boom")
+    assert leftovers(sandbox) == []
