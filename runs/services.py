@@ -415,9 +415,9 @@ def attempts_remove_containers(public_ids: Iterable) -> int:
     return removed
 
 
-def attempt_container_label(public_id) -> str:
+def attempt_container_label(public_id) -> dict[str, str]:
     """The label filter that selects one attempt's containers (set by the pipeline)."""
-    return f"agentbench.attempt={public_id}"
+    return {"agentbench.attempt": str(public_id)}
 
 
 # --- Totals ----------------------------------------------------------------------------

@@ -1,0 +1,204 @@
+"""Runs executed by real Celery worker processes, on both deployments:
+
+* PostgreSQL + Redis (production), and
+* SQLite + kombu's SQL transport (the embedded default).
+
+Runs are launched and steered through the ``ab`` command line; this process reads the
+workers' database through an extra connection alias. Attempts use the real pipeline and
+sandbox (scripted agent on custom-dev; the LLM agent against a local OpenAI-protocol server).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from runs.models import FINAL_STATES, Attempt, AttemptStatus, Run, RunStatus
+from tests.openai_fake_server import FakeOpenAIServer, error
+from tests.worker_stack import KINDS, create_stack, wait_until
+
+pytestmark = [pytest.mark.services, pytest.mark.slow]
+
+RUN_TIMEOUT = 300
+
+
+@pytest.fixture(params=KINDS)
+def stack(request, tmp_path, django_db_blocker):
+    with django_db_blocker.unblock():
+        stack = create_stack(request.param, tmp_path)
+        stack.connect()
+        try:
+            yield stack
+        finally:
+            stack.close()
+
+
+def launch(stack, *args: str) -> Run:
+    out = stack.ab("run-suite", "custom-dev", *args)
+    public_id = out.stdout.split("run ", 1)[1].split(":", 1)[0]
+    return Run.objects.using(stack.alias).get(public_id=public_id)
+
+
+def attempts(stack, run: Run):
+    return Attempt.objects.using(stack.alias).filter(run_id=run.id).order_by("id")
+
+
+def all_final(stack, run: Run) -> bool:
+    return not attempts(stack, run).exclude(status__in=FINAL_STATES).exists()
+
+
+def wait_final(stack, run: Run, timeout: float = RUN_TIMEOUT) -> Run:
+    wait_until(lambda: all_final(stack, run), timeout=timeout, what=f"run {run.public_id}")
+    # The run's own row is written right after its last attempt's.
+    wait_until(
+        lambda: Run.objects.using(stack.alias).get(pk=run.pk).finished_at,
+        timeout=30,
+        what="the run's bookkeeping",
+    )
+    return Run.objects.using(stack.alias).get(pk=run.pk)
+
+
+def reasons(stack, run: Run) -> dict[str, str | None]:
+    return {
+        f"{a.task.task_id}#{a.sample_index}": a.failure_reason_id
+        for a in attempts(stack, run).select_related("task")
+    }
+
+
+def test_two_workers_drain_one_run(stack):
+    run = launch(stack, "--variant", "scripted", "--samples", "2")
+    stack.start_worker("w1")
+    stack.start_worker("w2")
+    run = wait_final(stack, run)
+    assert run.status == RunStatus.FINISHED
+    got = reasons(stack, run)
+    assert len(got) == 12
+    assert got["toy_fail_pytest#0"] is None and got["toy_fail_pytest#1"] is None
+    assert got["toy_baseline_passes#0"] == "BASELINE_NOT_FAILING"
+    assert got["toy_no_tests#1"] == "NO_TESTS_COLLECTED"
+    assert got["toy_setup_fails#0"] == "SETUP_FAILED"
+    assert got["toy_setup_hangs#0"] == "SETUP_TIMEOUT"
+    workers = {a.worker.split("@")[0] for a in attempts(stack, run)}
+    assert workers == {"w1", "w2"}, workers
+    assert run.totals["final"] == 12 and run.totals["resolved"] == 2
+
+
+def test_a_worker_killed_mid_attempt_leaves_no_attempt_stuck(stack):
+    run = launch(stack, "--variant", "scripted", "--task", "toy_fail_pytest", "--samples", "3")
+    doomed = stack.start_worker("doomed")
+    victim = wait_until(
+        lambda: attempts(stack, run).filter(status=AttemptStatus.RUNNING).first(),
+        timeout=120,
+        what="an attempt to start",
+    )
+    stack.kill_worker(doomed)  # SIGKILL to the main process and its pool children
+    stack.start_worker("rescuer", beat=True)  # beat runs the reaper
+    run = wait_final(stack, run)
+    victim = Attempt.objects.using(stack.alias).get(pk=victim.pk)
+    assert victim.requeue_count == 1
+    assert victim.status == AttemptStatus.FINISHED
+    # It finished elsewhere, or (had it been lost twice) ended as infrastructure.
+    assert victim.failure_reason_id in (None, "SANDBOX_ERROR")
+    assert victim.worker.startswith("rescuer@")
+    assert victim.stages.using(stack.alias).filter(name="try 1: outcome").exists()
+    assert {a.status for a in attempts(stack, run)} == {AttemptStatus.FINISHED}
+    assert run.status == RunStatus.FINISHED
+
+
+def test_a_permanent_llm_error_aborts_the_run_and_the_other_queued_run_of_the_model(stack):
+    with FakeOpenAIServer([error(401, "Incorrect API key", "authentication_error")] * 40) as llm:
+        llm_args = ["--variant", "llm", "--model", "fake-model", "--base-url", llm.base_url]
+        first = launch(stack, *llm_args, "--task", "toy_fail_pytest", "--samples", "6")
+        second = launch(stack, *llm_args, "--task", "toy_fail_pytest", "--samples", "2")
+        assert first.model_config_id == second.model_config_id
+        stack.start_worker("w1", env={"OPENAI_API_KEY": "sk-wrong"})
+        first = wait_final(stack, first)
+        second = wait_final(stack, second)
+
+    assert first.status == RunStatus.ABORTED
+    assert first.fail_fast_code == "LLM_ERROR" and first.fail_fast_permanent
+    finished = attempts(stack, first).filter(status=AttemptStatus.FINISHED)
+    assert finished.count() == 3  # aborted within 3 attempts
+    assert {a.error_kind for a in finished} == {"permanent"}
+    skipped = attempts(stack, first).filter(status=AttemptStatus.SKIPPED)
+    assert skipped.count() == 3
+    assert all(a.error_text.startswith("[fail-fast]") for a in skipped)
+    assert second.status == RunStatus.ABORTED
+    assert second.fail_fast_reason.startswith(f"propagated from run {first.public_id}")
+    assert {a.status for a in attempts(stack, second)} == {AttemptStatus.SKIPPED}
+
+
+def test_a_transient_breach_aborts_only_its_run(stack):
+    rate_limited = error(429, "Rate limit reached", "rate_limit_exceeded")
+    with FakeOpenAIServer([rate_limited] * 40) as llm:
+        llm_args = ["--variant", "llm", "--model", "fake-model", "--base-url", llm.base_url]
+        first = launch(stack, *llm_args, "--task", "toy_fail_pytest", "--samples", "5")
+        second = launch(stack, *llm_args, "--task", "toy_fail_pytest", "--samples", "2")
+        stack.start_worker("w1", env={"OPENAI_API_KEY": "sk-test", "LLM_RETRY_MAX_ATTEMPTS": "1"})
+        first = wait_final(stack, first)
+        second = wait_final(stack, second)
+
+    assert first.status == RunStatus.ABORTED and not first.fail_fast_permanent
+    assert attempts(stack, first).filter(status=AttemptStatus.SKIPPED).count() == 2
+    # The other run of the same model ran its own attempts (two failures: under threshold).
+    assert second.status == RunStatus.FINISHED and second.fail_fast_reason == ""
+    assert [a.failure_reason_id for a in attempts(stack, second)] == ["LLM_ERROR", "LLM_ERROR"]
+    assert {a.error_kind for a in attempts(stack, second)} == {"transient"}
+
+
+def test_cancel_then_retry_then_resume(stack):
+    run = launch(stack, "--variant", "scripted", "--task", "toy_fail_pytest", "--samples", "4")
+    worker = stack.start_worker("w1")
+    running = wait_until(
+        lambda: attempts(stack, run).filter(status=AttemptStatus.RUNNING).first(),
+        timeout=120,
+        what="an attempt to start",
+    )
+    out = stack.ab("cancel-run", str(run.public_id))
+    assert "cancelled" in out.stdout
+    run = wait_final(stack, run)
+    assert run.status == RunStatus.CANCELLED
+    statuses = {a.id: a.status for a in attempts(stack, run)}
+    assert list(statuses.values()).count(AttemptStatus.CANCELLED) >= 3
+    running = Attempt.objects.using(stack.alias).get(pk=running.pk)
+    # The running one either stopped at its next stage (cancelled) or had already finished.
+    assert running.status in (AttemptStatus.CANCELLED, AttemptStatus.FINISHED)
+    assert all(
+        a.failure_reason_id == "INTERRUPTED"
+        for a in attempts(stack, run).filter(status=AttemptStatus.CANCELLED)
+    )
+
+    stack.kill_worker(worker)
+    out = stack.ab("retry-run", str(run.public_id))
+    retried = int(out.stdout.split(": ", 1)[1].split()[0])
+    assert retried >= 3
+    stack.purge_broker()  # the broker "lost" the retry messages
+    time.sleep(1)
+    assert attempts(stack, run).filter(status=AttemptStatus.QUEUED).count() == retried
+    out = stack.ab("resume-run", str(run.public_id))
+    assert f"re-sent {retried} queued attempt(s)" in out.stdout
+    stack.start_worker("w2")
+    run = wait_final(stack, run)
+    assert run.status == RunStatus.FINISHED
+    assert [a.failure_reason_id for a in attempts(stack, run)] == [None] * 4
+    retried_attempt = attempts(stack, run).filter(stages__name="try 1: outcome").first()
+    assert retried_attempt is not None
+
+
+def test_run_suite_wait_prints_a_summary_by_reason(stack):
+    stack.start_worker("w1", concurrency=2)
+    out = stack.ab(
+        "run-suite",
+        "custom-dev",
+        "--variant",
+        "scripted",
+        "--samples",
+        "1",
+        "--wait",
+        "--poll",
+        "0.5",
+    )
+    assert "RESOLVED" in out.stdout and "SETUP_FAILED" in out.stdout
+    assert "BASELINE_NOT_FAILING" in out.stdout
+    assert out.stdout.rstrip().endswith("finished")

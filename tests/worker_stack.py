@@ -1,0 +1,226 @@
+"""Real Celery worker processes against a real database and broker, for tests and bench/.
+
+Two stacks:
+
+* ``postgres+redis``: a fresh PostgreSQL database per stack and a Redis database number that
+  is emptied first (the servers `.ci/test` starts);
+* ``sqlite+sqla``: the embedded default, a SQLite file and kombu's SQL transport on another
+  SQLite file, in a temporary ``AB_VAR_DIR``.
+
+Workers are ``celery -A benchsite worker`` subprocesses, each in its own process group so a
+test can SIGKILL a whole worker (main process and pool children) at once. This process reads
+the same database through an extra Django connection alias (``Stack.alias``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import dj_database_url
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+PG_ADMIN_URL = os.environ.get("AB_TEST_PG_URL", "postgres://postgres@127.0.0.1:5432/postgres")
+REDIS_URL = os.environ.get("AB_TEST_REDIS_URL", "redis://127.0.0.1:6379/11")
+KINDS = ("postgres+redis", "sqlite+sqla")
+
+# Short heartbeats and stale thresholds, so the reaper acts within seconds in tests.
+FAST_WORKER_ENV = {
+    "ATTEMPT_HEARTBEAT_SEC": "1",
+    "ATTEMPT_STALE_AFTER_SEC": "6",
+    "ATTEMPT_REAPER_INTERVAL_SEC": "2",
+    "CELERY_POLLING_INTERVAL_SEC": "0.1",
+    "LOG_LEVEL": "WARNING",
+}
+
+
+@dataclass
+class Stack:
+    kind: str
+    var_dir: Path
+    env: dict[str, str]
+    database_url: str
+    alias: str = field(default_factory=lambda: f"stack_{uuid.uuid4().hex[:8]}")
+    workers: list[subprocess.Popen] = field(default_factory=list)
+    pg_database: str = ""
+
+    # --- processes ----------------------------------------------------------------------
+
+    def ab(
+        self, *args: str, timeout: float = 300, check: bool = True
+    ) -> subprocess.CompletedProcess:
+        out = subprocess.run(
+            [sys.executable, "-m", "benchsite.cli", *args],
+            cwd=REPO_ROOT,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if check and out.returncode != 0:
+            raise AssertionError(f"ab {' '.join(args)} exited {out.returncode}:\n{out.stderr}")
+        return out
+
+    def start_worker(
+        self, name: str, *, concurrency: int = 1, beat: bool = False, env: dict | None = None
+    ) -> subprocess.Popen:
+        argv = [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "benchsite",
+            "worker",
+            "--hostname",
+            f"{name}@%h",
+            "--concurrency",
+            str(concurrency),
+            "--prefetch-multiplier",
+            "1",
+            "-O",
+            "fair",
+            "--without-gossip",
+            "--without-mingle",
+            "--loglevel",
+            "INFO",
+        ]
+        if beat:
+            argv += ["--beat", "--schedule", str(self.var_dir / f"beat-{name}")]
+        log = open(self.var_dir / f"worker-{name}.log", "ab")  # noqa: SIM115 (kept by Popen)
+        proc = subprocess.Popen(
+            argv,
+            cwd=REPO_ROOT,
+            env=self.env | (env or {}),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        proc.name = name  # type: ignore[attr-defined]
+        self.workers.append(proc)
+        return proc
+
+    def kill_worker(self, proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        proc.wait(timeout=30)
+
+    def stop_workers(self) -> None:
+        for proc in self.workers:
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGTERM)
+                    proc.wait(timeout=30)
+                except (ProcessLookupError, subprocess.TimeoutExpired):
+                    self.kill_worker(proc)
+        self.workers.clear()
+
+    def worker_log(self, name: str) -> str:
+        path = self.var_dir / f"worker-{name}.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    # --- the broker ---------------------------------------------------------------------
+
+    def purge_broker(self) -> None:
+        """Drop every waiting message, as a broker that lost its queue would."""
+        subprocess.run(
+            [sys.executable, "-m", "celery", "-A", "benchsite", "purge", "-f"],
+            cwd=REPO_ROOT,
+            env=self.env,
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+
+    # --- the database, from this process ------------------------------------------------
+
+    def connect(self) -> str:
+        """Register this stack's database as a Django connection alias in this process."""
+        from django.db import connections
+
+        config = dj_database_url.parse(self.database_url)
+        if config["ENGINE"] == "django.db.backends.sqlite3":
+            config["OPTIONS"] = {"timeout": 30, "transaction_mode": "IMMEDIATE"}
+        connections.settings[self.alias] = config
+        connections.configure_settings(connections.settings)
+        return self.alias
+
+    def disconnect(self) -> None:
+        from django.db import connections
+
+        if self.alias in connections.settings:
+            connections[self.alias].close()
+            del connections.settings[self.alias]
+
+    def close(self) -> None:
+        self.stop_workers()
+        self.disconnect()
+        if self.pg_database:
+            _psql(f'DROP DATABASE IF EXISTS "{self.pg_database}" WITH (FORCE)')
+
+
+def create_stack(kind: str, tmp_path: Path, extra_env: dict | None = None) -> Stack:
+    """Create the database (migrated, custom-dev imported) and return the stack's settings."""
+    var_dir = tmp_path / f"var-{kind.replace('+', '-')}"
+    var_dir.mkdir(parents=True, exist_ok=True)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("DATABASE_URL", "CELERY_", "PYTEST", "DJANGO_SETTINGS"))
+    }
+    env |= {
+        "AB_VAR_DIR": str(var_dir),
+        "ARTIFACTS_ROOT": str(var_dir / "artifacts"),
+        "DJANGO_SETTINGS_MODULE": "benchsite.settings",
+        "PYTHONPATH": str(REPO_ROOT),
+    }
+    env |= FAST_WORKER_ENV | (extra_env or {})
+    pg_database = ""
+    if kind == "postgres+redis":
+        pg_database = f"ab_test_{uuid.uuid4().hex[:10]}"
+        _psql(f'CREATE DATABASE "{pg_database}"')
+        database_url = PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{pg_database}"
+        env |= {"DATABASE_URL": database_url, "CELERY_BROKER_URL": REDIS_URL}
+        _redis_flush(REDIS_URL)
+    elif kind == "sqlite+sqla":
+        database_url = f"sqlite:///{var_dir / 'db.sqlite3'}"
+    else:
+        raise ValueError(f"unknown stack kind {kind!r}")
+    stack = Stack(kind=kind, var_dir=var_dir, env=env, database_url=database_url)
+    stack.pg_database = pg_database
+    stack.ab("import-tasks", str(REPO_ROOT / "tasks"))
+    return stack
+
+
+def _psql(sql: str) -> None:
+    subprocess.run(
+        ["psql", PG_ADMIN_URL, "-v", "ON_ERROR_STOP=1", "-q", "-c", sql],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+
+
+def _redis_flush(url: str) -> None:
+    import redis
+
+    redis.Redis.from_url(url).flushdb()
+
+
+def wait_until(predicate: Callable[[], object], *, timeout: float, what: str, poll=0.25):
+    """Poll until ``predicate()`` is truthy; return its value, or fail naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(poll)
