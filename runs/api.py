@@ -17,7 +17,7 @@ from ninja.pagination import paginate
 from benchsite.accounts.auth import ARTIFACT_READ, AUTHENTICATED, PUBLIC_READ, write_throttle
 from benchsite.accounts.models import AuditAction
 from benchsite.accounts.services import audit_event_record
-from benchsite.api_common import Pages
+from benchsite.api_common import Pages, Text
 from benchsite.api_errors import ApiConflict, ApiInputError, ErrorOut
 from runs import artifacts
 from runs.api_results import router as results_router
@@ -123,7 +123,7 @@ def model_config_list(request: HttpRequest, filters: Query[ModelConfigFilter]):
     auth=PUBLIC_READ,
     summary="One model configuration, by name, slug or public id",
 )
-def model_config_detail(request: HttpRequest, ref: str):
+def model_config_detail(request: HttpRequest, ref: Text):
     return model_or_404(ref, field="ref")
 
 
@@ -287,7 +287,7 @@ def attempt_detail(request: HttpRequest, public_id: uuid.UUID):
     url_name="attempt_artifact",
     summary="Download one artifact file of an attempt",
 )
-def attempt_artifact(request: HttpRequest, public_id: uuid.UUID, path: str):
+def attempt_artifact(request: HttpRequest, public_id: uuid.UUID, path: Text):
     attempt = get_object_or_404(Attempt, public_id=public_id)
     try:
         name = artifacts.artifact_name(attempt, path)

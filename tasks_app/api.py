@@ -108,7 +108,7 @@ def suite_list(request: HttpRequest, filters: Query[SuiteFilter]):
     auth=PUBLIC_READ,
     summary="One suite",
 )
-def suite_detail(request: HttpRequest, name: str):
+def suite_detail(request: HttpRequest, name: Text):
     return get_object_or_404(Suite.objects.with_task_counts(), name=name)
 
 
