@@ -199,6 +199,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             failed += 1
             print(f"FAIL  {label}: {exc}", flush=True)
             continue
+        except Exception as exc:  # a broken check is a failed check, reported on one line
+            failed += 1
+            print(f"FAIL  {label}: unexpected {type(exc).__name__}: {exc}", flush=True)
+            continue
         print(f"OK    {label}" + (f" ({detail})" if detail else ""), flush=True)
     print("all checks passed" if not failed else f"{failed} check(s) failed")
     return 1 if failed else 0
@@ -293,9 +297,10 @@ def _sandbox_exec(backend: str, command: str, *, network: bool):
     from sandbox.errors import SandboxError
 
     with tempfile.TemporaryDirectory(prefix="ab-doctor-") as tmp:
+        # The sandbox user (not root) must be able to reach the workspace through its parent.
+        Path(tmp).chmod(0o755)
         workspace = Path(tmp) / "workspace"
         workspace.mkdir()
-        workspace.chmod(0o777)
         config = SandboxConfig(
             name=f"ab-doctor-{uuid.uuid4().hex[:12]}",
             workspace=workspace,

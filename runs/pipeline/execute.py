@@ -276,6 +276,8 @@ class _Execution:
                 "agentbench.attempt": public_id,
                 "agentbench.run": str(self.attempt.run.public_id),
             },
+            # Lets an operator (and the tests) find every process of an attempt on the host.
+            env={"AGENTBENCH_ATTEMPT": public_id},
         )
 
     def _checkpoint(self, name: str, stage: Stage) -> None:
