@@ -19,6 +19,7 @@ from django.utils import timezone
 from runs.models import Attempt, AttemptStatus, Run, RunSource, RunStatus
 from runs.services import attempts_enqueue, run_refresh_totals
 from tasks_app.models import Suite, Task
+from tasks_app.swebench.bulk import insert_rows
 from tasks_app.swebench.dataset import read_records
 from tasks_app.swebench.errors import Problem, SwebenchInputError
 from tasks_app.swebench.outcomes import Kind, external_model, finished_attempt
@@ -114,7 +115,10 @@ def predictions_import(
     suite = Suite.objects.filter(name=suite_name).first()
     if suite is None:
         raise SwebenchInputError([Problem("suite", f"no suite named {suite_name!r}")], filename)
-    tasks = list(Task.objects.filter(suite=suite).order_by("task_id"))
+    # Only what the attempts need: the full rows carry every patch and test list.
+    tasks = list(
+        Task.objects.for_suite(suite).only("id", "task_id", "revision").order_by("task_id")
+    )
     by_id = {p.instance_id: p for p in predictions}
     known = {t.task_id for t in tasks}
     unknown = [
@@ -162,7 +166,7 @@ def predictions_import(
                         final_patch=prediction.patch or "",
                     )
                 )
-        Attempt.objects.bulk_create(attempts, batch_size=500)
+        insert_rows(attempts)
         queued = list(run.attempts.filter(status=AttemptStatus.QUEUED).values_list("id", flat=True))
         report.queued = len(queued)
         report.attempt_ids = queued

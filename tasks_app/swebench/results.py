@@ -28,9 +28,10 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from runs.models import Attempt, Run, RunSource, RunStatus
+from runs.models import Run, RunSource, RunStatus
 from runs.services import run_refresh_totals
 from tasks_app.models import Suite, Task
+from tasks_app.swebench.bulk import insert_rows
 from tasks_app.swebench.dataset import kind_of
 from tasks_app.swebench.errors import Problem, SwebenchInputError
 from tasks_app.swebench.fields import INSTANCE_ID_RE
@@ -358,7 +359,10 @@ def results_import(
     suite = Suite.objects.filter(name=suite_name).first()
     if suite is None:
         raise SwebenchInputError([Problem("suite", f"no suite named {suite_name!r}")])
-    tasks = list(Task.objects.filter(suite=suite).order_by("task_id"))
+    # Only what the attempts need: the full rows carry every patch and test list.
+    tasks = list(
+        Task.objects.for_suite(suite).only("id", "task_id", "revision").order_by("task_id")
+    )
     by_id = {task.task_id: task for task in tasks}
     unknown = sorted(set(results) - set(by_id))
     if unknown and not ignore_unknown:
@@ -419,7 +423,7 @@ def results_import(
                     patch=patches.get(task.task_id),
                 )
             )
-        Attempt.objects.bulk_create(attempts, batch_size=500)
+        insert_rows(attempts)
         run.config_snapshot = {
             "results_hash": digest,
             "source_file": filename,
