@@ -1,0 +1,87 @@
+"""Run page with live progress and staff actions; suite and task pages."""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+from django.urls import reverse
+
+from runs.models import AttemptStatus, RunStatus
+from tasks_app.models import Task
+from tests.pages_fixtures import make_attempt, make_model, make_run, make_suite
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def running():
+    suite = make_suite("live", tasks=3)
+    run = make_run(suite, make_model("runner"), status=RunStatus.RUNNING)
+    tasks = list(Task.objects.for_suite(suite).order_by("task_id"))
+    make_attempt(run, tasks[0], None)
+    make_attempt(run, tasks[1], "SANDBOX_ERROR")
+    make_attempt(run, tasks[2], None, status=AttemptStatus.RUNNING)
+    return run
+
+
+def test_the_progress_fragment_counts_by_status_and_reason(client, running):
+    response = client.get(reverse("run-progress", args=[running.public_id]))
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert 'data-final="0"' in body
+    assert "2 of 3 attempts final (67%)" in body
+    assert "SANDBOX_ERROR" in body and "infrastructure" in body
+
+
+def test_the_run_page_polls_the_fragment_until_final(client, running):
+    body = client.get(reverse("run-detail", args=[running.public_id])).content.decode()
+    assert f'data-poll="{reverse("run-progress", args=[running.public_id])}"' in body
+    assert "js/poll.js" in body
+    running.status = RunStatus.FINISHED
+    running.save(update_fields=["status"])
+    fragment = client.get(reverse("run-progress", args=[running.public_id])).content.decode()
+    assert 'data-final="1"' in fragment
+
+
+def test_staff_see_the_run_actions_that_exist_and_others_see_none(client, running, alice, bob):
+    from django.urls import NoReverseMatch
+
+    expected = []
+    for name in ("run-cancel", "run-retry", "run-resume"):
+        with contextlib.suppress(NoReverseMatch):
+            expected.append(reverse(name, args=[running.public_id]))
+    client.force_login(bob)
+    body = client.get(reverse("run-detail", args=[running.public_id])).content.decode()
+    assert 'id="run-actions"' not in body
+    client.force_login(alice)
+    body = client.get(reverse("run-detail", args=[running.public_id])).content.decode()
+    for url in expected:
+        assert f'action="{url}"' in body
+    assert ('id="run-actions"' in body) == bool(expected)
+
+
+def test_the_task_page_lists_every_attempt_and_marks_stale_ones(client, running):
+    task = Task.objects.for_suite(running.suite).order_by("task_id").first()
+    make_attempt(make_run(running.suite, make_model("second")), task, "TESTS_FAILED")
+    Task.objects.filter(id=task.id).update(
+        revision=2, problem_statement="<script>window.__xss=1</script>"
+    )
+    response = client.get(reverse("task-detail", args=[running.suite.name, task.task_id]))
+    body = response.content.decode()
+    assert len(response.context["attempts"]) == 2
+    assert body.count("stale r1") == 2
+    assert "&lt;script&gt;window.__xss=1&lt;/script&gt;" in body
+    assert "<script>window.__xss=1</script>" not in body
+
+
+def test_the_suite_page_links_its_results(client, running):
+    body = client.get(reverse("suite-detail", args=[running.suite.name])).content.decode()
+    for name in ("suite-leaderboard", "suite-compare", "suite-taxonomy", "suite-attempts"):
+        assert reverse(name, args=[running.suite.name]) in body
+    assert "task-002" in body
+
+
+def test_home_links_every_suites_leaderboard(client, running):
+    body = client.get(reverse("home")).content.decode()
+    assert reverse("suite-leaderboard", args=["live"]) in body
