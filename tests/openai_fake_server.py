@@ -99,7 +99,7 @@ class FakeOpenAIServer:
                 payload = json.loads(self.rfile.read(length) or b"{}")
                 with server._lock:
                     server.requests.append(payload)
-                    server.headers.append(dict(self.headers))
+                    server.headers.append({k.lower(): v for k, v in self.headers.items()})
                     reply = server.replies.pop(0) if server.replies else None
                 if not self.path.endswith("/chat/completions"):
                     reply = error(404, f"unknown path {self.path}", "not_found_error")

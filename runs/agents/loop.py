@@ -227,6 +227,7 @@ class AgentLoop:
             timed_out=result.timed_out,
             duration_sec=round(result.duration_sec, 3),
             artifact=result.artifact,
+            output=(result.stdout + result.stderr)[-2000:],
         )
         self.state.last_tests = result
         self.state.tests_stale = False

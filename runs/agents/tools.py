@@ -23,6 +23,7 @@ from runs.agents.patching import PatchError, check_relative_path, normalize_patc
 from sandbox.base import ExecResult, Sandbox
 
 OBSERVATION_CHARS = 12_000
+EVENT_OUTPUT_CHARS = 4_000
 READ_MAX_LINES = 1_000
 READ_MAX_CHARS = 60_000
 READ_MAX_BYTES = 2_000_000
@@ -294,7 +295,9 @@ class Toolbox:
                 step=step,
                 tool=name,
                 ok=result.ok,
-                error=result.error[:500],
+                # What the agent saw, for the trajectory view (the full text is in logs/).
+                output=_clip(result.observation(), EVENT_OUTPUT_CHARS),
+                **({"error": result.error[:500]} if not result.ok else {}),
                 duration_sec=duration,
                 artifact=result.artifact,
                 exit_code=getattr(result, "exit_code", None),
