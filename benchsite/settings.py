@@ -129,8 +129,6 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "polling_interval": envfloat("CELERY_POLLING_INTERVAL_SEC", 0.2),
 }
 CELERY_WORKER_CONCURRENCY = envint("CELERY_WORKER_CONCURRENCY", 1)
-
-# Harness.
 # The reaper (runs.tasks.attempts_reap_task) runs under celery beat: `ab serve` and
 # `ab worker --beat` start it. Run beat once per deployment (it is idempotent if not).
 ATTEMPT_REAPER_INTERVAL_SEC = envint("ATTEMPT_REAPER_INTERVAL_SEC", 30)
@@ -140,6 +138,8 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(ATTEMPT_REAPER_INTERVAL_SEC),
     },
 }
+
+# Harness.
 AB_TASKS_DIR = Path(envstr("AB_TASKS_DIR", str(BASE_DIR / "tasks")))
 HARNESS_VERSION = "0.1.0"
 SANDBOX_BACKEND = envstr("SANDBOX_BACKEND", "auto")  # auto | docker | bwrap
@@ -151,8 +151,6 @@ SANDBOX_OUTPUT_CAP_BYTES = envint("SANDBOX_OUTPUT_CAP_BYTES", 1_000_000)
 FAIL_FAST_THRESHOLD = envint("FAIL_FAST_THRESHOLD", 3)
 ATTEMPT_HEARTBEAT_SEC = envint("ATTEMPT_HEARTBEAT_SEC", 10)
 ATTEMPT_STALE_AFTER_SEC = envint("ATTEMPT_STALE_AFTER_SEC", 120)
-
-# LLM defaults for model configurations that leave them empty.
 # Host-side git clone / checkout of a task's repository (each); past it the attempt is TIMEOUT.
 GIT_CLONE_TIMEOUT_SEC = envint("GIT_CLONE_TIMEOUT_SEC", 300)
 # A running attempt whose worker went silent is requeued this many times, then ended.
@@ -161,12 +159,20 @@ ATTEMPT_MAX_REQUEUES = envint("ATTEMPT_MAX_REQUEUES", 1)
 ATTEMPT_TIME_MARGIN_SEC = envint("ATTEMPT_TIME_MARGIN_SEC", 300)
 # The reasons that count toward fail-fast's consecutive same-fingerprint failures.
 FAIL_FAST_REASONS = envlist("FAIL_FAST_REASONS", "LLM_ERROR,SANDBOX_ERROR,UNKNOWN")
+
+# LLM defaults for model configurations that leave them empty.
 LLM_BASE_URL = envstr("LLM_BASE_URL", "https://api.openai.com/v1")
 LLM_API_KEY_ENV = envstr("LLM_API_KEY_ENV", "OPENAI_API_KEY")
 LLM_REQUEST_TIMEOUT_SEC = envfloat("LLM_REQUEST_TIMEOUT_SEC", 120.0)
 LLM_LOG_MESSAGES = envbool("AGENTBENCH_LOG_LLM_MESSAGES", True)
 LLM_LOG_MAX_CHARS = envint("AGENTBENCH_LLM_LOG_MAX_CHARS", 2_000_000)
 STRICT_PATCH = envbool("AGENTBENCH_STRICT_PATCH", False)
+# The LLM agent retries transient API errors itself (exponential backoff with jitter).
+LLM_RETRY_MAX_ATTEMPTS = envint("LLM_RETRY_MAX_ATTEMPTS", 5)
+LLM_RETRY_BASE_DELAY_SEC = envfloat("LLM_RETRY_BASE_DELAY_SEC", 1.0)
+LLM_RETRY_MAX_DELAY_SEC = envfloat("LLM_RETRY_MAX_DELAY_SEC", 30.0)
+# A JSON file of model prices (USD per million tokens) over the built-in table.
+LLM_PRICE_TABLE = envstr("LLM_PRICE_TABLE", "")
 
 # Access.
 ANONYMOUS_READ_LEADERBOARDS = envbool("ANONYMOUS_READ_LEADERBOARDS", True)
