@@ -2,20 +2,20 @@
 
 Layout inside: the runner rootfs (the same debootstrap tree the Docker image is imported from)
 read-only at ``/``, the workspace read-write at ``config.workspace_path``, tmpfs ``/tmp`` and
-``/home/agent``, a private ``/proc`` and ``/dev``. No network namespace is shared unless the
-exec asks for ``network=True``.
+``/home/agent``, a private ``/proc`` and ``/dev``, all namespaces unshared (the network one is
+shared with the host only for an exec with ``network=True``), no further user namespaces.
 
-Privileges: run as root, the host launches bwrap as the unprivileged host uid 1000 (the same uid
-Docker's ``agent`` user has), so a breakout lands on an ordinary user, never root. The workspace
-and the rootfs are handed over as open file descriptors (``--bind-fd``), so they may sit below
-directories that uid cannot enter (pytest's ``tmp_path`` is under a 0700 directory).
+Privileges: run as root, the host runs bwrap as the unprivileged host uid 1000 (the uid
+Docker's ``agent`` user has), so a breakout lands on an ordinary user, never root. Workspaces
+often sit below directories that uid cannot enter (pytest's ``tmp_path``), so root bind-mounts
+each workspace once at ``/run/agentbench/ws/<name>`` for the sandbox's lifetime.
 
 Limits: a per-sandbox cgroup (pids, memory without extra swap, CPU quota) when cgroups are
-writable, else rlimits (RLIMIT_NPROC counts per user namespace, RLIMIT_AS). bwrap is started
-blocked (``--block-fd``); the host moves it into the cgroup, or sets the rlimits, and only then
-lets the command run, so no process escapes the limits. The command runs under a PID namespace
-whose init dies with bwrap (``--die-with-parent``): killing bwrap kills the whole process tree,
-background jobs included, and nothing outlives an exec.
+writable, else rlimits set by ``prlimit`` (RLIMIT_NPROC, RLIMIT_AS, RLIMIT_CPU). bwrap is forked
+by a small spawner process that sits in the cgroup (see sandbox/spawner.py), so every process
+of every exec is born inside the limits. The command runs under a PID namespace whose init dies
+with bwrap (``--die-with-parent``): killing bwrap kills the whole process tree, background jobs
+included, and nothing outlives an exec.
 """
 
 from __future__ import annotations
@@ -27,15 +27,15 @@ import os
 import selectors
 import shutil
 import signal
-import subprocess
 import threading
 import time
 from pathlib import Path
 
 from sandbox import cgroups, filesystem, mounts
-from sandbox.base import AGENT_UID, ExecResult, Sandbox, SandboxConfig
+from sandbox.base import AGENT_UID, KILLED_EXIT_CODE, ExecResult, Sandbox, SandboxConfig
 from sandbox.errors import SandboxError, SandboxUnavailable
-from sandbox.output import CappedOutput, build_result, exit_status
+from sandbox.output import CappedOutput, build_result
+from sandbox.spawner import Spawner, SpawnerError
 
 DEFAULT_ROOTFS = Path("/var/lib/agentbench/rootfs/py-runner")
 EXPOSE_ROOT = Path("/run/agentbench/ws")
@@ -62,9 +62,12 @@ def unavailable_reason(rootfs: Path | None = None) -> str | None:
         )
     if rootfs in _WORKING_ROOTFS:
         return None
-    probe = BwrapSandbox(SandboxConfig(name="probe", workspace=rootfs / "workspace"), rootfs=rootfs)
+    probe = BwrapSandbox(
+        SandboxConfig(name="probe", workspace=rootfs / "workspace"), rootfs=rootfs, probe=True
+    )
     try:
-        result = probe.run_probe()
+        with probe:
+            result = probe.exec(["true"], timeout=10)
     except (OSError, SandboxError) as exc:
         return f"bubblewrap cannot create a sandbox here: {exc}"
     if result.exit_code != 0:
@@ -77,13 +80,15 @@ def unavailable_reason(rootfs: Path | None = None) -> str | None:
 class BwrapSandbox(Sandbox):
     backend = "bwrap"
 
-    def __init__(self, config: SandboxConfig, *, rootfs: Path | None = None):
+    def __init__(self, config: SandboxConfig, *, rootfs: Path | None = None, probe: bool = False):
         super().__init__(config)
         self.rootfs = rootfs or default_rootfs()
+        # A probe checks that bwrap works at all: no cgroup, no workspace handling.
+        self._probe = probe
         self._cgroup: cgroups.SandboxCgroup | None = None
-        self._running: set[subprocess.Popen[bytes]] = set()
+        self._spawner: Spawner | None = None
+        self._running: dict[int, int] = {}  # bwrap pid -> pidfd, for close()
         self._lock = threading.Lock()
-        self._started = False
         # Drop to the agent's host uid when we can; a non-root caller runs bwrap as itself.
         self._host_uid = AGENT_UID if os.geteuid() == 0 else None
         self._exposed: Path | None = None
@@ -94,44 +99,45 @@ class BwrapSandbox(Sandbox):
         """``cgroup-v1``/``cgroup-v2`` (limits shared by the sandbox) or ``rlimit``."""
         return f"cgroup-v{self._cgroup.version}" if self._cgroup else "rlimit"
 
-    def start(self) -> None:
-        reason = unavailable_reason(self.rootfs)
-        if reason:
-            raise SandboxUnavailable(reason)
-        self.config.workspace.mkdir(parents=True, exist_ok=True)
-        filesystem.chown_tree_for_agent(self.config.workspace)
-        if self._host_uid is not None:
-            self._expose_workspace()
-        if cgroups.detect() is None:
-            group = cgroups.SandboxCgroup(
-                f"ab-{self.config.name}",
-                cgroups.Limits(
-                    pids=self.config.pids_limit,
-                    memory_bytes=self.config.memory_mb * 1024 * 1024,
-                    cpus=self.config.cpus,
-                ),
-            )
-            try:
-                group.create()
-            except OSError as exc:
-                group.remove()
-                raise SandboxError(f"cannot create the sandbox cgroup: {exc}") from exc
-            self._cgroup = group
-        self._started = True
+    # -- lifecycle --------------------------------------------------------------------------
 
-    def close(self) -> None:
-        with self._lock:
-            running = list(self._running)
-        for proc in running:
-            _kill(proc)
-        if self._cgroup is not None:
-            self._cgroup.remove()
-            self._cgroup = None
-        if self._exposed is not None:
-            mounts.unbind(self._exposed)
-            self._exposed = None
-            self._workspace_source = self.config.workspace
-        self._started = False
+    def start(self) -> None:
+        if not self._probe:
+            reason = unavailable_reason(self.rootfs)
+            if reason:
+                raise SandboxUnavailable(reason)
+            self.config.workspace.mkdir(parents=True, exist_ok=True)
+            filesystem.chown_tree_for_agent(self.config.workspace)
+            if self._host_uid is not None:
+                self._expose_workspace()
+            if cgroups.detect() is None:
+                self._cgroup = self._create_cgroup()
+        spawner = Spawner(user=self._host_uid, label=f"ab-{self.config.name}")
+        try:
+            spawner.start()
+            if self._cgroup is not None:
+                # Before the first request: everything it forks is born in the group.
+                self._cgroup.add(spawner.pid)
+        except OSError as exc:
+            spawner.close()
+            raise SandboxError(f"cannot start the bwrap spawner: {exc}") from exc
+        self._spawner = spawner
+
+    def _create_cgroup(self) -> cgroups.SandboxCgroup:
+        group = cgroups.SandboxCgroup(
+            f"ab-{self.config.name}",
+            cgroups.Limits(
+                pids=self.config.pids_limit,
+                memory_bytes=self.config.memory_mb * 1024 * 1024,
+                cpus=self.config.cpus,
+            ),
+        )
+        try:
+            group.create()
+        except OSError as exc:
+            group.remove()
+            raise SandboxError(f"cannot create the sandbox cgroup: {exc}") from exc
+        return group
 
     def _expose_workspace(self) -> None:
         """bwrap running as uid 1000 must reach the workspace by path, and workspaces often sit
@@ -150,6 +156,22 @@ class BwrapSandbox(Sandbox):
         self._exposed = target
         self._workspace_source = target
 
+    def close(self) -> None:
+        with self._lock:
+            running = list(self._running.values())
+        for pidfd in running:
+            _kill(pidfd)
+        if self._spawner is not None:
+            self._spawner.close()
+            self._spawner = None
+        if self._cgroup is not None:
+            self._cgroup.remove()
+            self._cgroup = None
+        if self._exposed is not None:
+            mounts.unbind(self._exposed)
+            self._exposed = None
+            self._workspace_source = self.config.workspace
+
     # -- commands ---------------------------------------------------------------------------
 
     def exec(
@@ -161,16 +183,76 @@ class BwrapSandbox(Sandbox):
         env: dict[str, str] | None = None,
         network: bool = False,
     ) -> ExecResult:
-        if not self._started:
+        if self._spawner is None:
             raise SandboxError("exec on a bwrap sandbox that is not started")
-        return self._run(cmd, timeout=timeout, cwd=cwd, env=env, network=network)
-
-    def run_probe(self) -> ExecResult:
-        """One trivial command with the production flags, no limits: proves bwrap works."""
-        return self._run(["true"], timeout=10, cwd="/", env=None, network=False, probe=True)
+        argv = ["sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
+        full_env = {
+            "PATH": PATH_ENV,
+            "HOME": "/home/agent",
+            "USER": "agent",
+            "LANG": "C.UTF-8",
+            **self.config.env,
+            **(env or {}),
+        }
+        args = self._rlimit_prefix(timeout) + self._bwrap_args(
+            argv, cwd=_resolve_cwd(self.config, cwd), env=full_env, network=network
+        )
+        pipes = {name: os.pipe() for name in ("stdout", "stderr", "status")}
+        oom_before = self._cgroup.oom_kills() if self._cgroup else 0
+        started = time.monotonic()
+        try:
+            with open(os.devnull, "rb") as devnull:
+                child_fds = [devnull.fileno()] + [
+                    pipes[n][1] for n in ("stdout", "stderr", "status")
+                ]
+                pid = self._spawner.spawn(args, {"PATH": PATH_ENV}, child_fds)
+        except SpawnerError as exc:
+            for r, w in pipes.values():
+                os.close(r)
+                os.close(w)
+            raise SandboxError(f"cannot start bwrap: {exc}") from exc
+        for _r, w in pipes.values():
+            os.close(w)
+        pidfd = _pidfd(pid)
+        if pidfd is not None:
+            with self._lock:
+                self._running[pid] = pidfd
+        try:
+            output = CappedOutput(self.config.output_cap_bytes)
+            status = bytearray()
+            readers = {pipes[n][0]: n for n in ("stdout", "stderr", "status")}
+            timed_out = _pump(readers, output, status, deadline=started + timeout)
+            if timed_out:
+                _kill(pidfd)
+                _pump(readers, output, status, deadline=time.monotonic() + DRAIN_AFTER_KILL_SEC)
+        finally:
+            for r, _w in pipes.values():
+                with contextlib.suppress(OSError):
+                    os.close(r)
+            if pidfd is not None:
+                with self._lock:
+                    self._running.pop(pid, None)
+                os.close(pidfd)
+        exit_code = _exit_code(bytes(status))
+        if exit_code is None and not timed_out:
+            if b"child-pid" not in status:
+                raise SandboxError(f"bubblewrap failed: {output.text('stderr').strip()}")
+            exit_code = KILLED_EXIT_CODE  # bwrap itself was killed from outside
+        oom = (
+            self._cgroup is not None
+            and exit_code == KILLED_EXIT_CODE
+            and self._cgroup.oom_kills() > oom_before
+        )
+        return build_result(
+            output=output,
+            exit_code=exit_code if exit_code is not None else KILLED_EXIT_CODE,
+            duration_sec=time.monotonic() - started,
+            timed_out=timed_out,
+            oom_killed=oom,
+        )
 
     def _bwrap_args(
-        self, argv: list[str], *, cwd: str, env: dict[str, str], network: bool, fds: dict[str, int]
+        self, argv: list[str], *, cwd: str, env: dict[str, str], network: bool
     ) -> list[str]:
         tmp_size = str(self.config.memory_mb * 1024 * 1024 // 2)
         args = [
@@ -196,119 +278,15 @@ class BwrapSandbox(Sandbox):
         args += ["--chdir", cwd, "--clearenv"]
         for key, value in env.items():
             args += ["--setenv", key, value]
-        args += ["--info-fd", str(fds["info"]), "--block-fd", str(fds["block"]), "--", *argv]
-        return args
-
-    def _run(
-        self,
-        cmd: str | list[str],
-        *,
-        timeout: float,
-        cwd: str | None,
-        env: dict[str, str] | None,
-        network: bool,
-        probe: bool = False,
-    ) -> ExecResult:
-        argv = ["sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
-        full_env = {
-            "PATH": PATH_ENV,
-            "HOME": "/home/agent",
-            "USER": "agent",
-            "LANG": "C.UTF-8",
-            **self.config.env,
-            **(env or {}),
-        }
-        workdir = _resolve_cwd(self.config, cwd)
-        info_r, info_w = os.pipe()
-        block_r, block_w = os.pipe()
-        fds = {"info": info_w, "block": block_r}
-        args = self._bwrap_args(argv, cwd=workdir, env=full_env, network=network, fds=fds)
-        if not probe:
-            args = self._rlimit_prefix(timeout) + args
-        started = time.monotonic()
-        try:
-            proc = subprocess.Popen(
-                args,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                pass_fds=tuple(fds.values()),
-                user=self._host_uid,
-                group=self._host_uid,
-                extra_groups=[] if self._host_uid is not None else None,
-                start_new_session=True,
-            )
-        finally:
-            for fd in (info_w, block_r):
-                os.close(fd)
-        with self._lock:
-            self._running.add(proc)
-        try:
-            return self._supervise(proc, info_r, block_w, timeout, started, probe)
-        finally:
-            with self._lock:
-                self._running.discard(proc)
-            _kill(proc)
-            with contextlib.suppress(OSError):
-                os.close(info_r)
-            with contextlib.suppress(OSError):
-                os.close(block_w)
-
-    def _supervise(
-        self,
-        proc: subprocess.Popen[bytes],
-        info_r: int,
-        block_w: int,
-        timeout: float,
-        started: float,
-        probe: bool,
-    ) -> ExecResult:
-        info = _read_all(info_r)
-        output = CappedOutput(self.config.output_cap_bytes)
-        try:
-            child = int(json.loads(info)["child-pid"])
-            oom_before = 0 if probe else self._confine([proc.pid, child])
-            os.write(block_w, b"1")
-        except (ValueError, KeyError, BrokenPipeError) as exc:
-            # bwrap gave up while building the sandbox: its stderr says why.
-            _signal_group(proc)
-            _pump(proc, output, deadline=time.monotonic() + 5)
-            proc.wait()
-            detail = output.text("stderr").strip() or f"{type(exc).__name__}: {exc}"
-            raise SandboxError(f"bubblewrap failed: {detail}") from exc
-        timed_out = _pump(proc, output, deadline=started + timeout)
-        if timed_out:
-            _signal_group(proc)
-            _pump(proc, output, deadline=time.monotonic() + DRAIN_AFTER_KILL_SEC)
-        returncode = proc.wait()
-        exit_code = exit_status(returncode)
-        oom = (
-            self._cgroup is not None and exit_code == 137 and self._cgroup.oom_kills() > oom_before
-        )
-        return build_result(
-            output=output,
-            exit_code=exit_code,
-            duration_sec=time.monotonic() - started,
-            timed_out=timed_out,
-            oom_killed=oom,
-        )
-
-    def _confine(self, pids: list[int]) -> int:
-        """Move the (still blocked) bwrap processes into the cgroup; return its OOM count."""
-        if self._cgroup is None:
-            return 0
-        before = self._cgroup.oom_kills()
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                self._cgroup.add(pid)
-        return before
+        # fd 3 of bwrap is the status pipe: {"child-pid": N} at start, {"exit-code": N} at end.
+        return [*args, "--json-status-fd", "3", "--", *argv]
 
     def _rlimit_prefix(self, timeout: float) -> list[str]:
-        """Without cgroups: rlimits set by util-linux ``prlimit`` on itself before it execs
-        bwrap (root here may lack CAP_SYS_RESOURCE to set them on another uid's process).
+        """Without cgroups: rlimits that util-linux ``prlimit`` sets on itself before it execs
+        bwrap (root may lack CAP_SYS_RESOURCE to set them on another uid's process).
         RLIMIT_NPROC is counted per user namespace, RLIMIT_AS stands in for memory, and
         RLIMIT_CPU backs up the wall-clock timeout."""
-        if self._cgroup is not None:
+        if self._cgroup is not None or self._probe:
             return []
         memory = self.config.memory_mb * 1024 * 1024
         return [
@@ -351,45 +329,53 @@ def _resolve_cwd(config: SandboxConfig, cwd: str | None) -> str:
     return f"{config.workspace_path.rstrip('/')}/{cwd}"
 
 
-def _read_all(fd: int) -> bytes:
-    chunks = []
-    while chunk := os.read(fd, 4096):
-        chunks.append(chunk)
-    return b"".join(chunks)
+def _pidfd(pid: int) -> int | None:
+    """A handle on the bwrap process that cannot be confused with a later one reusing its pid;
+    None if it already finished (and was reaped)."""
+    try:
+        return os.pidfd_open(pid)
+    except ProcessLookupError:
+        return None
 
 
-def _pump(proc: subprocess.Popen[bytes], output: CappedOutput, *, deadline: float) -> bool:
-    """Read stdout/stderr until both close; True if the deadline passed first."""
-    streams = {"stdout": proc.stdout, "stderr": proc.stderr}
+def _kill(pidfd: int | None) -> None:
+    """SIGKILL bwrap; its PID-namespace init follows (--die-with-parent), and with it every
+    process of the command."""
+    if pidfd is not None:
+        with contextlib.suppress(ProcessLookupError, OSError):
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+
+
+def _pump(
+    readers: dict[int, str], output: CappedOutput, status: bytearray, *, deadline: float
+) -> bool:
+    """Read the pipes until all close; True if the deadline passed first."""
     with selectors.DefaultSelector() as sel:
-        for name, stream in streams.items():
-            if stream is not None and not stream.closed:
-                sel.register(stream, selectors.EVENT_READ, name)
+        for fd, name in readers.items():
+            with contextlib.suppress(ValueError, OSError):  # already closed by a first pass
+                os.fstat(fd)
+                sel.register(fd, selectors.EVENT_READ, name)
         while sel.get_map():
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return True
             for key, _ in sel.select(remaining):
                 data = os.read(key.fd, 65536)
-                if data:
-                    output.feed(key.data, data)
+                if not data:
+                    sel.unregister(key.fd)
+                    os.close(key.fd)
+                elif key.data == "status":
+                    status.extend(data)
                 else:
-                    sel.unregister(key.fileobj)
+                    output.feed(key.data, data)
     return False
 
 
-def _signal_group(proc: subprocess.Popen[bytes]) -> None:
-    """SIGKILL bwrap's process group; its PID-namespace init follows (--die-with-parent), and
-    with it every process of the command."""
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-
-
-def _kill(proc: subprocess.Popen[bytes]) -> None:
-    _signal_group(proc)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=5)
-    for stream in (proc.stdout, proc.stderr):
-        if stream is not None:
-            stream.close()
+def _exit_code(status: bytes) -> int | None:
+    """The exit code bwrap reported on its status fd (one JSON document per line)."""
+    for line in reversed(status.decode(errors="replace").splitlines()):
+        with contextlib.suppress(ValueError):
+            doc = json.loads(line)
+            if isinstance(doc, dict) and "exit-code" in doc:
+                return int(doc["exit-code"])
+    return None

@@ -75,7 +75,8 @@ def host_processes_with(marker: str) -> list[int]:
 
 
 def leftovers(sandbox: Sandbox) -> list[str]:
-    """What a closed sandbox left behind: containers for Docker, cgroups for bubblewrap."""
+    """What a closed sandbox left behind: its container for Docker; for bubblewrap its cgroups,
+    workspace mount and processes (the spawner and every bwrap carry ab-<name> in argv)."""
     if sandbox.backend == "docker":
         client = docker.from_env()
         try:
@@ -83,11 +84,12 @@ def leftovers(sandbox: Sandbox) -> list[str]:
                     if c.name == f"ab-{sandbox.config.name}"]  # fmt: skip
         finally:
             client.close()
-    return [
-        str(p)
-        for p in Path("/sys/fs/cgroup").glob(f"*/agentbench/ab-{sandbox.config.name}")
-        if p.exists()
-    ]
+    name = f"ab-{sandbox.config.name}"
+    found = [str(p) for p in Path("/sys/fs/cgroup").glob(f"*/agentbench/{name}")]
+    found += [f"mount {line.split()[1]}" for line in Path("/proc/self/mounts").read_text()
+              .splitlines() if line.split()[1].endswith(f"/{name}")]  # fmt: skip
+    found += [f"pid {pid}" for pid in host_processes_with(name)]
+    return found
 
 
 class Listener:
