@@ -139,6 +139,8 @@ def format_stage_log(stage: StageResult) -> str:
             lines.append(run.stderr.rstrip("\n"))
     if stage.detail:
         lines.append(stage.detail.rstrip("\n"))
+    if stage.traceback:
+        lines.append(stage.traceback.rstrip("\n"))
     reason = stage.reason.value if stage.reason else "none"
     lines.append(f"# result: {reason}" + (f" ({stage.note})" if stage.note else ""))
     return "\n".join(lines) + "\n"

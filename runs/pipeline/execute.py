@@ -36,6 +36,7 @@ def attempt_execute(
     should_cancel: Callable[[], bool] | None = None,
     backend: str | None = None,
     keep_workspace: bool = False,
+    skip_baseline: bool = False,
 ) -> Attempt:
     """Run everything for an attempt that is already claimed (status running).
 
@@ -50,6 +51,7 @@ def attempt_execute(
         should_cancel=should_cancel,
         backend=backend or settings.SANDBOX_BACKEND,
         keep_workspace=keep_workspace,
+        skip_baseline=skip_baseline,
     )
     return execution.run()
 
@@ -67,12 +69,15 @@ class _Execution:
         should_cancel: Callable[[], bool] | None,
         backend: str,
         keep_workspace: bool,
+        skip_baseline: bool = False,
     ):
         self.attempt = attempt
         self.heartbeat = heartbeat
         self.should_cancel = should_cancel
         self.backend = backend
         self.keep_workspace = keep_workspace
+        # ab run-agent --skip-baseline: the agent starts right after setup.
+        self.skip_baseline = skip_baseline
         self.stages: list[tuple[StageResult, str]] = []
         self.baseline = BaselineRecord()
         self.agent_outcome: AgentOutcome | None = None
@@ -137,7 +142,8 @@ class _Execution:
             }
             if not self._setup(sandbox, plan, repo_dir, excludes):
                 return
-            if not plan.is_swebench and not self._baseline(sandbox, plan):
+            baseline = not plan.is_swebench and not self.skip_baseline
+            if baseline and not self._baseline(sandbox, plan):
                 return
             if self.attempt.model_config.agent_variant == AgentVariant.BASELINE:
                 return
@@ -298,10 +304,12 @@ class _Execution:
         self.stages.append((stage, output_path))
         return stage
 
-    def _fail(self, reason: Reason, note: str, detail: str = "") -> None:
+    def _fail(self, reason: Reason, note: str, trace: str = "") -> None:
         """Record an exception or a cancel as a stage of its own, in the stage it hit."""
         name, stage = self.current
-        result = StageResult(name, stage, reason=reason, note=note, detail=detail)
+        if any(s.name == name for s, _ in self.stages):  # keep the finished stage's own log
+            name = f"{name}_error"
+        result = StageResult(name, stage, reason=reason, note=note, traceback=trace)
         try:
             self._record(result)
         except Exception:  # the database or the disk is what failed: keep the verdict anyway

@@ -85,6 +85,8 @@ def error_text(
         why = why.removeprefix(tag).strip()
     tag = TIMEOUT_TAG + " " if is_timeout else EMPTY_RUN_TAG + " " if is_empty_run else ""
     head = f"{tag}{reason.value} in {stage.name}: {why}"
+    if stage.traceback:
+        return f"{head}\n{stage.traceback.rstrip()}"
     detail = (stage.stderr.strip() or stage.output.strip()).splitlines()[-_ERROR_TAIL_LINES:]
     return head + ("\n" + "\n".join(detail) if detail else "")
 

@@ -74,6 +74,8 @@ class StageResult:
     detail: str = ""
     # Time spent outside the recorded commands (the agent's whole run).
     extra_duration_sec: float = 0.0
+    # The harness's own traceback when an exception ended the stage (goes into error_text).
+    traceback: str = ""
 
     @property
     def command(self) -> str:
