@@ -510,6 +510,7 @@ class Toolbox:
             timed_out=result.timed_out,
             truncated=result.truncated,
             artifact=artifact,
+            duration_sec=result.duration_sec,
         )
 
     def _file_text(self, path: str) -> str | None:

@@ -1,0 +1,165 @@
+"""``ab run-agent``: one agent on one task in a sandbox, recorded as an attempt."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from django.conf import settings
+
+from benchsite.cli import CommandError
+
+AGENT_VARIANTS = ("scripted", "oracle", "nop", "llm")
+BACKENDS = ("auto", "docker", "bwrap")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "run-agent",
+        help="run an agent (scripted, oracle, nop or an LLM) on one task and record the attempt",
+    )
+    p.add_argument("--task", required=True, type=Path, metavar="TASK.yaml", help="the task file")
+    p.add_argument(
+        "--variant",
+        choices=AGENT_VARIANTS,
+        default=None,
+        help="agent to run (default: the task's agent.entrypoint, else scripted)",
+    )
+    p.add_argument("--model", default="", help="model name (llm), e.g. gpt-4o-mini")
+    p.add_argument(
+        "--base-url", default="", help="OpenAI-compatible API base URL (default: LLM_BASE_URL)"
+    )
+    p.add_argument(
+        "--api-key-env",
+        default=None,
+        help="environment variable holding the API key (default: LLM_API_KEY_ENV)",
+    )
+    p.add_argument("--max-steps", type=int, default=None, help="tool-call budget")
+    p.add_argument("--max-time-sec", type=int, default=None, help="agent time budget")
+    p.add_argument("--strict-patch", action="store_true", help="accept only standard unified diffs")
+    p.add_argument(
+        "--skip-baseline", action="store_true", help="do not check that the tests fail first"
+    )
+    p.add_argument(
+        "--log-llm-messages",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="keep llm_messages.jsonl (default: AGENTBENCH_LOG_LLM_MESSAGES)",
+    )
+    p.add_argument(
+        "--out", type=Path, default=None, help="artifacts folder (default: ARTIFACTS_ROOT)"
+    )
+    p.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default=None,
+        help="sandbox backend (default: SANDBOX_BACKEND; auto = Docker if it works, else bwrap)",
+    )
+    p.set_defaults(handler=cmd_run_agent)
+
+
+def cmd_run_agent(args: argparse.Namespace) -> int:
+    from runs.models import RunStatus
+    from runs.pipeline import artifacts
+    from runs.pipeline.adhoc import attempt_create_adhoc, run_close
+    from runs.pipeline.execute import attempt_execute
+
+    task, entrypoint = _import_task(args.task)
+    variant = args.variant or (entrypoint if entrypoint in AGENT_VARIANTS else "scripted")
+    config = _model_config(args, variant)
+    with artifacts.root_override(args.out):
+        attempt = attempt_create_adhoc(task=task, model_config=config)
+        status = RunStatus.FINISHED
+        try:
+            attempt = attempt_execute(
+                attempt, backend=args.backend, skip_baseline=args.skip_baseline
+            )
+        except KeyboardInterrupt:
+            status = RunStatus.CANCELLED
+            raise
+        finally:
+            run_close(run=attempt.run, status=status)
+        _print(attempt)
+    return 0 if attempt.resolved else 1
+
+
+def _import_task(task_file: Path):
+    from tasks_app.models import Task
+    from tasks_app.services import tasks_import
+    from tasks_app.spec import TaskSpecError, load_task_file
+
+    if not task_file.is_file():
+        raise CommandError(f"--task: no such task file: {task_file}")
+    try:
+        loaded = load_task_file(task_file)
+        tasks_import(directory=task_file)
+    except TaskSpecError as exc:
+        raise CommandError(f"invalid task file:\n{exc}") from exc
+    task = Task.objects.select_related("suite").get(
+        suite__name=loaded.spec.suite, task_id=loaded.spec.id
+    )
+    return task, loaded.spec.agent.entrypoint
+
+
+def _model_config(args: argparse.Namespace, variant: str):
+    """The model configuration these options describe, named after them so that runs with
+    different options never share (and silently change) one configuration."""
+    from runs.pipeline.adhoc import model_config_for_variant
+
+    fields: dict[str, object] = {"strict_patch": args.strict_patch}
+    name = variant
+    if variant == "llm":
+        if not args.model:
+            raise CommandError("--model is required with --variant llm")
+        key_env = args.api_key_env or settings.LLM_API_KEY_ENV
+        if not os.environ.get(key_env):
+            print(f"ab run-agent: note: ${key_env} is not set; calling the API without a key",
+                  file=sys.stderr)  # fmt: skip
+        fields |= {"model_name": args.model, "base_url": args.base_url, "api_key_env": key_env}
+        name = f"llm {args.model}" + (f" @ {args.base_url}" if args.base_url else "")
+    if args.strict_patch:
+        name += " (strict patch)"
+    if args.max_steps is not None:
+        if args.max_steps < 1:
+            raise CommandError("--max-steps must be at least 1")
+        fields["max_steps"] = args.max_steps
+        name += f" steps={args.max_steps}"
+    if args.max_time_sec is not None:
+        if args.max_time_sec < 1:
+            raise CommandError("--max-time-sec must be at least 1")
+        fields["max_time_sec"] = args.max_time_sec
+        name += f" time={args.max_time_sec}s"
+    if args.log_llm_messages is not None:
+        fields["log_llm_messages"] = args.log_llm_messages
+    try:
+        return model_config_for_variant(variant, name=name, **fields)
+    except ValueError as exc:
+        raise CommandError(str(exc)) from exc
+
+
+def _print(attempt) -> None:
+    from runs.pipeline import artifacts
+
+    print(f"task {attempt.suite.name}/{attempt.task.task_id}  agent {attempt.model_config.name}"
+          f"  (attempt {attempt.public_id})")  # fmt: skip
+    rows = [
+        (s.name, "" if s.exit_code is None else str(s.exit_code), f"{s.duration_sec or 0:.2f}s",
+         s.output_path)
+        for s in attempt.stages.order_by("order")
+    ]  # fmt: skip
+    table = [("stage", "exit", "time", "log"), *rows]
+    widths = [max(len(row[i]) for row in table) for i in range(4)]
+    for row in table:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    print(f"steps {attempt.steps}, tokens {attempt.tokens_in} in / {attempt.tokens_out} out, "
+          f"cost ${attempt.cost_usd}")  # fmt: skip
+    if attempt.resolved:
+        print("result: RESOLVED (the tests pass)")
+    else:
+        kind = "infrastructure" if attempt.is_infra else "agent"
+        print(f"result: {attempt.failure_reason_id} in {attempt.failure_stage} ({kind})")
+        if attempt.error_text:
+            print("  " + attempt.error_text.splitlines()[0])
+    print(f"artifacts: {artifacts.folder_of(attempt.artifacts_dir)}")
