@@ -16,6 +16,7 @@ from ninja.errors import AuthenticationError, HttpError, Throttled
 from ninja.errors import ValidationError as NinjaValidationError
 
 from tasks_app.spec import TaskSpecError
+from tasks_app.swebench.errors import SwebenchInputError
 
 
 class FieldError(Schema):
@@ -97,6 +98,19 @@ def install_error_handlers(api: NinjaAPI) -> None:
             for problem in exc.problems
         ]
         return _respond(api, request, 400, "invalid task files:\n" + str(exc), errors)
+
+    @api.exception_handler(SwebenchInputError)
+    def swebench_error(request: HttpRequest, exc: SwebenchInputError) -> HttpResponse:
+        errors = [
+            # A problem with no field but a bare name for "where" is about that parameter.
+            FieldError(
+                field=p.field or (p.where if p.where.isidentifier() else "file"),
+                location=p.where,
+                message=p.message,
+            )
+            for p in exc.problems
+        ]
+        return _respond(api, request, 400, str(exc), errors)
 
     @api.exception_handler(DjangoValidationError)
     def model_validation_error(request: HttpRequest, exc: DjangoValidationError) -> HttpResponse:

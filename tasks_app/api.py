@@ -1,33 +1,45 @@
-"""Suites and tasks over the REST API: reads, and imports of task.yaml archives."""
+"""Suites and tasks over the REST API: reads, and imports (task.yaml archives, SWE-bench
+datasets, predictions and published results) through the same services as the `ab` CLI."""
 
 import datetime as dt
 import shutil
-import tarfile
 import uuid
-import zipfile
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Annotated
 
 from django.conf import settings
 from django.db.models import Q
 from django.http import HttpRequest
 from django.shortcuts import get_object_or_404
-from ninja import Field, File, FilterLookup, FilterSchema, Query, Router, Schema, UploadedFile
+from ninja import (
+    Field,
+    File,
+    FilterLookup,
+    FilterSchema,
+    Form,
+    Query,
+    Router,
+    Schema,
+    UploadedFile,
+)
 from ninja.pagination import paginate
 
 from benchsite.accounts.auth import AUTHENTICATED, PUBLIC_READ, write_throttle
 from benchsite.accounts.models import AuditAction
 from benchsite.accounts.services import audit_event_record
 from benchsite.api_common import Pages, Text
-from benchsite.api_errors import ApiInputError, ErrorOut
+from benchsite.api_errors import ErrorOut
 from tasks_app.models import Suite, Task, TaskSource
 from tasks_app.services import tasks_import
 from tasks_app.spec import SpecProblem, TaskSpecError
+from tasks_app.swebench.importer import swebench_import
+from tasks_app.swebench.predictions import predictions_import
+from tasks_app.swebench.results import results_import
+from tasks_app.uploads import read_upload, unpack_upload
 
 router = Router(tags=["tasks"])
 
-ARCHIVE_SUFFIXES = (".zip", ".tar", ".tar.gz", ".tgz")
-MAX_ARCHIVE_MEMBERS = 10_000
+IMPORT_ERRORS = {400: ErrorOut, 401: ErrorOut, 413: ErrorOut, 422: ErrorOut, 429: ErrorOut}
 
 
 class SuiteOut(Schema):
@@ -184,90 +196,165 @@ def _relative(problem: SpecProblem, root: Path) -> SpecProblem:
     return SpecProblem(name, problem.field, problem.message.replace(prefix, ""), problem.line)
 
 
-def check_upload_size(upload: UploadedFile) -> None:
-    if upload.size is not None and upload.size > settings.API_UPLOAD_MAX_BYTES:
-        limit = settings.API_UPLOAD_MAX_BYTES
-        raise ApiInputError("file", f"larger than API_UPLOAD_MAX_BYTES ({limit})", status=413)
+# --- SWE-bench: datasets, predictions, published results -------------------------------------
+
+SuiteName = Annotated[Text, Field(min_length=1, max_length=100, pattern=r"^[-a-zA-Z0-9_]+$")]
+ModelName = Annotated[Text, Field(min_length=1, max_length=200)]
 
 
-def unpack_upload(upload: UploadedFile, target: Path) -> None:
-    """Unpack an uploaded archive (or a single task.yaml) into ``target``, refusing any member
-    that would land outside it, links and oversized contents."""
-    check_upload_size(upload)
-    name = (upload.name or "").lower()
-    target.mkdir(parents=True, exist_ok=False)
-    try:
-        if name.endswith((".yaml", ".yml")):
-            with open(target / "task.yaml", "wb") as out:
-                for chunk in upload.chunks():
-                    out.write(chunk)
-        elif name.endswith(".zip"):
-            _unzip(upload, target)
-        elif name.endswith((".tar", ".tar.gz", ".tgz")):
-            _untar(upload, target)
-        else:
-            raise ApiInputError(
-                "file", f"expected a task.yaml or an archive ({', '.join(ARCHIVE_SUFFIXES)})"
-            )
-    except BaseException:
-        shutil.rmtree(target, ignore_errors=True)
-        raise
+class SwebenchImportIn(Schema):
+    suite: SuiteName
+    dataset_version: Text = Field("", max_length=100)
+    image_template: Text = Field("", max_length=300)
+    description: Text = ""
 
 
-def _safe_member(name: str) -> PurePosixPath:
-    path = PurePosixPath(name)
-    if path.is_absolute() or ".." in path.parts or "\x00" in name:
-        raise ApiInputError("file", f"archive member {name!r} would land outside the archive")
-    return path
+class PredictionsImportIn(Schema):
+    suite: SuiteName
+    model: ModelName
+    enqueue: bool = Field(True, description="send the attempts to the workers for evaluation")
 
 
-def _unzip(upload: UploadedFile, target: Path) -> None:
-    try:
-        archive = zipfile.ZipFile(upload.file)
-    except zipfile.BadZipFile as exc:
-        raise ApiInputError("file", f"not a valid zip archive: {exc}") from None
-    with archive:
-        members = archive.infolist()
-        if len(members) > MAX_ARCHIVE_MEMBERS:
-            raise ApiInputError("file", f"more than {MAX_ARCHIVE_MEMBERS} files in the archive")
-        if sum(m.file_size for m in members) > settings.API_UPLOAD_MAX_BYTES:
-            raise ApiInputError("file", "unpacked size exceeds API_UPLOAD_MAX_BYTES", status=413)
-        for member in members:
-            relative = _safe_member(member.filename)
-            if (member.external_attr >> 16) & 0o170000 == 0o120000:
-                raise ApiInputError("file", f"archive member {member.filename!r} is a link")
-            destination = target.joinpath(*relative.parts)
-            if member.is_dir():
-                destination.mkdir(parents=True, exist_ok=True)
-                continue
-            destination.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                with archive.open(member) as src, open(destination, "wb") as out:
-                    shutil.copyfileobj(src, out)
-            except (zipfile.BadZipFile, NotImplementedError, OSError) as exc:
-                raise ApiInputError("file", f"cannot read {member.filename!r}: {exc}") from None
+class ResultsImportIn(Schema):
+    suite: SuiteName
+    model: ModelName
+    ignore_unknown: bool = False
 
 
-def _untar(upload: UploadedFile, target: Path) -> None:
-    try:
-        archive = tarfile.open(fileobj=upload.file, mode="r:*")  # noqa: SIM115 (closed below)
-    except tarfile.TarError as exc:
-        raise ApiInputError("file", f"not a valid tar archive: {exc}") from None
-    with archive:
-        try:
-            members = archive.getmembers()
-        except (tarfile.TarError, EOFError, OSError) as exc:
-            raise ApiInputError("file", f"not a valid tar archive: {exc}") from None
-        if len(members) > MAX_ARCHIVE_MEMBERS:
-            raise ApiInputError("file", f"more than {MAX_ARCHIVE_MEMBERS} files in the archive")
-        if sum(m.size for m in members) > settings.API_UPLOAD_MAX_BYTES:
-            raise ApiInputError("file", "unpacked size exceeds API_UPLOAD_MAX_BYTES", status=413)
-        for member in members:
-            _safe_member(member.name)
-            if not (member.isfile() or member.isdir()):
-                raise ApiInputError("file", f"archive member {member.name!r} is not a plain file")
-        try:
-            # The "data" filter also refuses absolute paths, escapes and special files.
-            archive.extractall(target, members=members, filter="data")
-        except (tarfile.TarError, EOFError, OSError) as exc:
-            raise ApiInputError("file", f"cannot unpack the archive: {exc}") from None
+class PredictionsReportOut(Schema):
+    run: str
+    suite: str
+    model: str
+    queued: int
+    empty_patch: list[str]
+    no_prediction: list[str]
+
+
+class ResultsReportOut(Schema):
+    run: str
+    suite: str
+    model: str
+    suite_size: int
+    resolved: int
+    missing: int
+    counts: dict[str, int]
+    unchanged: bool
+    replaced_runs: int
+    ignored_unknown: list[str]
+    skipped_files: list[str]
+
+
+@router.post(
+    "/imports/swebench",
+    response={200: ImportReportOut, **IMPORT_ERRORS},
+    auth=AUTHENTICATED,
+    throttle=write_throttle,
+    summary="Import a SWE-bench dataset file (.jsonl, .json, .parquet) as a suite",
+)
+def swebench_import_endpoint(
+    request: HttpRequest, payload: Form[SwebenchImportIn], file: File[UploadedFile]
+):
+    report = swebench_import(
+        source=read_upload(file),
+        filename=file.name or "upload.jsonl",
+        suite_name=payload.suite,
+        dataset_version=payload.dataset_version,
+        image_template=payload.image_template,
+        description=payload.description,
+    )
+    audit_event_record(
+        actor=request.user,
+        action=AuditAction.SWEBENCH_IMPORT,
+        objects=[*report.created, *report.updated],
+        object_type="tasks_app.task",
+        request=request,
+        details={"file": file.name, "suite": payload.suite, "summary": report.summary()},
+    )
+    return {
+        "created": report.created,
+        "updated": report.updated,
+        "unchanged": report.unchanged,
+        "suites": report.suites,
+        "total": report.total,
+    }
+
+
+@router.post(
+    "/imports/predictions",
+    response={200: PredictionsReportOut, **IMPORT_ERRORS},
+    auth=AUTHENTICATED,
+    throttle=write_throttle,
+    summary="Import a predictions file: a run that evaluates each patch on the suite",
+)
+def predictions_import_endpoint(
+    request: HttpRequest, payload: Form[PredictionsImportIn], file: File[UploadedFile]
+):
+    report = predictions_import(
+        source=read_upload(file),
+        filename=file.name or "predictions.jsonl",
+        suite_name=payload.suite,
+        model_name=payload.model,
+        enqueue=payload.enqueue,
+        created_by=request.user,
+    )
+    audit_event_record(
+        actor=request.user,
+        action=AuditAction.PREDICTIONS_IMPORT,
+        objects=[report.run_id],
+        object_type="runs.run",
+        request=request,
+        details={"file": file.name, "suite": payload.suite, "summary": report.summary()},
+    )
+    return {
+        "run": report.run_id,
+        "suite": report.suite,
+        "model": report.model,
+        "queued": report.queued,
+        "empty_patch": report.empty_patch,
+        "no_prediction": report.no_prediction,
+    }
+
+
+@router.post(
+    "/imports/results",
+    response={200: ResultsReportOut, **IMPORT_ERRORS},
+    auth=AUTHENTICATED,
+    throttle=write_throttle,
+    summary="Import published results (run report, report.json files or a zip of them)",
+)
+def results_import_endpoint(
+    request: HttpRequest,
+    payload: Form[ResultsImportIn],
+    file: File[UploadedFile],
+    predictions: File[UploadedFile | None] = None,
+):
+    report = results_import(
+        source=read_upload(file),
+        filename=file.name or "results.json",
+        suite_name=payload.suite,
+        model_name=payload.model,
+        predictions=read_upload(predictions) if predictions is not None else None,
+        ignore_unknown=payload.ignore_unknown,
+        created_by=request.user,
+    )
+    audit_event_record(
+        actor=request.user,
+        action=AuditAction.RESULTS_IMPORT,
+        objects=[report.run_id],
+        object_type="runs.run",
+        request=request,
+        details={"file": file.name, "suite": payload.suite, "summary": report.summary()},
+    )
+    return {
+        "run": report.run_id,
+        "suite": report.suite,
+        "model": report.model,
+        "suite_size": report.suite_size,
+        "resolved": report.resolved,
+        "missing": report.missing,
+        "counts": report.counts,
+        "unchanged": report.unchanged,
+        "replaced_runs": report.replaced_runs,
+        "ignored_unknown": report.ignored_unknown,
+        "skipped_files": report.skipped_files,
+    }
