@@ -4,6 +4,8 @@ from django.urls import include, path
 from benchsite.api import api
 
 urlpatterns = [
+    # Before admin/: the admin's catch-all would answer these paths with a 404.
+    path("admin/swebench/", include("tasks_app.admin_swebench")),
     path("admin/", admin.site.urls),
     path("api/", api.urls),
     path("", include("benchsite.accounts.urls")),

@@ -138,11 +138,13 @@ def check_instance(record: Record) -> tuple[Instance | None, list[Problem]]:
     if problems:
         return None, problems
     if not INSTANCE_ID_RE.match(row["instance_id"]):
+        got = row["instance_id"][:80]
         problems.append(
-            Problem(where, "must look like owner__name-NUMBER", "instance_id"),
+            Problem(where, f"must look like owner__name-NUMBER, got {got!r}", "instance_id")
         )
     if not REPO_RE.match(row["repo"]):
-        problems.append(Problem(where, "must look like owner/name", "repo"))
+        got = row["repo"][:80]
+        problems.append(Problem(where, f"must look like owner/name, got {got!r}", "repo"))
     if not row["version"].strip():
         problems.append(Problem(where, "must not be empty", "version"))
     lists: dict[str, list[str]] = {}
