@@ -159,8 +159,8 @@ class LLMPolicy:
                 timeout = max(1.0, min(timeout, self._deadline - time.monotonic()))
             return self.client.with_options(timeout=timeout).chat.completions.create(
                 model=self.model.model_name,
-                messages=self.messages,
-                tools=tools,
+                messages=self.messages,  # type: ignore[arg-type]
+                tools=tools,  # type: ignore[arg-type]
                 extra_body=extra or None,
                 **kwargs,
             )

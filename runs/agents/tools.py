@@ -238,8 +238,13 @@ TOOL_SCHEMAS: list[dict[str, Any]] = [
     },
 ]
 TOOL_NAMES = tuple(schema["name"] for schema in TOOL_SCHEMAS)
-_PYTHON_TYPES = {"string": str, "integer": int, "number": (int, float), "boolean": bool}
-_PYTHON_TYPES["object"] = dict
+_PYTHON_TYPES: dict[str, type | tuple[type, ...]] = {
+    "string": str,
+    "integer": int,
+    "number": (int, float),
+    "boolean": bool,
+    "object": dict,
+}
 
 
 class RemoteError(Exception):
