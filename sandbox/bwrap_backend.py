@@ -40,6 +40,8 @@ from sandbox.spawner import Spawner, SpawnerError
 DEFAULT_ROOTFS = Path("/var/lib/agentbench/rootfs/py-runner")
 EXPOSE_ROOT = Path("/run/agentbench/ws")
 PATH_ENV = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# What a shell reports for a command it cannot run; used for a missing working directory.
+CANNOT_EXECUTE = 126
 # How long to keep draining pipes after the command was killed.
 DRAIN_AFTER_KILL_SEC = 2.0
 # Root filesystems a probe sandbox already ran on in this process (saves a probe per start).
@@ -235,9 +237,14 @@ class BwrapSandbox(Sandbox):
                 os.close(pidfd)
         exit_code = _exit_code(bytes(status))
         if exit_code is None and not timed_out:
-            if b"child-pid" not in status:
-                raise SandboxError(f"bubblewrap failed: {output.text('stderr').strip()}")
-            exit_code = KILLED_EXIT_CODE  # bwrap itself was killed from outside
+            # No exit code: bwrap died before the command ran, or was killed from outside.
+            stderr = output.text("stderr").strip()
+            if "bwrap: Can't chdir" in stderr:
+                exit_code = CANNOT_EXECUTE  # like Docker for a missing working directory
+            elif stderr.startswith("bwrap:"):
+                raise SandboxError(f"bubblewrap failed: {stderr}")
+            else:
+                exit_code = KILLED_EXIT_CODE
         oom = (
             self._cgroup is not None
             and exit_code == KILLED_EXIT_CODE

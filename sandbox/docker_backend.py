@@ -32,7 +32,10 @@ from sandbox.errors import SandboxError, SandboxUnavailable
 from sandbox.output import CappedOutput, build_result
 
 MANAGED_LABEL = "agentbench.managed"
+EXPORT_LABEL = "agentbench.export"
 BRIDGE = "bridge"
+CANNOT_EXECUTE = 126
+OCI_FAILURE = "OCI runtime exec failed"
 # After the in-container `timeout` should have fired, how long to wait for the exec to end.
 HARD_DEADLINE_GRACE_SEC = 10.0
 ENGINE_TIMEOUT_SEC = 30
@@ -131,7 +134,7 @@ class DockerSandbox(Sandbox):
         self._remove_leftover()
         try:
             self._container = self._client.containers.run(**self._run_kwargs())
-            self._client.networks.get(BRIDGE).disconnect(self._container)
+            self._client.networks.get(BRIDGE).disconnect(self._container, force=True)
         except docker.errors.DockerException as exc:
             raise SandboxError(f"cannot start container {self.name}: {_first_line(exc)}") from exc
 
@@ -181,8 +184,12 @@ class DockerSandbox(Sandbox):
             with contextlib.suppress(docker.errors.NotFound):
                 if self._container is not None:
                     self._container.remove(force=True)
-                else:  # start() failed after creating it, or never created it
-                    self._client.containers.get(self.name).remove(force=True)
+                else:  # start() failed midway: remove what it created, never a stranger's
+                    found = self._client.containers.get(self.name)
+                    if found.labels.get(MANAGED_LABEL) == "1" and all(
+                        found.labels.get(k) == v for k, v in self.config.labels.items()
+                    ):
+                        found.remove(force=True)
         except docker.errors.DockerException as exc:
             raise SandboxError(f"cannot remove container {self.name}: {_first_line(exc)}") from exc
         finally:
@@ -254,6 +261,10 @@ class DockerSandbox(Sandbox):
         exit_code = api.exec_inspect(exec_id)["ExitCode"]
         if exit_code is None:
             raise SandboxError(f"exec in {self.name} ended without an exit code")
+        if exit_code == CANNOT_EXECUTE and output.text("stdout").startswith(OCI_FAILURE):
+            # runc could not start the command (a missing working directory): say so on
+            # stderr, where bubblewrap reports it too, not on the command's stdout.
+            output = _moved_to_stderr(output)
         timed_out = exit_code == KILLED_EXIT_CODE and duration >= timeout
         oom = exit_code == KILLED_EXIT_CODE and not timed_out and self._oom_since(started_wall)
         return build_result(
@@ -314,6 +325,12 @@ class DockerSandbox(Sandbox):
         )
 
 
+def _moved_to_stderr(output: CappedOutput) -> CappedOutput:
+    moved = CappedOutput(output.cap)
+    moved.feed("stderr", output.text("stdout").strip().encode() + b"\n")
+    return moved
+
+
 def _resolve_cwd(config: SandboxConfig, cwd: str | None) -> str:
     if cwd is None:
         return config.workspace_path
@@ -354,7 +371,10 @@ def export_image_dir(image: str, path: str, dest: Path) -> None:
     try:
         try:
             container = client.containers.create(
-                image, command=["true"], labels={MANAGED_LABEL: "1"}, network_disabled=True
+                image,
+                command=["true"],
+                labels={MANAGED_LABEL: "1", EXPORT_LABEL: "1"},
+                network_disabled=True,
             )
             chunks, _stat = container.get_archive(path)
         except docker.errors.DockerException as exc:
