@@ -53,12 +53,12 @@ class ModelConfigOut(Schema):
     max_steps: int
     max_time_sec: int
     max_tokens: int | None
-    max_cost_usd: Decimal | None
+    max_cost_usd: float | None
     repeated_failure_threshold: int
     strict_patch: bool
     log_llm_messages: bool
-    price_input_per_mtok: Decimal | None
-    price_output_per_mtok: Decimal | None
+    price_input_per_mtok: float | None
+    price_output_per_mtok: float | None
     created_at: dt.datetime
 
 
@@ -182,7 +182,7 @@ class AttemptOut(Schema):
     duration_sec: float | None
     tokens_in: int
     tokens_out: int
-    cost_usd: Decimal
+    cost_usd: float
     tool_calls: int
     steps: int
     lines_changed: int

@@ -202,3 +202,12 @@ def test_it_links_an_attempts_artifacts_and_serves_them_as_text(
         f"/api/attempts/{attempt_with_artifacts.public_id}/artifacts/../../etc/passwd", **auth
     )
     assert escape.status_code == 404
+
+
+def test_list_endpoints_take_a_fixed_number_of_queries(client, seeded, django_assert_num_queries):
+    # A count and a page, whatever the page holds: related rows come in the same query.
+    for path in ("/api/attempts", "/api/runs", "/api/tasks", "/api/suites", "/api/model-configs"):
+        with django_assert_num_queries(2):
+            response = client.get(path, {"page_size": 100})
+        assert response.status_code == 200
+        assert response.json()["count"] >= 1

@@ -220,3 +220,29 @@ def test_writes_are_rate_limited_per_token_with_a_json_429(client, seeded, bob, 
     other_headers = {"HTTP_AUTHORIZATION": f"Bearer {other}"}
     assert client.post(f"/api/runs/{run.public_id}/retry", **other_headers).status_code == 200
     assert AuditEvent.objects.filter(action=AuditAction.RUN_RETRY).count() == 3
+
+
+@pytest.mark.services
+def test_the_write_budget_lives_in_redis_when_cache_url_points_there(
+    client, seeded, auth, settings
+):
+    import redis
+
+    from benchsite.settings import _cache_from_url
+
+    settings.CACHES = {"default": _cache_from_url("redis://127.0.0.1:6379/13")}
+    settings.API_WRITE_RATE = "2/min"
+    server = redis.Redis.from_url("redis://127.0.0.1:6379/13")
+    server.flushdb()
+    run = seeded["runs"]["gamma"]
+    try:
+        statuses = [
+            client.post(f"/api/runs/{run.public_id}/retry", **auth).status_code for _ in "abc"
+        ]
+        assert statuses == [200, 200, 429]
+        # Another web process sharing CACHE_URL would read this same counter.
+        (key,) = server.keys("*api-write*")
+        assert int(server.get(key)) == 3
+        assert 0 < server.ttl(key) <= 120
+    finally:
+        server.flushdb()
