@@ -57,10 +57,11 @@ start_dockerd() {
 }
 
 build_runner_image() {
+  # The script itself checks the image and the bubblewrap rootfs against its recipe hash and
+  # rebuilds only what is missing or stale (a no-op run takes well under a second).
   local image=${SANDBOX_IMAGE:-agentbench/py-runner:0.1.0}
-  if docker image inspect "$image" >/dev/null 2>&1; then return 0; fi
-  log "building runner image $image offline (debootstrap + docker import)"
-  bash "$ROOT/docker/py-runner/build-offline.sh" "$image"
+  local rootfs=${SANDBOX_BWRAP_ROOTFS:-/var/lib/agentbench/rootfs/py-runner}
+  as_root env SANDBOX_BWRAP_ROOTFS="$rootfs" bash "$ROOT/docker/py-runner/build-offline.sh" "$image"
 }
 
 start_redis() {

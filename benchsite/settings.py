@@ -148,6 +148,9 @@ SANDBOX_MEMORY_MB = envint("SANDBOX_MEMORY_MB", 2048)
 SANDBOX_CPUS = envfloat("SANDBOX_CPUS", 1.0)
 SANDBOX_PIDS_LIMIT = envint("SANDBOX_PIDS_LIMIT", 256)
 SANDBOX_OUTPUT_CAP_BYTES = envint("SANDBOX_OUTPUT_CAP_BYTES", 1_000_000)
+# bubblewrap's root filesystem: the tree the runner image is imported from, left here by
+# docker/py-runner/build-offline.sh (pass it to sandbox.open_sandbox(bwrap_rootfs=...)).
+SANDBOX_BWRAP_ROOTFS = Path(envstr("SANDBOX_BWRAP_ROOTFS", "/var/lib/agentbench/rootfs/py-runner"))
 FAIL_FAST_THRESHOLD = envint("FAIL_FAST_THRESHOLD", 3)
 ATTEMPT_HEARTBEAT_SEC = envint("ATTEMPT_HEARTBEAT_SEC", 10)
 ATTEMPT_STALE_AFTER_SEC = envint("ATTEMPT_STALE_AFTER_SEC", 120)

@@ -64,8 +64,10 @@ build_rootfs() {
     "$work"/var/cache/debconf/*-old
   chmod 755 "$work"
   echo "$RECIPE" >"$work/$STAMP"
-  rm -rf "$ROOTFS"
+  # Swap with two renames, so the path is missing for an instant only, never half-written.
+  if [ -e "$ROOTFS" ]; then mv "$ROOTFS" "$work.old"; fi
   mv "$work" "$ROOTFS"
+  rm -rf "$work.old"
   trap - EXIT
   log "rootfs ready at $ROOTFS ($(du -sh "$ROOTFS" | cut -f1))"
 }
