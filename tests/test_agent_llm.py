@@ -237,3 +237,13 @@ def test_a_missing_model_name_is_a_permanent_llm_error(sandbox, tmp_path):
     assert outcome.reason is Reason.LLM_ERROR
     assert outcome.llm_error_kind == "permanent"
     assert "no model name" in outcome.error_text
+
+
+def test_a_model_slower_than_the_time_budget_is_a_timeout(sandbox, tmp_path):
+    slow = Reply(body=text("DONE").body, delay_sec=6.0)
+    outcome, server = run_llm(sandbox, tmp_path, [slow], budgets=Budgets(max_time_sec=3))
+    assert outcome.reason is Reason.TIMEOUT
+    assert outcome.is_timeout
+    assert outcome.error_text.startswith("[timeout]")
+    assert len(server.requests) == 1
+    assert outcome.duration_sec < 5

@@ -33,6 +33,7 @@ from runs.taxonomy import Reason
 
 TEST_OUTPUT_CHARS = 6_000
 EMPTY_RUN_MIN_SEC = 1.0
+LLM_DEADLINE_SLACK_SEC = 1.0
 
 STOP_REASONS: dict[str, Reason | None] = {
     "tests_passed": None,
@@ -153,6 +154,9 @@ class AgentLoop:
             try:
                 decision = self.policy.decide(state)
             except LLMError as exc:
+                # A request cut short by the time budget is the budget's doing, not the API's.
+                if time.monotonic() >= self.deadline - LLM_DEADLINE_SLACK_SEC:
+                    return "time_budget", f"max_time_sec={budgets.max_time_sec:g} passed ({exc})"
                 self.llm_error = exc
                 return "llm_error", str(exc)
             state.tokens_in += decision.tokens_in
