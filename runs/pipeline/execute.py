@@ -323,7 +323,7 @@ class _Execution:
 
     def _finish(self) -> Attempt:
         verdict = decide(
-            [s for s, _ in self.stages if s.counts],
+            [s for s, _ in self.stages],
             empty_run=bool(self.agent_outcome and self.agent_outcome.is_empty_run),
         )
         stats = workspace.patch_stats(self.final_patch or "")

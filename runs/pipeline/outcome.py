@@ -40,7 +40,8 @@ class Verdict:
 
 def decide(stages: list[StageResult], *, empty_run: bool = False) -> Verdict:
     """The attempt's outcome from its stages (in order). ``empty_run`` marks the agent stage's
-    LLM_ERROR as an empty run."""
+    LLM_ERROR as an empty run. Stages kept only for the record (``counts`` false) never decide."""
+    stages = [s for s in stages if s.counts]
     reason = primary_reason([s.reason for s in stages])
     deciding = next((s for s in stages if s.reason is reason), None) if reason else None
     last = deciding or (stages[-1] if stages else None)
