@@ -28,9 +28,9 @@ def write_jsonl(path: Path, items: list[dict]) -> Path:
     return path
 
 
-def ab(*args: str, var_dir: Path) -> subprocess.CompletedProcess:
+def ab(*args: str, var_dir: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """The real ``ab`` console entry point, on a database of its own under ``var_dir``."""
-    env = os.environ | {"AB_VAR_DIR": str(var_dir)}
+    env = os.environ | {"AB_VAR_DIR": str(var_dir)} | (env or {})
     env.pop("DATABASE_URL", None)
     return subprocess.run(
         [sys.executable, "-m", "benchsite.cli", *args],

@@ -188,12 +188,16 @@ def _unresolved(run: Run, suite: Suite, model, task: Task, now, kind: Kind) -> A
 def predictions_execute_inline(
     attempt_ids: list[int], *, progress: Callable[[int, int, Attempt], None] | None = None
 ) -> list[Attempt]:
-    """Run queued prediction attempts one after the other in this process (no workers)."""
-    from runs.pipeline.execute import attempt_execute
+    """Run queued prediction attempts one after the other in this process (no workers).
+
+    Each goes through the worker's own task body (claim, pipeline, run bookkeeping), called
+    directly instead of through the broker.
+    """
+    from runs.tasks import attempt_run
 
     done: list[Attempt] = []
     for index, attempt_id in enumerate(attempt_ids, start=1):
-        attempt_execute(attempt_id)
+        attempt_run(attempt_id)
         attempt = Attempt.objects.select_related("task").get(pk=attempt_id)
         done.append(attempt)
         if progress is not None:
