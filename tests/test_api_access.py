@@ -175,3 +175,18 @@ def test_the_docs_and_schema_work_offline(client):
     assert "/static/ninja/swagger-ui-bundle.js" in docs
     assert "cdn" not in docs.lower()
     assert client.get("/static/ninja/swagger-ui-bundle.js").status_code == 200
+
+
+def test_staff_revoke_tokens_from_the_admin_and_it_is_audited(client, alice, bob, bob_token):
+    token = ApiToken.objects.get(user=bob)
+    client.force_login(alice)
+    response = client.post(
+        "/admin/accounts/apitoken/",
+        {"action": "revoke", "_selected_action": [token.pk]},
+    )
+    assert response.status_code == 302
+    assert ApiToken.objects.get(pk=token.pk).revoked_at is not None
+    event = AuditEvent.objects.get(action=AuditAction.TOKEN_REVOKE)
+    assert (event.actor, event.via, event.object_ids) == (alice, "admin", [str(token.public_id)])
+    client.logout()
+    assert client.get("/api/tokens", HTTP_AUTHORIZATION=f"Bearer {bob_token}").status_code == 401

@@ -211,3 +211,25 @@ def test_list_endpoints_take_a_fixed_number_of_queries(client, seeded, django_as
             response = client.get(path, {"page_size": 100})
         assert response.status_code == 200
         assert response.json()["count"] >= 1
+
+
+def test_the_api_and_the_rendered_pages_show_the_same_figures(client, seeded):
+    page = client.get("/suites/custom-dev/leaderboard/")
+    assert page.status_code == 200
+    api = client.get("/api/leaderboard", {"suite": "custom-dev"}).json()["rows"]
+    assert [
+        (r["model"]["slug"], r["resolved"], r["scored"], r["infra"], r["rank"]) for r in api
+    ] == [(r.slug, r.resolved, r.scored, r.infra, r.rank) for r in page.context["rows"]]
+    assert [r["rate"] for r in api] == [approx(r.rate) for r in page.context["rows"]]
+
+    page = client.get("/suites/custom-dev/compare/", {"models": "beta,alpha"})
+    api = client.get("/api/compare", {"suite": "custom-dev", "models": "beta,alpha"}).json()
+    comparison = page.context["comparison"]
+    assert [s["resolved"] for s in api["summaries"]] == [s.resolved for s in comparison.summaries]
+    assert api["pairs"][0]["fixed_by_b"] == [r.task_id for r in comparison.pairs[0].fixed_by_b]
+
+    page = client.get("/suites/custom-dev/taxonomy/")
+    api = client.get("/api/taxonomy", {"suite": "custom-dev"}).json()
+    assert [(m["model"]["slug"], m["counts"]) for m in api["models"]] == [
+        (b.model.slug, b.counts) for b in page.context["breakdown"].models
+    ]

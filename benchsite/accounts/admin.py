@@ -1,6 +1,7 @@
-from django.contrib import admin
+from django.contrib import admin, messages
 
 from benchsite.accounts.models import ApiToken, AuditEvent
+from benchsite.accounts.services import api_token_revoke
 
 
 @admin.register(ApiToken)
@@ -9,9 +10,25 @@ class ApiTokenAdmin(admin.ModelAdmin):
     list_filter = ["revoked_at"]
     list_select_related = ["user"]
     search_fields = ["prefix", "name", "user__username"]
-    # The digest is useless to read and the token itself is never stored: nothing to edit
-    # but the revocation time.
-    readonly_fields = ["public_id", "user", "prefix", "token_hash", "created_at", "last_used_at"]
+    # The token itself is never stored; revoking goes through the service (and the audit log).
+    readonly_fields = [
+        "public_id",
+        "user",
+        "name",
+        "prefix",
+        "token_hash",
+        "created_at",
+        "last_used_at",
+        "revoked_at",
+    ]
+    actions = ["revoke"]
+
+    @admin.action(description="Revoke the selected tokens")
+    def revoke(self, request, queryset) -> None:
+        tokens = list(queryset.filter(revoked_at__isnull=True))
+        for token in tokens:
+            api_token_revoke(token=token, by=request.user, request=request, via="admin")
+        self.message_user(request, f"Revoked {len(tokens)} token(s).", messages.SUCCESS)
 
     def has_add_permission(self, request) -> bool:
         return False  # tokens are issued on /account/tokens/ or through the API, shown once
