@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import uuid
 from decimal import Decimal
 from typing import Annotated, Literal
 
 from django.urls import reverse
 from ninja import Field, FilterLookup, FilterSchema, Schema
+from pydantic import AfterValidator
 
 from benchsite.api_common import Text
 from runs import artifacts
@@ -63,6 +65,24 @@ class ModelConfigOut(Schema):
 
 
 Price = Annotated[Decimal, Field(ge=0, max_digits=10, decimal_places=4)]
+EXTRA_PARAMS_MAX_CHARS = 20_000
+
+
+def _plain_json(value: dict) -> dict:
+    # Stored in a JSONField and sent to the model's API: PostgreSQL's jsonb refuses NaN,
+    # Infinity and NUL, so refuse them here with the field's name instead of failing there.
+    try:
+        text = json.dumps(value, allow_nan=False)
+    except ValueError as exc:
+        raise ValueError("must be plain JSON (no NaN or Infinity)") from exc
+    if "\\u0000" in text:
+        raise ValueError("must not contain NUL characters")
+    if len(text) > EXTRA_PARAMS_MAX_CHARS:
+        raise ValueError(f"must be at most {EXTRA_PARAMS_MAX_CHARS} characters of JSON")
+    return value
+
+
+PlainJson = Annotated[dict, AfterValidator(_plain_json)]
 
 
 class ModelConfigIn(Schema):
@@ -81,7 +101,7 @@ class ModelConfigIn(Schema):
     top_p: float | None = Field(None, ge=0, le=1)
     max_output_tokens: int | None = Field(None, ge=1, le=INT32)
     seed: int | None = Field(None, ge=-INT32 - 1, le=INT32)
-    extra_params: dict = {}
+    extra_params: PlainJson = {}
     max_steps: int = Field(30, ge=1, le=10_000)
     max_time_sec: int = Field(1800, ge=1, le=7 * 24 * 3600)
     max_tokens: int | None = Field(None, ge=1, le=INT63)

@@ -117,6 +117,14 @@ def test_it_creates_a_model_configuration_like_the_admin(client, db, auth):
     assert hot.json()["errors"][0]["field"] == "temperature"
     key = post(client, "/api/model-configs", {**payload, "name": "k", "api_key_env": "sk-1"}, auth)
     assert key.status_code == 422 and key.json()["errors"][0]["field"] == "api_key_env"
+    nan = client.post(
+        "/api/model-configs",
+        '{"name": "n", "agent_variant": "llm", "extra_params": {"top_k": NaN}}',
+        content_type="application/json",
+        **auth,
+    )
+    assert nan.status_code == 422 and nan.json()["errors"][0]["field"] == "extra_params"
+    assert not ModelConfig.objects.filter(name__in=["hot", "k", "n"]).exists()
 
 
 def zip_of(files: dict[str, str]) -> io.BytesIO:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import secrets
 from collections.abc import Iterable
 from typing import Any
@@ -116,6 +117,13 @@ def _object_ref(obj: Any) -> str:
     return str(obj)
 
 
+def _scrubbed(details: dict) -> dict:
+    # Details quote client input (file names...): JSON-safe, and without the NUL characters
+    # PostgreSQL's jsonb refuses.
+    text = json.dumps(details, default=str).replace("\\u0000", "")
+    return json.loads(text)
+
+
 def audit_event_record(
     *,
     actor,
@@ -142,6 +150,6 @@ def audit_event_record(
         via=via,
         object_type=object_type,
         object_ids=[_object_ref(obj) for obj in objects],
-        details=details or {},
+        details=_scrubbed(details or {}),
         ip=client_ip(request),
     )
