@@ -6,8 +6,9 @@
 #
 #   bash docker/py-runner/build-offline.sh [IMAGE]     (as root; about two minutes the first time)
 #
-# Idempotent: a recipe hash (this file's content) is stamped into the rootfs and the image label,
-# so a second run with nothing changed does nothing, and an edit here rebuilds both.
+# Idempotent: a recipe hash (suite, packages, user, RECIPE_VERSION) is stamped into the rootfs
+# and the image label, so a second run with nothing changed does nothing, and a change to the
+# recipe rebuilds both. Bump RECIPE_VERSION when changing the build steps themselves.
 set -euo pipefail
 
 IMAGE=${1:-${SANDBOX_IMAGE:-agentbench/py-runner:0.1.0}}
@@ -20,7 +21,8 @@ AGENT_UID=1000
 log() { printf '== %s\n' "$*" >&2; }
 [ "$(id -u)" = 0 ] || { echo "build-offline.sh must run as root (debootstrap, chroot)" >&2; exit 1; }
 
-RECIPE=$(sha256sum "${BASH_SOURCE[0]}" | cut -c1-16)
+RECIPE_VERSION=1
+RECIPE=$(printf '%s|%s|%s|%s' "$SUITE" "$PACKAGES" "$AGENT_UID" "$RECIPE_VERSION" | sha256sum | cut -c1-16)
 STAMP=etc/agentbench-rootfs-recipe
 
 # The Debian mirror apt is configured with (deb822 .sources first, then sources.list lines).
