@@ -91,13 +91,13 @@ if op == "read":
     out(ok=True, directory=False, text=text, cut_bytes=len(data) > args["max_bytes"],
         size=os.path.getsize(full))
 
-if op == "check":
-    # realpath resolves every existing component, so a symlinked parent directory that points
-    # out of the workspace is caught even when the file itself does not exist yet.
-    bad = [p for p in args["paths"] if not inside(os.path.join(WORKDIR, p))]
-    out(ok=not bad, refused=sorted(set(bad)))
-
+# realpath resolves every existing component, so a symlinked parent directory that points out
+# of the workspace is caught even when the file itself does not exist yet.
 if op == "apply":
+    refused = sorted({p for p in args["paths"] if not inside(os.path.join(WORKDIR, p))})
+    if refused:
+        out(ok=False, flags=[], output="", refused=refused,
+            error="path escapes the workspace through a symbolic link: " + ", ".join(refused))
     patch = "".join(os.environ.get(f"AB_PATCH_{i}", "") for i in range(args["chunks"]))
     tmp = "/tmp/agentbench-patch-%d.diff" % os.getpid()
     with open(tmp, "w", encoding="utf-8") as handle:
