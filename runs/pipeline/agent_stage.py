@@ -23,6 +23,9 @@ from sandbox.base import Sandbox
 
 # An LLM agent that ran this long without a single token never really started.
 EMPTY_RUN_MIN_SEC = 1.0
+TEST_RESULT_REASONS = frozenset(
+    {Reason.TESTS_FAILED, Reason.NO_TESTS_COLLECTED, Reason.INTERNAL_ERROR}
+)
 
 
 def model_settings_for(config: ModelConfig) -> ModelSettings:
@@ -112,6 +115,10 @@ def agent_stage_result(
         )
     elif stage.reason is not None and not stage.note:
         stage.note = f"agent stopped: {outcome.stop}"
+    if stage.reason in TEST_RESULT_REASONS:
+        # What the tests say is the final test stage's to report (after the test patch, for
+        # SWE-bench), not the agent's own last run.
+        stage.counts = False
     summary = {"agent": agent_name, "variant": variant} | asdict(outcome)
     summary["reason"] = outcome.reason.value if outcome.reason else None
     stage.detail = "agent outcome:\n" + json.dumps(summary, indent=2, default=str)

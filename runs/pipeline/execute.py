@@ -173,6 +173,10 @@ class _Execution:
                                        heartbeat_sec=settings.ATTEMPT_HEARTBEAT_SEC)  # fmt: skip
             if plan.is_swebench:
                 self.grading = swebench.grade(final, plan)
+            if final.reason is None and agent_stage is not None:
+                # The agent never decides the result: passing final tests are a success
+                # whatever the agent said when it stopped.
+                agent_stage.counts = False
             self._record(final)
 
     def _get_code(self, plan: TaskPlan, ws: Path, repo_dir: Path) -> bool:

@@ -82,6 +82,9 @@ class StageRecord:
     reason: str | None
     note: str
     started_at: str
+    # False for stages kept for the record that do not decide the outcome (the baseline
+    # re-run; the agent's own stop reason when the final tests decide).
+    counts: bool
 
     @classmethod
     def of(cls, stage: StageResult, output_path: str) -> StageRecord:
@@ -97,6 +100,7 @@ class StageRecord:
             reason=stage.reason.value if stage.reason else None,
             note=stage.note,
             started_at=stage.started_at.isoformat(),
+            counts=stage.counts,
         )
 
 

@@ -1,0 +1,132 @@
+"""SWE-bench instances through the pipeline: the repository comes out of the instance image
+(no clone), the test patch goes in before the final run, and the output is graded."""
+
+from __future__ import annotations
+
+import subprocess
+import uuid
+
+import docker
+import pytest
+
+from runs.models import AttemptStatus
+from runs.pipeline.adhoc import attempt_create_adhoc, model_config_for_variant
+from runs.pipeline.execute import attempt_execute
+from tasks_app.models import Suite, Task, TaskSource
+from tests.conftest import REPO_ROOT, TASKS_DIR
+from tests.pipeline_fixtures import TOY_COMMIT, attempt_folder, leftover_containers, run_json
+
+pytestmark = [pytest.mark.django_db, pytest.mark.docker]
+
+SOLUTION = (TASKS_DIR / "custom-dev" / "toy_fail_pytest" / "solution.patch").read_text()
+TEST_PATCH = """\
+diff --git a/tests/test_extra.py b/tests/test_extra.py
+new file mode 100644
+--- /dev/null
++++ b/tests/test_extra.py
+@@ -0,0 +1,5 @@
++from toy.calc import mean
++
++
++def test_mean_is_exact():
++    assert mean([1, 3, 4]) == 8 / 3
+"""
+FAIL_TO_PASS = [
+    "tests/test_extra.py::test_mean_is_exact",
+    "tests/test_calc.py::test_mean_of_odd_total",
+]
+PASS_TO_PASS = ["tests/test_calc.py::test_total", "tests/test_calc.py::test_mean_of_even_total"]
+
+
+@pytest.fixture(scope="module")
+def instance_image(tmp_path_factory) -> str:
+    """A tiny SWE-bench style instance image: the runner image plus the toy repo at /testbed."""
+    context = tmp_path_factory.mktemp("instance")
+    testbed = context / "testbed"
+    subprocess.run(
+        ["git", "clone", "-q", str(REPO_ROOT / "examples" / "toy_repo.bundle"), str(testbed)],
+        check=True,
+    )
+    subprocess.run(["git", "-C", str(testbed), "checkout", "-q", TOY_COMMIT], check=True)
+    (context / "Dockerfile").write_text(
+        "FROM agentbench/py-runner:0.1.0\nCOPY --chown=1000:1000 testbed /testbed\n"
+    )
+    tag = f"agentbench-test/swe-toy:{uuid.uuid4().hex[:10]}"
+    client = docker.from_env()
+    client.images.build(path=str(context), tag=tag, labels={"agentbench.test": "pipeline"})
+    yield tag
+    client.images.remove(tag, force=True)
+    client.close()
+
+
+def instance_task(image: str) -> Task:
+    suite, _ = Suite.objects.get_or_create(name="swe-toy", defaults={"source": "swebench"})
+    return Task.objects.create(
+        suite=suite,
+        task_id="toy__toy-1",
+        source=TaskSource.SWEBENCH,
+        spec={"instance_id": "toy__toy-1", "repo": "toy/toy"},
+        repo_url="https://github.com/toy/toy",
+        repo_commit=TOY_COMMIT,
+        docker_image=image,
+        workdir="/testbed",
+        timeout_sec=60,
+        setup_network=False,
+        test_command="PYTHONPATH=src python -m pytest -rA tests/test_calc.py tests/test_extra.py",
+        problem_statement="mean() truncates",
+        gold_patch=SOLUTION,
+        test_patch=TEST_PATCH,
+        fail_to_pass=FAIL_TO_PASS,
+        pass_to_pass=PASS_TO_PASS,
+    )
+
+
+def run(task: Task, variant: str, **config):
+    config_obj = model_config_for_variant(variant, **config)
+    attempt = attempt_create_adhoc(task=task, model_config=config_obj)
+    return attempt_execute(attempt, backend="docker")
+
+
+def test_the_gold_patch_resolves_the_instance(instance_image, settings, tmp_path):
+    settings.ARTIFACTS_ROOT = tmp_path
+
+    attempt = run(instance_task(instance_image), "oracle")
+
+    assert attempt.status == AttemptStatus.FINISHED
+    assert attempt.failure_reason_id is None, attempt.error_text
+    assert attempt.grade == "FULL"
+    assert sorted(attempt.test_results["FAIL_TO_PASS"]["success"]) == sorted(FAIL_TO_PASS)
+    assert attempt.test_results["PASS_TO_PASS"]["failure"] == []
+    assert list(attempt.stages.order_by("order").values_list("name", flat=True)) == [
+        "export_testbed", "agent_run", "apply_test_patch", "final_test",
+    ]  # fmt: skip
+    # The agent's patch is its own change: the instance's test patch is not part of it.
+    assert attempt.files_touched == ["src/toy/calc.py"]
+    assert "test_extra" not in attempt.final_patch
+    record = run_json(attempt)
+    assert record["sandbox"]["workspace_path"] == "/testbed"
+    assert record["outcome"]["grade"] == "FULL"
+    assert not (attempt_folder(attempt) / "workspace").exists()
+    assert leftover_containers(attempt) == []
+
+
+def test_an_unchanged_repository_is_not_resolved(instance_image, settings, tmp_path):
+    settings.ARTIFACTS_ROOT = tmp_path
+
+    attempt = run(instance_task(instance_image), "nop")
+
+    assert attempt.failure_reason_id in ("TESTS_FAILED", "AGENT_GAVE_UP")
+    assert attempt.grade == "NO"
+    assert attempt.test_results["FAIL_TO_PASS"]["success"] == []
+    assert sorted(attempt.test_results["PASS_TO_PASS"]["success"]) == sorted(PASS_TO_PASS)
+    assert attempt.is_infra is False
+
+
+def test_a_missing_instance_image_is_a_sandbox_error(settings, tmp_path):
+    settings.ARTIFACTS_ROOT = tmp_path
+
+    attempt = run(instance_task("agentbench-test/absent:0"), "oracle")
+
+    assert attempt.failure_reason_id == "SANDBOX_ERROR"
+    assert attempt.failure_stage == "git_clone"
+    assert attempt.is_infra is True
