@@ -82,8 +82,17 @@ def unavailable_reason(rootfs: Path | None = None) -> str | None:
 class BwrapSandbox(Sandbox):
     backend = "bwrap"
 
-    def __init__(self, config: SandboxConfig, *, rootfs: Path | None = None, probe: bool = False):
+    def __init__(
+        self,
+        config: SandboxConfig,
+        *,
+        rootfs: Path | None = None,
+        probe: bool = False,
+        use_cgroups: bool | None = None,
+    ):
         super().__init__(config)
+        # None: cgroups when they are writable here, else rlimits. False forces rlimits.
+        self._use_cgroups = use_cgroups
         self.rootfs = rootfs or default_rootfs()
         # A probe checks that bwrap works at all: no cgroup, no workspace handling.
         self._probe = probe
@@ -112,7 +121,7 @@ class BwrapSandbox(Sandbox):
             filesystem.chown_tree_for_agent(self.config.workspace)
             if self._host_uid is not None:
                 self._expose_workspace()
-            if cgroups.detect() is None:
+            if self._use_cgroups is not False and cgroups.detect() is None:
                 self._cgroup = self._create_cgroup()
         spawner = Spawner(user=self._host_uid, label=f"ab-{self.config.name}")
         try:

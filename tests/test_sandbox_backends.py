@@ -258,3 +258,31 @@ def test_a_missing_working_directory_is_exit_126_with_a_message(
     assert result.exit_code == 126
     assert "/no/such/dir" in result.stderr
     assert result.stdout == ""
+
+
+FORKER = (
+    "import os, time\n"
+    "n = 0\n"
+    "try:\n"
+    "    for _ in range(1000):\n"
+    "        if os.fork() == 0:\n"
+    "            time.sleep(30)\n"
+    "            os._exit(0)\n"
+    "        n += 1\n"
+    "except OSError as exc:\n"
+    "    print(n, exc.errno)\n"
+)
+
+
+@pytest.mark.bwrap
+def test_bwrap_without_cgroups_falls_back_to_rlimits(tmp_path: Path) -> None:
+    with BwrapSandbox(config(tmp_path), use_cgroups=False) as sb:
+        assert sb.limits_mode == "rlimit"
+        forked, errno_ = sb.exec(["python3", "-c", FORKER], timeout=10).stdout.split()
+        assert int(forked) < 64 and int(errno_) == 11  # RLIMIT_NPROC: EAGAIN
+        # RLIMIT_AS makes an allocation fail instead of the OOM killer stepping in.
+        hog = sb.exec(["python3", "-c", "x = bytearray(600 * 1024 * 1024)"], timeout=10)
+        assert hog.exit_code == 1 and "MemoryError" in hog.stderr
+        slow = sb.exec("sleep 10", timeout=0.5)
+        assert slow.exit_code == 124 and slow.timed_out
+    assert cgroup_dirs(sb.config.name) == []
