@@ -52,6 +52,8 @@ _PERMANENT_RE = re.compile(
     r"does not exist|no such image|harness misconfigur",
     re.IGNORECASE,
 )
+# How the agents mark a classified model error in an attempt's error text.
+_LLM_MARKER_RE = re.compile(r"\[llm-(?:permanent|transient)\]")
 _UUID_RE = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I)
 _HEX_RE = re.compile(r"\b(?:0x)?[0-9a-f]{12,}\b", re.IGNORECASE)
 _NUMBER_RE = re.compile(r"\d+(?:\.\d+)?")
@@ -108,6 +110,14 @@ class Outcome:
 
     @property
     def key(self) -> str:
+        """What "the same failure" means. A classified LLM error is keyed by that error alone:
+        the same 429 reads "[empty-run] ... no output (2.1s): [llm-transient] ..." when the
+        agent stage took over a second and "... [llm-transient] ..." when it did not, and
+        the stored fingerprint (the first 200 characters) may not even reach the error."""
+        first_line = self.error_text.split("\n", 1)[0]
+        markers = list(_LLM_MARKER_RE.finditer(first_line))
+        if markers:
+            return normalize_fingerprint(first_line[markers[-1].start() :])
         return self.fingerprint or normalize_fingerprint(self.error_text) or str(self.reason)
 
 

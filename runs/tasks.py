@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
+from celery.signals import worker_init
 from django.conf import settings
 from django.db import close_old_connections, connection
 from django.utils import timezone
@@ -24,6 +25,15 @@ from runs.services_worker import attempt_claim, attempts_reap, run_attempt_done
 from runs.taxonomy import Reason
 
 log = logging.getLogger(__name__)
+
+
+@worker_init.connect
+def _warm_imports(**_kwargs) -> None:
+    """Import the pipeline, agents and the openai client once in the worker's main process,
+    before the pool forks: otherwise each child pays ~1s of imports inside its first attempt's
+    agent stage, where it reads as an empty run (over a second, no tokens)."""
+    import runs.agents.llm
+    import runs.pipeline.execute  # noqa: F401
 
 
 def attempt_time_limits(attempt_ids: Sequence[int]) -> dict[int, tuple[int, int]]:

@@ -115,3 +115,19 @@ def test_outcomes_without_a_stored_fingerprint_group_by_normalized_text():
     ]
     breach = find_breach(outcomes, threshold=3)
     assert breach is not None and breach.reason == "SANDBOX_ERROR"
+
+
+def test_the_same_llm_error_is_one_streak_whether_or_not_it_was_tagged_an_empty_run():
+    core = "[llm-transient] RateLimitError (HTTP 429): Error code: 429 - rate limit reached"
+    tagged = (
+        "[empty-run] LLM_ERROR in agent_run: the agent produced no output (2.3s, 0 tokens): "
+        f"[empty-run] the model produced no tokens in 2.1s: {core} (gave up after 1 attempt(s))"
+    )
+    plain = f"LLM_ERROR in agent_run: {core} (gave up after 1 attempt(s))\nstderr tail"
+    outcomes = [
+        Outcome(1, "LLM_ERROR", fingerprint=tagged[:200].lower(), error_text=tagged),
+        Outcome(2, "LLM_ERROR", fingerprint=plain[:200].lower(), error_text=plain),
+        Outcome(3, "LLM_ERROR", fingerprint=tagged[:200].lower(), error_text=tagged),
+    ]
+    breach = find_breach(outcomes, threshold=3)
+    assert breach is not None and breach.fingerprint.startswith("[llm-transient] RateLimitError")

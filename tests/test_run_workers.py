@@ -119,7 +119,8 @@ def test_a_permanent_llm_error_aborts_the_run_and_the_other_queued_run_of_the_mo
     assert first.status == RunStatus.ABORTED
     assert first.fail_fast_code == "LLM_ERROR" and first.fail_fast_permanent
     finished = attempts(stack, first).filter(status=AttemptStatus.FINISHED)
-    assert finished.count() == 3  # aborted within 3 attempts
+    outcomes = [(a.failure_reason_id, a.error_fingerprint) for a in finished]
+    assert len(outcomes) == 3, outcomes  # aborted within 3 attempts
     assert {a.error_kind for a in finished} == {"permanent"}
     skipped = attempts(stack, first).filter(status=AttemptStatus.SKIPPED)
     assert skipped.count() == 3
