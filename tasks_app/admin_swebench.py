@@ -118,6 +118,7 @@ def results_upload(request: HttpRequest) -> HttpResponse:
                 model_name=form.cleaned_data["model"],
                 predictions=predictions.read() if predictions else None,
                 ignore_unknown=form.cleaned_data["ignore_unknown"],
+                created_by=request.user,
             )
         except SwebenchInputError as exc:
             context["problems"] = exc.lines()

@@ -85,6 +85,7 @@ def test_a_results_upload_creates_the_published_run(client, alice, tmp_path):
     ).content.decode()
 
     run = Run.objects.get(source="published")
+    assert run.created_by == alice
     assert f"/runs/{run.public_id}/" in body
     assert '<td class="count-resolved">3</td>' in body
     assert "3/6 resolved (50.0%)" in body

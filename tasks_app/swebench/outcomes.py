@@ -139,11 +139,12 @@ def finished_attempt(
     error_text = info.error_text
     if note:
         error_text = f"{error_text} ({note})" if error_text else note
+    # Ids rather than objects: cheaper for the hundreds of rows one import builds.
     return Attempt(
-        run=run,
-        task=task,
-        suite=suite,
-        model_config=model,
+        run_id=run.pk,
+        task_id=task.pk,
+        suite_id=suite.pk,
+        model_config_id=model.pk,
         sample_index=0,
         task_revision=task.revision,
         status=AttemptStatus.FINISHED,

@@ -400,6 +400,7 @@ def results_import(
             model_config=model,
             source=RunSource.PUBLISHED,
             status=RunStatus.FINISHED,
+            created_by=created_by,
             started_at=now,
             finished_at=now,
             selection={"task_ids": [t.task_id for t in tasks]},
