@@ -218,3 +218,38 @@ def test_ab_import_results_prints_the_summary(tmp_path):
     assert "3/6 resolved (50.0%)" in out.stdout
     again = ab("import-results", str(REPORTS), "--suite", "v", "--model", "mini", var_dir=var)
     assert "unchanged" in again.stdout
+
+
+def test_imported_results_show_on_the_leaderboard_run_and_attempt_pages(
+    lite, tmp_path, client, alice
+):
+    path = run_report(tmp_path, resolved_ids=LITE_IDS[:4], unresolved_ids=LITE_IDS[4:20])
+    report = results_import(source=path, suite_name=lite, model_name="published-agent")
+    client.force_login(alice)
+
+    board = client.get(f"/suites/{lite}/leaderboard/").content.decode()
+    assert "published-agent" in board
+    assert "published results, 3 missing of 23" in board
+    assert client.get(f"/runs/{report.run_id}/").status_code == 200
+    attempt = Attempt.objects.get(run__public_id=report.run_id, task__task_id=LITE_IDS[22])
+    page = client.get(attempt.get_absolute_url()).content.decode()
+    assert "missing" in page and LITE_IDS[22] in page
+
+
+def test_a_stale_published_attempt_is_marked_after_a_dataset_update(lite, tmp_path, client, alice):
+    path = run_report(tmp_path, resolved_ids=LITE_IDS[:1])
+    report = results_import(source=path, suite_name=lite, model_name="m")
+    items = rows(LITE_DEV)
+    items[0]["problem_statement"] += "\n(clarified)"
+    changed = tmp_path / "lite_v2.jsonl"
+    changed.write_text("".join(json.dumps(i) + "\n" for i in items))
+    swebench_import(source=changed, suite_name=lite, dataset_version="v2")
+
+    attempt = Attempt.objects.get(run__public_id=report.run_id, task__task_id=LITE_IDS[0])
+    assert attempt.is_stale_revision and attempt.resolved
+    client.force_login(alice)
+    page = client.get(attempt.get_absolute_url()).content.decode()
+    assert "stale: task revision 1 &lt; 2" in page
+    # The same results imported again now count as new: the dataset changed under them.
+    again = results_import(source=path, suite_name=lite, model_name="m")
+    assert not again.unchanged and again.replaced_runs == 1
