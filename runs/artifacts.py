@@ -173,13 +173,15 @@ def _text(value) -> str:
 
 _INPUT_KEYS = ("input", "args", "arguments", "command", "request", "messages", "params")
 _OUTPUT_KEYS = ("output", "result", "stdout", "response", "content", "error", "stderr")
-_META_KEYS = {"type", "event", "kind", "tool", "name", "ts", "time", "at", "timestamp"}
+_META_KEYS = {"type", "event", "kind", "tool", "name", "ts", "time", "at", "timestamp", "t"}
 
 
 def _event(index: int, raw: dict) -> Event:
     kind = str(raw.get("type") or raw.get("event") or raw.get("kind") or "event")
     tool = str(raw.get("tool") or raw.get("name") or "")
     at = str(raw.get("ts") or raw.get("time") or raw.get("at") or raw.get("timestamp") or "")
+    if not at and isinstance(raw.get("t"), int | float):
+        at = f"+{raw['t']:.1f} s"
     inputs = {k: raw[k] for k in _INPUT_KEYS if k in raw}
     outputs = {k: raw[k] for k in _OUTPUT_KEYS if k in raw}
     rest = {

@@ -163,9 +163,9 @@ def leaderboard_rows(
 
     Success rates count scored attempts only (infrastructure failures are shown as their own
     count). Imported published results are rated over the whole suite (``resolved / suite
-    size``), their missing instances counting as unresolved. The leader is the best rate;
-    leader is never a reference agent (oracle, no-op). Every other row carries the exact
-    McNemar p-value of its per-task outcomes against the
+    size``), their missing instances counting as unresolved. The leader is the best rate
+    among non-reference agents (oracle and no-op only bound the scale). Every other
+    non-reference row carries the exact McNemar p-value of its per-task outcomes against the
     leader's, and is marked tied when p >= 0.05.
     """
     attempts = finished_attempts(suite=suite, labels=labels, date_from=date_from, date_to=date_to)
@@ -333,8 +333,8 @@ def _mark_ties(rows: list[LeaderboardRow], task_ids: list[int]) -> None:
     leader.is_leader = True
     leader.tied_with_leader = True
     lead = task_outcomes(leader, task_ids)
-    for row in rows:
-        if row is leader or row.rate is None:
+    for row in rated:
+        if row is leader:
             continue
         only_leader, only_row, _, _ = paired_counts(lead, task_outcomes(row, task_ids))
         row.p_value_vs_leader = mcnemar_exact(only_leader, only_row)

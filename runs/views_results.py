@@ -108,10 +108,16 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
             "sort_links": sort_links,
             "errors": errors,
             "any_k": any(r.pass_at_k is not None for r in rows),
-            "compare_default": ",".join(r.slug for r in rows[:2]),
+            "compare_default": ",".join(r.slug for r in _top_competitors(rows, 2)),
         },
         status=400 if errors else 200,
     )
+
+
+def _top_competitors(rows: list, count: int) -> list:
+    """The best-rated rows that are not reference agents (those have no test vs the leader)."""
+    competing = [r for r in rows if r.is_leader or r.p_value_vs_leader is not None]
+    return sorted(competing, key=lambda r: r.rank)[:count]
 
 
 def _models_param(suite: Suite, value: str) -> list[ModelConfig]:
@@ -240,6 +246,9 @@ def taxonomy(request: HttpRequest, name: str) -> HttpResponse:
             "suite": suite,
             "breakdown": breakdown,
             "chart": chart_data(breakdown, attempts_url),
+            "present_reasons": [
+                r for r in breakdown.reasons if any(b.counts.get(r.code) for b in breakdown.models)
+            ],
             "attempts_url": attempts_url,
         },
     )

@@ -58,7 +58,7 @@ def test_the_page_shows_the_matrix_with_links_to_attempts(client, pair):
     response = client.get(url)
     assert response.status_code == 200
     body = response.content.decode()
-    assert body.count('class="small attempt-link"') == 12
+    assert body.count('class="small attempt-link chip') == 12
     assert "Fixed by model-b" in body
     assert "side by side" in body
 

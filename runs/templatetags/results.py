@@ -49,9 +49,10 @@ def kilo(value) -> str:
 
 @register.filter
 def pvalue(value) -> str:
+    """A p-value with its relation: "p < 0.001" or "p = 0.042"."""
     if value is None:
         return "—"
-    return "<0.001" if value < 0.001 else f"{value:.3f}"
+    return "p < 0.001" if value < 0.001 else f"p = {value:.3f}"
 
 
 @register.filter

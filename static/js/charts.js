@@ -15,7 +15,7 @@
       hovermode: "closest",
     };
     if (kind === "lines") {
-      layout.yaxis = { title: { text: "resolved %" }, range: [0, 100] };
+      layout.yaxis = { title: { text: "resolved %" }, range: [0, 105] };
       layout.xaxis = { type: "date" };
     } else {
       layout.barmode = "stack";
