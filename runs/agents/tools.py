@@ -13,16 +13,27 @@ import json
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from runs.agents import remote
 from runs.agents.events import EventLog
 from runs.agents.patching import PatchError, check_relative_path, normalize_patch
+from runs.agents.tool_results import (
+    ListFilesResult,
+    PatchResult,
+    ReadFileResult,
+    RunResult,
+    SearchHit,
+    SearchResult,
+    ToolInputError,
+    ToolResult,
+    clip,
+)
+from runs.agents.tool_schemas import TOOL_NAMES, TOOL_SCHEMAS, validate_arguments
 from sandbox.base import ExecResult, Sandbox
 
-OBSERVATION_CHARS = 12_000
 EVENT_OUTPUT_CHARS = 4_000
 READ_MAX_LINES = 1_000
 READ_MAX_CHARS = 60_000
@@ -31,220 +42,6 @@ LIST_LIMIT = 1_000
 MAX_RUN_TIMEOUT_SEC = 3_600
 ENV_CHUNK_CHARS = 100_000
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-class ToolInputError(ValueError):
-    """A tool was called with arguments it cannot use; the message names the argument."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class ToolResult:
-    tool: str
-    ok: bool
-    error: str = ""
-    step: int = 0
-    duration_sec: float = 0.0
-    artifact: str = ""  # relative to the attempt folder
-
-    def observation(self) -> str:
-        return f"error: {self.error}" if not self.ok else "ok"
-
-    def fingerprint(self) -> str:
-        """What makes two failures 'the same' for the repeated-failure rule."""
-        return f"{self.tool}:{' '.join(self.error.split())[:200]}"
-
-
-@dataclass(frozen=True, kw_only=True)
-class ListFilesResult(ToolResult):
-    files: tuple[str, ...] = ()
-    truncated: bool = False
-
-    def observation(self) -> str:
-        if not self.ok:
-            return f"error: {self.error}"
-        more = f"\n[list truncated at {len(self.files)} entries]" if self.truncated else ""
-        return ("\n".join(self.files) or "(no files)") + more
-
-
-@dataclass(frozen=True, kw_only=True)
-class ReadFileResult(ToolResult):
-    path: str = ""
-    text: str = ""
-    start_line: int = 0
-    end_line: int = 0
-    total_lines: int = 0
-    truncated: bool = False
-    suggestions: tuple[str, ...] = ()
-    entries: tuple[str, ...] = ()  # when the path is a directory
-
-    def observation(self) -> str:
-        if not self.ok:
-            hint = f"\ndid you mean: {', '.join(self.suggestions)}" if self.suggestions else ""
-            return f"error: {self.error}{hint}"
-        if self.entries:
-            return f"{self.path} is a directory:\n" + "\n".join(self.entries)
-        header = f"{self.path} (lines {self.start_line}-{self.end_line} of {self.total_lines})"
-        note = (
-            "\n[truncated: call read_file with start_line/end_line for the rest]"
-            if self.truncated
-            else ""
-        )
-        return f"{header}\n{self.text}{note}"
-
-
-@dataclass(frozen=True, slots=True)
-class SearchHit:
-    path: str
-    line_number: int
-    line: str
-    before: tuple[str, ...] = ()
-    after: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, kw_only=True)
-class SearchResult(ToolResult):
-    query: str = ""
-    hits: tuple[SearchHit, ...] = ()
-    truncated: bool = False
-
-    def observation(self) -> str:
-        if not self.ok:
-            return f"error: {self.error}"
-        if not self.hits:
-            return f"no matches for {self.query!r}"
-        blocks = []
-        for hit in self.hits:
-            first = hit.line_number - len(hit.before)
-            lines = [*hit.before, hit.line, *hit.after]
-            marks = [
-                f"{n}{':' if n == hit.line_number else '-'} {text}"
-                for n, text in enumerate(lines, start=first)
-            ]
-            blocks.append(f"{hit.path}\n" + "\n".join(marks))
-        more = "\n[more matches not shown]" if self.truncated else ""
-        return _clip("\n--\n".join(blocks) + more)
-
-
-@dataclass(frozen=True, kw_only=True)
-class PatchResult(ToolResult):
-    paths: tuple[str, ...] = ()
-    notes: tuple[str, ...] = ()
-    git_flags: tuple[str, ...] = ()
-
-    def observation(self) -> str:
-        if not self.ok:
-            return f"error: patch not applied: {self.error}"
-        notes = f" ({'; '.join(self.notes)})" if self.notes else ""
-        return f"patch applied to {', '.join(self.paths)}{notes}"
-
-
-@dataclass(frozen=True, kw_only=True)
-class RunResult(ToolResult):
-    command: str = ""
-    exit_code: int | None = None
-    stdout: str = ""
-    stderr: str = ""
-    timed_out: bool = False
-    truncated: bool = False
-
-    def observation(self) -> str:
-        if self.exit_code is None:
-            return f"error: {self.error}"
-        status = f"exit code {self.exit_code}" + (" (timed out)" if self.timed_out else "")
-        body = self.stdout + (f"\n[stderr]\n{self.stderr}" if self.stderr.strip() else "")
-        return f"{status}\n{_clip(body)}"
-
-    def fingerprint(self) -> str:
-        tail = " ".join((self.stdout + self.stderr).split())[-150:]
-        return f"run:{self.command[:80]}:{self.exit_code}:{tail}"
-
-
-def _clip(text: str, limit: int = OBSERVATION_CHARS) -> str:
-    """Keep the start and the end (where tracebacks and summaries are) of long output."""
-    if len(text) <= limit:
-        return text
-    head = limit // 4
-    tail = limit - head
-    return f"{text[:head]}\n[... {len(text) - limit} characters cut ...]\n{text[-tail:]}"
-
-
-# JSON schemas of the five tools, as the LLM sees them (OpenAI function-calling format).
-TOOL_SCHEMAS: list[dict[str, Any]] = [
-    {
-        "name": "list_files",
-        "description": "List files under a directory of the repository (hidden and build "
-        "directories skipped). Optional glob, e.g. '*.py' or 'src/**/*.py'.",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "root": {"type": "string", "description": "directory, default '.'"},
-                "glob": {"type": "string"},
-            },
-        },
-    },
-    {
-        "name": "read_file",
-        "description": "Read a text file of the repository, optionally a 1-based inclusive "
-        "line range. Long files are truncated; ask for a range to see more.",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "path": {"type": "string"},
-                "start_line": {"type": "integer", "minimum": 1},
-                "end_line": {"type": "integer", "minimum": 1},
-            },
-            "required": ["path"],
-        },
-    },
-    {
-        "name": "search",
-        "description": "Search the repository with ripgrep; returns matching lines with "
-        "context. Fixed-string search unless is_regex is true.",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "query": {"type": "string"},
-                "glob": {"type": "string"},
-                "max_results": {"type": "integer", "minimum": 1, "maximum": 500},
-                "context_lines": {"type": "integer", "minimum": 0, "maximum": 10},
-                "is_regex": {"type": "boolean"},
-            },
-            "required": ["query"],
-        },
-    },
-    {
-        "name": "apply_patch",
-        "description": "Apply a unified diff (as produced by 'git diff', paths relative to the "
-        "repository root). The tests run automatically afterwards.",
-        "parameters": {
-            "type": "object",
-            "properties": {"unified_diff": {"type": "string"}},
-            "required": ["unified_diff"],
-        },
-    },
-    {
-        "name": "run",
-        "description": "Run a shell command in the repository, without network access. "
-        "Returns the exit code and output.",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "command": {"type": "string"},
-                "timeout_sec": {"type": "number", "minimum": 1},
-                "env": {"type": "object", "additionalProperties": {"type": "string"}},
-            },
-            "required": ["command"],
-        },
-    },
-]
-TOOL_NAMES = tuple(schema["name"] for schema in TOOL_SCHEMAS)
-_PYTHON_TYPES: dict[str, type | tuple[type, ...]] = {
-    "string": str,
-    "integer": int,
-    "number": (int, float),
-    "boolean": bool,
-    "object": dict,
-}
 
 
 class RemoteError(Exception):
@@ -287,7 +84,7 @@ class Toolbox:
             self.events.emit("tool_start", step=step, tool=name, arguments=_brief(arguments))
         started = time.monotonic()
         try:
-            kwargs = _validate(name, arguments)
+            kwargs = validate_arguments(name, arguments)
             method: Callable[..., ToolResult] = getattr(self, f"_{name}")
             result = method(step, **kwargs)
         except (ToolInputError, PatchError, RemoteError) as exc:
@@ -301,7 +98,7 @@ class Toolbox:
                 tool=name,
                 ok=result.ok,
                 # What the agent saw, for the trajectory view (the full text is in logs/).
-                output=_clip(result.observation(), EVENT_OUTPUT_CHARS),
+                output=clip(result.observation(), EVENT_OUTPUT_CHARS),
                 **({"error": result.error[:500]} if not result.ok else {}),
                 duration_sec=duration,
                 artifact=result.artifact,
@@ -609,41 +406,6 @@ def _parse_rg(
         ),
         truncated,
     )
-
-
-def _validate(name: str, arguments: Any) -> dict[str, Any]:
-    schema = next((s for s in TOOL_SCHEMAS if s["name"] == name), None)
-    if schema is None:
-        raise ToolInputError(f"unknown tool {name!r}; tools: {', '.join(TOOL_NAMES)}")
-    if arguments is None:
-        arguments = {}
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments or "{}")
-        except json.JSONDecodeError as exc:
-            raise ToolInputError(f"{name}: arguments are not valid JSON: {exc.msg}") from exc
-    if not isinstance(arguments, dict):
-        raise ToolInputError(f"{name}: arguments must be a JSON object")
-    properties = schema["parameters"]["properties"]
-    allowed = set(properties) | ({"network"} if name == "run" else set())
-    unknown = set(arguments) - allowed
-    if unknown:
-        raise ToolInputError(f"{name}: unknown argument(s) {', '.join(sorted(unknown))}")
-    kwargs = {}
-    for key, value in arguments.items():
-        if value is None:
-            continue
-        expected = "boolean" if key == "network" else properties[key]["type"]
-        python_type = _PYTHON_TYPES[expected]
-        if isinstance(value, bool) and expected != "boolean":
-            raise ToolInputError(f"{name}: {key} must be {expected}, got boolean")
-        if not isinstance(value, python_type):
-            raise ToolInputError(f"{name}: {key} must be {expected}, got {type(value).__name__}")
-        kwargs[key] = value
-    for key in schema["parameters"].get("required", []):
-        if key not in kwargs:
-            raise ToolInputError(f"{name}: missing required argument {key!r}")
-    return kwargs
 
 
 def _relative(path: str, field_name: str, workdir: str) -> str:
