@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (pytest fixtures imported from tests.agent_fixtures)
 """The agent loop and the model-free agents (scripted, oracle, nop, external) in a real sandbox."""
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ def run_variant(sandbox, artifacts, variant, **kwargs):
     return agent.run(agent_context(sandbox, artifacts, variant=variant, **kwargs))
 
 
-def test_the_scripted_agent_solves_the_toy_task_and_logs_every_step(toy_sandbox, tmp_path):  # noqa: F811
+def test_the_scripted_agent_solves_the_toy_task_and_logs_every_step(toy_sandbox, tmp_path):
     outcome = run_variant(toy_sandbox, tmp_path, "scripted")
     assert outcome.reason is None
     assert outcome.stop == "tests_passed"
@@ -46,13 +47,13 @@ def test_the_scripted_agent_solves_the_toy_task_and_logs_every_step(toy_sandbox,
     assert "4 passed" in (tmp_path / "logs/tests_0002.txt").read_text()
 
 
-def test_the_oracle_applies_the_gold_patch(toy_sandbox, tmp_path):  # noqa: F811
+def test_the_oracle_applies_the_gold_patch(toy_sandbox, tmp_path):
     outcome = run_variant(toy_sandbox, tmp_path, "oracle", gold_patch=TOY_SOLUTION)
     assert outcome.reason is None
     assert outcome.steps == 1
 
 
-def test_the_oracle_gives_up_without_a_gold_patch(toy_sandbox, tmp_path):  # noqa: F811
+def test_the_oracle_gives_up_without_a_gold_patch(toy_sandbox, tmp_path):
     outcome = run_variant(toy_sandbox, tmp_path, "oracle")
     assert outcome.reason is Reason.AGENT_GAVE_UP
     assert "[no-gold-patch]" in outcome.error_text
@@ -60,7 +61,7 @@ def test_the_oracle_gives_up_without_a_gold_patch(toy_sandbox, tmp_path):  # noq
 
 
 def test_the_oracle_reports_a_gold_patch_that_does_not_apply_as_a_tool_error(
-    toy_sandbox,  # noqa: F811
+    toy_sandbox,
     tmp_path,
 ):
     stale = TOY_SOLUTION.replace("// len(values)", "// len(vals)")
@@ -69,7 +70,7 @@ def test_the_oracle_reports_a_gold_patch_that_does_not_apply_as_a_tool_error(
     assert "[patch-apply-failed]" in outcome.error_text
 
 
-def test_the_nop_agent_leaves_the_tests_failing(toy_sandbox, tmp_path):  # noqa: F811
+def test_the_nop_agent_leaves_the_tests_failing(toy_sandbox, tmp_path):
     outcome = run_variant(toy_sandbox, tmp_path, "nop")
     assert outcome.reason is Reason.TESTS_FAILED
     assert outcome.stop == "done"
@@ -77,7 +78,7 @@ def test_the_nop_agent_leaves_the_tests_failing(toy_sandbox, tmp_path):  # noqa:
     assert [e["event"] for e in events(tmp_path)].count("tests_finish") == 1
 
 
-def test_the_external_agent_applies_a_prediction_or_says_why_not(toy_sandbox, tmp_path):  # noqa: F811
+def test_the_external_agent_applies_a_prediction_or_says_why_not(toy_sandbox, tmp_path):
     empty = run_variant(toy_sandbox, tmp_path / "a", "external", prediction="")
     assert empty.reason is Reason.TESTS_FAILED
     assert empty.error_text.startswith("[empty-patch]")
@@ -93,7 +94,7 @@ def test_the_external_agent_applies_a_prediction_or_says_why_not(toy_sandbox, tm
     )
 
 
-def test_the_step_budget_ends_the_attempt_as_gave_up(toy_sandbox, tmp_path):  # noqa: F811
+def test_the_step_budget_ends_the_attempt_as_gave_up(toy_sandbox, tmp_path):
     outcome = run_variant(
         toy_sandbox, tmp_path, "scripted", budgets=Budgets(max_steps=2, max_time_sec=300)
     )
@@ -102,7 +103,7 @@ def test_the_step_budget_ends_the_attempt_as_gave_up(toy_sandbox, tmp_path):  # 
     assert outcome.steps == 2
 
 
-def test_the_time_budget_ends_the_attempt_as_a_timeout(toy_sandbox, tmp_path):  # noqa: F811
+def test_the_time_budget_ends_the_attempt_as_a_timeout(toy_sandbox, tmp_path):
     outcome = run_variant(
         toy_sandbox, tmp_path, "scripted", budgets=Budgets(max_steps=20, max_time_sec=0.01)
     )
@@ -112,7 +113,7 @@ def test_the_time_budget_ends_the_attempt_as_a_timeout(toy_sandbox, tmp_path):  
     assert outcome.stop == "time_budget"
 
 
-def test_tests_that_already_pass_end_the_loop_at_once(toy_sandbox, tmp_path):  # noqa: F811
+def test_tests_that_already_pass_end_the_loop_at_once(toy_sandbox, tmp_path):
     toy_sandbox.exec(f"git apply - <<'EOF'\n{TOY_SOLUTION}EOF", timeout=30, cwd="/workspace/repo")
     outcome = run_variant(toy_sandbox, tmp_path, "scripted")
     assert outcome.reason is None

@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (pytest fixtures imported from tests.agent_fixtures)
 """The five agent tools in a real sandbox, on both backends."""
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def tools(toy_sandbox, tmp_path) -> Toolbox:  # noqa: F811
+def tools(toy_sandbox, tmp_path) -> Toolbox:
     return Toolbox(toy_sandbox, workdir="/workspace/repo", artifacts_dir=tmp_path / "artifacts")
 
 
@@ -99,7 +100,7 @@ def test_it_normalizes_a_begin_patch_block(tools):
     assert any("Begin Patch" in note for note in applied.notes)
 
 
-def test_strict_mode_refuses_a_begin_patch_block_and_changes_nothing(toy_sandbox, tmp_path):  # noqa: F811
+def test_strict_mode_refuses_a_begin_patch_block_and_changes_nothing(toy_sandbox, tmp_path):
     strict = Toolbox(
         toy_sandbox, workdir="/workspace/repo", artifacts_dir=tmp_path, strict_patch=True
     )
@@ -118,7 +119,7 @@ def test_strict_mode_refuses_a_begin_patch_block_and_changes_nothing(toy_sandbox
 def test_a_patch_writing_outside_the_workspace_is_refused_and_touches_nothing(
     tools,
     toy_sandbox,
-    tmp_path,  # noqa: F811
+    tmp_path,
 ):
     name = f"outside-{uuid.uuid4().hex}"
     for target in (f"../../{name}", f"../{name}", f"/tmp/{name}"):
