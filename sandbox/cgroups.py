@@ -136,15 +136,7 @@ class SandboxCgroup:
     def oom_kills(self) -> int:
         """How many processes the kernel OOM-killed in this group so far."""
         name = "memory.events" if self.version == 2 else "memory.oom_control"
-        try:
-            text = (self.dirs["memory"] / name).read_text()
-        except OSError:
-            return 0
-        for line in text.splitlines():
-            key, _, value = line.partition(" ")
-            if key == "oom_kill":
-                return int(value)
-        return 0
+        return read_oom_kills(self.dirs["memory"] / name)
 
     def _pids(self, d: Path) -> list[int]:
         try:
@@ -177,3 +169,38 @@ class SandboxCgroup:
                 except OSError:
                     self._empty(d)
                     time.sleep(0.01)
+
+
+def oom_counter_file(pid: int) -> Path | None:
+    """The file holding the ``oom_kill`` count of the memory cgroup ``pid`` belongs to (how the
+    Docker backend learns, synchronously, that the kernel OOM-killed a command), if readable."""
+    found = _hierarchies()
+    if isinstance(found, str):
+        return None
+    version, roots = found
+    try:
+        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _id, controllers, path = line.split(":", 2)
+        if version == 2 and controllers == "":
+            candidate = roots["memory"] / path.lstrip("/") / "memory.events"
+        elif version == 1 and "memory" in controllers.split(","):
+            candidate = roots["memory"] / path.lstrip("/") / "memory.oom_control"
+        else:
+            continue
+        return candidate if candidate.exists() else None
+    return None
+
+
+def read_oom_kills(counter: Path) -> int:
+    try:
+        text = counter.read_text()
+    except OSError:
+        return 0
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        if key == "oom_kill":
+            return int(value)
+    return 0

@@ -18,7 +18,6 @@ import tarfile
 import threading
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,7 @@ import docker
 import docker.errors
 from docker.models.containers import Container
 
-from sandbox import filesystem
+from sandbox import cgroups, filesystem
 from sandbox.base import AGENT_UID, KILLED_EXIT_CODE, ExecResult, Sandbox, SandboxConfig
 from sandbox.errors import SandboxError, SandboxUnavailable
 from sandbox.output import CappedOutput, build_result
@@ -35,10 +34,20 @@ MANAGED_LABEL = "agentbench.managed"
 EXPORT_LABEL = "agentbench.export"
 BRIDGE = "bridge"
 CANNOT_EXECUTE = 126
+# Every exec runs under coreutils `timeout`, which puts the command in a process group of its
+# own and SIGKILLs that group at the deadline; once the command ends, whatever it left running
+# in the group (background jobs, a fork bomb) is killed too, as under bubblewrap. The host
+# keeps only a backstop deadline in case the engine stops answering.
+EXEC_WRAPPER = (
+    'timeout -s KILL "$0" "$@" & pid=$!; wait "$pid"; rc=$?; '
+    'kill -KILL -"$pid" 2>/dev/null; exit "$rc"'
+)
 OCI_FAILURE = "OCI runtime exec failed"
 # After the in-container `timeout` should have fired, how long to wait for the exec to end.
 HARD_DEADLINE_GRACE_SEC = 10.0
 ENGINE_TIMEOUT_SEC = 30
+# The engine reports OOM kills asynchronously: how long the events fallback listens.
+OOM_EVENT_WAIT_SEC = 0.5
 
 
 def _client(timeout: int = ENGINE_TIMEOUT_SEC) -> docker.DockerClient:
@@ -111,6 +120,7 @@ class DockerSandbox(Sandbox):
         self._client: docker.DockerClient | None = None
         self._container: Container | None = None
         self._gate = _NetworkGate()
+        self._oom_counter: Path | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -135,6 +145,8 @@ class DockerSandbox(Sandbox):
         try:
             self._container = self._client.containers.run(**self._run_kwargs())
             self._client.networks.get(BRIDGE).disconnect(self._container, force=True)
+            self._container.reload()
+            self._oom_counter = cgroups.oom_counter_file(self._container.attrs["State"]["Pid"])
         except docker.errors.DockerException as exc:
             raise SandboxError(f"cannot start container {self.name}: {_first_line(exc)}") from exc
 
@@ -226,12 +238,11 @@ class DockerSandbox(Sandbox):
     ) -> ExecResult:
         assert self._client is not None and self._container is not None
         argv = ["sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
-        # coreutils `timeout` kills the command's whole process group inside the container;
-        # the host only keeps a backstop deadline in case the engine stops answering.
-        wrapped = ["timeout", "-s", "KILL", f"{max(timeout, 0.01):.3f}", *argv]
+        wrapped = ["sh", "-c", EXEC_WRAPPER, f"{max(timeout, 0.01):.3f}", *argv]
         api = self._client.api
         started = time.monotonic()
-        started_wall = datetime.now(UTC)
+        started_wall = time.time()
+        oom_before = self._oom_kills()
         try:
             exec_id = api.exec_create(
                 self._container.id,
@@ -266,7 +277,13 @@ class DockerSandbox(Sandbox):
             # stderr, where bubblewrap reports it too, not on the command's stdout.
             output = _moved_to_stderr(output)
         timed_out = exit_code == KILLED_EXIT_CODE and duration >= timeout
-        oom = exit_code == KILLED_EXIT_CODE and not timed_out and self._oom_since(started_wall)
+        oom = False
+        if exit_code == KILLED_EXIT_CODE and not timed_out:
+            oom_after = self._oom_kills()
+            if oom_before is not None and oom_after is not None:
+                oom = oom_after > oom_before
+            else:
+                oom = self._oom_event_since(started_wall)
         return build_result(
             output=output,
             exit_code=exit_code,
@@ -286,13 +303,17 @@ class DockerSandbox(Sandbox):
         except Exception as exc:  # reported by _exec in the caller's thread
             errors.append(exc)
 
-    def _oom_since(self, since: datetime) -> bool:
-        """Did the kernel OOM-kill a process of this container since ``since``? The engine
-        reports every OOM kill in the container's cgroup as an ``oom`` event."""
+    def _oom_kills(self) -> int | None:
+        """The kernel's OOM-kill count for the container's memory cgroup, read on the host
+        (synchronous, unlike the engine's events); None when the cgroup is not visible here."""
+        return cgroups.read_oom_kills(self._oom_counter) if self._oom_counter else None
+
+    def _oom_event_since(self, since: float) -> bool:
+        """Fallback for a remote engine: did it report an ``oom`` event for the container?"""
         assert self._client is not None and self._container is not None
         events = self._client.events(
-            since=int(since.timestamp()),
-            until=int(time.time()) + 1,
+            since=f"{since:.9f}",
+            until=f"{time.time() + OOM_EVENT_WAIT_SEC:.9f}",
             filters={"container": self._container.id, "event": "oom"},
             decode=True,
         )

@@ -217,6 +217,18 @@ def test_it_kills_a_command_and_its_children_at_the_timeout(sb: Sandbox) -> None
     assert sb.exec("echo still usable", timeout=10).stdout == "still usable\n"
 
 
+def test_a_background_job_does_not_outlive_its_exec(sb: Sandbox) -> None:
+    marker = f"{uuid.uuid4().int % 10**6 + 10**6}.75"
+    started = time.monotonic()
+    result = sb.exec(f"sleep {marker} & echo started", timeout=10)
+    assert result.ok and result.stdout == "started\n"
+    assert time.monotonic() - started < 2  # not held open by the job's copy of stdout
+    deadline = time.monotonic() + 3
+    while host_processes_with(f"sleep {marker}") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert host_processes_with(f"sleep {marker}") == []
+
+
 def test_it_caps_output_and_marks_it_truncated(make_sandbox: MakeSandbox) -> None:
     with make_sandbox(output_cap_bytes=1000) as sb:
         result = sb.exec("head -c 100000 /dev/zero | tr '\\0' x; echo tail >&2", timeout=10)
