@@ -196,3 +196,12 @@ def test_absolute_paths_inside_the_repository_are_accepted(tools):
     result = tools.read_file("/workspace/repo/src/toy/calc.py", start_line=1, end_line=1)
     assert result.ok
     assert result.text == '"""Small arithmetic helpers."""'
+
+
+def test_a_large_patch_is_applied_whole(tools):
+    lines = [f"LINE_{n:06d} = {'x' * 40!r}" for n in range(6000)]  # about 350 kB
+    patch = "--- /dev/null\n+++ b/src/toy/big.py\n@@ -0,0 +1,6000 @@\n"
+    patch += "".join(f"+{line}\n" for line in lines)
+    applied = tools.apply_patch(patch)
+    assert applied.ok, applied.error
+    assert sandbox_text(tools, "src/toy/big.py") == "".join(f"{line}\n" for line in lines)
