@@ -36,7 +36,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="environment variable holding the API key (default: LLM_API_KEY_ENV)",
     )
-    p.add_argument("--max-steps", type=int, default=None, help="tool-call budget")
+    p.add_argument(
+        "--max-steps",
+        type=int,
+        default=None,
+        help="tool-call budget (a task's own agent.max_steps takes precedence)",
+    )
     p.add_argument("--max-time-sec", type=int, default=None, help="agent time budget")
     p.add_argument("--strict-patch", action="store_true", help="accept only standard unified diffs")
     p.add_argument(
