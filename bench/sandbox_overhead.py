@@ -15,6 +15,7 @@ added to ``MEASUREMENTS``.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -89,8 +90,12 @@ def sandbox_exec_rows(backends: list[str], runs: int) -> list[Row]:
                     assert result.ok, result
 
                 rows.append(
-                    Row(f"{backend} exec (warm)", median_ms(run_once, runs), baseline,
-                        TARGET_MS[backend])  # fmt: skip
+                    Row(
+                        f"{backend} exec (warm)",
+                        median_ms(run_once, runs),
+                        baseline,
+                        TARGET_MS[backend],
+                    )
                 )
     return rows
 
@@ -127,3 +132,6 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+    # Figures on a shared 2-core machine swing with load; print it so they can be read in context.
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"load average {load} on {os.cpu_count()} CPUs")
