@@ -58,8 +58,6 @@ class LLMPolicy:
         self.price = price
         self.request_timeout_sec = request_timeout_sec
         self.messages: list[dict[str, Any]] = []
-        self.requests = 0
-        self.produced_output = False
         self._logged = 0
         self._deadline: float | None = None
         self._threshold = 3
@@ -95,7 +93,7 @@ class LLMPolicy:
         malformed_retried = nudged = False
         empty = 0
         while True:
-            message = self._complete(decision)
+            message = self._complete(state)
             content = (message.content or "").strip()
             calls = list(message.tool_calls or [])
             if calls:
@@ -140,10 +138,10 @@ class LLMPolicy:
     def _append(self, message: dict[str, Any]) -> None:
         self.messages.append(message)
 
-    def _complete(self, decision: Decision) -> Any:
-        """One chat completion (with retries); adds its usage and cost to ``decision``."""
-        self.requests += 1
-        number = self.requests
+    def _complete(self, state: LoopState) -> Any:
+        """One chat completion (with retries); adds its usage and cost to ``state``."""
+        state.llm_requests += 1
+        number = state.llm_requests
         if self.log:
             self.log.write("request", {"n": number, "messages": self.messages[self._logged :]})
             self._logged = len(self.messages)
@@ -183,15 +181,15 @@ class LLMPolicy:
         tokens_in = int(getattr(usage, "prompt_tokens", 0) or 0)
         tokens_out = int(getattr(usage, "completion_tokens", 0) or 0)
         cost = self.price.cost(tokens_in, tokens_out) if self.price else 0.0
-        decision.tokens_in += tokens_in
-        decision.tokens_out += tokens_out
-        decision.cost_usd += cost
+        state.tokens_in += tokens_in
+        state.tokens_out += tokens_out
+        state.cost_usd += cost
         if not response.choices:
             raise LLMTransientError("the API answered without any choice")
         choice = response.choices[0]
         message = choice.message
         if (message.content or "").strip() or message.tool_calls:
-            self.produced_output = True
+            state.llm_produced_output = True
         if self.events:
             self.events.emit(
                 "llm_response",

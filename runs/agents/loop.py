@@ -61,9 +61,6 @@ class Decision:
     actions: list[Action] = field(default_factory=list)
     stop: str | None = None  # "done" | "gave_up" | "tool_error"
     note: str = ""  # why it stopped, for the outcome's error text
-    tokens_in: int = 0
-    tokens_out: int = 0
-    cost_usd: float = 0.0
 
 
 @dataclass
@@ -71,10 +68,13 @@ class LoopState:
     deadline: float  # time.monotonic() value when max_time_sec runs out
     events: EventLog
     steps: int = 0
+    # Model usage, added by the policy as each request returns (so a request that is followed
+    # by an error still counts).
     tokens_in: int = 0
     tokens_out: int = 0
     cost_usd: float = 0.0
     llm_requests: int = 0
+    llm_produced_output: bool = False  # any content or tool call, whatever ``usage`` says
     last_tests: RunResult | None = None
     tests_stale: bool = True  # files may have changed since the last test run
     failure_fingerprint: str = ""
@@ -159,9 +159,6 @@ class AgentLoop:
                     return "time_budget", f"max_time_sec={budgets.max_time_sec:g} passed ({exc})"
                 self.llm_error = exc
                 return "llm_error", str(exc)
-            state.tokens_in += decision.tokens_in
-            state.tokens_out += decision.tokens_out
-            state.cost_usd += decision.cost_usd
             if decision.stop:
                 return decision.stop, decision.note
             if not decision.actions:
@@ -267,7 +264,7 @@ class AgentLoop:
             if reason is Reason.TESTS_FAILED and state.last_tests is not None:
                 outcome.error_text += "\n" + tests_observation(state.last_tests)[-1500:]
         if self.policy.uses_llm:
-            _tag_empty_run(outcome, state, self.policy)
+            _tag_empty_run(outcome, state)
         self.events.emit(
             "agent_finish",
             stop=outcome.stop,
@@ -284,13 +281,13 @@ class AgentLoop:
         return outcome
 
 
-def _tag_empty_run(outcome: AgentOutcome, state: LoopState, policy: Policy) -> None:
+def _tag_empty_run(outcome: AgentOutcome, state: LoopState) -> None:
     """data-quality-empty-runs-and-timeouts.md: the agent stage ran over a second, the model
     produced no tokens at all and nothing timed out. That says nothing about the model's skill,
     so it is recorded as an infrastructure LLM_ERROR."""
     if outcome.reason is None or outcome.is_timeout or outcome.tokens_in or outcome.tokens_out:
         return
-    if getattr(policy, "requests", 0) == 0 or getattr(policy, "produced_output", False):
+    if state.llm_requests == 0 or state.llm_produced_output:
         return  # never asked, or answered with content on a server that reports no usage
     if outcome.duration_sec <= EMPTY_RUN_MIN_SEC:
         return
