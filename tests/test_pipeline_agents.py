@@ -4,6 +4,8 @@ when it is cancelled, interrupted or hits an error: always in a final state."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from billiard.exceptions import SoftTimeLimitExceeded
 
@@ -146,6 +148,21 @@ def test_heartbeat_is_called_between_stages(artifacts_root):
 
     assert attempt.resolved
     assert len(beats) >= 4  # before clone, checkout, setup, baseline (and the re-run)
+
+
+def test_heartbeat_keeps_beating_during_a_long_command(settings, artifacts_root):
+    import_tasks()
+    settings.ATTEMPT_HEARTBEAT_SEC = 1
+    threads = []
+
+    attempt = run_attempt(
+        get_task("toy_tests_hang"),  # its test command runs into a 4 s timeout
+        backend="bwrap",
+        heartbeat=lambda: threads.append(threading.current_thread().name),
+    )
+
+    assert attempt.failure_reason_id == "TIMEOUT"
+    assert threads.count("attempt-heartbeat") >= 2, threads
 
 
 def test_ctrl_c_is_recorded_as_interrupted_then_raised(artifacts_root):

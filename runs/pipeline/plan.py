@@ -81,7 +81,9 @@ def plan_for_task(task: Task, *, default_image: str) -> TaskPlan:
     validation = ValidationSpec()
     if not is_swebench and isinstance(spec.get("validation"), dict):
         validation = ValidationSpec.model_validate(spec["validation"])
-    setup = spec.get("setup") if isinstance(spec.get("setup"), dict) else {}
+    setup = spec.get("setup")
+    if not isinstance(setup, dict):
+        setup = {}
     workspace_path = SWEBENCH_TESTBED if is_swebench else DEFAULT_WORKSPACE
     workdir = task.workdir or workspace_path
     if is_swebench and not workdir.startswith(SWEBENCH_TESTBED):
