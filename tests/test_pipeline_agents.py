@@ -248,3 +248,21 @@ def test_an_unexpected_error_is_unknown_with_its_traceback(tmp_path, artifacts_r
     assert "Traceback (most recent call last)" in attempt.error_text
     row = AttemptStage.objects.get(attempt=attempt)
     assert "Traceback" in (attempt_folder(attempt) / row.output_path).read_text()
+
+
+def test_a_retried_attempt_keeps_the_logs_of_its_first_try(artifacts_root):
+    from runs.services import attempt_archive_try, attempt_reset_to_queued
+
+    import_tasks()
+    first = run_attempt(get_task("toy_no_tests"), backend="bwrap")
+    first_folder = attempt_folder(first)
+    attempt_archive_try(first, note="retry")
+    attempt_reset_to_queued(first)
+    Attempt.objects.filter(pk=first.pk).update(status=AttemptStatus.RUNNING)
+    first.refresh_from_db()
+
+    second = attempt_execute(first, backend="bwrap")
+
+    assert second.failure_reason_id == "NO_TESTS_COLLECTED"
+    assert attempt_folder(second) == first_folder.with_name(first_folder.name + "__try2")
+    assert (first_folder / "run.json").exists() and (attempt_folder(second) / "run.json").exists()

@@ -264,7 +264,13 @@ class _Execution:
     # --- bookkeeping -------------------------------------------------------------------
 
     def _attempt_folder(self) -> Path:
-        folder = artifacts.run_dir(self.attempt.run) / artifacts.attempt_folder_name(self.attempt)
+        base = artifacts.run_dir(self.attempt.run) / artifacts.attempt_folder_name(self.attempt)
+        folder, number = base, 1
+        # A retried attempt (requeued by the reaper, or retried after an infrastructure
+        # failure) keeps the logs of its earlier tries: each try gets its own folder.
+        while folder.exists() and any(folder.iterdir()):
+            number += 1
+            folder = base.with_name(f"{base.name}__try{number}")
         folder.mkdir(parents=True, exist_ok=True)
         persist.attempt_set_artifacts_dir(
             attempt=self.attempt, artifacts_dir=artifacts.relative(folder)
