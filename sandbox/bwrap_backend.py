@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import math
 import os
 import selectors
@@ -36,6 +37,8 @@ from sandbox.base import AGENT_UID, KILLED_EXIT_CODE, ExecResult, Sandbox, Sandb
 from sandbox.errors import SandboxError, SandboxUnavailable
 from sandbox.output import CappedOutput, build_result
 from sandbox.spawner import Spawner, SpawnerError
+
+log = logging.getLogger(__name__)
 
 DEFAULT_ROOTFS = Path("/var/lib/agentbench/rootfs/py-runner")
 EXPOSE_ROOT = Path("/run/agentbench/ws")
@@ -134,7 +137,9 @@ class BwrapSandbox(Sandbox):
             raise SandboxError(f"cannot start the bwrap spawner: {exc}") from exc
         self._spawner = spawner
 
-    def _create_cgroup(self) -> cgroups.SandboxCgroup:
+    def _create_cgroup(self) -> cgroups.SandboxCgroup | None:
+        """The sandbox's cgroup, or None (rlimits) when this machine refuses one: a writable
+        /sys/fs/cgroup can still forbid it, e.g. inside a container's cgroup namespace."""
         group = cgroups.SandboxCgroup(
             f"ab-{self.config.name}",
             cgroups.Limits(
@@ -146,8 +151,10 @@ class BwrapSandbox(Sandbox):
         try:
             group.create()
         except OSError as exc:
-            group.remove()
-            raise SandboxError(f"cannot create the sandbox cgroup: {exc}") from exc
+            with contextlib.suppress(OSError):
+                group.remove()
+            log.warning("no cgroup for sandbox %s (%s); limiting with rlimits", group.name, exc)
+            return None
         return group
 
     def _expose_workspace(self) -> None:

@@ -82,6 +82,7 @@ class SandboxCgroup:
         if isinstance(found, str):
             raise OSError(found)
         self.version, roots = found
+        self.name = name
         self.dirs: dict[str, Path] = {c: roots[c] / PARENT / name for c in CONTROLLERS}
         self.limits = limits
 
