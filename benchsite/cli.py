@@ -70,4 +70,8 @@ def _migrate_if_needed() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Under `python -m benchsite.cli` this file is __main__, a second copy of the module: the
+    # commands raise benchsite.cli.CommandError, which only the imported copy's main() catches.
+    from benchsite.cli import main as imported_main
+
+    sys.exit(imported_main())
