@@ -70,6 +70,7 @@ class TaskRow:
     task_id: str
     labels: list[str]
     cells: list[Cell]
+    url: str = ""  # the task page, filled in by the view
 
     @property
     def differs(self) -> bool:

@@ -1,8 +1,8 @@
 """Leaderboard rows for one suite: pure reads over stored attempts, shared by pages and the API.
 
-One grouped query over finished attempts (suite x model x task, on the
-``attempt_suite_model_idx`` index) gives every figure; the per-model roll-up and the paired
-tests vs the leader are done on those few thousand groups, never on the attempts themselves.
+One grouped query over finished attempts (model x task groups, rolled up again by model x
+outcome counts, on the ``attempt_results_cover_idx`` covering index) gives every figure; the
+paired tests vs the leader run on per-task outcomes, never on the attempts themselves.
 """
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from django.db.models import Count, Max, Q, QuerySet, Sum
+from django.db import connections
+from django.db.models import Count, IntegerField, Max, Q, QuerySet, Sum
+from django.db.models.functions import Cast
 
 from runs.models import AgentVariant, Attempt, AttemptStatus, ModelConfig, Run, RunSource
 from runs.stats import majority_resolved, mcnemar_exact, pass_at_k, wilson_interval
@@ -32,18 +34,7 @@ SORT_KEYS = (
     "mean_tokens",
     "mean_wall",
     "cost_per_resolved",
-    "last",
 )
-
-
-@dataclass
-class TaskTally:
-    """One model's samples on one task: scored samples, resolved ones, and the rest."""
-
-    scored: int = 0
-    resolved: int = 0
-    infra: int = 0
-    missing: int = 0
 
 
 @dataclass
@@ -72,14 +63,16 @@ class LeaderboardRow:
     mean_wall_sec: float | None
     cost_per_resolved_usd: float | None
     total_cost_usd: float
-    last_finished_at: dt.datetime | None
     # Denominator of ``rate``: scored attempts, or the suite size for published results.
     denominator: int = 0
     rank: int = 0
     is_leader: bool = False
     tied_with_leader: bool = False
     p_value_vs_leader: float | None = None
-    per_task: dict[int, TaskTally] = field(default_factory=dict, repr=False)
+    # Task pks with an outcome (paired tests use them) and those resolved by the majority of
+    # their scored samples.
+    outcome_tasks: frozenset[int] = field(default=frozenset(), repr=False)
+    resolved_tasks: frozenset[int] = field(default=frozenset(), repr=False)
 
     def sort_value(self, key: str) -> tuple:
         value = {
@@ -93,7 +86,6 @@ class LeaderboardRow:
             "mean_tokens": self.mean_tokens,
             "mean_wall": self.mean_wall_sec,
             "cost_per_resolved": self.cost_per_resolved_usd,
-            "last": self.last_finished_at,
         }[key]
         # Missing values sort last whatever the direction.
         return (value is None, value)
@@ -130,24 +122,93 @@ def finished_attempts(
     return attempts
 
 
-def task_tallies(attempts: QuerySet[Attempt]) -> dict[int, dict[int, TaskTally]]:
-    """{model_config_id: {task_id: TaskTally}} in one grouped query."""
-    rows = (
+@dataclass
+class ModelTotals:
+    """One model's attempts rolled up from the per-task groups of ``grouped_totals``."""
+
+    attempts: int = 0
+    scored: int = 0
+    resolved: int = 0
+    infra: int = 0
+    missing: int = 0
+    cost: float = 0.0
+    tokens: int = 0
+    wall: float = 0.0
+    walled: int = 0
+    # (scored samples, resolved samples, task pks): the tasks sharing those counts.
+    buckets: list[tuple[int, int, list[int]]] = field(default_factory=list)
+
+
+def grouped_totals(attempts: QuerySet[Attempt]) -> dict[int, ModelTotals]:
+    """Every figure of the leaderboard in one query, keyed by model configuration id.
+
+    The inner query groups attempts by model x task (a few thousand groups); the outer one
+    groups those by model x (scored, resolved) and lists the tasks of each group, so only a
+    few hundred rows reach Python however many attempts there are. Both read only columns of
+    ``attempt_results_cover_idx``.
+    """
+    # Sums of 0/1 columns cost SQLite less than filtered counts: this query is the page.
+    infra_sum = Sum(Cast("is_infra", IntegerField()))
+    inner = (
         attempts.order_by()
         .values_list("model_config_id", "task_id")
         .annotate(
-            scored=Count("id", filter=Q(is_infra=False)),
+            scored=Count("id") - infra_sum,
             resolved=Count(
                 "id", filter=Q(is_infra=False, failure_reason__isnull=True, is_missing=False)
             ),
-            infra=Count("id", filter=Q(is_infra=True)),
-            missing=Count("id", filter=Q(is_missing=True)),
+            infra=infra_sum,
+            missing=Sum(Cast("is_missing", IntegerField())),
+            n=Count("id"),
+            cost=Sum("cost_usd"),
+            tin=Sum("tokens_in"),
+            tout=Sum("tokens_out"),
+            wall=Sum("duration_sec"),
+            walled=Count("duration_sec"),
         )
     )
-    tallies: dict[int, dict[int, TaskTally]] = defaultdict(dict)
-    for model_id, task_id, scored, resolved, infra, missing in rows:
-        tallies[model_id][task_id] = TaskTally(scored, resolved, infra, missing)
-    return tallies
+    sql, params = inner.query.sql_with_params()
+    connection = connections[attempts.db]
+    if connection.vendor == "postgresql":
+        task_list = "STRING_AGG(CAST(task_id AS TEXT), ',')"
+    else:
+        task_list = "GROUP_CONCAT(task_id)"
+    outer = (
+        "SELECT model_config_id, scored, resolved, SUM(infra), SUM(missing), SUM(n), SUM(cost),"
+        " SUM(tin), SUM(tout), SUM(wall), SUM(walled), "
+        f"{task_list} FROM ({sql}) per_task GROUP BY model_config_id, scored, resolved"
+    )
+    totals: dict[int, ModelTotals] = defaultdict(ModelTotals)
+    with connection.cursor() as cursor:
+        cursor.execute(outer, params)
+        rows = cursor.fetchall()
+    for (
+        model_id,
+        scored,
+        resolved,
+        infra,
+        missing,
+        n,
+        cost,
+        tin,
+        tout,
+        wall,
+        walled,
+        tasks,
+    ) in rows:
+        t = totals[model_id]
+        task_ids = [int(x) for x in str(tasks).split(",")] if tasks else []
+        t.attempts += n
+        t.scored += scored * len(task_ids)
+        t.resolved += resolved * len(task_ids)
+        t.infra += infra or 0
+        t.missing += missing or 0
+        t.cost += float(cost or 0)
+        t.tokens += int(tin or 0) + int(tout or 0)
+        t.wall += float(wall or 0)
+        t.walled += walled or 0
+        t.buckets.append((scored, resolved, task_ids))
+    return dict(totals)
 
 
 def leaderboard_rows(
@@ -169,21 +230,7 @@ def leaderboard_rows(
     leader's, and is marked tied when p >= 0.05.
     """
     attempts = finished_attempts(suite=suite, labels=labels, date_from=date_from, date_to=date_to)
-    totals = {
-        row["model_config_id"]: row
-        for row in attempts.order_by()
-        .values("model_config_id")
-        .annotate(
-            attempts=Count("id"),
-            cost=Sum("cost_usd"),
-            tokens_in=Sum("tokens_in"),
-            tokens_out=Sum("tokens_out"),
-            wall=Sum("duration_sec"),
-            walled=Count("duration_sec"),
-            max_sample=Max("sample_index"),
-            last=Max("finished_at"),
-        )
-    }
+    totals = grouped_totals(attempts)
     if not totals:
         return []
     models = {
@@ -192,22 +239,20 @@ def leaderboard_rows(
             agent_variant=AgentVariant.BASELINE
         )
     }
-    tallies = task_tallies(attempts.filter(model_config_id__in=list(models)))
-    published = _published_model_ids(suite, list(models))
+    published, samples = _run_facts(suite, list(models))
     task_ids = list(suite_tasks(suite, labels).values_list("id", flat=True))
-    suite_size = len(task_ids)
 
     rows = [
         _build_row(
             models[model_id],
             totals[model_id],
-            tallies.get(model_id, {}),
             is_published=model_id in published,
-            suite_size=suite_size,
+            k=samples.get(model_id, 1),
+            suite_task_ids=task_ids,
         )
         for model_id in models
     ]
-    _mark_ties(rows, task_ids)
+    _mark_ties(rows)
     _rank(rows)
     key = sort if sort in SORT_KEYS else "rate"
     if descending is None:
@@ -218,46 +263,56 @@ def leaderboard_rows(
     return present + sorted(absent, key=lambda r: r.name.lower())
 
 
-def _published_model_ids(suite: Suite, model_ids: list[int]) -> set[int]:
-    """Model configurations whose results on this suite all come from published reports."""
+def _run_facts(suite: Suite, model_ids: list[int]) -> tuple[set[int], dict[int, int]]:
+    """Models whose results here all come from published reports, and each model's k (the
+    most samples per task of its runs)."""
     sources: dict[int, set[str]] = defaultdict(set)
-    for model_id, source in (
+    samples: dict[int, int] = {}
+    for model_id, source, k in (
         Run.objects.filter(suite=suite, model_config_id__in=model_ids)
         .order_by()
         .values_list("model_config_id", "source")
-        .distinct()
+        .annotate(k=Max("samples"))
     ):
         sources[model_id].add(source)
-    return {m for m, s in sources.items() if s == {RunSource.PUBLISHED}}
+        samples[model_id] = max(samples.get(model_id, 1), k or 1)
+    published = {m for m, s in sources.items() if s == {RunSource.PUBLISHED}}
+    return published, samples
 
 
 def _build_row(
     model: ModelConfig,
-    total: dict,
-    per_task: dict[int, TaskTally],
+    total: ModelTotals,
     *,
     is_published: bool,
-    suite_size: int,
+    k: int,
+    suite_task_ids: list[int],
 ) -> LeaderboardRow:
-    attempts = total["attempts"]
-    scored = sum(t.scored for t in per_task.values())
-    resolved = sum(t.resolved for t in per_task.values())
-    infra = sum(t.infra for t in per_task.values())
-    missing = sum(t.missing for t in per_task.values())
-    k = (total["max_sample"] or 0) + 1
+    suite_size = len(suite_task_ids)
+    resolved = total.resolved
+    missing = total.missing
     if is_published:
         denominator = suite_size
         # Instances without any entry at all also count as missing.
-        missing += max(0, suite_size - len(per_task))
+        missing += max(0, suite_size - sum(len(ids) for _, _, ids in total.buckets))
     else:
-        denominator = scored
+        denominator = total.scored
     rate = resolved / denominator if denominator else None
     low, high = wilson_interval(resolved, denominator) if denominator else (None, None)
-    pairs = [(t.scored, t.resolved) for t in per_task.values() if t.scored > 0]
-    p1 = _mean([pass_at_k(n, c, 1) for n, c in pairs])
-    pk = _mean([pass_at_k(n, c, k) for n, c in pairs]) if k > 1 else None
-    cost = float(total["cost"] or 0)
-    tokens = (total["tokens_in"] or 0) + (total["tokens_out"] or 0)
+    # pass@k depends on a task's (n, c) only, so each bucket is computed once.
+    scored_buckets = [(n, c, len(ids)) for n, c, ids in total.buckets if n > 0]
+    p1 = _weighted([(c / n, w) for n, c, w in scored_buckets])
+    pk = _weighted([(pass_at_k(n, c, k), w) for n, c, w in scored_buckets]) if k > 1 else None
+    if is_published:
+        # A missing instance is unresolved: published results have an outcome on every task.
+        outcome_tasks = frozenset(suite_task_ids)
+        resolved_tasks = frozenset(t for _, c, ids in total.buckets if c > 0 for t in ids)
+    else:
+        outcome_tasks = frozenset(t for n, _, ids in total.buckets if n > 0 for t in ids)
+        resolved_tasks = frozenset(
+            t for n, c, ids in total.buckets if majority_resolved(n, c) for t in ids
+        )
+    attempts = total.attempts
     return LeaderboardRow(
         model_id=model.id,
         model_public_id=model.public_id,
@@ -266,77 +321,59 @@ def _build_row(
         agent_variant=model.agent_variant,
         is_published=is_published,
         attempts=attempts,
-        scored=scored,
+        scored=total.scored,
         resolved=resolved,
-        infra=infra,
+        infra=total.infra,
         missing=missing,
-        tasks=len(per_task),
+        tasks=sum(len(ids) for _, _, ids in total.buckets),
         rate=rate,
         ci_low=low,
         ci_high=high,
         k=k,
         pass_at_1=p1,
         pass_at_k=pk,
-        mean_cost_usd=cost / attempts if attempts else None,
-        mean_tokens=tokens / attempts if attempts else None,
-        mean_wall_sec=(total["wall"] / total["walled"]) if total["walled"] else None,
-        cost_per_resolved_usd=cost / resolved if resolved else None,
-        total_cost_usd=cost,
-        last_finished_at=total["last"],
+        mean_cost_usd=total.cost / attempts if attempts else None,
+        mean_tokens=total.tokens / attempts if attempts else None,
+        mean_wall_sec=total.wall / total.walled if total.walled else None,
+        cost_per_resolved_usd=total.cost / resolved if resolved else None,
+        total_cost_usd=total.cost,
         denominator=denominator,
-        per_task=per_task,
+        outcome_tasks=outcome_tasks,
+        resolved_tasks=resolved_tasks,
     )
 
 
-def _mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None
+def _weighted(values: list[tuple[float, int]]) -> float | None:
+    total = sum(w for _, w in values)
+    return sum(v * w for v, w in values) / total if total else None
 
 
-def task_outcomes(row: LeaderboardRow, task_ids: list[int]) -> dict[int, bool]:
-    """Per-task resolved/unresolved for paired tests: majority of scored samples.
-
-    Tasks with only infrastructure failures have no outcome and drop out of the pair, except
-    for published results, where a missing instance is unresolved.
-    """
-    if row.is_published:
-        return {t: (row.per_task[t].resolved > 0) if t in row.per_task else False for t in task_ids}
-    return {t: majority_resolved(x.scored, x.resolved) for t, x in row.per_task.items() if x.scored}
-
-
-def paired_counts(a: dict[int, bool], b: dict[int, bool]) -> tuple[int, int, int, int]:
-    """(only a, only b, both, neither) over tasks with an outcome for both."""
-    only_a = only_b = both = neither = 0
-    for task_id, a_ok in a.items():
-        if task_id not in b:
-            continue
-        b_ok = b[task_id]
-        if a_ok and b_ok:
-            both += 1
-        elif a_ok:
-            only_a += 1
-        elif b_ok:
-            only_b += 1
-        else:
-            neither += 1
-    return only_a, only_b, both, neither
+def paired_counts(a: LeaderboardRow, b: LeaderboardRow) -> tuple[int, int, int, int]:
+    """(only a, only b, both, neither) resolved, over tasks with an outcome for both."""
+    common = a.outcome_tasks & b.outcome_tasks
+    a_ok = a.resolved_tasks & common
+    b_ok = b.resolved_tasks & common
+    both = len(a_ok & b_ok)
+    only_a = len(a_ok) - both
+    only_b = len(b_ok) - both
+    return only_a, only_b, both, len(common) - only_a - only_b - both
 
 
 # Reference agents bound the scale (gold patch, no change); they are shown, never the leader.
 REFERENCE_VARIANTS = (AgentVariant.ORACLE, AgentVariant.NOP)
 
 
-def _mark_ties(rows: list[LeaderboardRow], task_ids: list[int]) -> None:
+def _mark_ties(rows: list[LeaderboardRow]) -> None:
     rated = [r for r in rows if r.rate is not None and r.agent_variant not in REFERENCE_VARIANTS]
     if not rated:
         return
     leader = max(rated, key=lambda r: (r.rate, r.resolved, r.name))
     leader.is_leader = True
     leader.tied_with_leader = True
-    lead = task_outcomes(leader, task_ids)
     for row in rated:
         if row is leader:
             continue
-        only_leader, only_row, _, _ = paired_counts(lead, task_outcomes(row, task_ids))
+        only_leader, only_row, _, _ = paired_counts(leader, row)
         row.p_value_vs_leader = mcnemar_exact(only_leader, only_row)
         row.tied_with_leader = row.p_value_vs_leader >= TIE_ALPHA
 

@@ -7,7 +7,7 @@ import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from django.db.models import Count, Max, Q
+from django.db.models import Count
 
 from runs.leaderboard import finished_attempts
 from runs.models import AgentVariant, FailureReason, ModelConfig, Run
@@ -49,7 +49,8 @@ class ModelBreakdown:
 
 @dataclass(frozen=True)
 class RunPoint:
-    """One run's resolved share of its scored attempts, for the over-time chart."""
+    """One run's resolved share of its scored attempts, at the time the run finished (or was
+    created, while it runs), for the over-time chart."""
 
     model_id: int
     run_public_id: uuid.UUID
@@ -82,30 +83,32 @@ def taxonomy_breakdown(
 ) -> TaxonomyBreakdown:
     """Counts of finished attempts by model and failure reason, plus resolved % per run.
 
-    Two grouped queries on the attempts (by model x reason, by run) and two small ones for
-    the reasons and the models' names.
+    One grouped query on the attempts (run x reason) and small ones for the reasons, the
+    models' names and the runs' public ids.
     """
     model_ids = [m.id for m in models] if models is not None else None
     attempts = finished_attempts(suite=suite, model_ids=model_ids)
     reasons = reason_columns()
     infra_codes = frozenset(r.code for r in reasons if r.is_infrastructure)
-    grouped = (
+    # One grouped query (run x reason) gives both the bars and the per-run points.
+    grouped = list(
         attempts.order_by()
-        .values_list("model_config_id", "failure_reason_id")
+        .values_list("run_id", "model_config_id", "failure_reason_id", "is_infra", "is_missing")
         .annotate(n=Count("id"))
     )
-    by_model: dict[int, ModelBreakdown] = {}
-    configs = (
-        {m.id: m for m in models}
-        if models is not None
-        else {
+    present = {model_id for _, model_id, *_ in grouped}
+    if models is not None:
+        configs = {m.id: m for m in models}
+    else:
+        configs = {
             m.id: m
-            for m in ModelConfig.objects.filter(
-                id__in=attempts.order_by().values("model_config_id")
-            ).exclude(agent_variant=AgentVariant.BASELINE)
+            for m in ModelConfig.objects.filter(id__in=present).exclude(
+                agent_variant=AgentVariant.BASELINE
+            )
         }
-    )
-    for model_id, code, n in grouped:
+    by_model: dict[int, ModelBreakdown] = {}
+    runs: dict[int, list[int]] = {}
+    for run_id, model_id, code, is_infra, is_missing, n in grouped:
         if model_id not in configs:
             continue
         entry = by_model.setdefault(
@@ -115,29 +118,24 @@ def taxonomy_breakdown(
             entry.resolved += n
         else:
             entry.counts[code] = entry.counts.get(code, 0) + n
+        point = runs.setdefault(run_id, [model_id, 0, 0])
+        if not is_infra:
+            point[1] += n
+            point[2] += n if code is None and not is_missing else 0
     ordered = sorted(
         by_model.values(),
         key=lambda b: (-(b.resolved / b.total if b.total else 0), b.model.name.lower()),
     )
-
-    per_run = (
-        attempts.filter(model_config_id__in=list(configs))
-        .order_by()
-        .values_list("run_id", "model_config_id")
-        .annotate(
-            scored=Count("id", filter=Q(is_infra=False)),
-            resolved=Count(
-                "id", filter=Q(is_infra=False, failure_reason__isnull=True, is_missing=False)
-            ),
-            last=Max("finished_at"),
-        )
-    )
-    run_stats = {run_id: (model_id, s, r, last) for run_id, model_id, s, r, last in per_run}
-    run_ids = dict(Run.objects.filter(id__in=list(run_stats)).values_list("id", "public_id"))
+    facts = {
+        run_id: (public_id, finished or created)
+        for run_id, public_id, finished, created in Run.objects.filter(
+            id__in=list(runs)
+        ).values_list("id", "public_id", "finished_at", "created_at")
+    }
     points = [
-        RunPoint(model_id, run_ids[run_id], last, scored, resolved)
-        for run_id, (model_id, scored, resolved, last) in run_stats.items()
-        if run_id in run_ids and last is not None
+        RunPoint(model_id, facts[run_id][0], facts[run_id][1], scored, resolved)
+        for run_id, (model_id, scored, resolved) in runs.items()
+        if run_id in facts
     ]
     points.sort(key=lambda p: (p.model_id, p.at))
     return TaxonomyBreakdown(suite=suite, reasons=reasons, models=ordered, points=points)

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
-from urllib.parse import urlencode
+import uuid
+from urllib.parse import quote, urlencode
 
 from django.contrib.auth.views import redirect_to_login
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString, mark_safe
 
 from runs.access import can_read_leaderboards
-from runs.compare import compare_models, comparison_records
+from runs.compare import Comparison, TaskRow, compare_models, comparison_records
 from runs.leaderboard import SORT_KEYS, finished_attempts, leaderboard_rows
 from runs.models import AgentVariant, ModelConfig
 from runs.taxonomy_report import chart_data, taxonomy_breakdown
@@ -169,6 +172,7 @@ def compare(request: HttpRequest, name: str) -> HttpResponse:
         shown = {r.task_id for r in rows}
         records = [r for r in comparison_records(comparison) if r["task_id"] in shown]
         return _export(fmt, suite, comparison, records)
+    _set_task_urls(suite, comparison.rows)
     query = [("models", ",".join(m.slug for m in models)), *[("label", v) for v in labels]]
     if only:
         query.append(("only", only))
@@ -179,6 +183,7 @@ def compare(request: HttpRequest, name: str) -> HttpResponse:
             "suite": suite,
             "comparison": comparison,
             "rows": rows,
+            "matrix": matrix_html(comparison, rows),
             "only": only,
             "labels": suite_labels(suite),
             "selected_labels": labels,
@@ -188,6 +193,88 @@ def compare(request: HttpRequest, name: str) -> HttpResponse:
             "json_url": "?" + urlencode([*query, ("format", "json")]),
         },
     )
+
+
+_ZERO = uuid.UUID(int=0)
+_URL_SAFE = "/~:@!$&'()*+,;="
+
+
+def _set_task_urls(suite: Suite, rows: list[TaskRow]) -> None:
+    # One reverse() for all rows: reversing per row dominated the page time on big suites.
+    prefix = reverse("task-detail", args=[suite.name, "x"])[: -len("x/")]
+    for row in rows:
+        row.url = f"{prefix}{quote(row.task_id, safe=_URL_SAFE)}/"
+
+
+_BADGES = {
+    "resolved": "resolved",
+    "failed": "failed",
+    "infra": "infra",
+    "none": "no attempt",
+}
+
+
+def matrix_html(comparison: Comparison, rows: list[TaskRow]) -> SafeString:
+    """The task x model table body. Built here rather than in the template because a
+    500-task suite has thousands of cells; every value goes through format_html (escaped)."""
+    attempt_url = reverse("attempt-detail", args=[_ZERO]).replace(str(_ZERO), "{}")
+    vs_url = reverse("attempt-vs", args=[_ZERO, _ZERO]).replace(str(_ZERO), "{}")
+    two = len(comparison.models) == 2
+    out = []
+    for row in rows:
+        cells = []
+        for cell in row.cells:
+            outcome = cell.outcome
+            chips = format_html_join(
+                "",
+                '<a class="small attempt-link chip {}" href="{}" title="sample {}: {}">#{}</a>',
+                (
+                    (
+                        "resolved" if a.resolved else "infra" if a.is_infra else "failed",
+                        attempt_url.format(a.public_id),
+                        a.sample_index,
+                        "resolved" if a.resolved else a.reason,
+                        a.sample_index,
+                    )
+                    for a in cell.attempts
+                ),
+            )
+            reason = cell.reason if outcome != "resolved" else ""
+            share = f"{cell.resolved_count}/{cell.scored}" if len(cell.attempts) > 1 else ""
+            cells.append(
+                format_html(
+                    '<td class="cell {}"><span class="badge {}">{}</span> '
+                    '<span class="small">{}</span> <span class="small muted">{}</span>'
+                    '<span class="chips">{}</span></td>',
+                    outcome,
+                    outcome,
+                    _BADGES[outcome],
+                    reason,
+                    share,
+                    chips,
+                )
+            )
+        extra = ""
+        if two:
+            a, b = row.cells[0].first, row.cells[1].first
+            extra = (
+                format_html(
+                    '<td><a class="small" href="{}">side by side</a></td>',
+                    vs_url.format(a.public_id, b.public_id),
+                )
+                if a and b
+                else mark_safe("<td></td>")
+            )
+        out.append(
+            format_html(
+                '<tr><td><a href="{}">{}</a></td>{}{}</tr>',
+                row.url,
+                row.task_id,
+                mark_safe("".join(cells)),
+                extra,
+            )
+        )
+    return mark_safe("\n".join(out))
 
 
 def _export(fmt: str, suite: Suite, comparison, records: list[dict]) -> HttpResponse:

@@ -1,0 +1,205 @@
+"""Server time of the results pages on a large bench: 500 tasks x 30 models x 3 samples.
+
+Seeds 45,000 attempts with bulk_create into a temporary SQLite database, then times each page
+with Django's test Client (warm-up, then ``--requests`` requests) and prints the median.
+
+    python bench/pages.py [--tasks 500] [--models 30] [--samples 3] [--requests 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+TARGET_MS = 100.0
+
+
+def configure(tmp: Path) -> None:
+    os.environ["AB_VAR_DIR"] = str(tmp)
+    os.environ["DATABASE_URL"] = f"sqlite:///{tmp / 'bench.sqlite3'}"
+    os.environ["ARTIFACTS_ROOT"] = str(tmp / "artifacts")
+    os.environ["DJANGO_SETTINGS_MODULE"] = "benchsite.settings"
+    sys.path.insert(0, str(REPO))
+    import django
+
+    django.setup()
+
+
+def seed(tasks: int, models: int, samples: int) -> dict:
+    import datetime as dt
+    from decimal import Decimal
+
+    from django.core.management import call_command
+    from django.db import transaction
+
+    from runs.models import (
+        AgentVariant,
+        Attempt,
+        AttemptStatus,
+        FailureReason,
+        ModelConfig,
+        Run,
+        RunStatus,
+    )
+    from tasks_app.models import Suite, Task, TaskSource
+
+    call_command("migrate", verbosity=0, interactive=False)
+    rng = random.Random(42)
+    reasons = {r.code: r for r in FailureReason.objects.all()}
+    agent_reasons = ["TESTS_FAILED"] * 6 + ["AGENT_GAVE_UP"] * 2 + ["TOOL_ERROR", "INTERNAL_ERROR"]
+    infra_reasons = ["SANDBOX_ERROR", "LLM_ERROR", "TIMEOUT"]
+    patch = (
+        "--- a/src/m.py\n+++ b/src/m.py\n@@ -1,3 +1,3 @@\n"
+        " def f(x):\n-    return x\n+    return x + 1\n # end\n"
+    )
+    base = dt.datetime(2026, 10, 1, tzinfo=dt.UTC)
+    with transaction.atomic():
+        suite = Suite.objects.create(name="bench", source=TaskSource.SWEBENCH)
+        Task.objects.bulk_create(
+            Task(
+                suite=suite,
+                task_id=f"org__repo-{i:05d}",
+                repo_url="https://example.org/repo",
+                test_command="pytest -q",
+                labels=["bench", f"group{i % 5}"],
+                labels_text=f",bench,group{i % 5},",
+                gold_patch=patch,
+                problem_statement="Something is wrong. " * 20,
+            )
+            for i in range(tasks)
+        )
+        task_rows = list(Task.objects.filter(suite=suite).order_by("id"))
+        configs = ModelConfig.objects.bulk_create(
+            ModelConfig(
+                name=f"model-{m:02d}", slug=f"model-{m:02d}", agent_variant=AgentVariant.LLM
+            )
+            for m in range(models)
+        )
+        runs = Run.objects.bulk_create(
+            Run(suite=suite, model_config=c, samples=samples, status=RunStatus.FINISHED)
+            for c in configs
+        )
+        batch: list[Attempt] = []
+        for m, (config, run) in enumerate(zip(configs, runs, strict=True)):
+            skill = 0.2 + 0.6 * m / max(1, models - 1)
+            for t, task in enumerate(task_rows):
+                for s in range(samples):
+                    roll = rng.random()
+                    if roll < 0.04:
+                        code = rng.choice(infra_reasons)
+                    elif rng.random() < skill:
+                        code = None
+                    else:
+                        code = rng.choice(agent_reasons)
+                    reason = reasons[code] if code else None
+                    finished = base + dt.timedelta(minutes=m * 1000 + t * 3 + s)
+                    batch.append(
+                        Attempt(
+                            run=run,
+                            task=task,
+                            suite=suite,
+                            model_config=config,
+                            sample_index=s,
+                            status=AttemptStatus.FINISHED,
+                            failure_reason=reason,
+                            is_infra=bool(reason and reason.is_infrastructure),
+                            duration_sec=rng.uniform(10, 600),
+                            tokens_in=rng.randint(1000, 90000),
+                            tokens_out=rng.randint(100, 6000),
+                            cost_usd=Decimal(f"{rng.uniform(0.01, 0.5):.6f}"),
+                            final_patch=patch if code != "SANDBOX_ERROR" else "",
+                            finished_at=finished,
+                        )
+                    )
+                    if len(batch) >= 5000:
+                        Attempt.objects.bulk_create(batch)
+                        batch = []
+        Attempt.objects.bulk_create(batch)
+    attempt = Attempt.objects.filter(model_config=configs[0]).order_by("id").first()
+    return {"suite": suite, "models": configs, "attempt": attempt}
+
+
+def time_pages(data: dict, requests: int) -> list[tuple[str, float, float]]:
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+    from django.urls import reverse
+
+    from runs.models import Attempt
+
+    user = get_user_model().objects.create_user("bench", password="x", is_staff=True)
+    client = Client()
+    client.force_login(user)
+    suite, models, attempt = data["suite"], data["models"], data["attempt"]
+    other = Attempt.objects.filter(task=attempt.task, model_config=models[-1]).first()
+    pages = [
+        ("leaderboard", reverse("suite-leaderboard", args=[suite.name])),
+        (
+            "compare (2 models)",
+            reverse("suite-compare", args=[suite.name])
+            + f"?models={models[0].slug},{models[-1].slug}",
+        ),
+        ("taxonomy", reverse("suite-taxonomy", args=[suite.name])),
+        ("attempt", reverse("attempt-detail", args=[attempt.public_id])),
+        ("attempt vs attempt", reverse("attempt-vs", args=[attempt.public_id, other.public_id])),
+        (
+            "attempts list (filtered)",
+            reverse("suite-attempts", args=[suite.name])
+            + f"?model={models[3].slug}&reason=TESTS_FAILED",
+        ),
+        ("task", reverse("task-detail", args=[suite.name, attempt.task.task_id])),
+    ]
+    results = []
+    for name, url in pages:
+        response = client.get(url)
+        if response.status_code != 200:
+            raise SystemExit(f"{name}: HTTP {response.status_code} for {url}")
+        timings = []
+        for _ in range(requests):
+            started = time.perf_counter()
+            response = client.get(url)
+            timings.append((time.perf_counter() - started) * 1000)
+            assert response.status_code == 200
+        results.append((name, statistics.median(timings), max(timings)))
+    return results
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=500)
+    parser.add_argument("--models", type=int, default=30)
+    parser.add_argument("--samples", type=int, default=3)
+    parser.add_argument("--requests", type=int, default=20)
+    parser.add_argument("--keep", action="store_true", help="keep the temporary database")
+    args = parser.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="ab-bench-pages-"))
+    try:
+        configure(tmp)
+        started = time.perf_counter()
+        data = seed(args.tasks, args.models, args.samples)
+        total = args.tasks * args.models * args.samples
+        print(
+            f"seeded {total} attempts ({args.tasks} tasks x {args.models} models x "
+            f"{args.samples} samples) in {time.perf_counter() - started:.1f} s (SQLite, {tmp})"
+        )
+        print(f"{'page':28} {'median ms':>10} {'max ms':>8}  target <= {TARGET_MS:.0f} ms")
+        failed = False
+        for name, median, worst in time_pages(data, args.requests):
+            ok = median <= TARGET_MS
+            failed |= not ok
+            print(f"{name:28} {median:10.1f} {worst:8.1f}  {'ok' if ok else 'SLOW'}")
+        return 1 if failed else 0
+    finally:
+        if not args.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
