@@ -114,11 +114,6 @@ PUBLIC_READ = [token_auth, session_auth, AnonymousRead("leaderboards", _leaderbo
 ARTIFACT_READ = [token_auth, session_auth, AnonymousRead("artifacts", _artifacts_allowed)]
 
 
-def request_user(request: HttpRequest) -> Any:
-    """The user behind the request (AnonymousUser for an anonymous read)."""
-    return getattr(request, "user", None) or AnonymousUser()
-
-
 _PERIODS = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3600,
             "hour": 3600, "d": 86400, "day": 86400}  # fmt: skip
 
