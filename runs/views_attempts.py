@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import posixpath
+import uuid
 from dataclasses import dataclass
 
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
 
 from runs import artifacts
 from runs.access import can_read_artifacts
@@ -75,6 +77,28 @@ def _test_rows(test_results: dict) -> list[tuple[str, str, str]]:
     return rows
 
 
+OTHERS_SHOWN = 30
+
+
+def _others(attempt: Attempt) -> list[Attempt]:
+    """Other finished attempts on the task, with their page and side-by-side URLs."""
+    others = list(
+        Attempt.objects.filter(task_id=attempt.task_id, status="finished")
+        .exclude(id=attempt.id)
+        .select_related("model_config")
+        .only("public_id", "sample_index", "failure_reason_id", "model_config__name")
+        .order_by("model_config__name", "sample_index")[:OTHERS_SHOWN]
+    )
+    # One reverse() each, not two per row: this list sits on every attempt page.
+    zero = str(uuid.UUID(int=0))
+    detail = reverse("attempt-detail", args=[zero])
+    versus = reverse("attempt-vs", args=[attempt.public_id, zero])
+    for other in others:
+        other.url = detail.replace(zero, str(other.public_id))
+        other.vs_url = versus.replace(zero, str(other.public_id))
+    return others
+
+
 def attempt_detail(request: HttpRequest, public_id) -> HttpResponse:
     attempt = _attempt(public_id)
     task = attempt.task
@@ -87,10 +111,7 @@ def attempt_detail(request: HttpRequest, public_id) -> HttpResponse:
         "can_read": allowed,
         "view": view,
         "stale": attempt.task_revision < task.revision,
-        "others": Attempt.objects.filter(task=task, status="finished")
-        .exclude(id=attempt.id)
-        .select_related("model_config", "failure_reason")
-        .order_by("model_config__name", "sample_index")[:50],
+        "others": _others(attempt),
     }
     if allowed:
         test_rows = _test_rows(attempt.test_results)
