@@ -6,7 +6,9 @@ runs are keyed in ``config_snapshot["seed_demo"]``, so seeding twice changes not
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import io
 import json
 import math
 import random
@@ -35,7 +37,7 @@ from runs.taxonomy import Reason, Stage
 from tasks_app.models import Suite, Task, TaskSource
 
 BASE_TIME = dt.datetime(2026, 10, 1, 9, 0, tzinfo=dt.UTC)
-SWEBENCH_SUITE = "swe-bench-lite-dev"
+SWEBENCH_SUITE = "swebench-lite-dev"  # the name tasks_app's import_swebench_sample uses
 REPO_ROOT = Path(settings.BASE_DIR)
 
 
@@ -174,6 +176,15 @@ def _swebench_suite() -> Suite | None:
     )
     if existing is not None:
         return existing
+    from django.core.management import CommandError, call_command, get_commands
+
+    if "import_swebench_sample" in get_commands():
+        # The real importer (ab import-swebench) on the shipped sample, when it is there.
+        with contextlib.suppress(CommandError):  # e.g. the sample file is absent
+            call_command("import_swebench_sample", stdout=io.StringIO())
+        existing = Suite.objects.filter(name=SWEBENCH_SUITE, tasks__isnull=False).first()
+        if existing is not None:
+            return existing
     for candidate in (
         REPO_ROOT / "examples" / "swebench" / "lite_dev.jsonl",
         REPO_ROOT.parent / "shared" / "swebench" / "lite_dev.jsonl",

@@ -120,7 +120,7 @@ def test_it_goes_from_the_leaderboard_to_a_comparison_to_an_attempt(page, live_s
     page.goto(live_server.url + "/")
     page.click("text=Leaderboard >> nth=1")  # the SWE-bench suite (sorted after custom-dev)
     page.wait_for_selector("#leaderboard")
-    assert "swe-bench-lite-dev" in page.title()
+    assert "swebench-lite-dev" in page.title()
     rows = page.locator("#leaderboard tbody tr")
     assert rows.count() == 7
     assert page.locator(".badge.tied, .badge.resolved").count() >= 1
@@ -143,7 +143,7 @@ def test_it_goes_from_the_leaderboard_to_a_comparison_to_an_attempt(page, live_s
 
 
 def test_the_taxonomy_chart_draws_and_a_segment_opens_its_attempts(page, live_server, demo):
-    page.goto(live_server.url + "/suites/swe-bench-lite-dev/taxonomy/")
+    page.goto(live_server.url + "/suites/swebench-lite-dev/taxonomy/")
     page.wait_for_selector("#taxonomy-chart svg.main-svg")
     page.wait_for_selector("#trend-chart svg.main-svg")
     assert page.locator("#taxonomy-chart g.trace.bars").count() >= 3

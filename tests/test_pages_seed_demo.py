@@ -33,7 +33,7 @@ def test_it_seeds_both_suites_once_and_the_same_way(artifacts_root):  # noqa: F8
     assert snapshot() == first
     assert Run.objects.count() == runs
     suites = {s for s, *_ in first}
-    assert suites == {"custom-dev", "swe-bench-lite-dev"}
+    assert suites == {"custom-dev", "swebench-lite-dev"}
     assert Run.objects.filter(source=RunSource.PUBLISHED).exists()
     assert Attempt.objects.filter(is_missing=True).count() == 2
     assert Attempt.objects.filter(sample_index=2).exists()  # k=3 for some models
@@ -52,22 +52,22 @@ def test_every_page_opens_on_the_demo_data(client, bob, artifacts_root):  # noqa
     call_command("seed_demo")
     client.force_login(bob)
     attempt = (
-        Attempt.objects.filter(suite__name="swe-bench-lite-dev").exclude(final_patch="").first()
+        Attempt.objects.filter(suite__name="swebench-lite-dev").exclude(final_patch="").first()
     )
     other = Attempt.objects.filter(task=attempt.task).exclude(id=attempt.id).first()
     urls = [
         reverse("home"),
-        reverse("suite-detail", args=["swe-bench-lite-dev"]),
-        reverse("suite-leaderboard", args=["swe-bench-lite-dev"]),
+        reverse("suite-detail", args=["swebench-lite-dev"]),
+        reverse("suite-leaderboard", args=["swebench-lite-dev"]),
         reverse("suite-leaderboard", args=["custom-dev"]),
-        reverse("suite-compare", args=["swe-bench-lite-dev"])
+        reverse("suite-compare", args=["swebench-lite-dev"])
         + "?models=gpt-4o-agent-loop,claude-35-sonnet-agent-loop",
-        reverse("suite-taxonomy", args=["swe-bench-lite-dev"]),
-        reverse("suite-attempts", args=["swe-bench-lite-dev"]) + "?reason=TESTS_FAILED",
+        reverse("suite-taxonomy", args=["swebench-lite-dev"]),
+        reverse("suite-attempts", args=["swebench-lite-dev"]) + "?reason=TESTS_FAILED",
         reverse("attempt-detail", args=[attempt.public_id]),
         reverse("attempt-vs", args=[attempt.public_id, other.public_id]),
         reverse("run-detail", args=[attempt.run.public_id]),
-        reverse("task-detail", args=["swe-bench-lite-dev", attempt.task.task_id]),
+        reverse("task-detail", args=["swebench-lite-dev", attempt.task.task_id]),
     ]
     for url in urls:
         assert client.get(url).status_code == 200, url
