@@ -170,6 +170,8 @@ def attempt_artifact(request: HttpRequest, public_id, path: str) -> HttpResponse
 
 def attempt_patch(request: HttpRequest, public_id, which: str) -> HttpResponse:
     """The agent's final patch, or the task's gold patch, as a .diff download."""
+    if which not in ("final", "gold"):
+        raise Http404("no such patch")
     attempt = _attempt(public_id)
     if not can_read_artifacts(request.user):
         from django.contrib.auth.views import redirect_to_login
