@@ -67,7 +67,6 @@ LEADERBOARD_CSV = (
     "infra", "missing", "tasks", "denominator", "resolved_pct", "ci_low_pct", "ci_high_pct",
     "k", "pass_at_1", "pass_at_k", "mean_cost_usd", "total_cost_usd", "cost_per_resolved_usd",
     "mean_tokens", "mean_wall_sec", "leader", "tied_with_leader", "p_value_vs_leader",
-    "last_finished_at",
 )  # fmt: skip
 
 
@@ -103,7 +102,6 @@ def leaderboard_row_out(row: LeaderboardRow) -> dict:
         "is_leader": row.is_leader,
         "tied_with_leader": row.tied_with_leader,
         "p_value_vs_leader": row.p_value_vs_leader,
-        "last_finished_at": row.last_finished_at,
     }
 
 
@@ -129,7 +127,6 @@ def _leaderboard_csv_row(r: LeaderboardRow) -> list:
         _pct(r.ci_low), _pct(r.ci_high), r.k, r.pass_at_1, r.pass_at_k,
         r.mean_cost_usd, r.total_cost_usd, r.cost_per_resolved_usd, r.mean_tokens,
         r.mean_wall_sec, r.is_leader, r.tied_with_leader, r.p_value_vs_leader,
-        r.last_finished_at.isoformat() if r.last_finished_at else None,
     ]  # fmt: skip
 
 

@@ -324,7 +324,6 @@ class LeaderboardRowOut(Schema):
     is_leader: bool
     tied_with_leader: bool
     p_value_vs_leader: float | None
-    last_finished_at: dt.datetime | None
 
 
 class LeaderboardOut(Schema):
