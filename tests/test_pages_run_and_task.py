@@ -85,3 +85,30 @@ def test_the_suite_page_links_its_results(client, running):
 def test_home_links_every_suites_leaderboard(client, running):
     body = client.get(reverse("home")).content.decode()
     assert reverse("suite-leaderboard", args=["live"]) in body
+
+
+def test_run_and_task_pages_use_a_fixed_number_of_queries(client, db):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    counts = []
+    for name, tasks in (("qsmall", 2), ("qlarge", 30)):
+        suite = make_suite(name, tasks=tasks)
+        run = make_run(suite, make_model(f"{name}-model"), samples=2)
+        all_tasks = list(Task.objects.for_suite(suite).order_by("task_id"))
+        for task in all_tasks:
+            make_attempt(run, task, None, sample=0)
+            make_attempt(run, task, "TESTS_FAILED", sample=1)
+        for other in range(1 if tasks == 2 else 5):
+            make_attempt(make_run(suite, make_model(f"{name}-o{other}")), all_tasks[0], None)
+        measured = []
+        for url in (
+            reverse("run-detail", args=[run.public_id]),
+            reverse("run-progress", args=[run.public_id]),
+            reverse("task-detail", args=[name, all_tasks[0].task_id]),
+        ):
+            with CaptureQueriesContext(connection) as ctx:
+                assert client.get(url).status_code == 200
+            measured.append(len(ctx))
+        counts.append(measured)
+    assert counts[0] == counts[1]
