@@ -19,9 +19,12 @@ from runs.models import Attempt, AttemptStage
 STAGE_TITLES = {
     "git_clone": "Clone the repository",
     "git_checkout": "Check out the commit",
+    "export_testbed": "Export the prepared repository",
     "setup": "Setup commands",
     "baseline_run": "Baseline tests (before the agent)",
+    "baseline_rerun": "Baseline tests, second run",
     "agent_run": "Agent",
+    "apply_test_patch": "Apply the test patch",
     "final_test": "Tests after the agent",
 }
 
