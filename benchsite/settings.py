@@ -129,6 +129,8 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "polling_interval": envfloat("CELERY_POLLING_INTERVAL_SEC", 0.2),
 }
 CELERY_WORKER_CONCURRENCY = envint("CELERY_WORKER_CONCURRENCY", 1)
+# The queue attempts go to: deployments (or test sessions) sharing one broker use their own.
+CELERY_TASK_DEFAULT_QUEUE = envstr("CELERY_QUEUE", "celery")
 # The reaper (runs.tasks.attempts_reap_task) runs under celery beat: `ab serve` and
 # `ab worker --beat` start it. Run beat once per deployment (it is idempotent if not).
 ATTEMPT_REAPER_INTERVAL_SEC = envint("ATTEMPT_REAPER_INTERVAL_SEC", 30)

@@ -127,6 +127,7 @@ def attempt_run(self, attempt_id: int) -> str:
         heartbeat.stop()
     if not attempt.is_final:
         attempt = _end_unfinished(attempt, worker)
+    _blame_the_cancel(attempt)
     _publish_artifacts(attempt)
     run_attempt_done(attempt=attempt)
     return attempt.status
@@ -155,6 +156,26 @@ def _execute(attempt: Attempt, heartbeat: Heartbeat) -> Attempt:
         if not attempt.is_final:
             _end(attempt, Reason.UNKNOWN, f"[harness] {type(exc).__name__}: {exc}")
         return attempt
+
+
+def _blame_the_cancel(attempt: Attempt) -> None:
+    """Cancelling a run removes its containers at once, so an attempt running then usually
+    fails with SANDBOX_ERROR before its next stage checks ``should_cancel``. The cancel caused
+    that failure: record the attempt as cancelled (INTERRUPTED), keeping the error text."""
+    if attempt.status != AttemptStatus.FINISHED or attempt.failure_reason_id not in (
+        Reason.SANDBOX_ERROR.value,
+        Reason.UNKNOWN.value,
+    ):
+        return
+    if not Run.objects.filter(id=attempt.run_id, status=RunStatus.CANCELLED).exists():
+        return
+    attempt.status = AttemptStatus.CANCELLED
+    attempt.error_text = (
+        f"[cancelled] the run was cancelled while this attempt ran; it then ended with "
+        f"{attempt.failure_reason_id}: {attempt.error_text}"
+    )
+    attempt.failure_reason_id = Reason.INTERRUPTED.value
+    attempt.save(update_fields=["status", "failure_reason", "error_text"])
 
 
 def _end_unfinished(attempt: Attempt, worker: str) -> Attempt:

@@ -27,7 +27,9 @@ class MemoryBroker:
         sent = []
         with self.app.connection_for_read() as conn:
             channel = conn.default_channel
-            while (message := channel.basic_get("celery", no_ack=True)) is not None:
+            while (
+                message := channel.basic_get(self.app.conf.task_default_queue, no_ack=True)
+            ) is not None:
                 args, _kwargs, _embed = message.decode()
                 hard, soft = message.headers.get("timelimit") or (None, None)
                 sent.append(SentTask(message.headers["task"], args, soft, hard))

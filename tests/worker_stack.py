@@ -2,8 +2,8 @@
 
 Two stacks:
 
-* ``postgres+redis``: a fresh PostgreSQL database per stack and a Redis database number that
-  is emptied first (the servers `.ci/test` starts);
+* ``postgres+redis``: a fresh PostgreSQL database and a Redis queue of its own per stack (on
+  the servers `.ci/test` starts);
 * ``sqlite+sqla``: the embedded default, a SQLite file and kombu's SQL transport on another
   SQLite file, in a temporary ``AB_VAR_DIR``.
 
@@ -181,6 +181,9 @@ def create_stack(kind: str, tmp_path: Path, extra_env: dict | None = None) -> St
         "DJANGO_SETTINGS_MODULE": "benchsite.settings",
         "PYTHONPATH": str(REPO_ROOT),
     }
+    # Its own queue: other test sessions may share the Redis server, and their attempt ids
+    # (small integers in fresh databases) would mean other attempts in this database.
+    env |= {"CELERY_QUEUE": f"ab-test-{uuid.uuid4().hex[:10]}"}
     env |= FAST_WORKER_ENV | (extra_env or {})
     pg_database = ""
     if kind == "postgres+redis":
@@ -188,7 +191,6 @@ def create_stack(kind: str, tmp_path: Path, extra_env: dict | None = None) -> St
         _psql(f'CREATE DATABASE "{pg_database}"')
         database_url = PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{pg_database}"
         env |= {"DATABASE_URL": database_url, "CELERY_BROKER_URL": REDIS_URL}
-        _redis_flush(REDIS_URL)
     elif kind == "sqlite+sqla":
         database_url = f"sqlite:///{var_dir / 'db.sqlite3'}"
     else:
@@ -206,12 +208,6 @@ def _psql(sql: str) -> None:
         capture_output=True,
         timeout=60,
     )
-
-
-def _redis_flush(url: str) -> None:
-    import redis
-
-    redis.Redis.from_url(url).flushdb()
 
 
 def wait_until(predicate: Callable[[], object], *, timeout: float, what: str, poll=0.25):
