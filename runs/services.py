@@ -35,8 +35,6 @@ from tasks_app.models import Suite, Task
 log = logging.getLogger(__name__)
 
 NON_FINAL = (AttemptStatus.QUEUED, AttemptStatus.RUNNING)
-# Reasons an attempt can be retried for: the infrastructure ones, whatever stage they came from.
-INFRA_REASONS = tuple(r.value for r in Reason if r.is_infrastructure)
 # Package versions recorded on every run, for reproducibility.
 RECORDED_PACKAGES = (
     "agentbench-site",
@@ -294,11 +292,9 @@ def run_retry_infra(*, run: Run, by=None) -> int:
         run = Run.objects.select_for_update().get(pk=run.pk)
         attempts = list(
             run.attempts.select_for_update()
-            .filter(
-                status__in=FINAL_STATES,
-                is_infra=True,
-                failure_reason_id__in=INFRA_REASONS,
-            )
+            # is_infra, not the reason's category: a failure before the agent started is
+            # infrastructure whatever its code (the taxonomy's stage rule).
+            .filter(status__in=FINAL_STATES, is_infra=True, failure_reason__isnull=False)
             .order_by("sample_index", "task__task_id")
         )
         for attempt in attempts:

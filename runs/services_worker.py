@@ -16,7 +16,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from runs.failfast import Breach, Outcome, failfast_settings, find_breach
-from runs.models import RUN_FINAL_STATES, Attempt, AttemptStatus, Run, RunStatus
+from runs.models import RUN_FINAL_STATES, Attempt, AttemptStatus, Run, RunSource, RunStatus
 from runs.services import (
     NON_FINAL,
     attempt_archive_try,
@@ -34,14 +34,19 @@ log = logging.getLogger(__name__)
 
 
 def run_attempt_done(*, attempt: Attempt) -> Run:
-    """Run bookkeeping after one attempt reached a final state: fail-fast, totals, status.
+    """Run bookkeeping after one attempt reached a final state: fail-fast, totals, status."""
+    return run_settle(run_id=attempt.run_id)
+
+
+def run_settle(*, run_id: int) -> Run:
+    """Fail-fast check, cached totals, and ``finished`` once no attempt is left to run.
 
     The run row is locked (``select_for_update``; SQLite's IMMEDIATE transactions serialize
     writers the same way), so two workers finishing at once see each other's results and
-    "consecutive" is well defined by finish order.
+    "consecutive" is well defined by finish order. Idempotent: it recomputes from the attempts.
     """
     with transaction.atomic():
-        run = Run.objects.select_for_update().get(pk=attempt.run_id)
+        run = Run.objects.select_for_update().get(pk=run_id)
         if run.status in (RunStatus.QUEUED, RunStatus.RUNNING):
             breach = _breach_of(run)
             if breach is not None:
@@ -131,6 +136,7 @@ class ReapReport:
     requeued: list[int]
     ended: list[int]
     resent: list[int]
+    settled: list[int]
 
 
 def attempts_reap(*, stale_after_sec: int | None = None, max_requeues: int | None = None):
@@ -178,7 +184,21 @@ def attempts_reap(*, stale_after_sec: int | None = None, max_requeues: int | Non
     if requeued:
         attempts_enqueue(requeued)
     resent = _resend_lost_messages(stale_after)
-    return ReapReport(requeued=requeued, ended=ended, resent=resent)
+    settled = runs_settle_idle()
+    return ReapReport(requeued=requeued, ended=ended, resent=resent, settled=settled)
+
+
+def runs_settle_idle() -> list[int]:
+    """Settle harness runs that are not marked done although none of their attempts is left
+    to run (their last attempt's bookkeeping failed, e.g. on a database deadlock)."""
+    idle = list(
+        Run.objects.filter(source=RunSource.HARNESS, finished_at__isnull=True)
+        .exclude(attempts__status__in=NON_FINAL)
+        .values_list("id", flat=True)[:100]
+    )
+    for run_id in idle:
+        run_settle(run_id=run_id)
+    return idle
 
 
 def _end_worker_lost(attempt: Attempt, stale_after: int, *, run_ended: bool = False) -> None:

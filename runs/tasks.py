@@ -11,13 +11,14 @@ import logging
 import os
 import socket
 import threading
+import time
 from collections.abc import Callable, Sequence
 
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from celery.signals import worker_init
 from django.conf import settings
-from django.db import close_old_connections, connection
+from django.db import DatabaseError, close_old_connections, connection
 from django.utils import timezone
 
 from runs.models import Attempt, AttemptStatus, Run, RunStatus
@@ -129,8 +130,22 @@ def attempt_run(self, attempt_id: int) -> str:
         attempt = _end_unfinished(attempt, worker)
     _blame_the_cancel(attempt)
     _publish_artifacts(attempt)
-    run_attempt_done(attempt=attempt)
+    _settle(attempt)
     return attempt.status
+
+
+def _settle(attempt: Attempt, tries: int = 3) -> None:
+    """Run bookkeeping, retried: two workers aborting runs of one model configuration at once
+    can deadlock on PostgreSQL, and the bookkeeping is safe to repeat. The reaper settles the
+    run later if every try fails."""
+    for number in range(1, tries + 1):
+        try:
+            run_attempt_done(attempt=attempt)
+            return
+        except DatabaseError:
+            log.warning("run bookkeeping of attempt %s failed (try %s)", attempt.id, number,
+                        exc_info=True)  # fmt: skip
+            time.sleep(0.2 * number)
 
 
 def _execute(attempt: Attempt, heartbeat: Heartbeat) -> Attempt:
@@ -241,11 +256,11 @@ def attempts_reap_task() -> dict:
     """Periodic (celery beat): requeue or end attempts whose worker went silent."""
     close_old_connections()
     report = attempts_reap()
-    if report.requeued or report.ended or report.resent:
-        log.warning(
-            "reaper: requeued %s, ended %s, resent %s",
-            report.requeued,
-            report.ended,
-            report.resent,
-        )
-    return {"requeued": report.requeued, "ended": report.ended, "resent": report.resent}
+    if report.requeued or report.ended or report.resent or report.settled:
+        log.warning("reaper: %s", report)
+    return {
+        "requeued": report.requeued,
+        "ended": report.ended,
+        "resent": report.resent,
+        "settled": report.settled,
+    }

@@ -293,3 +293,17 @@ def test_the_reaper_resends_queued_attempts_whose_message_was_lost(launch, broke
     assert sorted(broker.attempt_ids()) == [a.id for a in attempts_of(run)]
     # Sent again just now: the next pass leaves them alone.
     assert attempts_reap(stale_after_sec=60).resent == []
+
+
+def test_the_reaper_settles_a_run_whose_last_bookkeeping_was_lost(launch):
+    run = launch(task_ids=["toy_fail_pytest"])
+    # The attempt ended but its worker died before the run's bookkeeping.
+    Attempt.objects.filter(run=run).update(
+        status=AttemptStatus.FINISHED, finished_at=timezone.now()
+    )
+    Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING)
+    report = attempts_reap(stale_after_sec=60)
+    assert report.settled == [run.id]
+    run.refresh_from_db()
+    assert run.status == RunStatus.FINISHED and run.totals["resolved"] == 1
+    assert attempts_reap(stale_after_sec=60).settled == []
