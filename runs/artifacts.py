@@ -51,6 +51,7 @@ class Event:
     input: str = ""
     output: str = ""
     is_error: bool = False
+    artifact: str = ""  # a file of the attempt's folder the event points at (full output)
     raw: dict = field(default_factory=dict, repr=False)
 
 
@@ -173,7 +174,19 @@ def _text(value) -> str:
 
 _INPUT_KEYS = ("input", "args", "arguments", "command", "request", "messages", "params")
 _OUTPUT_KEYS = ("output", "result", "stdout", "response", "content", "error", "stderr")
-_META_KEYS = {"type", "event", "kind", "tool", "name", "ts", "time", "at", "timestamp", "t"}
+_META_KEYS = {
+    "type",
+    "event",
+    "kind",
+    "tool",
+    "name",
+    "ts",
+    "time",
+    "at",
+    "timestamp",
+    "t",
+    "artifact",
+}
 
 
 def _event(index: int, raw: dict) -> Event:
@@ -199,5 +212,16 @@ def _event(index: int, raw: dict) -> Event:
         input=_text(next(iter(inputs.values()))) if len(inputs) == 1 else _text(inputs or None),
         output=_text(next(iter(outputs.values()))) if len(outputs) == 1 else _text(outputs or None),
         is_error=is_error,
+        artifact=_artifact(raw.get("artifact")),
         raw=raw,
     )
+
+
+def _artifact(value) -> str:
+    """A relative path inside the attempt's folder, or "" (anything else is not linked)."""
+    if not isinstance(value, str) or not value:
+        return ""
+    cleaned = posixpath.normpath(value.replace("\\", "/"))
+    if cleaned.startswith(("/", "..")) or ".." in PurePosixPath(cleaned).parts:
+        return ""
+    return cleaned

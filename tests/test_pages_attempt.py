@@ -156,7 +156,9 @@ def test_the_trajectory_shows_tool_calls_escaped_and_tolerates_unknown_events(re
             "tool": "apply_patch",
             "output": "patch does not apply",
             "ok": False,
+            "artifact": "logs/tool_0003.txt",
         },
+        {"event": "tool_finish", "tool": "x", "output": "y", "artifact": "../../etc/passwd"},
     ]
     text = "\n".join(json.dumps(e) for e in events) + "\nnot json\n"
     write_artifact(attempt, "events.jsonl", text.encode())
@@ -166,6 +168,8 @@ def test_the_trajectory_shows_tool_calls_escaped_and_tolerates_unknown_events(re
     assert "<script>window.__xss=1</script>" not in body
     assert "1 line could not be read as JSON" in body
     assert 'class="tool error"' in body
+    assert f"/attempts/{attempt.public_id}/artifacts/logs/tool_0003.txt" in body
+    assert "etc/passwd" not in body
 
 
 def test_anonymous_visitors_get_a_login_prompt_instead_of_artifacts(client, attempt, settings):
