@@ -6,6 +6,7 @@ attempts themselves run in tests/test_run_workers.py."""
 from __future__ import annotations
 
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -31,6 +32,7 @@ def ab(tmp_path):
         )
 
     _ab.var = tmp_path / "var"  # type: ignore[attr-defined]
+    _ab.env = env  # type: ignore[attr-defined]
     return _ab
 
 
@@ -108,3 +110,27 @@ def test_it_names_what_is_wrong_in_one_line_and_stores_nothing(ab):
 def test_a_bad_variant_is_refused_by_the_parser(ab):
     out = ab("run-suite", "custom-dev", "--variant", "gpt")
     assert out.returncode == 2 and "invalid choice: 'gpt'" in out.stderr
+
+
+def test_ab_worker_runs_what_run_suite_queued(ab):
+    # Migrate first: two `ab` processes migrating one fresh SQLite file at once collide.
+    assert ab("import-tasks", str(REPO_ROOT / "tasks")).returncode == 0
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "benchsite.cli", "worker", "--concurrency", "1", "--beat"],
+        cwd=REPO_ROOT,
+        env=ab.env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        out = ab("run-suite", "custom-dev", "--variant", "nop", "--task", "toy_no_tests",
+                 "--task", "toy_baseline_passes", "--wait", "--poll", "0.5")  # fmt: skip
+    finally:
+        os.killpg(worker.pid, signal.SIGTERM)
+        worker.wait(timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "NO_TESTS_COLLECTED" in out.stdout and "BASELINE_NOT_FAILING" in out.stdout
+    assert out.stdout.rstrip().endswith("finished")
+    run_id = launched_id(out)
+    assert attempt_statuses(ab.var, run_id) == ["finished", "finished"]
