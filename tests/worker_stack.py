@@ -29,7 +29,7 @@ import dj_database_url
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PG_ADMIN_URL = os.environ.get("AB_TEST_PG_URL", "postgres://postgres@127.0.0.1:5432/postgres")
-REDIS_URL = os.environ.get("AB_TEST_REDIS_URL", "redis://127.0.0.1:6379/11")
+REDIS_URL = os.environ.get("AB_TEST_REDIS_URL", "redis://127.0.0.1:6379/12")
 KINDS = ("postgres+redis", "sqlite+sqla")
 
 # Short heartbeats and stale thresholds, so the reaper acts within seconds in tests.
