@@ -127,7 +127,7 @@ def seed(tasks: int, models: int, samples: int) -> dict:
     return {"suite": suite, "models": configs, "attempt": attempt}
 
 
-def time_pages(data: dict, requests: int) -> list[tuple[str, float, float]]:
+def time_pages(data: dict, requests: int) -> list[tuple[str, float, float, float]]:
     from django.contrib.auth import get_user_model
     from django.test import Client
     from django.urls import reverse
@@ -162,12 +162,14 @@ def time_pages(data: dict, requests: int) -> list[tuple[str, float, float]]:
         if response.status_code != 200:
             raise SystemExit(f"{name}: HTTP {response.status_code} for {url}")
         timings = []
+        cpu = []
         for _ in range(requests):
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), time.process_time()
             response = client.get(url)
             timings.append((time.perf_counter() - started) * 1000)
+            cpu.append((time.process_time() - cpu_started) * 1000)
             assert response.status_code == 200
-        results.append((name, statistics.median(timings), max(timings)))
+        results.append((name, statistics.median(timings), max(timings), statistics.median(cpu)))
     return results
 
 
@@ -189,12 +191,20 @@ def main() -> int:
             f"seeded {total} attempts ({args.tasks} tasks x {args.models} models x "
             f"{args.samples} samples) in {time.perf_counter() - started:.1f} s (SQLite, {tmp})"
         )
-        print(f"{'page':28} {'median ms':>10} {'max ms':>8}  target <= {TARGET_MS:.0f} ms")
+        # SQLite runs inside this process, so CPU time is the server time a quiet machine
+        # would see; wall time also counts waiting for a core on a busy one.
+        load = os.getloadavg()[0]
+        print(f"load average {load:.1f} on {os.cpu_count()} cores; {args.requests} requests each")
+        print(
+            f"{'page':28} {'wall median':>12} {'wall max':>9} {'cpu median':>11}"
+            f"  target <= {TARGET_MS:.0f} ms"
+        )
         failed = False
-        for name, median, worst in time_pages(data, args.requests):
+        for name, median, worst, cpu in time_pages(data, args.requests):
             ok = median <= TARGET_MS
             failed |= not ok
-            print(f"{name:28} {median:10.1f} {worst:8.1f}  {'ok' if ok else 'SLOW'}")
+            verdict = "ok" if ok else ("SLOW (cpu ok)" if cpu <= TARGET_MS else "SLOW")
+            print(f"{name:28} {median:12.1f} {worst:9.1f} {cpu:11.1f}  {verdict}")
         return 1 if failed else 0
     finally:
         if not args.keep:
