@@ -235,21 +235,22 @@ class BwrapSandbox(Sandbox):
         if pidfd is not None:
             with self._lock:
                 self._running[pid] = pidfd
+        # Read ends still open; _pump closes (and drops) each at its end of file.
+        readers = {pipes[n][0]: n for n in ("stdout", "stderr", "status")}
         try:
             output = CappedOutput(self.config.output_cap_bytes)
             status = bytearray()
-            readers = {pipes[n][0]: n for n in ("stdout", "stderr", "status")}
             timed_out = _pump(readers, output, status, deadline=started + timeout)
             if timed_out:
                 _kill(pidfd)
                 _pump(readers, output, status, deadline=time.monotonic() + DRAIN_AFTER_KILL_SEC)
         finally:
-            for r, _w in pipes.values():
-                with contextlib.suppress(OSError):
-                    os.close(r)
+            for r in readers:
+                os.close(r)
             if pidfd is not None:
                 with self._lock:
                     self._running.pop(pid, None)
+                _kill(pidfd)  # a no-op after a normal end; after an exception, no orphan
                 os.close(pidfd)
         exit_code = _exit_code(bytes(status))
         if exit_code is None and not timed_out:
@@ -372,12 +373,11 @@ def _kill(pidfd: int | None) -> None:
 def _pump(
     readers: dict[int, str], output: CappedOutput, status: bytearray, *, deadline: float
 ) -> bool:
-    """Read the pipes until all close; True if the deadline passed first."""
+    """Read the pipes until all close; True if the deadline passed first. A pipe at its end
+    is closed and removed from ``readers``, so a second pass (after a kill) skips it."""
     with selectors.DefaultSelector() as sel:
         for fd, name in readers.items():
-            with contextlib.suppress(ValueError, OSError):  # already closed by a first pass
-                os.fstat(fd)
-                sel.register(fd, selectors.EVENT_READ, name)
+            sel.register(fd, selectors.EVENT_READ, name)
         while sel.get_map():
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -386,6 +386,7 @@ def _pump(
                 data = os.read(key.fd, 65536)
                 if not data:
                     sel.unregister(key.fd)
+                    del readers[key.fd]
                     os.close(key.fd)
                 elif key.data == "status":
                     status.extend(data)
