@@ -18,7 +18,7 @@ from schemathesis.checks import not_a_server_error
 from benchsite.wsgi import application
 from tests.api_fixtures import bob_token, fresh_cache, seeded  # noqa: F401
 
-MAX_EXAMPLES = 25
+MAX_EXAMPLES = 20
 
 
 @pytest.fixture
