@@ -15,6 +15,7 @@ from ninja import NinjaAPI, Schema
 from ninja.errors import AuthenticationError, HttpError, Throttled
 from ninja.errors import ValidationError as NinjaValidationError
 
+from benchsite.accounts.services import TokenError
 from tasks_app.spec import TaskSpecError
 from tasks_app.swebench.errors import SwebenchInputError
 
@@ -82,6 +83,11 @@ def install_error_handlers(api: NinjaAPI) -> None:
     def input_error(request: HttpRequest, exc: ApiInputError) -> HttpResponse:
         error = FieldError(field=exc.field, location=exc.location, message=exc.message)
         return _respond(api, request, exc.status, f"{exc.field}: {exc.message}", [error])
+
+    @api.exception_handler(TokenError)
+    def token_error(request: HttpRequest, exc: TokenError) -> HttpResponse:
+        error = FieldError(field=exc.field, location="body", message=str(exc))
+        return _respond(api, request, 400, f"{exc.field}: {exc}", [error])
 
     @api.exception_handler(ApiConflict)
     def conflict(request: HttpRequest, exc: ApiConflict) -> HttpResponse:

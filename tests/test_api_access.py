@@ -105,6 +105,8 @@ def test_it_creates_lists_and_revokes_tokens_through_the_api(client, bob, auth):
     assert created.status_code == 201
     body = created.json()
     assert body["token"].startswith(body["prefix"])
+    blank = client.post("/api/tokens", {"name": "   "}, content_type="application/json", **auth)
+    assert blank.status_code == 400 and blank.json()["errors"][0]["field"] == "name"
     listing = client.get("/api/tokens", **auth).json()
     assert {t["name"] for t in listing["items"]} == {"bob-ci", "deploy"}
     assert all("token" not in t for t in listing["items"])

@@ -73,7 +73,7 @@ def token_list(request: HttpRequest, filters: Query[TokenFilter]):
 
 @router.post(
     "/tokens",
-    response={201: ApiTokenCreatedOut, 401: ErrorOut, 422: ErrorOut, 429: ErrorOut},
+    response={201: ApiTokenCreatedOut, 400: ErrorOut, 401: ErrorOut, 422: ErrorOut, 429: ErrorOut},
     auth=AUTHENTICATED,
     throttle=write_throttle,
     summary="Create an API token (the token is in this response only)",
