@@ -25,6 +25,19 @@ def model_config_by_ref(ref: str) -> ModelConfig | None:
     return found
 
 
+def slug_taken_by_other(name: str) -> ModelConfig | None:
+    """Another configuration whose slug ``name`` would get (ModelConfig.save derives it).
+
+    Services that create configurations by name through ``save()`` (imports of external
+    results) would hit the unique slug; callers check first to answer with the field.
+    """
+    name = name.strip()
+    base = slugify(name.replace("/", "-"))[:200]
+    if not base:
+        return None
+    return ModelConfig.objects.filter(slug=base).exclude(name=name).first()
+
+
 def _free_slug(name: str) -> str:
     base = slugify(name.replace("/", "-"))[:190] or uuid.uuid4().hex[:12]
     slug, n = base, 2

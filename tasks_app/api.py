@@ -28,7 +28,8 @@ from benchsite.accounts.auth import AUTHENTICATED, PUBLIC_READ, write_throttle
 from benchsite.accounts.models import AuditAction
 from benchsite.accounts.services import audit_event_record
 from benchsite.api_common import Pages, Text
-from benchsite.api_errors import ErrorOut
+from benchsite.api_errors import ApiInputError, ErrorOut
+from runs.model_configs import slug_taken_by_other
 from tasks_app.models import Suite, Task, TaskSource
 from tasks_app.services import tasks_import
 from tasks_app.spec import SpecProblem, TaskSpecError
@@ -279,6 +280,14 @@ def swebench_import_endpoint(
     }
 
 
+def _check_external_name(name: str) -> None:
+    other = slug_taken_by_other(name)
+    if other is not None:
+        raise ApiInputError(
+            "model", f"{name!r} would share its slug {other.slug!r} with {other.name!r}"
+        )
+
+
 @router.post(
     "/imports/predictions",
     response={200: PredictionsReportOut, **IMPORT_ERRORS},
@@ -289,6 +298,7 @@ def swebench_import_endpoint(
 def predictions_import_endpoint(
     request: HttpRequest, payload: Form[PredictionsImportIn], file: File[UploadedFile]
 ):
+    _check_external_name(payload.model)
     report = predictions_import(
         source=read_upload(file),
         filename=file.name or "predictions.jsonl",
@@ -328,6 +338,7 @@ def results_import_endpoint(
     file: File[UploadedFile],
     predictions: File[UploadedFile | None] = None,
 ):
+    _check_external_name(payload.model)
     report = results_import(
         source=read_upload(file),
         filename=file.name or "results.json",

@@ -125,6 +125,17 @@ def test_published_results_reach_the_leaderboard_with_the_same_figures(client, l
         **auth,
     )
     assert again.json()["unchanged"] is True
+    alike = client.post(
+        "/api/imports/results",
+        {
+            "suite": "lite-dev",
+            "model": "agent x",
+            "file": upload("agentx.run1.json", json.dumps(report).encode()),
+        },
+        **auth,
+    )
+    assert alike.status_code == 400
+    assert alike.json()["errors"][0]["field"] == "model"
 
 
 def test_imports_need_a_token(client, db):
