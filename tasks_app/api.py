@@ -2,6 +2,7 @@
 datasets, predictions and published results) through the same services as the `ab` CLI."""
 
 import datetime as dt
+import re
 import shutil
 import uuid
 from pathlib import Path
@@ -32,7 +33,7 @@ from benchsite.api_errors import ApiInputError, ErrorOut
 from runs.model_configs import slug_taken_by_other
 from tasks_app.models import Suite, Task, TaskSource
 from tasks_app.services import tasks_import
-from tasks_app.spec import SpecProblem, TaskSpecError
+from tasks_app.spec import SpecProblem, TaskSpecError, load_task_dir
 from tasks_app.swebench.importer import swebench_import
 from tasks_app.swebench.predictions import predictions_import
 from tasks_app.swebench.results import results_import
@@ -159,6 +160,7 @@ def task_import(request: HttpRequest, file: File[UploadedFile]):
     target = Path(settings.API_UPLOADS_ROOT) / "tasks" / uuid.uuid4().hex
     unpack_upload(file, target)
     try:
+        _check_suite_names(target)
         report = tasks_import(directory=target)
     except TaskSpecError as exc:
         shutil.rmtree(target, ignore_errors=True)
@@ -186,6 +188,18 @@ def task_import(request: HttpRequest, file: File[UploadedFile]):
         "suites": report.suites,
         "total": report.total,
     }
+
+
+def _check_suite_names(directory: Path) -> None:
+    # The spec allows dots in a suite name, but suite URLs take slugs only: a dotted suite
+    # would import fine and then break every page and API answer that links to it.
+    bad = [
+        SpecProblem(str(t.path), "suite", f"{t.spec.suite!r}: use letters, digits, - and _")
+        for t in load_task_dir(directory)
+        if not re.fullmatch(r"[-a-zA-Z0-9_]+", t.spec.suite)
+    ]
+    if bad:
+        raise TaskSpecError(bad)
 
 
 def _relative(problem: SpecProblem, root: Path) -> SpecProblem:

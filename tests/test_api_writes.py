@@ -183,6 +183,20 @@ def test_a_bad_task_file_names_file_and_field_and_imports_nothing(
     assert not any((tmp_path / "tasks").iterdir())
 
 
+def test_a_dotted_suite_name_is_refused_before_anything_is_stored(
+    client, db, auth, settings, tmp_path
+):
+    settings.API_UPLOADS_ROOT = tmp_path
+    dotted = TASK_YAML.format(id="one").replace("suite: uploaded", "suite: my.suite")
+    upload = zip_of({"one/task.yaml": dotted})
+    upload.name = "tasks.zip"
+    response = client.post("/api/imports/tasks", {"file": upload}, **auth)
+    assert response.status_code == 400
+    assert response.json()["errors"][0]["field"] == "suite"
+    assert not Suite.objects.exists()
+    assert client.get("/api/suites").status_code == 200
+
+
 @pytest.mark.parametrize(
     ("name", "content", "status"),
     [
