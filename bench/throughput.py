@@ -9,8 +9,10 @@ setup, baseline, agent, final tests in a real sandbox, a few seconds each.
 
 Prints attempts per minute (first start to last finish) with 1 and with 2 workers and their
 ratio (target >= 1.8 on 2 cores), then the median time from an attempt being queued to a
-worker claiming it (``queued_at`` -> ``started_at``), measured one attempt at a time with an
-idle worker (target <= 50 ms on Redis). Also prints the load average: this machine is shared,
+worker claiming it (``queued_at``, stamped when the message is sent, -> ``started_at``, set
+by the claim), measured one attempt at a time with an idle worker (target <= 50 ms on Redis).
+Runs are launched from this process through ``run_launch``, as the web app launches them
+(imports and broker connection warm), on the stack's database. Also prints the load average: this machine is shared,
 and other processes' load lowers the figures.
 """
 
@@ -26,28 +28,30 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "benchsite.settings")
-os.environ.setdefault("AB_VAR_DIR", tempfile.mkdtemp(prefix="ab-bench-"))
 
-import django  # noqa: E402
-
-django.setup()
-
-from runs.models import FINAL_STATES, Attempt, Run  # noqa: E402
 from tests.worker_stack import KINDS, Stack, create_stack, wait_until  # noqa: E402
 
 TASK = "toy_fail_pytest"
 
 
-def launch(stack: Stack, samples: int) -> Run:
-    out = stack.ab("run-suite", "custom-dev", "--variant", "scripted", "--task", TASK,
-                   "--samples", str(samples))  # fmt: skip
-    public_id = out.stdout.split("run ", 1)[1].split(":", 1)[0]
-    return Run.objects.using(stack.alias).get(public_id=public_id)
+def launch(stack: Stack, samples: int):
+    """Launch from this long-running process, as the web app does (warm imports and broker
+    connection), through the same service as ``ab run-suite``."""
+    from runs.models import ModelConfig
+    from runs.services import run_launch
+    from tasks_app.models import Suite
+
+    config, _ = ModelConfig.objects.get_or_create(
+        name="scripted", defaults={"agent_variant": "scripted"}
+    )
+    suite = Suite.objects.get(name="custom-dev")
+    return run_launch(suite=suite, model_config=config, samples=samples, task_ids=[TASK])
 
 
-def wait_run(stack: Stack, run: Run, timeout: float = 1800) -> list[Attempt]:
-    attempts = Attempt.objects.using(stack.alias).filter(run_id=run.id)
+def wait_run(stack: Stack, run, timeout: float = 1800) -> list:
+    from runs.models import FINAL_STATES, Attempt
+
+    attempts = Attempt.objects.filter(run_id=run.id)
     wait_until(
         lambda: not attempts.exclude(status__in=FINAL_STATES).exists(),
         timeout=timeout,
@@ -73,9 +77,11 @@ def throughput(stack: Stack, workers: int, samples: int) -> tuple[float, int]:
 
 
 def latency(stack: Stack, count: int) -> list[float]:
-    """queued_at -> started_at, one attempt at a time, with one idle worker waiting."""
+    """queued_at -> started_at, one attempt at a time, with one idle worker waiting (after
+    one attempt that warms up the worker and this process)."""
     proc = stack.start_worker("latency")
     time.sleep(3)
+    wait_run(stack, launch(stack, 1))
     samples = []
     for _ in range(count):
         run = launch(stack, 1)
@@ -95,7 +101,15 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="ab-throughput-") as tmp:
         stack = create_stack(args.stack, Path(tmp), extra_env={"LOG_LEVEL": "WARNING"})
-        stack.connect()
+        # This process uses the stack's database and broker as its own.
+        for key in ("AB_VAR_DIR", "ARTIFACTS_ROOT", "DATABASE_URL", "CELERY_BROKER_URL",
+                    "CELERY_QUEUE"):  # fmt: skip
+            if key in stack.env:
+                os.environ[key] = stack.env[key]
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "benchsite.settings")
+        import django
+
+        django.setup()
         try:
             print(f"stack: {args.stack}; {args.attempts} attempts of {TASK} (scripted agent)")
             print(f"load average before: {os.getloadavg()[0]:.2f}")

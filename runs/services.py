@@ -229,7 +229,11 @@ def _queued_ids(run: Run) -> list[int]:
 
 
 def attempts_enqueue(attempt_ids: Sequence[int]) -> None:
-    """Send one Celery message per attempt id over a single broker connection."""
+    """Send one Celery message per attempt id over a single broker connection.
+
+    ``queued_at`` is stamped here, when the messages go out, not when the rows were created:
+    the rows wait for their transaction to commit, and a re-sent attempt waits anew.
+    """
     from benchsite.celery import app
     from runs.tasks import attempt_run, attempt_time_limits
 
@@ -237,6 +241,10 @@ def attempts_enqueue(attempt_ids: Sequence[int]) -> None:
         return
     limits = attempt_time_limits(attempt_ids)
     with app.producer_or_acquire() as producer:
+        producer.connection.ensure_connection()
+        Attempt.objects.filter(id__in=attempt_ids, status=AttemptStatus.QUEUED).update(
+            queued_at=timezone.now()
+        )
         for attempt_id in attempt_ids:
             soft, hard = limits[attempt_id]
             attempt_run.apply_async(
