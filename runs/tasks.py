@@ -22,6 +22,7 @@ from django.db import DatabaseError, close_old_connections, connection
 from django.utils import timezone
 
 from runs.models import Attempt, AttemptStatus, Run, RunStatus
+from runs.services import attempts_remove_containers
 from runs.services_worker import attempt_claim, attempts_reap, run_attempt_done
 from runs.taxonomy import Reason
 
@@ -69,8 +70,16 @@ class Heartbeat(threading.Thread):
     """Writes ``heartbeat_at`` every ATTEMPT_HEARTBEAT_SEC while the attempt runs, and notices
     when the attempt should stop: its run was cancelled, or the reaper took it away."""
 
-    def __init__(self, attempt_id: int, run_id: int, worker: str, interval: float):
+    def __init__(
+        self,
+        attempt_id: int,
+        run_id: int,
+        worker: str,
+        interval: float,
+        on_run_cancelled: Callable[[], object] | None = None,
+    ):
         super().__init__(name=f"heartbeat-{attempt_id}", daemon=True)
+        self.on_run_cancelled = on_run_cancelled
         self.attempt_id = attempt_id
         self.run_id = run_id
         self.worker = worker
@@ -94,8 +103,16 @@ class Heartbeat(threading.Thread):
         except Exception:  # a database hiccup must not kill the attempt; try again next beat
             log.warning("heartbeat of attempt %s failed", self.attempt_id, exc_info=True)
             return
-        if not alive or cancelled:
+        if (not alive or cancelled) and not self.cancel_event.is_set():
             self.cancel_event.set()
+            # The worker removes its own containers: on another machine than the web app's,
+            # run_cancel cannot reach them. Not when the reaper gave the attempt to another
+            # worker, whose containers carry the same attempt label.
+            if cancelled and self.on_run_cancelled is not None:
+                try:
+                    self.on_run_cancelled()
+                except Exception:
+                    log.warning("could not stop attempt %s", self.attempt_id, exc_info=True)
 
     def should_cancel(self) -> bool:
         return self.cancel_event.is_set()
@@ -120,7 +137,13 @@ def attempt_run(self, attempt_id: int) -> str:
     attempt = Attempt.objects.select_related("run", "task", "model_config", "suite").get(
         id=attempt_id
     )
-    heartbeat = Heartbeat(attempt.id, attempt.run_id, worker, settings.ATTEMPT_HEARTBEAT_SEC)
+    heartbeat = Heartbeat(
+        attempt.id,
+        attempt.run_id,
+        worker,
+        settings.ATTEMPT_HEARTBEAT_SEC,
+        on_run_cancelled=lambda: attempts_remove_containers([attempt.public_id]),
+    )
     heartbeat.start()
     try:
         attempt = _execute(attempt, heartbeat)

@@ -124,9 +124,12 @@ def test_cancel_ends_queued_attempts_and_tells_running_ones_to_stop(launch, comm
     run = launch(task_ids=["toy_fail_pytest"], samples=3)
     running, *queued = attempts_of(run)
     attempt_claim(attempt_id=running.id, worker="w1:1")
-    heartbeat = Heartbeat(running.id, run.id, "w1:1", interval=1)
+    stopped = []
+    heartbeat = Heartbeat(
+        running.id, run.id, "w1:1", interval=1, on_run_cancelled=lambda: stopped.append(1)
+    )
     heartbeat.beat()
-    assert heartbeat.should_cancel() is False
+    assert heartbeat.should_cancel() is False and stopped == []
 
     assert commit(run_cancel, run=run, by="alice") == 2
     run.refresh_from_db()
@@ -138,7 +141,9 @@ def test_cancel_ends_queued_attempts_and_tells_running_ones_to_stop(launch, comm
     running.refresh_from_db()
     assert running.status == AttemptStatus.RUNNING  # its worker ends it
     heartbeat.beat()
+    heartbeat.beat()
     assert heartbeat.should_cancel() is True
+    assert stopped == [1]  # the worker removed its containers, once
     assert attempt_claim(attempt_id=queued[0].id, worker="w2:2") is False
 
 
