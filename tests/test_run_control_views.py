@@ -108,3 +108,14 @@ def test_admin_launches_runs_of_selected_model_configurations(
     assert [r.model_config.name for r in runs] == ["nop", "scripted"]
     assert all(r.attempts.count() == 2 for r in runs)
     assert len(broker.attempt_ids()) == 4
+
+
+def test_the_run_page_shows_the_buttons_to_staff_and_the_outcome_after(client, alice, bob, run):
+    cancel_url = reverse("run-cancel", args=[run.public_id])
+    client.force_login(bob)
+    assert cancel_url not in client.get(run.get_absolute_url()).content.decode()
+    client.force_login(alice)
+    assert cancel_url in client.get(run.get_absolute_url()).content.decode()
+    page = client.post(cancel_url, follow=True)
+    assert page.status_code == 200
+    assert "Run cancelled: 1 queued attempt(s) cancelled" in page.content.decode()
