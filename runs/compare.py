@@ -10,6 +10,7 @@ import itertools
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from runs.leaderboard import finished_attempts, suite_tasks
 from runs.models import ModelConfig
@@ -22,7 +23,7 @@ INFRA = "infra"
 NONE = "none"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class AttemptRef:
     public_id: uuid.UUID
     sample_index: int
@@ -37,15 +38,16 @@ class Cell:
 
     attempts: list[AttemptRef] = field(default_factory=list)
 
-    @property
+    # Cached: a cell is read many times (matrix, buckets, summaries) once it is filled.
+    @cached_property
     def scored(self) -> int:
         return sum(1 for a in self.attempts if not a.is_infra)
 
-    @property
+    @cached_property
     def resolved_count(self) -> int:
         return sum(1 for a in self.attempts if a.resolved)
 
-    @property
+    @cached_property
     def outcome(self) -> str:
         if not self.attempts:
             return NONE
@@ -53,7 +55,7 @@ class Cell:
             return INFRA
         return RESOLVED if majority_resolved(self.scored, self.resolved_count) else FAILED
 
-    @property
+    @cached_property
     def reason(self) -> str:
         """The most frequent failure reason among the samples (precedence breaks no ties)."""
         reasons = Counter(a.reason for a in self.attempts if a.reason)
