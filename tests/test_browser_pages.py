@@ -98,6 +98,9 @@ def page(browser, live_server, django_user_model):
         ),
     )
     page = context.new_page()
+    # The machine is shared: on a loaded one a page can take longer than Playwright's 30 s.
+    page.set_default_timeout(90_000)
+    page.set_default_navigation_timeout(90_000)
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     yield page
