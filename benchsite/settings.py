@@ -138,6 +138,9 @@ CELERY_BEAT_SCHEDULE = {
     "reap-stale-attempts": {
         "task": "runs.attempts_reap",
         "schedule": float(ATTEMPT_REAPER_INTERVAL_SEC),
+        # A pass that waited behind busy workers longer than one interval is dropped: the
+        # next one does the same work.
+        "options": {"expires": float(ATTEMPT_REAPER_INTERVAL_SEC)},
     },
 }
 
