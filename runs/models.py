@@ -86,8 +86,21 @@ class ModelConfig(models.Model):
 
     def save(self, *args, **kwargs) -> None:
         if not self.slug:
-            self.slug = slugify(self.name.replace("/", "-"))[:200] or uuid.uuid4().hex[:12]
+            self.slug = self._free_slug()
         super().save(*args, **kwargs)
+
+    def _free_slug(self) -> str:
+        # "Agent X" and "agent x" are different names with the same slug: number the later one.
+        base = slugify(self.name.replace("/", "-"))[:190] or uuid.uuid4().hex[:12]
+        taken = set(
+            ModelConfig.objects.filter(slug__startswith=base)
+            .exclude(pk=self.pk)
+            .values_list("slug", flat=True)
+        )
+        candidate, n = base, 2
+        while candidate in taken:
+            candidate, n = f"{base}-{n}", n + 1
+        return candidate
 
     def sampling_params(self) -> dict:
         params = {

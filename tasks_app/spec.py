@@ -20,6 +20,8 @@ from pydantic_core import ErrorDetails
 SUPPORTED_SPEC_VERSIONS = ("1.0",)
 TASK_FILE_NAME = "task.yaml"
 _ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$"
+# Suite names appear in URLs (/suites/<slug>/): letters, digits, "_" and "-" only.
+_SUITE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_\-]*$"
 _URL_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.\-]*://")
 
 
@@ -65,7 +67,7 @@ class AgentSpec(_Strict):
 class TaskSpec(_Strict):
     task_spec_version: Literal["1.0"]
     id: Annotated[StrictStr, Field(pattern=_ID_PATTERN, max_length=200)]
-    suite: Annotated[StrictStr, Field(pattern=_ID_PATTERN, max_length=100)]
+    suite: Annotated[StrictStr, Field(pattern=_SUITE_PATTERN, max_length=100)]
     description: StrictStr = ""
     repo: RepoSpec
     environment: EnvironmentSpec

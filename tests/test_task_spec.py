@@ -143,3 +143,9 @@ def test_every_example_task_is_valid():
         "toy_flaky",
     } <= ids
     assert [t.spec.id for t in tasks if "flaky" in t.spec.labels] == ["toy_flaky"]
+
+
+def test_it_refuses_a_suite_name_that_cannot_be_a_url_slug(tmp_path):
+    path = write(tmp_path, GOOD.replace("suite: s1", "suite: my.suite"))
+    (problem,) = problems_of(path)
+    assert problem.startswith(f"{path}:3: suite: ")
