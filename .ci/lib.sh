@@ -49,7 +49,8 @@ start_dockerd() {
   command -v dockerd >/dev/null || { echo "dockerd not installed" >&2; return 1; }
   log "starting dockerd"
   mkdir -p /var/log
-  as_root sh -c 'nohup dockerd >/var/log/agentbench-dockerd.log 2>&1 &'
+  # Its own session: the engine must outlive the shell (or test) that happened to start it.
+  as_root sh -c 'setsid nohup dockerd >/var/log/agentbench-dockerd.log 2>&1 < /dev/null &'
   for _ in $(seq 1 60); do docker info >/dev/null 2>&1 && return 0; sleep 1; done
   echo "dockerd did not come up; see /var/log/agentbench-dockerd.log" >&2
   tail -20 /var/log/agentbench-dockerd.log >&2 || true
