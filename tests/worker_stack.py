@@ -102,6 +102,7 @@ class Stack:
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=_die_with_parent,
         )
         proc.name = name  # type: ignore[attr-defined]
         self.workers.append(proc)
@@ -164,6 +165,14 @@ class Stack:
         self.disconnect()
         if self.pg_database:
             _psql(f'DROP DATABASE IF EXISTS "{self.pg_database}" WITH (FORCE)')
+
+
+def _die_with_parent() -> None:
+    """A worker gets SIGTERM when the test process dies (a killed pytest left orphans)."""
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
 def create_stack(kind: str, tmp_path: Path, extra_env: dict | None = None) -> Stack:
