@@ -12,8 +12,8 @@ ratio (target >= 1.8 on 2 cores), then the median time from an attempt being que
 worker claiming it (``queued_at``, stamped when the message is sent, -> ``started_at``, set
 by the claim), measured one attempt at a time with an idle worker (target <= 50 ms on Redis).
 Runs are launched from this process through ``run_launch``, as the web app launches them
-(imports and broker connection warm), on the stack's database. Also prints the load average: this machine is shared,
-and other processes' load lowers the figures.
+(imports and broker connection warm), on the stack's database. Also prints the load average:
+this machine is shared, and other processes' load lowers the figures.
 """
 
 from __future__ import annotations

@@ -9,25 +9,38 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
+from benchsite.accounts.models import AuditAction
+from benchsite.accounts.services import audit_event_record
 from runs.services import LaunchError, run_cancel, run_resume, run_retry_infra, runs_launch_many
 from tasks_app.models import Suite
 
 
+def _audit(request: HttpRequest, action: str, runs: list) -> None:
+    if runs:
+        audit_event_record(
+            actor=request.user, action=action, objects=runs, request=request, via="admin"
+        )
+
+
 @admin.action(description="Cancel selected runs")
 def cancel_runs(modeladmin, request: HttpRequest, queryset: QuerySet) -> None:
-    cancelled = sum(run_cancel(run=run, by=request.user) for run in queryset if not run.is_final)
+    runs = [run for run in queryset if not run.is_final]
+    cancelled = sum(run_cancel(run=run, by=request.user) for run in runs)
+    _audit(request, AuditAction.RUN_CANCEL, runs)
     modeladmin.message_user(request, f"Cancelled; {cancelled} queued attempt(s) cancelled.")
 
 
 @admin.action(description="Retry infrastructure failures of selected runs")
 def retry_runs(modeladmin, request: HttpRequest, queryset: QuerySet) -> None:
     count = sum(run_retry_infra(run=run, by=request.user) for run in queryset)
+    _audit(request, AuditAction.RUN_RETRY, list(queryset))
     modeladmin.message_user(request, f"{count} attempt(s) queued again.")
 
 
 @admin.action(description="Resume selected runs (re-send queued attempts)")
 def resume_runs(modeladmin, request: HttpRequest, queryset: QuerySet) -> None:
     count = sum(run_resume(run=run) for run in queryset)
+    _audit(request, "run.resume", list(queryset))
     modeladmin.message_user(request, f"Re-sent {count} queued attempt(s).")
 
 
@@ -55,6 +68,7 @@ def launch_runs(modeladmin, request: HttpRequest, queryset: QuerySet) -> HttpRes
         except LaunchError as exc:
             modeladmin.message_user(request, str(exc), level=messages.ERROR)
             return None
+        _audit(request, AuditAction.RUN_LAUNCH, runs)
         modeladmin.message_user(request, f"Launched {len(runs)} run(s).")
         return None
     return TemplateResponse(

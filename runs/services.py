@@ -21,6 +21,7 @@ from django.utils import timezone
 from runs.failfast import failfast_settings
 from runs.models import (
     FINAL_STATES,
+    AgentVariant,
     Attempt,
     AttemptStage,
     AttemptStatus,
@@ -394,7 +395,11 @@ _RESET_FIELDS = {
 
 
 def attempt_reset_to_queued(attempt: Attempt, *, requeue_count: int = 0) -> None:
+    # An imported prediction lives in final_patch until it has been evaluated: keep it.
+    keep_patch = attempt.model_config.agent_variant == AgentVariant.EXTERNAL
     for field, value in _RESET_FIELDS.items():
+        if field == "final_patch" and keep_patch:
+            continue
         setattr(attempt, field, value.copy() if isinstance(value, list | dict) else value)
     attempt.requeue_count = requeue_count
     attempt.queued_at = timezone.now()

@@ -119,3 +119,21 @@ def test_the_run_page_shows_the_buttons_to_staff_and_the_outcome_after(client, a
     page = client.post(cancel_url, follow=True)
     assert page.status_code == 200
     assert "Run cancelled: 1 queued attempt(s) cancelled" in page.content.decode()
+
+
+def test_page_controls_are_audited(client, alice, run, django_capture_on_commit_callbacks):
+    from benchsite.accounts.models import AuditEvent
+
+    finish(run.attempts.get(), "SANDBOX_ERROR", "docker: connection refused")
+    client.force_login(alice)
+    with django_capture_on_commit_callbacks(execute=True):
+        post(client, "run-retry", run)
+        post(client, "run-resume", run)
+        post(client, "run-cancel", run)
+    events = list(AuditEvent.objects.order_by("id").values_list("action", "via", "actor_name"))
+    assert events == [
+        ("run.retry", "page", "alice"),
+        ("run.resume", "page", "alice"),
+        ("run.cancel", "page", "alice"),
+    ]
+    assert all(str(run.public_id) in str(e.object_ids) for e in AuditEvent.objects.all())

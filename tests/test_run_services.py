@@ -312,3 +312,23 @@ def test_the_reaper_settles_a_run_whose_last_bookkeeping_was_lost(launch):
     run.refresh_from_db()
     assert run.status == RunStatus.FINISHED and run.totals["resolved"] == 1
     assert attempts_reap(stale_after_sec=60).settled == []
+
+
+def test_retrying_an_imported_prediction_keeps_its_patch(custom_dev):
+    from runs.models import Attempt, ModelConfig, Run
+    from runs.services import attempt_reset_to_queued
+
+    external = ModelConfig.objects.create(name="imported-model", agent_variant="external")
+    task = custom_dev.tasks.get(task_id="toy_fail_pytest")
+    run = Run.objects.create(suite=custom_dev, model_config=external)
+    attempt = Attempt.objects.create(
+        run=run,
+        task=task,
+        suite=custom_dev,
+        model_config=external,
+        final_patch="diff --git a/x b/x\n",
+        error_text="[worker-lost] gone",
+    )
+    attempt_reset_to_queued(attempt)
+    assert attempt.final_patch == "diff --git a/x b/x\n"
+    assert attempt.error_text == "" and attempt.status == "queued"

@@ -4,15 +4,32 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('runs', '0003_variants_and_error_kind'),
-        ('tasks_app', '0001_initial'),
+        ("runs", "0003_variants_and_error_kind"),
+        ("tasks_app", "0001_initial"),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='attempt',
-            index=models.Index(fields=['suite', 'status', 'model_config', 'task', 'is_infra', 'is_missing', 'failure_reason', 'sample_index', 'run', 'finished_at', 'cost_usd', 'tokens_in', 'tokens_out', 'duration_sec'], name='attempt_results_cover_idx'),
+            model_name="attempt",
+            index=models.Index(
+                fields=[
+                    "suite",
+                    "status",
+                    "model_config",
+                    "task",
+                    "is_infra",
+                    "is_missing",
+                    "failure_reason",
+                    "sample_index",
+                    "run",
+                    "finished_at",
+                    "cost_usd",
+                    "tokens_in",
+                    "tokens_out",
+                    "duration_sec",
+                ],
+                name="attempt_results_cover_idx",
+            ),
         ),
     ]
