@@ -135,6 +135,16 @@ def test_an_llm_agent_without_tokens_is_an_empty_run_but_a_scripted_one_is_not()
     assert quick.reason is None
 
 
+def test_an_llm_agent_that_acted_is_not_an_empty_run_without_usage_figures():
+    solved = AgentOutcome(reason=None, stop="tests_passed", duration_sec=5.0, tool_calls=3)
+    tried = AgentOutcome(reason=Reason.TESTS_FAILED, stop="gave_up", duration_sec=5.0, tool_calls=2)
+
+    for outcome in (solved, tried):
+        result = agent_stage_result(outcome, agent_name="llm", variant="llm", elapsed=5.0)
+        assert result.reason is outcome.reason
+        assert not outcome.is_empty_run
+
+
 def test_an_agent_timeout_is_a_tagged_timeout():
     outcome = AgentOutcome(
         reason=Reason.AGENT_GAVE_UP, stop="time_budget", is_timeout=True, tokens_in=5,

@@ -129,12 +129,16 @@ def is_empty_run(outcome: AgentOutcome, *, variant: str, duration: float) -> boo
     if outcome.is_empty_run:
         return True
     # Only a model-driven agent is expected to use tokens; scripted and oracle agents never do.
+    # An agent that called tools or left the tests passing did produce output, even when the
+    # server reported no usage (some OpenAI-compatible servers omit it).
     return (
         variant == AgentVariant.LLM
         and duration > EMPTY_RUN_MIN_SEC
         and outcome.tokens_in == 0
         and outcome.tokens_out == 0
         and not outcome.is_timeout
+        and outcome.reason is not None
+        and outcome.tool_calls == 0
     )
 
 
