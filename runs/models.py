@@ -13,6 +13,23 @@ from django.utils.text import slugify
 from runs.taxonomy import Category, Stage
 
 
+class FailureReasonManager(models.Manager["FailureReason"]):
+    def sync_from_taxonomy(self) -> None:
+        """Make the table hold exactly the codes of runs.taxonomy (idempotent)."""
+        from runs.taxonomy import REASONS
+
+        for reason, info in REASONS.items():
+            self.update_or_create(
+                code=reason.value,
+                defaults={
+                    "description": info.description,
+                    "typical_cause": info.typical_cause,
+                    "precedence": info.precedence,
+                    "category": info.category.value,
+                },
+            )
+
+
 class FailureReason(models.Model):
     """The 15 codes of failure-taxonomy.md, filled by a data migration. Success is NULL."""
 
@@ -23,6 +40,8 @@ class FailureReason(models.Model):
     category = models.CharField(
         max_length=20, choices=[(c.value, c.value.title()) for c in Category]
     )
+
+    objects = FailureReasonManager()
 
     class Meta:
         ordering = ["precedence"]

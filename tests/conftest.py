@@ -11,6 +11,23 @@ TASKS_DIR = REPO_ROOT / "tasks"
 SHARED_DIR = REPO_ROOT.parent / "shared"
 
 
+@pytest.fixture(autouse=True)
+def _failure_reasons_after_flush(request):
+    """A transactional test ends by flushing every table, the data migration's 15 failure
+    reasons included; put them back for each transactional test that follows."""
+    marker = request.node.get_closest_marker("django_db")
+    transactional = (
+        "transactional_db" in request.fixturenames
+        or "live_server" in (request.fixturenames)
+        or bool(marker and marker.kwargs.get("transaction"))
+    )
+    if transactional:
+        request.getfixturevalue("transactional_db")
+        from runs.models import FailureReason
+
+        FailureReason.objects.sync_from_taxonomy()
+
+
 @pytest.fixture
 def alice(django_user_model):
     return django_user_model.objects.create_user(
