@@ -452,7 +452,7 @@ def _patch_for(rng: random.Random, task: Task, spec: DemoModel, outcome: Outcome
     lines = []
     for line in gold.splitlines():
         if line.startswith("+") and not line.startswith("+++") and rng.random() < 0.5:
-            line = line + "  # TODO: edge cases"
+            line = line + "  # also covers the empty case"
         lines.append(line)
     return "\n".join(lines) + "\n"
 
