@@ -82,7 +82,7 @@ def unavailable_reason(rootfs: Path | None = None) -> str | None:
     return None
 
 
-class BwrapSandbox(Sandbox):
+class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
     backend = "bwrap"
 
     def __init__(
@@ -320,29 +320,6 @@ class BwrapSandbox(Sandbox):
             f"--cpu={math.ceil(timeout) + 1}",
             "--",
         ]
-
-    # -- files (host side, see sandbox/filesystem.py) ---------------------------------------
-
-    def read_file(self, path: str) -> bytes:
-        return filesystem.read_file(
-            self.config.workspace, filesystem.workspace_parts(self.config, path)
-        )
-
-    def write_file(self, path: str, content: bytes | str) -> None:
-        data = content.encode() if isinstance(content, str) else content
-        filesystem.write_file(
-            self.config.workspace, filesystem.workspace_parts(self.config, path), data
-        )
-
-    def copy_in(self, host_dir: Path, sandbox_dir: str) -> None:
-        filesystem.copy_in(
-            host_dir, self.config.workspace, filesystem.workspace_parts(self.config, sandbox_dir)
-        )
-
-    def copy_out(self, sandbox_dir: str, host_dir: Path) -> None:
-        filesystem.copy_out(
-            self.config.workspace, filesystem.workspace_parts(self.config, sandbox_dir), host_dir
-        )
 
 
 def _resolve_cwd(config: SandboxConfig, cwd: str | None) -> str:

@@ -111,7 +111,7 @@ class _NetworkGate:
                 self._cond.notify_all()
 
 
-class DockerSandbox(Sandbox):
+class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
     backend = "docker"
 
     def __init__(self, config: SandboxConfig):
@@ -321,29 +321,6 @@ class DockerSandbox(Sandbox):
             return any(True for _ in events)
         finally:
             events.close()
-
-    # -- files (host side through the bind mount, see sandbox/filesystem.py) -----------------
-
-    def read_file(self, path: str) -> bytes:
-        return filesystem.read_file(
-            self.config.workspace, filesystem.workspace_parts(self.config, path)
-        )
-
-    def write_file(self, path: str, content: bytes | str) -> None:
-        data = content.encode() if isinstance(content, str) else content
-        filesystem.write_file(
-            self.config.workspace, filesystem.workspace_parts(self.config, path), data
-        )
-
-    def copy_in(self, host_dir: Path, sandbox_dir: str) -> None:
-        filesystem.copy_in(
-            host_dir, self.config.workspace, filesystem.workspace_parts(self.config, sandbox_dir)
-        )
-
-    def copy_out(self, sandbox_dir: str, host_dir: Path) -> None:
-        filesystem.copy_out(
-            self.config.workspace, filesystem.workspace_parts(self.config, sandbox_dir), host_dir
-        )
 
 
 def _moved_to_stderr(output: CappedOutput) -> CappedOutput:

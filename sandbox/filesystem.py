@@ -204,3 +204,23 @@ def chown_tree_for_agent(workspace: Path) -> None:
     for dirpath, dirnames, filenames in os.walk(workspace):
         for name in dirnames + filenames:
             os.chown(os.path.join(dirpath, name), AGENT_UID, AGENT_UID, follow_symlinks=False)
+
+
+class HostWorkspaceFiles:
+    """The Sandbox file methods for backends whose workspace is a host directory (Docker's bind
+    mount, bubblewrap's bind): every access goes through the checked helpers above."""
+
+    config: SandboxConfig
+
+    def read_file(self, path: str) -> bytes:
+        return read_file(self.config.workspace, workspace_parts(self.config, path))
+
+    def write_file(self, path: str, content: bytes | str) -> None:
+        data = content.encode() if isinstance(content, str) else content
+        write_file(self.config.workspace, workspace_parts(self.config, path), data)
+
+    def copy_in(self, host_dir: Path, sandbox_dir: str) -> None:
+        copy_in(host_dir, self.config.workspace, workspace_parts(self.config, sandbox_dir))
+
+    def copy_out(self, sandbox_dir: str, host_dir: Path) -> None:
+        copy_out(self.config.workspace, workspace_parts(self.config, sandbox_dir), host_dir)
