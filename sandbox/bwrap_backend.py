@@ -2,8 +2,10 @@
 
 Layout inside: the runner rootfs (the same debootstrap tree the Docker image is imported from)
 read-only at ``/``, the workspace read-write at ``config.workspace_path``, tmpfs ``/tmp`` and
-``/home/agent``, a private ``/proc`` and ``/dev``, all namespaces unshared (the network one is
-shared with the host only for an exec with ``network=True``), no further user namespaces.
+``/home/agent``, a private ``/proc`` and ``/dev``, all namespaces unshared, no further user
+namespaces. An exec with ``network=True`` keeps its own network namespace too: slirp4netns
+gives it a user-mode network whose connections the host firewall keeps off every address of
+the host (sandbox/slirp.py, sandbox/host_fence.py).
 
 Privileges: run as root, the host runs bwrap as the unprivileged host uid 1000 (the uid
 Docker's ``agent`` user has), so a breakout lands on an ordinary user, never root. Workspaces
@@ -32,7 +34,7 @@ import threading
 import time
 from pathlib import Path
 
-from sandbox import cgroups, filesystem, mounts
+from sandbox import cgroups, filesystem, host_fence, mounts, slirp
 from sandbox.base import AGENT_UID, KILLED_EXIT_CODE, ExecResult, Sandbox, SandboxConfig
 from sandbox.errors import SandboxError, SandboxUnavailable
 from sandbox.output import CappedOutput, build_result
@@ -215,31 +217,44 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
         args = self._rlimit_prefix(timeout) + self._bwrap_args(
             argv, cwd=_resolve_cwd(self.config, cwd), env=full_env, network=network
         )
+        if network:
+            self._fence_network()
         pipes = {name: os.pipe() for name in ("stdout", "stderr", "status")}
+        # The child's fds 0..3: stdin, stdout, stderr and bwrap's status; with network also
+        # 4 (bwrap waits on it: --block-fd) and 5 (the resolv.conf it mounts).
+        child_side = [pipes[n][1] for n in ("stdout", "stderr", "status")]
+        ours = [pipes[n][0] for n in ("stdout", "stderr", "status")]
+        block_w = -1
+        if network:
+            block_r, block_w = os.pipe()
+            child_side += [block_r, _data_pipe(slirp.RESOLV_CONF)]
+            ours.append(block_w)
         oom_before = self._cgroup.oom_kills() if self._cgroup else 0
         started = time.monotonic()
         try:
             with open(os.devnull, "rb") as devnull:
-                child_fds = [devnull.fileno()] + [
-                    pipes[n][1] for n in ("stdout", "stderr", "status")
-                ]
-                pid = self._spawner.spawn(args, {"PATH": PATH_ENV}, child_fds)
+                pid = self._spawner.spawn(args, {"PATH": PATH_ENV}, [devnull.fileno(), *child_side])
         except SpawnerError as exc:
-            for r, w in pipes.values():
-                os.close(r)
-                os.close(w)
+            for fd in ours:
+                os.close(fd)
             raise SandboxError(f"cannot start bwrap: {exc}") from exc
-        for _r, w in pipes.values():
-            os.close(w)
+        finally:
+            for fd in child_side:
+                os.close(fd)
         pidfd = _pidfd(pid)
         if pidfd is not None:
             with self._lock:
                 self._running[pid] = pidfd
         # Read ends still open; _pump closes (and drops) each at its end of file.
         readers = {pipes[n][0]: n for n in ("stdout", "stderr", "status")}
+        network_stack: slirp.SlirpNetwork | None = None
         try:
             output = CappedOutput(self.config.output_cap_bytes)
             status = bytearray()
+            if network:
+                network_stack = self._attach_network(
+                    readers, status, block_w=block_w, deadline=started + timeout
+                )
             timed_out = _pump(readers, output, status, deadline=started + timeout)
             if timed_out:
                 _kill(pidfd)
@@ -252,6 +267,8 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
                     self._running.pop(pid, None)
                 _kill(pidfd)  # a no-op after a normal end; after an exception, no orphan
                 os.close(pidfd)
+            if network_stack is not None:
+                network_stack.close()
         exit_code = _exit_code(bytes(status))
         if exit_code is None and not timed_out:
             # No exit code: bwrap died before the command ran, or was killed from outside.
@@ -275,6 +292,37 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
             oom_killed=oom,
         )
 
+    def _fence_network(self) -> None:
+        """A networked command needs root (to start slirp4netns in the fenced group) and the host
+        firewall rules for that group: without either it does not run at all."""
+        if self._host_uid is None:
+            raise host_fence.FenceError(
+                "networked commands under bubblewrap need root: slirp4netns must run with "
+                "the fenced group (see sandbox/host_fence.py)"
+            )
+        reason = slirp.unavailable_reason()
+        if reason:
+            raise SandboxError(reason)
+        host_fence.ensure(host_fence.slirp_rules(host_fence.net_gid()))
+
+    def _attach_network(
+        self, readers: dict[int, str], status: bytearray, *, block_w: int, deadline: float
+    ) -> slirp.SlirpNetwork | None:
+        """Once bwrap reports its child's pid, attach slirp4netns to the child's network
+        namespace, then let the command start (write to its block fd). If bwrap ends or the
+        deadline passes first, the command is let go without a network (and fails or times out
+        on its own)."""
+        try:
+            child_pid = _read_child_pid(readers, status, deadline)
+            network = None
+            if child_pid is not None:
+                network = slirp.SlirpNetwork()
+                network.attach(child_pid)
+            os.write(block_w, b"1")
+            return network
+        finally:
+            os.close(block_w)
+
     def _bwrap_args(
         self, argv: list[str], *, cwd: str, env: dict[str, str], network: bool
     ) -> list[str]:
@@ -297,8 +345,9 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
             "--bind", str(self._workspace_source), self.config.workspace_path,
         ]  # fmt: skip
         if network:
-            # Name resolution needs the host's resolver configuration (the rootfs has none).
-            args += ["--share-net", "--ro-bind", "/etc/resolv.conf", "/etc/resolv.conf"]
+            # The network namespace stays unshared: the command waits on fd 4 until slirp4netns
+            # gave it a tap device (see _attach_network), and resolves names through slirp.
+            args += ["--block-fd", "4", "--ro-bind-data", "5", "/etc/resolv.conf"]
         args += ["--chdir", cwd, "--clearenv"]
         for key, value in env.items():
             args += ["--setenv", key, value]
@@ -379,4 +428,38 @@ def _exit_code(status: bytes) -> int | None:
             doc = json.loads(line)
             if isinstance(doc, dict) and "exit-code" in doc:
                 return int(doc["exit-code"])
+    return None
+
+
+def _data_pipe(data: bytes) -> int:
+    """The read end of a pipe already holding ``data`` (small: it fits the pipe buffer)."""
+    r, w = os.pipe()
+    try:
+        os.write(w, data)
+    finally:
+        os.close(w)
+    return r
+
+
+def _read_child_pid(readers: dict[int, str], status: bytearray, deadline: float) -> int | None:
+    """Read bwrap's status fd until its first document (``{"child-pid": N, ...}``); None when
+    bwrap closed it first (the fd is then closed and dropped from ``readers``) or the deadline
+    passed. What was read stays in ``status`` for the exit code."""
+    fd = next(fd for fd, name in readers.items() if name == "status")
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        while b"\n" not in status:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not sel.select(remaining):
+                return None
+            data = os.read(fd, 65536)
+            if not data:
+                del readers[fd]
+                os.close(fd)
+                return None
+            status.extend(data)
+    with contextlib.suppress(ValueError):
+        doc = json.loads(bytes(status).split(b"\n", 1)[0])
+        if isinstance(doc, dict) and "child-pid" in doc:
+            return int(doc["child-pid"])
     return None

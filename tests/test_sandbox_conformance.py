@@ -20,6 +20,10 @@ import pytest
 from sandbox import BACKENDS, open_sandbox
 from sandbox.base import AGENT_UID, ExecResult, Sandbox, SandboxConfig
 from sandbox.errors import SandboxPathError
+from tests.netns_fixtures import FakeInternet, fake_internet, host_ipv4_addresses
+
+__all__ = ["fake_internet"]  # a fixture: imported for pytest, not unused
+SLIRP_HOST_ALIAS = "10.0.2.2"
 
 MakeSandbox = Callable[..., Sandbox]
 
@@ -142,7 +146,7 @@ def host_address_for(backend: str) -> str:
             return ipam.get("Gateway") or str(next(ipaddress.ip_network(ipam["Subnet"]).hosts()))
         finally:
             client.close()
-    return "127.0.0.1"  # bubblewrap's network=True shares the host's network namespace
+    return SLIRP_HOST_ALIAS  # slirp4netns's name for the host (disabled: see sandbox/slirp.py)
 
 
 def connect_script(host: str, port: int) -> list[str]:
@@ -243,9 +247,12 @@ def test_it_caps_output_and_marks_it_truncated(make_sandbox: MakeSandbox) -> Non
 # -- isolation -----------------------------------------------------------------------------
 
 
-def test_it_has_no_network_by_default(backend: str, sb: Sandbox, listener: Listener) -> None:
-    outside = sb.exec(connect_script("1.1.1.1", 53), timeout=10)
+def test_it_has_no_network_by_default(
+    backend: str, sb: Sandbox, listener: Listener, fake_internet: FakeInternet
+) -> None:
+    outside = sb.exec(connect_script(fake_internet.address, fake_internet.port), timeout=10)
     assert outside.exit_code != 0
+    assert fake_internet.greeting not in outside.stdout
     for host in {"127.0.0.1", host_address_for(backend)}:
         result = sb.exec(connect_script(host, listener.port), timeout=10)
         assert result.exit_code != 0, f"reached the host at {host}"
@@ -254,17 +261,45 @@ def test_it_has_no_network_by_default(backend: str, sb: Sandbox, listener: Liste
 
 
 def test_it_reaches_the_network_only_for_a_network_exec(
-    backend: str, sb: Sandbox, listener: Listener
+    sb: Sandbox, fake_internet: FakeInternet
 ) -> None:
-    host = host_address_for(backend)
-    online = sb.exec(connect_script(host, listener.port), timeout=10, network=True)
+    script = connect_script(fake_internet.address, fake_internet.port)
+    online = sb.exec(script, timeout=10, network=True)
     assert online.ok, online.stderr
-    assert online.stdout == "hello from the host\n"
-    assert listener.accepted == 1
+    assert online.stdout == fake_internet.greeting
     # The next command is offline again.
-    offline = sb.exec(connect_script(host, listener.port), timeout=10)
+    offline = sb.exec(script, timeout=10)
     assert offline.exit_code != 0
-    assert listener.accepted == 1
+    assert offline.stdout == ""
+
+
+def test_it_never_reaches_the_host_even_with_network(
+    backend: str, sb: Sandbox, listener: Listener, fake_internet: FakeInternet
+) -> None:
+    """The listener answers on every address of the host; a networked command reaches the
+    internet stand-in but none of them (nor the backend's alias for the host)."""
+    addresses = {*host_ipv4_addresses(), host_address_for(backend)}
+    assert len(addresses) >= 3  # loopback, the uplink, the internet stand-in's side at least
+    code = (
+        "import socket, sys\n"
+        "for host in sys.argv[2:]:\n"
+        "    try:\n"
+        "        s = socket.create_connection((host, int(sys.argv[1])), timeout=2)\n"
+        "        print('reached', host, s.recv(100))\n"
+        "    except OSError as exc:\n"
+        "        print('refused', host, type(exc).__name__)\n"
+    )
+    result = sb.exec(
+        ["python3", "-c", code, str(listener.port), *sorted(addresses)], timeout=60, network=True
+    )
+    assert result.ok, result.stderr
+    assert "reached" not in result.stdout
+    assert result.stdout.count("refused") == len(addresses)
+    assert listener.accepted == 0
+    online = sb.exec(
+        connect_script(fake_internet.address, fake_internet.port), timeout=10, network=True
+    )
+    assert online.stdout == fake_internet.greeting
 
 
 def test_it_cannot_write_outside_the_workspace(sb: Sandbox) -> None:

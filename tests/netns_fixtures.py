@@ -1,0 +1,96 @@
+"""A stand-in for the internet: a server in a network namespace of its own, routed from the host
+through a veth pair, so a networked sandbox has somewhere to go that is not the host.
+
+    host  198.51.100.1 (ab-inet-h…)  <-veth->  198.51.100.2 (namespace ab-inet-…)
+
+198.51.100.0/24 is TEST-NET-2 (documentation addresses, never routed on the real internet).
+The server greets every connection with ``GREETING``. Needs root and ``ip`` (iproute2).
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+HOST_SIDE = "198.51.100.1"
+REMOTE_SIDE = "198.51.100.2"
+PORT = 8080
+GREETING = b"hello from the internet\n"
+
+SERVER = f"""
+import socket
+srv = socket.socket()
+srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+srv.bind(({REMOTE_SIDE!r}, {PORT}))
+srv.listen(16)
+while True:
+    conn, _ = srv.accept()
+    with conn:
+        conn.sendall({GREETING!r})
+"""
+
+
+@dataclass(frozen=True)
+class FakeInternet:
+    address: str
+    port: int
+    greeting: str
+
+
+def _ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True, capture_output=True, text=True)
+
+
+def host_ipv4_addresses() -> list[str]:
+    """Every IPv4 address of the host, loopback included (``ip -4 -o addr``)."""
+    out = subprocess.run(
+        ["ip", "-4", "-o", "addr", "show"], check=True, capture_output=True, text=True
+    ).stdout
+    return sorted({line.split()[3].split("/")[0] for line in out.splitlines()})
+
+
+@pytest.fixture(scope="session")
+def fake_internet() -> Iterator[FakeInternet]:
+    tag = uuid.uuid4().hex[:6]
+    netns, host_if, remote_if = f"ab-inet-{tag}", f"ab-inet-h{tag}", f"ab-inet-n{tag}"
+    server = None
+    try:
+        _ip("netns", "add", netns)
+        _ip("link", "add", host_if, "type", "veth", "peer", "name", remote_if)
+        _ip("link", "set", remote_if, "netns", netns)
+        _ip("addr", "add", f"{HOST_SIDE}/24", "dev", host_if)
+        _ip("link", "set", host_if, "up")
+        inside = ["netns", "exec", netns, "ip"]
+        _ip(*inside, "addr", "add", f"{REMOTE_SIDE}/24", "dev", remote_if)
+        _ip(*inside, "link", "set", remote_if, "up")
+        _ip(*inside, "link", "set", "lo", "up")
+        _ip(*inside, "route", "add", "default", "via", HOST_SIDE)
+        server = subprocess.Popen(["ip", "netns", "exec", netns, sys.executable, "-c", SERVER])
+        _wait_for(REMOTE_SIDE, PORT)
+        yield FakeInternet(REMOTE_SIDE, PORT, GREETING.decode())
+    finally:
+        if server is not None:
+            server.kill()
+            server.wait()
+        subprocess.run(["ip", "netns", "del", netns], capture_output=True)
+        subprocess.run(["ip", "link", "del", host_if], capture_output=True)
+
+
+def _wait_for(host: str, port: int, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with socket.create_connection((host, port), timeout=1) as conn:
+                assert conn.recv(100) == GREETING
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
