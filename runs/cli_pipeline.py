@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -258,6 +260,8 @@ _INTERFACES = "python3 -c \"import socket; print(' '.join(n for _, n in socket.i
 
 
 def _check_network_isolation() -> str:
+    """Per backend: a command without network sees only loopback, and a networked one cannot
+    connect to a listener on any address of this host."""
     from sandbox import available_backends
 
     backends = [name for name, why in available_backends().items() if why is None]
@@ -272,8 +276,42 @@ def _check_network_isolation() -> str:
                 f"{backend}: a sandbox without network sees interfaces {names or '?'} "
                 f"(exit {result.exit_code}, {result.stderr.strip()[:200]}); expected only lo"
             )
-        seen.append(f"{backend}: only lo")
+        seen.append(f"{backend}: only lo, host unreachable with network")
+        _check_host_unreachable(backend)
     return ", ".join(seen)
+
+
+def _check_host_unreachable(backend: str) -> None:
+    from sandbox.host_fence import host_ipv4_addresses
+
+    with socket.socket() as listener:
+        listener.bind(("0.0.0.0", 0))
+        listener.listen(8)
+        listener.setblocking(False)
+        port = listener.getsockname()[1]
+        addresses = host_ipv4_addresses()
+        probe = (
+            "import socket, sys\n"
+            "for host in sys.argv[2:]:\n"
+            "    try:\n"
+            "        socket.create_connection((host, int(sys.argv[1])), timeout=2).close()\n"
+            "        print('reached', host)\n"
+            "    except OSError:\n"
+            "        pass\n"
+        )
+        command = shlex.join(["python3", "-c", probe, str(port), *addresses])
+        result = _sandbox_exec(backend, command, network=True)
+        try:
+            listener.accept()[0].close()
+            accepted = True
+        except BlockingIOError:
+            accepted = False
+    reached = [line.split()[1] for line in result.stdout.splitlines() if line.startswith("reached")]
+    if result.exit_code != 0 or reached or accepted:
+        raise _CheckFailed(
+            f"{backend}: a networked sandbox reached the host at {', '.join(reached) or '?'} "
+            f"(exit {result.exit_code}, {result.stderr.strip()[:200]}); see sandbox/host_fence.py"
+        )
 
 
 def _check_smoke(tasks_dir: Path | None) -> str:

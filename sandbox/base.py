@@ -48,6 +48,9 @@ class SandboxConfig:
     output_cap_bytes: int = 1_000_000
     labels: dict[str, str] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
+    # False: no command of this sandbox may use the network (``exec(network=True)`` raises), so
+    # the backend need not prepare any (Docker creates the container with no network at all).
+    allow_network: bool = True
 
 
 class Sandbox(abc.ABC):

@@ -217,6 +217,8 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
         args = self._rlimit_prefix(timeout) + self._bwrap_args(
             argv, cwd=_resolve_cwd(self.config, cwd), env=full_env, network=network
         )
+        if network and not self.config.allow_network:
+            raise SandboxError(f"sandbox {self.config.name} was created without network")
         if network:
             self._fence_network()
         pipes = {name: os.pipe() for name in ("stdout", "stderr", "status")}

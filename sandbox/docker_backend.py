@@ -4,10 +4,11 @@ Hardening (see README "Sandboxes"): all capabilities dropped, no-new-privileges,
 a memory limit with no extra swap, a CPU quota, read-only root filesystem, tmpfs ``/tmp`` and
 ``/home/agent``, the non-root user uid 1000, an init process reaping orphans.
 
-Network: the container is created on the default bridge and disconnected before its first
-command, so it has loopback only. An exec with ``network=True`` connects it to the bridge for
-that exec and disconnects it afterwards; a lock keeps other execs of the same sandbox from
-running while it is connected.
+Network: the container is created on the sandbox network (sandbox/docker_network.py: our own
+bridge, fenced off the host by the host firewall) and disconnected before its first command, so
+it has loopback only. An exec with ``network=True`` connects it for that exec and disconnects it
+afterwards; a lock keeps other execs of the same sandbox from running while it is connected. A
+sandbox whose config does not allow network is created with none at all (and starts faster).
 """
 
 from __future__ import annotations
@@ -24,15 +25,15 @@ from typing import Any
 import docker
 import docker.errors
 from docker.models.containers import Container
+from docker.models.networks import Network
 
-from sandbox import cgroups, filesystem
+from sandbox import cgroups, docker_network, filesystem
 from sandbox.base import AGENT_UID, KILLED_EXIT_CODE, ExecResult, Sandbox, SandboxConfig
 from sandbox.errors import SandboxError, SandboxUnavailable
 from sandbox.output import CappedOutput, build_result
 
 MANAGED_LABEL = "agentbench.managed"
 EXPORT_LABEL = "agentbench.export"
-BRIDGE = "bridge"
 CANNOT_EXECUTE = 126
 # Every exec runs under coreutils `timeout`, which puts the command in a process group of its
 # own and SIGKILLs that group at the deadline; once the command ends, whatever it left running
@@ -120,6 +121,7 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
         self._client: docker.DockerClient | None = None
         self._container: Container | None = None
         self._gate = _NetworkGate()
+        self._network: Network | None = None
         self._oom_counter: Path | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -143,8 +145,11 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
         filesystem.chown_tree_for_agent(self.config.workspace)
         self._remove_leftover()
         try:
+            if self.config.allow_network:
+                self._network = docker_network.ensure_network(self._client)
             self._container = self._client.containers.run(**self._run_kwargs())
-            self._client.networks.get(BRIDGE).disconnect(self._container, force=True)
+            if self._network is not None:
+                self._network.disconnect(self._container, force=True)
             self._container.reload()
             self._oom_counter = cgroups.oom_counter_file(self._container.attrs["State"]["Pid"])
         except docker.errors.DockerException as exc:
@@ -165,7 +170,11 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
             "working_dir": cfg.workspace_path,
             "environment": cfg.env,
             "hostname": "sandbox",
-            "network": BRIDGE,
+            **(
+                {"network": docker_network.NETWORK}
+                if cfg.allow_network
+                else {"network_mode": "none"}
+            ),
             "cap_drop": ["ALL"],
             "security_opt": ["no-new-privileges"],
             "pids_limit": cfg.pids_limit,
@@ -223,13 +232,15 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
         if self._container is None or self._client is None:
             raise SandboxError("exec on a docker sandbox that is not started")
         if network:
+            if self._network is None:
+                raise SandboxError(f"sandbox {self.config.name} was created without network")
+            docker_network.fence(self._client, self._network)
             with self._gate.online():
-                bridge = self._client.networks.get(BRIDGE)
-                bridge.connect(self._container)
+                self._network.connect(self._container)
                 try:
                     return self._exec(cmd, timeout=timeout, cwd=cwd, env=env)
                 finally:
-                    bridge.disconnect(self._container, force=True)
+                    self._network.disconnect(self._container, force=True)
         with self._gate.offline():
             return self._exec(cmd, timeout=timeout, cwd=cwd, env=env)
 

@@ -88,6 +88,18 @@ def ensure(rules: list[list[str]]) -> None:
                 )
 
 
+def host_ipv4_addresses() -> list[str]:
+    """Every IPv4 address of this host, loopback included (``ip -4 -o addr``): what a
+    networked sandbox must not reach."""
+    try:
+        out = subprocess.run(
+            ["ip", "-4", "-o", "addr", "show"], capture_output=True, text=True, check=True
+        ).stdout
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise FenceError(f"cannot list the host's addresses (ip -4 addr): {exc}") from exc
+    return sorted({line.split()[3].split("/")[0] for line in out.splitlines()})
+
+
 def has_chain(chain: str) -> bool:
     iptables = shutil.which("iptables")
     return iptables is not None and _iptables(iptables, "-S", [chain]).returncode == 0

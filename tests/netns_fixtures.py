@@ -48,14 +48,6 @@ def _ip(*args: str) -> None:
     subprocess.run(["ip", *args], check=True, capture_output=True, text=True)
 
 
-def host_ipv4_addresses() -> list[str]:
-    """Every IPv4 address of the host, loopback included (``ip -4 -o addr``)."""
-    out = subprocess.run(
-        ["ip", "-4", "-o", "addr", "show"], check=True, capture_output=True, text=True
-    ).stdout
-    return sorted({line.split()[3].split("/")[0] for line in out.splitlines()})
-
-
 @pytest.fixture(scope="session")
 def fake_internet() -> Iterator[FakeInternet]:
     tag = uuid.uuid4().hex[:6]

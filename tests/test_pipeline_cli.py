@@ -146,7 +146,8 @@ def test_doctor_checks_everything_and_passes_here(tmp_path):
         "Docker engine reachable",
         "runner image agentbench/py-runner:0.1.0 present",
         "bubblewrap works",
-        "network isolation holds (docker: only lo, bwrap: only lo)",
+        "network isolation holds (docker: only lo, host unreachable with network, "
+        "bwrap: only lo, host unreachable with network)",
         "smoke task toy_fail_pytest baseline",
     ):
         assert any(line.startswith(f"OK    {check}") for line in lines), check

@@ -17,10 +17,11 @@ from pathlib import Path
 import docker
 import pytest
 
-from sandbox import BACKENDS, open_sandbox
+from sandbox import BACKENDS, docker_network, open_sandbox
 from sandbox.base import AGENT_UID, ExecResult, Sandbox, SandboxConfig
-from sandbox.errors import SandboxPathError
-from tests.netns_fixtures import FakeInternet, fake_internet, host_ipv4_addresses
+from sandbox.errors import SandboxError, SandboxPathError
+from sandbox.host_fence import host_ipv4_addresses
+from tests.netns_fixtures import FakeInternet, fake_internet
 
 __all__ = ["fake_internet"]  # a fixture: imported for pytest, not unused
 SLIRP_HOST_ALIAS = "10.0.2.2"
@@ -141,7 +142,7 @@ def host_address_for(backend: str) -> str:
     if backend == "docker":
         client = docker.from_env()
         try:
-            ipam = client.networks.get("bridge").attrs["IPAM"]["Config"][0]
+            ipam = docker_network.ensure_network(client).attrs["IPAM"]["Config"][0]
             # Older engines omit the gateway: it is the subnet's first address (docker0).
             return ipam.get("Gateway") or str(next(ipaddress.ip_network(ipam["Subnet"]).hosts()))
         finally:
@@ -300,6 +301,17 @@ def test_it_never_reaches_the_host_even_with_network(
         connect_script(fake_internet.address, fake_internet.port), timeout=10, network=True
     )
     assert online.stdout == fake_internet.greeting
+
+
+def test_it_refuses_network_to_a_sandbox_made_without(make_sandbox: MakeSandbox) -> None:
+    with make_sandbox(allow_network=False) as offline:
+        with pytest.raises(SandboxError, match="created without network"):
+            offline.exec("true", timeout=10, network=True)
+        interfaces = offline.exec(
+            ["python3", "-c", "import socket; print(*(n for _, n in socket.if_nameindex()))"],
+            timeout=10,
+        )
+        assert interfaces.stdout.split() == ["lo"]
 
 
 def test_it_cannot_write_outside_the_workspace(sb: Sandbox) -> None:

@@ -288,6 +288,9 @@ class _Execution:
             cpus=settings.SANDBOX_CPUS,
             pids_limit=settings.SANDBOX_PIDS_LIMIT,
             output_cap_bytes=settings.SANDBOX_OUTPUT_CAP_BYTES,
+            # Only setup may use the network, and only when the task says so; otherwise the
+            # sandbox gets none at all.
+            allow_network=plan.setup_network and bool(plan.setup_commands),
             labels={
                 "agentbench.attempt": public_id,
                 "agentbench.run": str(self.attempt.run.public_id),
