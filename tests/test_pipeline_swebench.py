@@ -53,7 +53,10 @@ def instance_image(tmp_path_factory) -> str:
     )
     tag = f"agentbench-test/swe-toy:{uuid.uuid4().hex[:10]}"
     client = docker.from_env()
-    client.images.build(path=str(context), tag=tag, labels={"agentbench.test": "pipeline"})
+    # rm + forcerm: no intermediate container stays behind, even when a step fails.
+    client.images.build(
+        path=str(context), tag=tag, labels={"agentbench.test": "pipeline"}, rm=True, forcerm=True
+    )
     yield tag
     client.images.remove(tag, force=True)
     client.close()

@@ -280,7 +280,7 @@ class _Execution:
     def _sandbox_config(self, plan: TaskPlan, ws: Path) -> SandboxConfig:
         public_id = str(self.attempt.public_id)
         return SandboxConfig(
-            name=f"ab-attempt-{public_id}",
+            name=f"attempt-{public_id}",  # each backend prefixes it with "ab-"
             workspace=ws,
             image=plan.image,
             workspace_path=plan.workspace_path,
