@@ -40,7 +40,12 @@ class FenceError(SandboxError):
 def net_gid() -> int:
     """The group slirp4netns runs with; ``SANDBOX_NET_GID`` overrides it. Nothing else on the
     host should use it: the rules refuse this group every connection to the host."""
-    return int(os.environ.get("SANDBOX_NET_GID") or DEFAULT_NET_GID)
+    raw = os.environ.get("SANDBOX_NET_GID", "").strip()
+    if not raw:
+        return DEFAULT_NET_GID
+    if not raw.isdigit() or int(raw) == 0:
+        raise FenceError(f"SANDBOX_NET_GID must be a group number other than 0, got {raw!r}")
+    return int(raw)
 
 
 def slirp_rules(gid: int) -> list[list[str]]:
