@@ -4,6 +4,12 @@ Hardening (see README "Sandboxes"): all capabilities dropped, no-new-privileges,
 a memory limit with no extra swap, a CPU quota, read-only root filesystem, tmpfs ``/tmp`` and
 ``/home/agent``, the non-root user uid 1000, an init process reaping orphans.
 
+Commands: the container's main program is a small exec server (sandbox/docker_exec_server.py)
+that starts each command as the container's user on a request over a Unix socket: a few
+milliseconds where a ``docker exec`` costs tens. An image without ``python3``, a host that
+cannot make the socket directory, or a server that stopped gets ``docker exec`` instead; both
+run the command under the same ``timeout`` wrapper and report alike.
+
 Network: the container is created on the sandbox network (sandbox/docker_network.py: our own
 bridge, fenced off the host by the host firewall) and disconnected before its first command, so
 it has loopback only. An exec with ``network=True`` connects it for that exec and disconnects it
@@ -29,6 +35,13 @@ from docker.models.networks import Network
 
 from sandbox import cgroups, docker_network, filesystem
 from sandbox.base import AGENT_UID, KILLED_EXIT_CODE, ExecResult, Sandbox, SandboxConfig
+from sandbox.docker_exec_client import (
+    LAUNCHER,
+    ExecServer,
+    Finished,
+    ServerGone,
+    remove_socket_dir,
+)
 from sandbox.errors import SandboxError, SandboxUnavailable
 from sandbox.output import CappedOutput, build_result
 
@@ -115,7 +128,7 @@ class _NetworkGate:
 class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
     backend = "docker"
 
-    def __init__(self, config: SandboxConfig):
+    def __init__(self, config: SandboxConfig, *, exec_server: bool = True):
         super().__init__(config)
         self.name = container_name(config)
         self._client: docker.DockerClient | None = None
@@ -123,6 +136,14 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
         self._gate = _NetworkGate()
         self._network: Network | None = None
         self._oom_counter: Path | None = None
+        # False: always ``docker exec`` (how tests reach that path with the runner image).
+        self._use_exec_server = exec_server
+        self._server: ExecServer | None = None
+
+    @property
+    def exec_mode(self) -> str:
+        """``server`` (the in-container exec server) or ``docker-exec``."""
+        return "server" if self._server is not None and self._server.connected else "docker-exec"
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -144,6 +165,8 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
         self.config.workspace.mkdir(parents=True, exist_ok=True)
         filesystem.chown_tree_for_agent(self.config.workspace)
         self._remove_leftover()
+        if self._use_exec_server:
+            self._server = ExecServer.listen(self.name)
         try:
             if self.config.allow_network:
                 self._network = docker_network.ensure_network(self._client)
@@ -154,14 +177,22 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
             self._oom_counter = cgroups.oom_counter_file(self._container.attrs["State"]["Pid"])
         except docker.errors.DockerException as exc:
             raise SandboxError(f"cannot start container {self.name}: {_first_line(exc)}") from exc
+        # Usually connected by now: the server starts while the engine sets the network up.
+        init_pid = self._container.attrs["State"]["Pid"]
+        if self._server is not None and not self._server.accept(container_pid=init_pid):
+            self._server.close()
+            self._server = None
 
     def _run_kwargs(self) -> dict[str, Any]:
         cfg = self.config
         tmp_size = cfg.memory_mb * 1024 * 1024 // 2
         tmpfs_opts = f"rw,nosuid,nodev,size={tmp_size},uid={AGENT_UID},gid={AGENT_UID}"
+        volumes = {str(cfg.workspace.resolve()): {"bind": cfg.workspace_path, "mode": "rw"}}
+        if self._server is not None:
+            volumes.update(self._server.volume)
         return {
             "image": cfg.image,
-            "command": ["sleep", "infinity"],
+            "command": LAUNCHER if self._server is not None else ["sleep", "infinity"],
             "name": self.name,
             "labels": {**cfg.labels, MANAGED_LABEL: "1"},
             "detach": True,
@@ -183,7 +214,7 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
             "nano_cpus": int(cfg.cpus * 1_000_000_000),
             "read_only": True,
             "tmpfs": {"/tmp": tmpfs_opts + ",mode=1777", "/home/agent": tmpfs_opts + ",mode=0755"},
-            "volumes": {str(cfg.workspace.resolve()): {"bind": cfg.workspace_path, "mode": "rw"}},
+            "volumes": volumes,
         }
 
     def _remove_leftover(self) -> None:
@@ -197,6 +228,7 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
         if old.labels.get(MANAGED_LABEL) != "1":
             raise SandboxError(f"a container named {self.name} exists and is not AgentBench's")
         old.remove(force=True)
+        remove_socket_dir(self.name)
 
     def close(self) -> None:
         if self._client is None:
@@ -215,6 +247,9 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
             raise SandboxError(f"cannot remove container {self.name}: {_first_line(exc)}") from exc
         finally:
             self._container = None
+            if self._server is not None:
+                self._server.close()
+                self._server = None
             self._client.close()
             self._client = None
 
@@ -247,19 +282,63 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
     def _exec(
         self, cmd: str | list[str], *, timeout: float, cwd: str | None, env: dict[str, str] | None
     ) -> ExecResult:
-        assert self._client is not None and self._container is not None
         argv = ["sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
+        workdir = _resolve_cwd(self.config, cwd)
+        started_wall = time.time()
+        oom_before = self._oom_kills()
+        finished = None
+        if self._server is not None:
+            # ServerGone: killed from inside (``pkill python3``), docker exec from now on.
+            with contextlib.suppress(ServerGone):
+                finished = self._server.run(
+                    argv,
+                    cwd=workdir,
+                    env=env or {},
+                    timeout=timeout,
+                    grace=HARD_DEADLINE_GRACE_SEC,
+                    output_cap=self.config.output_cap_bytes,
+                    kill_groups=self._kill_groups,
+                )
+        if finished is None:
+            finished = self._docker_exec(argv, timeout=timeout, workdir=workdir, env=env)
+        if finished.stuck:
+            return build_result(
+                output=finished.output,
+                exit_code=KILLED_EXIT_CODE,
+                duration_sec=finished.duration_sec,
+                timed_out=True,
+            )
+        # No exit code: the wrapper itself was killed (by the OOM killer, or kill -9 -1).
+        exit_code = KILLED_EXIT_CODE if finished.exit_code is None else finished.exit_code
+        timed_out = exit_code == KILLED_EXIT_CODE and finished.duration_sec >= timeout
+        oom = False
+        if exit_code == KILLED_EXIT_CODE and not timed_out:
+            oom_after = self._oom_kills()
+            if oom_before is not None and oom_after is not None:
+                oom = oom_after > oom_before
+            else:
+                oom = self._oom_event_since(started_wall)
+        return build_result(
+            output=finished.output,
+            exit_code=exit_code,
+            duration_sec=finished.duration_sec,
+            timed_out=timed_out,
+            oom_killed=oom,
+        )
+
+    def _docker_exec(
+        self, argv: list[str], *, timeout: float, workdir: str, env: dict[str, str] | None
+    ) -> Finished:
+        assert self._client is not None and self._container is not None
         wrapped = ["sh", "-c", EXEC_WRAPPER, f"{max(timeout, 0.01):.3f}", *argv]
         api = self._client.api
         started = time.monotonic()
-        started_wall = time.time()
-        oom_before = self._oom_kills()
         try:
             exec_id = api.exec_create(
                 self._container.id,
                 wrapped,
                 user=f"{AGENT_UID}:{AGENT_UID}",
-                workdir=_resolve_cwd(self.config, cwd),
+                workdir=workdir,
                 environment=env or None,
             )["Id"]
         except docker.errors.DockerException as exc:
@@ -277,7 +356,7 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
         duration = time.monotonic() - started
         if reader.is_alive():
             # The engine hung; the thread ends when close() removes the container.
-            return build_result(output=output, exit_code=0, duration_sec=duration, timed_out=True)
+            return Finished(output=output, exit_code=None, duration_sec=duration, stuck=True)
         if errors:
             raise SandboxError(f"exec in {self.name} failed: {_first_line(errors[0])}")
         exit_code = api.exec_inspect(exec_id)["ExitCode"]
@@ -287,21 +366,22 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
             # runc could not start the command (a missing working directory): say so on
             # stderr, where bubblewrap reports it too, not on the command's stdout.
             output = _moved_to_stderr(output)
-        timed_out = exit_code == KILLED_EXIT_CODE and duration >= timeout
-        oom = False
-        if exit_code == KILLED_EXIT_CODE and not timed_out:
-            oom_after = self._oom_kills()
-            if oom_before is not None and oom_after is not None:
-                oom = oom_after > oom_before
-            else:
-                oom = self._oom_event_since(started_wall)
-        return build_result(
-            output=output,
-            exit_code=exit_code,
-            duration_sec=duration,
-            timed_out=timed_out,
-            oom_killed=oom,
-        )
+        return Finished(output=output, exit_code=exit_code, duration_sec=duration, stuck=False)
+
+    def _kill_groups(self, groups: list[int]) -> None:
+        """The backstop when a command outlived its timeout by the grace period (its
+        ``timeout`` stopped, say): SIGKILL its process groups with a ``docker exec``."""
+        assert self._client is not None and self._container is not None
+        script = 'for g; do kill -KILL -"$g"; done 2>/dev/null; true'
+        # Best effort, never raising: the engine may be the thing that hangs (requests and
+        # urllib3 timeouts surface raw from the SDK).
+        with contextlib.suppress(Exception):
+            exec_id = self._client.api.exec_create(
+                self._container.id,
+                ["sh", "-c", script, "sh", *map(str, groups)],
+                user=f"{AGENT_UID}:{AGENT_UID}",
+            )["Id"]
+            self._client.api.exec_start(exec_id)
 
     def _read_stream(self, exec_id: str, output: CappedOutput, errors: list[BaseException]) -> None:
         assert self._client is not None
@@ -363,6 +443,7 @@ def remove_stale_containers(label_filter: dict[str, str]) -> int:
             with contextlib.suppress(docker.errors.NotFound):
                 container.remove(force=True)
                 removed += 1
+            remove_socket_dir(container.name)
     finally:
         client.close()
     return removed
