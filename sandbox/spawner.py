@@ -11,8 +11,9 @@ a 4-byte length and a JSON request ``{"argv": [...], "env": {...}}`` with the ch
 descriptors attached (they become fds 0, 1, 2, ... of the child, in order); the spawner
 answers one JSON line ``{"pid": N}`` or ``{"error": "..."}``. Children are reaped by the
 kernel (SIGCHLD ignored); the host learns exit codes from bwrap's ``--json-status-fd``. The
-children get SIGCHLD back to its default: bwrap waits for its own child and would hang with
-SIGCHLD ignored.
+children get SIGCHLD back to its default (bwrap waits for its own child and would hang with
+SIGCHLD ignored), and SIGPIPE and SIGXFSZ, which Python ignores: ``yes | head -1`` must end
+quietly, as in a shell, not with "Broken pipe" errors.
 """
 
 from __future__ import annotations
@@ -60,7 +61,8 @@ while True:
     try:
         pid = os.posix_spawnp(
             request["argv"][0], request["argv"], request["env"],
-            file_actions=actions, setsid=True, setsigdef=(signal.SIGCHLD,),
+            file_actions=actions, setsid=True,
+            setsigdef=(signal.SIGCHLD, signal.SIGPIPE, signal.SIGXFSZ),
         )
         reply = {"pid": pid}
     except OSError as exc:

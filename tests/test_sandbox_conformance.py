@@ -245,6 +245,14 @@ def test_it_caps_output_and_marks_it_truncated(make_sandbox: MakeSandbox) -> Non
         assert not small.truncated and small.stdout == "small\n"
 
 
+def test_it_gives_commands_the_default_signal_dispositions(sb: Sandbox) -> None:
+    """A writer to a closed pipe dies of SIGPIPE quietly, as in a login shell."""
+    result = sb.exec("yes | head -n 1", timeout=10)
+    assert result.ok
+    assert result.stdout == "y\n"
+    assert result.stderr == ""
+
+
 # -- isolation -----------------------------------------------------------------------------
 
 
