@@ -140,9 +140,11 @@ def toy_attempt_rows(args: argparse.Namespace) -> list[Row]:
     config = model_config_for_variant("external", name="bench-solution-patch")
 
     # The host's Python has many pytest plugins (django, playwright...); the runner image has
-    # none. Not loading them keeps the bare run the same work, and the comparison strict.
+    # none. Not loading them keeps the bare run the same work, and the comparison strict. This
+    # interpreter's directory comes first on PATH: a version manager's shim (pyenv) would add
+    # a shell script's start-up to every bare python and flatter the sandboxes.
     env = {
-        "PATH": os.environ["PATH"],
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
         "HOME": os.environ.get("HOME", "/root"),
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
