@@ -12,6 +12,9 @@ from benchsite.api_errors import ApiInputError
 
 ARCHIVE_SUFFIXES = (".zip", ".tar", ".tar.gz", ".tgz")
 MAX_ARCHIVE_MEMBERS = 10_000
+# What reading one zip member can raise: a corrupt member, a disk error, and - zipfile's way of
+# saying it - NotImplementedError for a compression method it has no decoder for (AES, say).
+ZIP_MEMBER_ERRORS = (zipfile.BadZipFile, OSError, NotImplementedError)
 
 
 def read_upload(upload: UploadedFile) -> bytes:
@@ -80,7 +83,7 @@ def _unzip(upload: UploadedFile, target: Path) -> None:
             try:
                 with archive.open(member) as src, open(destination, "wb") as out:
                     shutil.copyfileobj(src, out)
-            except (zipfile.BadZipFile, NotImplementedError, OSError) as exc:
+            except ZIP_MEMBER_ERRORS as exc:
                 raise ApiInputError("file", f"cannot read {member.filename!r}: {exc}") from None
 
 

@@ -217,6 +217,23 @@ def test_it_refuses_unsafe_or_unknown_uploads(
     assert not (tmp_path / "escape").exists()
 
 
+def test_it_names_a_member_whose_compression_it_cannot_read(client, db, auth, settings, tmp_path):
+    settings.API_UPLOADS_ROOT = tmp_path / "uploads"
+    data = bytearray(zip_of({"one/task.yaml": TASK_YAML.format(id="one")}).getvalue())
+    # Method 99 (AES encryption) in the local and central headers: zipfile has no decoder.
+    local, central = data.index(b"PK\x03\x04"), data.index(b"PK\x01\x02")
+    data[local + 8 : local + 10] = (99).to_bytes(2, "little")
+    data[central + 10 : central + 12] = (99).to_bytes(2, "little")
+    upload = io.BytesIO(bytes(data))
+    upload.name = "tasks.zip"
+    response = client.post("/api/imports/tasks", {"file": upload}, **auth)
+    assert response.status_code == 400
+    error = response.json()["errors"][0]
+    assert error["field"] == "file"
+    assert "cannot read 'one/task.yaml'" in error["message"]
+    assert not Suite.objects.exists()
+
+
 def test_an_oversized_upload_gets_413(client, db, auth, settings, tmp_path):
     settings.API_UPLOADS_ROOT = tmp_path
     settings.API_UPLOAD_MAX_BYTES = 10
