@@ -216,3 +216,28 @@ def get_bundle() -> str:
     from tests.conftest import REPO_ROOT
 
     return str(REPO_ROOT / "examples" / "toy_repo.bundle")
+
+
+@pytest.mark.parametrize("backend", ["docker"])
+def test_the_attempt_container_is_named_once_for_the_attempt(backend, artifacts_root):
+    """ab-attempt-<public id>: the pipeline names the sandbox, the backend adds its prefix."""
+    import time
+
+    import docker
+
+    import_tasks()
+    since = time.time() - 1
+    attempt = run_attempt(get_task("toy_fail_pytest"), backend=backend)
+    client = docker.from_env()
+    try:
+        events = client.events(
+            since=since,
+            until=time.time() + 1,
+            filters={"event": "create", "label": f"agentbench.attempt={attempt.public_id}"},
+            decode=True,
+        )
+        names = [event["Actor"]["Attributes"]["name"] for event in events]
+    finally:
+        client.close()
+    assert names == [f"ab-attempt-{attempt.public_id}"]
+    assert run_json(attempt)["sandbox"]["name"] == f"attempt-{attempt.public_id}"
