@@ -52,6 +52,15 @@ class SandboxConfig:
     # the backend need not prepare any (Docker creates the container with no network at all).
     allow_network: bool = True
 
+    def resolve_cwd(self, cwd: str | None) -> str:
+        """A command's working directory inside the sandbox: relative ones are taken from the
+        workspace, none is the workspace."""
+        if cwd is None:
+            return self.workspace_path
+        if cwd.startswith("/"):
+            return cwd
+        return f"{self.workspace_path.rstrip('/')}/{cwd}"
+
 
 class Sandbox(abc.ABC):
     """Start on ``__enter__``, always clean up on ``__exit__`` (also after exceptions)."""

@@ -37,7 +37,7 @@ from pathlib import Path
 from sandbox import cgroups, filesystem, host_fence, mounts, slirp
 from sandbox.base import AGENT_UID, KILLED_EXIT_CODE, ExecResult, Sandbox, SandboxConfig
 from sandbox.errors import SandboxError, SandboxUnavailable
-from sandbox.output import CappedOutput, build_result
+from sandbox.output import CappedOutput, build_result, pump
 from sandbox.spawner import Spawner, SpawnerError
 
 log = logging.getLogger(__name__)
@@ -215,7 +215,7 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
             **(env or {}),
         }
         args = self._rlimit_prefix(timeout) + self._bwrap_args(
-            argv, cwd=_resolve_cwd(self.config, cwd), env=full_env, network=network
+            argv, cwd=self.config.resolve_cwd(cwd), env=full_env, network=network
         )
         if network and not self.config.allow_network:
             raise SandboxError(f"sandbox {self.config.name} was created without network")
@@ -247,7 +247,7 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
         if pidfd is not None:
             with self._lock:
                 self._running[pid] = pidfd
-        # Read ends still open; _pump closes (and drops) each at its end of file.
+        # Read ends still open; pump closes (and drops) each at its end of file.
         readers = {pipes[n][0]: n for n in ("stdout", "stderr", "status")}
         network_stack: slirp.SlirpNetwork | None = None
         try:
@@ -257,10 +257,10 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
                 network_stack = self._attach_network(
                     readers, status, block_w=block_w, deadline=started + timeout
                 )
-            timed_out = _pump(readers, output, status, deadline=started + timeout)
+            timed_out = pump(readers, output, status, deadline=started + timeout)
             if timed_out:
                 _kill(pidfd)
-                _pump(readers, output, status, deadline=time.monotonic() + DRAIN_AFTER_KILL_SEC)
+                pump(readers, output, status, deadline=time.monotonic() + DRAIN_AFTER_KILL_SEC)
         finally:
             for r in readers:
                 os.close(r)
@@ -302,9 +302,6 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
                 "networked commands under bubblewrap need root: slirp4netns must run with "
                 "the fenced group (see sandbox/host_fence.py)"
             )
-        reason = slirp.unavailable_reason()
-        if reason:
-            raise SandboxError(reason)
         host_fence.ensure(host_fence.slirp_rules(host_fence.net_gid()))
 
     def _attach_network(
@@ -373,14 +370,6 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
         ]
 
 
-def _resolve_cwd(config: SandboxConfig, cwd: str | None) -> str:
-    if cwd is None:
-        return config.workspace_path
-    if cwd.startswith("/"):
-        return cwd
-    return f"{config.workspace_path.rstrip('/')}/{cwd}"
-
-
 def _pidfd(pid: int) -> int | None:
     """A handle on the bwrap process that cannot be confused with a later one reusing its pid;
     None if it already finished (and was reaped)."""
@@ -396,31 +385,6 @@ def _kill(pidfd: int | None) -> None:
     if pidfd is not None:
         with contextlib.suppress(ProcessLookupError, OSError):
             signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-
-
-def _pump(
-    readers: dict[int, str], output: CappedOutput, status: bytearray, *, deadline: float
-) -> bool:
-    """Read the pipes until all close; True if the deadline passed first. A pipe at its end
-    is closed and removed from ``readers``, so a second pass (after a kill) skips it."""
-    with selectors.DefaultSelector() as sel:
-        for fd, name in readers.items():
-            sel.register(fd, selectors.EVENT_READ, name)
-        while sel.get_map():
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return True
-            for key, _ in sel.select(remaining):
-                data = os.read(key.fd, 65536)
-                if not data:
-                    sel.unregister(key.fd)
-                    del readers[key.fd]
-                    os.close(key.fd)
-                elif key.data == "status":
-                    status.extend(data)
-                else:
-                    output.feed(key.data, data)
-    return False
 
 
 def _exit_code(status: bytes) -> int | None:

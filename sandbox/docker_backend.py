@@ -283,7 +283,7 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
         self, cmd: str | list[str], *, timeout: float, cwd: str | None, env: dict[str, str] | None
     ) -> ExecResult:
         argv = ["sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
-        workdir = _resolve_cwd(self.config, cwd)
+        workdir = self.config.resolve_cwd(cwd)
         started_wall = time.time()
         oom_before = self._oom_kills()
         finished = None
@@ -418,14 +418,6 @@ def _moved_to_stderr(output: CappedOutput) -> CappedOutput:
     moved = CappedOutput(output.cap)
     moved.feed("stderr", output.text("stdout").strip().encode() + b"\n")
     return moved
-
-
-def _resolve_cwd(config: SandboxConfig, cwd: str | None) -> str:
-    if cwd is None:
-        return config.workspace_path
-    if cwd.startswith("/"):
-        return cwd
-    return f"{config.workspace_path.rstrip('/')}/{cwd}"
 
 
 def remove_stale_containers(label_filter: dict[str, str]) -> int:

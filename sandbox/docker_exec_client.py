@@ -20,7 +20,6 @@ import json
 import logging
 import os
 import re
-import selectors
 import shutil
 import socket
 import struct
@@ -32,7 +31,7 @@ from pathlib import Path
 
 from sandbox import docker_exec_server
 from sandbox.errors import SandboxError
-from sandbox.output import CappedOutput
+from sandbox.output import CappedOutput, pump
 
 log = logging.getLogger(__name__)
 
@@ -244,17 +243,17 @@ class ExecServer:
             raise
         for _r, w in pipes.values():
             os.close(w)
-        # Read ends still open; _pump closes (and drops) each at its end of file.
+        # Read ends still open; pump closes (and drops) each at its end of file.
         readers = {pipes[n][0]: n for n in ("stdout", "stderr", "status")}
         output = CappedOutput(output_cap)
         status = bytearray()
         try:
-            _pump(readers, output, status, deadline=started + timeout + grace)
+            self._read(readers, output, status, deadline=started + timeout + grace)
             reported = _parse_status(status)
             stuck = "exit" not in reported and pipes["status"][0] in readers
             if stuck:
                 kill_groups([wrapper_pid, *([reported["group"]] if "group" in reported else [])])
-                _pump(readers, output, status, deadline=time.monotonic() + DRAIN_SEC)
+                self._read(readers, output, status, deadline=time.monotonic() + DRAIN_SEC)
         finally:
             for r in readers:
                 os.close(r)
@@ -263,6 +262,19 @@ class ExecServer:
             exit_code=reported.get("exit"),
             duration_sec=time.monotonic() - started,
             stuck=stuck,
+        )
+
+    @staticmethod
+    def _read(
+        readers: dict[int, str], output: CappedOutput, status: bytearray, *, deadline: float
+    ) -> None:
+        pump(
+            readers,
+            output,
+            status,
+            deadline=deadline,
+            status_cap=STATUS_CAP,
+            drain_after_status=DRAIN_SEC,
         )
 
     def close(self) -> None:
@@ -302,31 +314,3 @@ def _parse_status(status: bytes | bytearray) -> dict[str, int]:
         if key in ("group", "exit") and value.isdigit():
             found[key] = int(value)
     return found
-
-
-def _pump(
-    readers: dict[int, str], output: CappedOutput, status: bytearray, *, deadline: float
-) -> None:
-    """Read the pipes until all close or the deadline passes. Once the status pipe closes (the
-    wrapper exited), the others get at most DRAIN_SEC more. A pipe at its end is closed and
-    removed from ``readers``, so a second pass (after a kill) skips it."""
-    with selectors.DefaultSelector() as sel:
-        for fd, name in readers.items():
-            sel.register(fd, selectors.EVENT_READ, name)
-        while readers:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return
-            for key, _events in sel.select(remaining):
-                data = os.read(key.fd, 65536)
-                if data:
-                    if key.data == "status":
-                        status += data[: max(STATUS_CAP - len(status), 0)]
-                    else:
-                        output.feed(key.data, data)
-                    continue
-                sel.unregister(key.fd)
-                os.close(key.fd)
-                del readers[key.fd]
-                if key.data == "status":
-                    deadline = min(deadline, time.monotonic() + DRAIN_SEC)

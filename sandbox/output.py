@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import selectors
+import time
+
 from sandbox.base import KILLED_EXIT_CODE, TIMEOUT_EXIT_CODE, ExecResult
 
 
@@ -30,6 +34,45 @@ class CappedOutput:
     def text(self, stream: str) -> str:
         # A multi-byte character cut at the cap decodes to U+FFFD rather than failing.
         return b"".join(self._chunks[stream]).decode("utf-8", errors="replace")
+
+
+def pump(
+    readers: dict[int, str],
+    output: CappedOutput,
+    status: bytearray,
+    *,
+    deadline: float,
+    status_cap: int | None = None,
+    drain_after_status: float | None = None,
+) -> bool:
+    """Read a command's pipes (``readers``: fd -> "stdout", "stderr" or "status") until all
+    close; True if ``deadline`` passed first. stdout and stderr go to ``output``, the status
+    pipe to ``status`` (at most ``status_cap`` bytes). With ``drain_after_status``, once the
+    status pipe closes the others get at most that many seconds more: a process that left the
+    command's group can hold stdout open forever. A pipe at its end is closed and removed from
+    ``readers``, so a second pass (after a kill) skips it."""
+    with selectors.DefaultSelector() as sel:
+        for fd, name in readers.items():
+            sel.register(fd, selectors.EVENT_READ, name)
+        while readers:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return True
+            for key, _events in sel.select(remaining):
+                data = os.read(key.fd, 65536)
+                if not data:
+                    sel.unregister(key.fd)
+                    os.close(key.fd)
+                    del readers[key.fd]
+                    if key.data == "status" and drain_after_status is not None:
+                        deadline = min(deadline, time.monotonic() + drain_after_status)
+                elif key.data != "status":
+                    output.feed(key.data, data)
+                elif status_cap is None:
+                    status += data
+                else:
+                    status += data[: max(status_cap - len(status), 0)]
+    return False
 
 
 def exit_status(returncode: int) -> int:
