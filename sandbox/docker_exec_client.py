@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import re
+import selectors
 import shutil
 import socket
 import struct
@@ -63,6 +64,8 @@ REPLY_TIMEOUT_SEC = 10.0
 # a process that left the command's group (setsid) can hold stdout open forever.
 DRAIN_SEC = 1.0
 STATUS_CAP = 256
+# After a lost reply, how long to wait for the wrapper's first status line (or the pipe's end).
+LOST_REPLY_WAIT_SEC = 2.0
 REPLY_CAP = 65536
 CANNOT_EXECUTE = 126
 _NAME = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]*")
@@ -70,6 +73,11 @@ _NAME = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]*")
 
 class ServerGone(OSError):
     """The request never reached the server (it is gone): nothing was started."""
+
+
+class ReplyLost(Exception):
+    """The server went away after a request reached it: it may or may not have started the
+    command (the status pipe tells, see ``_started``)."""
 
 
 class SpawnRefused(Exception):
@@ -172,7 +180,8 @@ class ExecServer:
     def spawn(self, argv: list[str], env: dict[str, str], fds: list[int]) -> int:
         """Start ``argv`` in the container with ``fds`` as its fds 0..n-1; return its pid (in
         the container's PID namespace). Raises ServerGone when the server is gone and
-        SpawnRefused when it refused: either way nothing was started."""
+        SpawnRefused when it refused (either way nothing was started), ReplyLost when it went
+        away after the request reached it."""
         payload = json.dumps({"argv": argv, "env": env}).encode()
         data = struct.pack(">I", len(payload)) + payload
         with self._lock:
@@ -189,6 +198,9 @@ class ExecServer:
                 if "error" in reply:
                     raise SpawnRefused(str(reply["error"]))
                 return int(reply["pid"])
+            except ConnectionError as exc:  # killed meanwhile (by the previous command, say)
+                self._disconnect()
+                raise ReplyLost(str(exc)) from exc
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 # It may or may not have started the command: not safe to run it again.
                 self._disconnect()
@@ -228,10 +240,13 @@ class ExecServer:
         wrapped = ["sh", "-c", WRAPPER, "sh", cwd, f"{max(timeout, 0.01):.3f}", *argv]
         pipes = {name: os.pipe() for name in ("stdout", "stderr", "status")}
         started = time.monotonic()
+        wrapper_pid: int | None = None
         try:
             with open(os.devnull, "rb") as devnull:
                 fds = [devnull.fileno()] + [pipes[n][1] for n in ("stdout", "stderr", "status")]
                 wrapper_pid = self.spawn(wrapped, env, fds)
+        except ReplyLost:
+            pass  # started or not: the status pipe tells, below
         except SpawnRefused as exc:
             _close_pipes(pipes)
             # A command that cannot start is the command's failure, as with docker exec.
@@ -247,12 +262,17 @@ class ExecServer:
         readers = {pipes[n][0]: n for n in ("stdout", "stderr", "status")}
         output = CappedOutput(output_cap)
         status = bytearray()
+        if wrapper_pid is None and not _started(pipes["status"][0], status):
+            for r in readers:
+                os.close(r)
+            raise ServerGone("the exec server died before starting the command")
         try:
             self._read(readers, output, status, deadline=started + timeout + grace)
             reported = _parse_status(status)
             stuck = "exit" not in reported and pipes["status"][0] in readers
             if stuck:
-                kill_groups([wrapper_pid, *([reported["group"]] if "group" in reported else [])])
+                groups = [wrapper_pid, reported.get("group")]
+                kill_groups([g for g in groups if g is not None])
                 self._read(readers, output, status, deadline=time.monotonic() + DRAIN_SEC)
         finally:
             for r in readers:
@@ -288,6 +308,19 @@ class ExecServer:
         with contextlib.suppress(OSError):
             if self.directory.stat().st_ino == self._inode:
                 shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def _started(status_fd: int, status: bytearray) -> bool:
+    """After a lost reply: did the server start the wrapper? The wrapper holds the status pipe
+    and writes its group at once; a server that died first took its copies of the fds with it,
+    so the pipe ends (the kernel may close those copies a moment later). Read data is kept."""
+    with selectors.DefaultSelector() as sel:
+        sel.register(status_fd, selectors.EVENT_READ)
+        if not sel.select(LOST_REPLY_WAIT_SEC):
+            return True  # still held open by someone: treat the command as started
+    data = os.read(status_fd, STATUS_CAP)
+    status.extend(data)
+    return bool(data)
 
 
 def _close_pipes(pipes: dict[str, tuple[int, int]]) -> None:
