@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from runs.admin_actions import cancel_runs, launch_runs, resume_runs, retry_runs
+from runs.admin_actions import cancel_runs, evaluate_runs, launch_runs, resume_runs, retry_runs
 from runs.models import Attempt, AttemptStage, FailureReason, ModelConfig, Run
 
 
@@ -38,7 +38,7 @@ class RunAdmin(admin.ModelAdmin):
     search_fields = ["public_id", "model_config__name", "suite__name", "fail_fast_reason"]
     readonly_fields = ["public_id", "created_at", "started_at", "finished_at"]
     date_hierarchy = "created_at"
-    actions = [cancel_runs, retry_runs, resume_runs]
+    actions = [cancel_runs, retry_runs, resume_runs, evaluate_runs]
 
 
 class AttemptStageInline(admin.TabularInline):

@@ -11,7 +11,14 @@ from django.template.response import TemplateResponse
 
 from benchsite.accounts.models import AuditAction
 from benchsite.accounts.services import audit_event_record
-from runs.services import LaunchError, run_cancel, run_resume, run_retry_infra, runs_launch_many
+from runs.services import (
+    LaunchError,
+    run_cancel,
+    run_evaluate,
+    run_resume,
+    run_retry_infra,
+    runs_launch_many,
+)
 from tasks_app.models import Suite
 
 
@@ -42,6 +49,13 @@ def resume_runs(modeladmin, request: HttpRequest, queryset: QuerySet) -> None:
     count = sum(run_resume(run=run) for run in queryset)
     _audit(request, "run.resume", list(queryset))
     modeladmin.message_user(request, f"Re-sent {count} queued attempt(s).")
+
+
+@admin.action(description="Evaluate the not-evaluated attempts of selected runs")
+def evaluate_runs(modeladmin, request: HttpRequest, queryset: QuerySet) -> None:
+    count = sum(run_evaluate(run=run, by=request.user) for run in queryset)
+    _audit(request, "run.evaluate", list(queryset))
+    modeladmin.message_user(request, f"{count} not-evaluated attempt(s) queued.")
 
 
 class LaunchRunForm(forms.Form):

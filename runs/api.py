@@ -37,7 +37,7 @@ from runs.api_schemas import (
 )
 from runs.model_configs import model_config_by_ref, model_config_create
 from runs.models import Attempt, AttemptStatus, FailureReason, ModelConfig, Run
-from runs.services import LaunchError, run_cancel, run_launch, run_retry_infra
+from runs.services import LaunchError, run_cancel, run_evaluate, run_launch, run_retry_infra
 from tasks_app.models import Suite
 
 router = Router(tags=["runs"])
@@ -248,6 +248,26 @@ def run_retry_endpoint(request: HttpRequest, public_id: uuid.UUID):
         objects=[run],
         request=request,
         details={"requeued_attempts": count},
+    )
+    return {"run": _run(public_id), "affected": count}
+
+
+@router.post(
+    "/runs/{public_id}/evaluate",
+    response={200: RunActionOut, 401: ErrorOut, 404: ErrorOut, 429: ErrorOut},
+    auth=AUTHENTICATED,
+    throttle=write_throttle,
+    summary="Queue the run's not-evaluated attempts (imported patches) for the workers",
+)
+def run_evaluate_endpoint(request: HttpRequest, public_id: uuid.UUID):
+    run = _run(public_id)
+    count = run_evaluate(run=run, by=request.user)
+    audit_event_record(
+        actor=request.user,
+        action="run.evaluate",
+        objects=[run],
+        request=request,
+        details={"queued_attempts": count},
     )
     return {"run": _run(public_id), "affected": count}
 

@@ -85,6 +85,7 @@ def leaderboard_row_out(row: LeaderboardRow) -> dict:
         "resolved": row.resolved,
         "infra": row.infra,
         "missing": row.missing,
+        "not_evaluated": row.not_evaluated,
         "tasks": row.tasks,
         "denominator": row.denominator,
         "rate": row.rate,

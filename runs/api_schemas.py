@@ -307,6 +307,7 @@ class LeaderboardRowOut(Schema):
     resolved: int
     infra: int = Field(description="infrastructure failures, excluded from the rate")
     missing: int
+    not_evaluated: int = Field(description="imported patches kept without evaluation, unrated")
     tasks: int
     denominator: int
     rate: float | None = Field(description="resolved / denominator, a fraction")

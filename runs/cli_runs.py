@@ -50,6 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         ("cancel-run", "cancel a run: queued attempts end, running ones stop", cmd_cancel_run),
         ("retry-run", "retry the attempts of a run that ended for infrastructure", cmd_retry_run),
         ("resume-run", "re-send the messages of a run's queued attempts", cmd_resume_run),
+        ("evaluate-run", "queue the not-evaluated attempts of a run", cmd_evaluate_run),
     ):
         p = sub.add_parser(name, help=help_text)
         p.add_argument("run_id", help="the run's public id (or its first 8+ characters)")
@@ -273,4 +274,13 @@ def cmd_resume_run(args: argparse.Namespace) -> int:
     run = run_by_ref(args.run_id)
     count = run_resume(run=run)
     print(f"run {run.public_id}: re-sent {count} queued attempt(s)")
+    return 0
+
+
+def cmd_evaluate_run(args: argparse.Namespace) -> int:
+    from runs.services import run_evaluate
+
+    run = run_by_ref(args.run_id)
+    count = run_evaluate(run=run, by="ab evaluate-run")
+    print(f"run {run.public_id}: {count} not-evaluated attempt(s) queued for the workers")
     return 0

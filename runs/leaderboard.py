@@ -65,6 +65,8 @@ class LeaderboardRow:
     total_cost_usd: float
     # Denominator of ``rate``: scored attempts, or the suite size for published results.
     denominator: int = 0
+    # Imported patches kept without evaluation (status not_evaluated): no outcome, not rated.
+    not_evaluated: int = 0
     rank: int = 0
     is_leader: bool = False
     tied_with_leader: bool = False
@@ -240,6 +242,9 @@ def leaderboard_rows(
         )
         for model_id in models
     ]
+    waiting = _not_evaluated(suite, list(models))
+    for row in rows:
+        row.not_evaluated = waiting.get(row.model_id, 0)
     _mark_ties(rows)
     _rank(rows)
     key = sort if sort in SORT_KEYS else "rate"
@@ -249,6 +254,17 @@ def leaderboard_rows(
     absent = [r for r in rows if r.sort_value(key)[1] is None]
     present.sort(key=lambda r: r.sort_value(key), reverse=descending)
     return present + sorted(absent, key=lambda r: r.name.lower())
+
+
+def _not_evaluated(suite: Suite, model_ids: list[int]) -> dict[int, int]:
+    """Not-evaluated attempts per model (one grouped query on the suite x model index)."""
+    return dict(
+        Attempt.objects.for_suite(suite)
+        .filter(status=AttemptStatus.NOT_EVALUATED, model_config_id__in=model_ids)
+        .order_by()
+        .values_list("model_config_id")
+        .annotate(n=Count("id"))
+    )
 
 
 def _run_facts(suite: Suite, model_ids: list[int]) -> tuple[set[int], dict[int, int]]:

@@ -210,6 +210,10 @@ class AttemptStatus(models.TextChoices):
     FINISHED = "finished", "Finished"
     SKIPPED = "skipped", "Skipped"
     CANCELLED = "cancelled", "Cancelled"
+    # Imported with a patch but no evaluation asked for: no worker claims it and the reaper
+    # never re-sends it (both look for QUEUED only) until ``run_evaluate`` queues it. Neither
+    # final nor failed: it has no outcome yet.
+    NOT_EVALUATED = "not_evaluated", "Not evaluated"
 
 
 FINAL_STATES = (AttemptStatus.FINISHED, AttemptStatus.SKIPPED, AttemptStatus.CANCELLED)

@@ -35,6 +35,8 @@ from tasks_app.models import Suite, Task
 
 log = logging.getLogger(__name__)
 
+# In progress: a run with any of these is not done. NOT_EVALUATED is neither final nor in
+# progress (nothing will happen to it until someone asks), so it does not hold a run open.
 NON_FINAL = (AttemptStatus.QUEUED, AttemptStatus.RUNNING)
 # Package versions recorded on every run, for reproducibility.
 RECORDED_PACKAGES = (
@@ -287,6 +289,36 @@ def run_cancel(*, run: Run, by=None) -> int:
     return count
 
 
+def run_evaluate(*, run: Run, by=None) -> int:
+    """Queue a run's ``not_evaluated`` attempts (imported patches) for the workers.
+
+    Imports leave them out of every queue until someone asks; this is the one way in. The run
+    becomes queued again and one message per attempt goes out once committed. Returns how
+    many attempts were queued (0 when there is nothing to evaluate).
+    """
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=run.pk)
+        ids = list(
+            run.attempts.filter(status=AttemptStatus.NOT_EVALUATED)
+            .order_by("task__task_id", "sample_index")
+            .values_list("id", flat=True)
+        )
+        if not ids:
+            return 0
+        Attempt.objects.filter(id__in=ids, status=AttemptStatus.NOT_EVALUATED).update(
+            status=AttemptStatus.QUEUED
+        )
+        who = f" by {by}" if by is not None else ""
+        now = timezone.now()
+        run.status = RunStatus.QUEUED
+        run.finished_at = None
+        run.notes = (run.notes + f"\nevaluation asked{who} at {now:%Y-%m-%d %H:%M:%S}Z").strip()
+        run.totals = run_totals(run)
+        run.save(update_fields=["status", "finished_at", "notes", "totals"])
+        transaction.on_commit(lambda: attempts_enqueue(ids))
+    return len(ids)
+
+
 def run_retry_infra(*, run: Run, by=None) -> int:
     """Give every attempt that ended for an infrastructure reason a fresh try.
 
@@ -460,6 +492,8 @@ def run_totals(run: Run) -> dict:
         "by_status": dict(by_status),
         "by_reason": dict(by_reason),
         "final": sum(by_status[s] for s in FINAL_STATES),
+        # Imported patches waiting for someone to ask for their evaluation (not final).
+        "not_evaluated": by_status[AttemptStatus.NOT_EVALUATED],
         "scored": scored,
         "resolved": resolved,
         "infra": infra,

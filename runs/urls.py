@@ -8,6 +8,7 @@ urlpatterns = [
     path("runs/<uuid:public_id>/cancel/", views_control.run_cancel_view, name="run-cancel"),
     path("runs/<uuid:public_id>/retry/", views_control.run_retry_view, name="run-retry"),
     path("runs/<uuid:public_id>/resume/", views_control.run_resume_view, name="run-resume"),
+    path("runs/<uuid:public_id>/evaluate/", views_control.run_evaluate_view, name="run-evaluate"),
     path("attempts/<uuid:public_id>/", views_attempts.attempt_detail, name="attempt-detail"),
     path("attempts/<uuid:a>/vs/<uuid:b>/", views_attempts.attempt_vs, name="attempt-vs"),
     path(

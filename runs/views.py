@@ -40,6 +40,7 @@ def _progress(run: Run) -> dict:
         ],
         "total": total,
         "final": final,
+        "not_evaluated": by_status.get("not_evaluated", 0),
         "percent": round(100 * final / total) if total else 0,
     }
 
@@ -53,6 +54,7 @@ def _actions(request: HttpRequest, run: Run) -> list[tuple[str, str]]:
         ("run-cancel", "Cancel"),
         ("run-retry", "Retry failed"),
         ("run-resume", "Resume"),
+        ("run-evaluate", "Evaluate"),
     ):
         try:
             actions.append((label, reverse(name, args=[run.public_id])))

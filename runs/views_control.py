@@ -1,4 +1,4 @@
-"""Staff-only POST endpoints behind the run page's buttons: cancel, retry, resume."""
+"""Staff-only POST endpoints behind the run page's buttons: cancel, retry, resume, evaluate."""
 
 from __future__ import annotations
 
@@ -13,10 +13,11 @@ from django.views.decorators.http import require_POST
 from benchsite.accounts.models import AuditAction
 from benchsite.accounts.services import audit_event_record
 from runs.models import Run
-from runs.services import run_cancel, run_resume, run_retry_infra
+from runs.services import run_cancel, run_evaluate, run_resume, run_retry_infra
 
-# Not an AuditAction choice (adding one would need a migration); stored as the same kind of text.
+# Not AuditAction choices (adding one would need a migration); stored as the same kind of text.
 RUN_RESUME = "run.resume"
+RUN_EVALUATE = "run.evaluate"
 
 
 def _control(
@@ -57,3 +58,12 @@ def run_resume_view(request: HttpRequest, public_id) -> HttpResponse:
         return f"Re-sent {run_resume(run=run)} queued attempt(s) to the workers."
 
     return _control(request, public_id, resume, RUN_RESUME)
+
+
+@require_POST
+@staff_member_required
+def run_evaluate_view(request: HttpRequest, public_id) -> HttpResponse:
+    def evaluate(run: Run) -> str:
+        return f"{run_evaluate(run=run, by=request.user)} not-evaluated attempt(s) queued."
+
+    return _control(request, public_id, evaluate, RUN_EVALUATE)

@@ -241,6 +241,8 @@ class PredictionsReportOut(Schema):
     suite: str
     model: str
     queued: int
+    # Patches kept without evaluation (``enqueue`` false): POST /api/runs/{id}/evaluate runs them.
+    not_evaluated: int
     empty_patch: list[str]
     no_prediction: list[str]
 
@@ -334,6 +336,7 @@ def predictions_import_endpoint(
         "suite": report.suite,
         "model": report.model,
         "queued": report.queued,
+        "not_evaluated": report.not_evaluated,
         "empty_patch": report.empty_patch,
         "no_prediction": report.no_prediction,
     }

@@ -103,6 +103,7 @@ def cmd_import_predictions(args: argparse.Namespace) -> int:
             suite_name=args.suite,
             model_name=args.model,
             enqueue=args.enqueue,
+            evaluate_inline=args.run,
         )
     except SwebenchInputError as exc:
         raise _fail(exc) from exc

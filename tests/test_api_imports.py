@@ -77,7 +77,9 @@ def test_it_imports_predictions_as_a_run_to_evaluate(client, lite, auth, bob):
     body = response.json()
     run = Run.objects.get(public_id=body["run"])
     assert run.source == RunSource.PREDICTIONS and run.created_by == bob
-    assert (body["queued"], body["empty_patch"]) == (1, [LITE_IDS[1]])
+    # enqueue false: the patch waits as not evaluated, outside every queue.
+    assert (body["queued"], body["not_evaluated"]) == (0, 1)
+    assert body["empty_patch"] == [LITE_IDS[1]]
     assert len(body["no_prediction"]) == len(LITE_IDS) - 2
     (event,) = AuditEvent.objects.filter(action=AuditAction.PREDICTIONS_IMPORT)
     assert event.object_ids == [body["run"]]

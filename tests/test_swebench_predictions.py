@@ -28,7 +28,9 @@ def prediction(instance_id: str, patch: str | None) -> dict:
     return {"instance_id": instance_id, "model_name_or_path": "my-agent", "model_patch": patch}
 
 
-def test_it_queues_patched_instances_and_records_the_rest_as_unresolved(lite, tmp_path):
+def test_it_keeps_patched_instances_not_evaluated_and_records_the_rest_as_unresolved(
+    lite, tmp_path
+):
     gold = {r["instance_id"]: r["patch"] for r in LITE}
     items = [prediction(i, gold[i]) for i in IDS[:10]]
     items += [prediction(IDS[10], ""), prediction(IDS[11], None)]
@@ -41,8 +43,10 @@ def test_it_queues_patched_instances_and_records_the_rest_as_unresolved(lite, tm
     assert run.source == "predictions" and run.model_config.agent_variant == "external"
     attempts = {a.task.task_id: a for a in run.attempts.select_related("task")}
     assert len(attempts) == 23
-    queued = [a for a in attempts.values() if a.status == "queued"]
-    assert len(queued) == 10 == report.queued
+    # Nobody asked for an evaluation: the patched ones wait, outside every queue.
+    waiting = [a for a in attempts.values() if a.status == "not_evaluated"]
+    assert len(waiting) == 10 == report.not_evaluated
+    assert report.queued == 0 and report.attempt_ids == []
     assert attempts[IDS[0]].final_patch == gold[IDS[0]]
     for instance_id in (IDS[10], IDS[11]):
         attempt = attempts[instance_id]
@@ -52,7 +56,24 @@ def test_it_queues_patched_instances_and_records_the_rest_as_unresolved(lite, tm
     assert absent.status == "finished" and absent.is_missing
     assert absent.error_text.startswith("[no-prediction]")
     assert report.no_prediction == sorted(IDS[12:])
-    assert run.status == "queued"
+    # Nothing is left to run, so the run is settled; the waiting ones are counted apart.
+    run.refresh_from_db()
+    assert run.status == "finished" and run.totals["not_evaluated"] == 10
+    assert run.totals["final"] == 13
+
+
+def test_it_queues_patched_instances_when_they_are_evaluated_now(lite, tmp_path):
+    gold = {r["instance_id"]: r["patch"] for r in LITE}
+    path = tmp_path / "preds.jsonl"
+    path.write_text("".join(json.dumps(prediction(i, gold[i])) + "\n" for i in IDS[:3]))
+
+    report = predictions_import(
+        source=path, suite_name=lite, model_name="my-agent", evaluate_inline=True
+    )
+
+    run = Run.objects.get(public_id=report.run_id)
+    assert run.status == "queued" and report.queued == 3 and len(report.attempt_ids) == 3
+    assert run.attempts.filter(status="queued").count() == 3
 
 
 def test_it_reads_a_json_list_and_an_object_keyed_by_id(tmp_path):

@@ -159,7 +159,9 @@ def test_predictions_run_in_the_instance_image_and_are_graded(
     preds = tmp_path / "preds.jsonl"
     preds.write_text("".join(json.dumps(p) + "\n" for p in predictions_for(instance)))
 
-    report = predictions_import(source=preds, suite_name="toy-swebench", model_name="toy-agent")
+    report = predictions_import(
+        source=preds, suite_name="toy-swebench", model_name="toy-agent", evaluate_inline=True
+    )
     assert report.queued == 3
     seen: list[tuple[int, int, str]] = []
     predictions_execute_inline(

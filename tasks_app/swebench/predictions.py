@@ -39,13 +39,15 @@ class PredictionsReport:
     model: str
     run_id: str = ""
     queued: int = 0
+    not_evaluated: int = 0
     empty_patch: list[str] = field(default_factory=list)
     no_prediction: list[str] = field(default_factory=list)
     attempt_ids: list[int] = field(default_factory=list)
 
     def summary(self) -> str:
+        waiting = f", {self.not_evaluated} not evaluated" if self.not_evaluated else ""
         return (
-            f"run {self.run_id}: {self.queued} to evaluate, {len(self.empty_patch)} empty "
+            f"run {self.run_id}: {self.queued} to evaluate{waiting}, {len(self.empty_patch)} empty "
             f"patch(es), {len(self.no_prediction)} instance(s) without a prediction"
         )
 
@@ -101,12 +103,16 @@ def predictions_import(
     suite_name: str,
     model_name: str,
     enqueue: bool = False,
+    evaluate_inline: bool = False,
     created_by=None,
 ) -> PredictionsReport:
     """Create a run (source "predictions") of external model ``model_name`` on the suite.
 
-    Instances with a patch get a queued attempt holding it (``final_patch``); with ``enqueue``
-    they are sent to the workers once committed. Unknown instance ids are errors naming the
+    Instances with a patch get an attempt holding it (``final_patch``): with ``enqueue`` it is
+    queued and sent to the workers once committed; without, it stays ``not_evaluated`` (no
+    worker or reaper touches it) until ``runs.services.run_evaluate`` asks for it.
+    ``evaluate_inline`` queues it too, for a caller that runs ``predictions_execute_inline``
+    right after. Unknown instance ids are errors naming the
     line. Raises ``SwebenchInputError``; nothing is stored on bad input.
     """
     if not filename and not isinstance(source, bytes):
@@ -130,6 +136,10 @@ def predictions_import(
         raise SwebenchInputError(unknown, filename)
 
     report = PredictionsReport(suite=suite_name, model=model_name)
+    # Queued only when someone will run them now (workers or this process); otherwise the
+    # reaper would find queued attempts of an active run and send them anyway.
+    queue = enqueue or evaluate_inline
+    waiting = AttemptStatus.QUEUED if queue else AttemptStatus.NOT_EVALUATED
     with transaction.atomic():
         model = external_model(
             name=model_name, description="External system: evaluated from its predictions."
@@ -162,15 +172,16 @@ def predictions_import(
                         suite=suite,
                         model_config=model,
                         task_revision=task.revision,
-                        status=AttemptStatus.QUEUED,
+                        status=waiting,
                         final_patch=prediction.patch or "",
                     )
                 )
         insert_rows(attempts)
-        queued = list(run.attempts.filter(status=AttemptStatus.QUEUED).values_list("id", flat=True))
-        report.queued = len(queued)
-        report.attempt_ids = queued
-        if not queued:
+        queued = list(run.attempts.filter(status=waiting).values_list("id", flat=True))
+        report.queued = len(queued) if queue else 0
+        report.not_evaluated = 0 if queue else len(queued)
+        report.attempt_ids = queued if queue else []
+        if not (queue and queued):
             run.status = RunStatus.FINISHED
             run.started_at = run.finished_at = now
             run.save(update_fields=["status", "started_at", "finished_at"])
