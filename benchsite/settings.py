@@ -190,6 +190,9 @@ API_WRITE_RATE = envstr("API_WRITE_RATE", "30/min")
 # Uploaded task archives are unpacked here and kept: imported tasks point at their files.
 API_UPLOADS_ROOT = Path(envstr("API_UPLOADS_ROOT", str(VAR_DIR / "uploads")))
 API_UPLOAD_MAX_BYTES = envint("API_UPLOAD_MAX_BYTES", 200 * 1024 * 1024)
+# One file of an imported run folder (a trajectory, a report, an Inspect sample) is parsed in
+# memory; a larger one is refused naming it (ab import-run, POST /api/imports/run).
+IMPORT_FILE_MAX_BYTES = envint("IMPORT_FILE_MAX_BYTES", 64 * 1024 * 1024)
 
 
 def _cache_from_url(url: str) -> dict:

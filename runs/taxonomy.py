@@ -204,3 +204,82 @@ def is_infrastructure(reason: Reason | None, stage: Stage | str | None = None) -
     if stage is not None and Stage(stage) in PRE_AGENT_STAGES:
         return True
     return reason.is_infrastructure
+
+
+# --- Imported runs: the agent's own exit status ------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ExitStatusRule:
+    reason: Reason
+    tag: str  # "[tag]" in the attempt's error text
+    why: str
+
+
+# How another harness said its agent stopped, mapped onto our reasons (README, "Importing a
+# run folder"). "Submitted" maps to nothing: the evaluation decides. mini-swe-agent writes the
+# exception's class name; SWE-agent writes ``exit_*`` (``submitted (exit_cost)`` when it
+# auto-submitted after hitting a limit: the limit is kept as the reason should the patch fail).
+_GAVE_UP = ExitStatusRule(Reason.AGENT_GAVE_UP, "budget", "the agent used up a step/cost budget")
+_CONTEXT = ExitStatusRule(Reason.AGENT_GAVE_UP, "context", "the conversation outgrew the window")
+_FORMAT = ExitStatusRule(Reason.TOOL_ERROR, "format-error", "the model's actions were malformed")
+_TIMEOUT = ExitStatusRule(Reason.TIMEOUT, "timeout", "a command or the run ran out of time")
+_LLM = ExitStatusRule(Reason.LLM_ERROR, "llm-error", "the model API failed")
+_ENV = ExitStatusRule(Reason.SANDBOX_ERROR, "environment", "the agent's environment failed")
+_GAVE_UP_EARLY = ExitStatusRule(Reason.AGENT_GAVE_UP, "gave-up", "the agent stopped by itself")
+EXIT_STATUS_RULES: Final[dict[str, ExitStatusRule]] = {
+    # mini-swe-agent
+    "LimitsExceeded": _GAVE_UP,
+    "CostLimitExceeded": _GAVE_UP,
+    "StepLimitExceeded": _GAVE_UP,
+    "ContextWindowExceededError": _CONTEXT,
+    "FormatError": _FORMAT,
+    "ExecutionTimeoutError": _TIMEOUT,
+    "TimeoutExpired": _TIMEOUT,
+    "TimeoutError": _TIMEOUT,
+    "AuthenticationError": _LLM,
+    "RateLimitError": _LLM,
+    "APIError": _LLM,
+    "APIConnectionError": _LLM,
+    "APITimeoutError": _LLM,
+    "BadRequestError": _LLM,
+    "InternalServerError": _LLM,
+    "ServiceUnavailableError": _LLM,
+    "NotFoundError": _LLM,
+    # SWE-agent
+    "exit_cost": _GAVE_UP,
+    "exit_step_limit": _GAVE_UP,
+    "exit_context": _CONTEXT,
+    "exit_format": _FORMAT,
+    "exit_command_timeout": _TIMEOUT,
+    "exit_total_execution_time": _TIMEOUT,
+    "exit_api": _LLM,
+    "exit_environment_error": _ENV,
+    "early_exit": _GAVE_UP_EARLY,
+    "exit_forfeit": _GAVE_UP_EARLY,
+    # Inspect AI sample limits (``limit.type``)
+    "limit:message": _GAVE_UP,
+    "limit:token": _GAVE_UP,
+    "limit:cost": _GAVE_UP,
+    "limit:operator": _GAVE_UP,
+    "limit:context": _CONTEXT,
+    "limit:time": _TIMEOUT,
+    "limit:working": _TIMEOUT,
+}
+SUBMITTED_STATUSES: Final = frozenset({"Submitted", "submitted", "completed", ""})
+UNRECOGNISED_EXIT = ExitStatusRule(Reason.UNKNOWN, "exit-status", "an exit status we do not know")
+
+
+def from_exit_status(status: str) -> ExitStatusRule | None:
+    """The rule for an imported agent's exit status; None when it submitted normally.
+
+    An unknown status is ``UNKNOWN`` (infrastructure): we cannot tell whose fault it was, so
+    it is neither credited to nor held against the agent.
+    """
+    status = (status or "").strip()
+    if status in SUBMITTED_STATUSES:
+        return None
+    if status.startswith("submitted (") and status.endswith(")"):
+        # Auto-submitted after a limit: the inner status says which.
+        return EXIT_STATUS_RULES.get(status[len("submitted (") : -1], UNRECOGNISED_EXIT)
+    return EXIT_STATUS_RULES.get(status, UNRECOGNISED_EXIT)

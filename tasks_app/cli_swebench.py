@@ -1,8 +1,10 @@
-"""``ab`` commands for SWE-bench: import-swebench, import-predictions, import-results."""
+"""``ab`` commands for SWE-bench: import-swebench, import-predictions, import-results,
+import-run."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
@@ -57,6 +59,20 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="skip results for instances the suite does not hold (default: error)",
     )
     p.set_defaults(handler=cmd_import_results)
+
+    p = sub.add_parser(
+        "import-run",
+        help="import a run folder: trajectories (mini-swe-agent, SWE-agent), reports, "
+        "predictions, legacy reports, Inspect .eval logs",
+    )
+    p.add_argument("path", type=Path, help="the run's folder (or one file of it)")
+    p.add_argument("--suite", required=True, help="suite name; created from instances.jsonl")
+    p.add_argument("--model", required=True, help="leaderboard name of the system")
+    p.add_argument("--dry-run", action="store_true", help="print the plan, store nothing")
+    p.add_argument(
+        "--skip-bad", action="store_true", help="leave bad files out and list them (default: error)"
+    )
+    p.set_defaults(handler=cmd_import_run)
 
 
 def _fail(exc: SwebenchInputError) -> CommandError:
@@ -146,5 +162,50 @@ def cmd_import_results(args: argparse.Namespace) -> int:
         print(f"ignored (not in suite)  {name}")
     for name in report.skipped_files:
         print(f"skipped file            {name}")
+    print(f"{report.summary()} in {time.perf_counter() - started:.2f}s")
+    return 0
+
+
+class ProgressBar:
+    """A one-line progress bar on stderr (a terminal), or one line per stage otherwise."""
+
+    WIDTH = 30
+
+    def __init__(self, stream=None):
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty()
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        if self.tty:
+            filled = self.WIDTH * done // max(total, 1)
+            bar = "#" * filled + "." * (self.WIDTH - filled)
+            end = "\n" if done == total else ""
+            self.stream.write(f"\r{stage:<8} [{bar}] {done}/{total}{end}")
+            self.stream.flush()
+        elif done == total:
+            self.stream.write(f"{stage}: {total} file(s)\n")
+
+
+def cmd_import_run(args: argparse.Namespace) -> int:
+    from tasks_app.swebench.run_import import run_folder_import
+
+    started = time.perf_counter()
+    try:
+        report = run_folder_import(
+            path=_existing(args.path),
+            suite_name=args.suite,
+            model_name=args.model,
+            dry_run=args.dry_run,
+            skip_bad=args.skip_bad,
+            progress=ProgressBar(),
+            on_plan=lambda lines: print("\n".join(lines), flush=True),
+        )
+    except SwebenchInputError as exc:
+        raise _fail(exc) from exc
+    if args.dry_run:
+        # The suite's part of the plan comes after the folder's.
+        print("\n".join(line for line in report.plan if line.startswith("  suite ")))
+    for line in report.skipped:
+        print(f"skipped  {line}")
     print(f"{report.summary()} in {time.perf_counter() - started:.2f}s")
     return 0

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from runs.models import AgentVariant, Attempt, AttemptStatus, ModelConfig, Run
-from runs.taxonomy import Reason, Stage
+from runs.taxonomy import Reason, Stage, is_infrastructure
 from tasks_app.models import Suite, Task
 from tasks_app.swebench.errors import Problem, SwebenchInputError
 from tasks_app.swebench.grading import Grade, grade_from_tests_status
@@ -30,6 +30,13 @@ class Kind(enum.StrEnum):
     INCOMPLETE = "incomplete"
     MISSING = "missing"
     NO_PREDICTION = "no_prediction"
+    # Legacy (v1) harness reports: ``no_generation``, ``install_fail``, ``reset_failed``,
+    # ``test_errored``, ``test_timeout`` (tasks_app/swebench/legacy.py).
+    NO_GENERATION = "no_generation"
+    INSTALL_FAIL = "install_fail"
+    RESET_FAILED = "reset_failed"
+    TEST_ERRORED = "test_errored"
+    TEST_TIMEOUT = "test_timeout"
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +45,8 @@ class KindInfo:
     error_text: str
     grade: str
     is_missing: bool = False
+    is_timeout: bool = False
+    stage: Stage = Stage.FINAL_TEST
 
 
 KINDS: dict[Kind, KindInfo] = {
@@ -73,6 +82,32 @@ KINDS: dict[Kind, KindInfo] = {
         "[no-prediction] the predictions hold nothing for this instance",
         Grade.NO.value,
         is_missing=True,
+    ),
+    # The system made no patch: its result, like an empty prediction.
+    Kind.NO_GENERATION: KindInfo(
+        Reason.TESTS_FAILED, "[no-generation] the system produced no patch", Grade.NO.value
+    ),
+    # The legacy harness installed the repository's environment before applying the patch:
+    # a failure there (or in resetting the repository) never saw the agent's work.
+    Kind.INSTALL_FAIL: KindInfo(
+        Reason.SETUP_FAILED,
+        "[install-fail] the evaluation environment could not be installed",
+        "",
+        stage=Stage.SETUP,
+    ),
+    Kind.RESET_FAILED: KindInfo(
+        Reason.GIT_CHECKOUT_FAILED,
+        "[reset-failed] the repository could not be reset to its base commit",
+        "",
+        stage=Stage.GIT_CHECKOUT,
+    ),
+    # ">>>>> Tests Errored": the harness's test command raised, not a test failing.
+    Kind.TEST_ERRORED: KindInfo(
+        Reason.SANDBOX_ERROR, "[test-errored] the harness could not run the tests", ""
+    ),
+    # Timeouts are infrastructure everywhere in this taxonomy (data-quality rules).
+    Kind.TEST_TIMEOUT: KindInfo(
+        Reason.TIMEOUT, "[timeout] the tests ran out of time", "", is_timeout=True
     ),
 }
 
@@ -149,9 +184,10 @@ def finished_attempt(
         task_revision=task.revision,
         status=AttemptStatus.FINISHED,
         failure_reason_id=reason.value if reason else None,
-        failure_stage=Stage.FINAL_TEST.value if reason else "",
-        is_infra=bool(reason and reason.is_infrastructure),
+        failure_stage=info.stage.value if reason else "",
+        is_infra=is_infrastructure(reason, info.stage),
         is_missing=info.is_missing,
+        is_timeout=info.is_timeout,
         final_patch=patch or "",
         lines_changed=_lines_changed(patch or ""),
         error_text=error_text,

@@ -4,6 +4,7 @@ Accepted inputs (a path, or an upload's bytes):
 
 * a harness run report ``<model>.<run_id>.json`` (``resolved_ids``, ``unresolved_ids``,
   ``error_ids``, ``empty_patch_ids``, ... ``schema_version`` 2, maybe ``infra_failure_ids``);
+* a legacy (v1) report of id lists per outcome (``legacy.py``);
 * per-instance ``report.json`` files, wrapped ``{instance_id: {...}}`` or not (then the id
   comes from the name: ``<id>.report.json``, ``<id>.json`` or ``<id>/report.json``);
 * a folder (or a .zip) holding any of these, plus predictions files and ``<id>/patch.diff``
@@ -35,6 +36,7 @@ from tasks_app.swebench.bulk import insert_rows
 from tasks_app.swebench.dataset import kind_of
 from tasks_app.swebench.errors import Problem, SwebenchInputError
 from tasks_app.swebench.fields import INSTANCE_ID_RE
+from tasks_app.swebench.legacy import is_legacy_report, read_legacy_report
 from tasks_app.swebench.outcomes import InstanceResult, Kind, external_model, finished_attempt
 from tasks_app.swebench.predictions import read_predictions
 
@@ -292,6 +294,10 @@ def collect_results(
 
 
 def _classify(file: _File, data: Any, got: _Collected, problems: list[Problem]) -> None:
+    if is_legacy_report(data):
+        got.run_reports.append(file.path)
+        got.from_run_report.update(read_legacy_report(data, file.path, problems))
+        return
     if isinstance(data, dict) and ("resolved_ids" in data or "schema_version" in data):
         got.run_reports.append(file.path)
         got.from_run_report.update(_read_run_report(data, file.path, problems))

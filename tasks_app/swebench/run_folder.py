@@ -1,0 +1,426 @@
+"""Recognising what a run folder holds, one file at a time, before anything is imported.
+
+``read_run_folder(path)`` walks the folder (or takes one file), tells each file's format from
+its name and content, reads it (bounded by ``IMPORT_FILE_MAX_BYTES``; only one file is in
+memory at a time) and gathers per instance: its trajectory's facts, its report's outcome, its
+patch. Problems are collected, not raised, so a dry run can list them all and ``--skip-bad``
+can leave their files out. Nothing is stored here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from django.conf import settings
+
+from tasks_app.swebench import inspect_log
+from tasks_app.swebench.errors import Problem
+from tasks_app.swebench.fields import INSTANCE_ID_RE
+from tasks_app.swebench.jsonfile import JsonFileError, parse_json
+from tasks_app.swebench.legacy import is_legacy_report, read_legacy_report
+from tasks_app.swebench.outcomes import InstanceResult
+from tasks_app.swebench.results import (
+    _id_from_path,
+    _is_report,
+    _read_instance_report,
+    _read_predictions,
+    _read_run_report,
+)
+from tasks_app.swebench.trajectories import (
+    NotThisFormat,
+    TrajectoryFacts,
+    read_inspect_sample,
+    read_mini_swe_agent,
+    read_swe_agent,
+)
+
+FORMATS_TRIED = (
+    "mini-swe-agent trajectory (<id>.traj.json)",
+    "SWE-agent trajectory (<id>.traj)",
+    "Inspect AI log (.eval)",
+    "per-instance report.json (wrapped {id: report} or not)",
+    "harness run report (resolved_ids, ...)",
+    "legacy v1 report (resolved, no_generation, ... id lists)",
+    "predictions (instance_id, model_patch)",
+    "dataset (instances.jsonl)",
+)
+# Files beside results in the SWE-bench experiments layout that carry no outcome of their own.
+AUXILIARY_JSON = frozenset({"resolved_by_repo.json", "resolved_by_time.json"})
+URL_RE = re.compile(r"https?://[^\s)>\]\"']+")
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True, slots=True)
+class SourceFile:
+    """A file of the folder (``member``: a sample inside an .eval log), with its digest."""
+
+    path: Path
+    relative: str
+    digest: str
+    member: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"{self.relative}:{self.member}" if self.member else self.relative
+
+
+@dataclass
+class InstanceEntry:
+    instance_id: str
+    sample_index: int = 0
+    trajectory: TrajectoryFacts | None = None
+    trajectory_file: SourceFile | None = None
+    result: InstanceResult | None = None
+    report_file: SourceFile | None = None
+    patch: str | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.instance_id}#{self.sample_index}"
+
+    def digest(self, task_revision: int) -> str:
+        """Changes whenever anything imported for this instance would change."""
+        parts = {
+            "trajectory": self.trajectory_file.digest if self.trajectory_file else None,
+            "report": self.report_file.digest if self.report_file else None,
+            "result": [self.result.kind.value, self.result.tests_status] if self.result else None,
+            "patch": hashlib.sha256(self.patch.encode()).hexdigest() if self.patch else None,
+            "revision": task_revision,
+        }
+        return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+
+@dataclass
+class RunFolder:
+    root: Path
+    entries: dict[tuple[str, int], InstanceEntry] = field(default_factory=dict)
+    dataset: Path | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    formats: Counter[str] = field(default_factory=Counter)
+    run_reports: list[str] = field(default_factory=list)
+    ignored: list[str] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    bad_files: list[str] = field(default_factory=list)
+
+    def entry(self, instance_id: str, sample_index: int = 0) -> InstanceEntry:
+        key = (instance_id, sample_index)
+        if key not in self.entries:
+            self.entries[key] = InstanceEntry(instance_id, sample_index)
+        return self.entries[key]
+
+    def plan_lines(self) -> list[str]:
+        """What was found, as the dry run prints it."""
+        entries = list(self.entries.values())
+        with_traj = Counter(e.trajectory.format.value for e in entries if e.trajectory)
+        with_report = sum(1 for e in entries if e.result is not None)
+        lines = [
+            f"{self.root}: {len({e.instance_id for e in entries})} instance(s), "
+            f"{sum(with_traj.values())} with a trajectory, {with_report} with a report",
+        ]
+        lines += [
+            f"  format  {name}: {count} file(s)" for name, count in sorted(self.formats.items())
+        ]
+        lines += [f"  trajectories  {fmt}: {n}" for fmt, n in sorted(with_traj.items())]
+        if self.dataset is not None:
+            lines.append(f"  dataset  {self.dataset.relative_to(self.root).as_posix() or '.'}")
+        if self.metadata:
+            shown = ", ".join(f"{k}={v}" for k, v in self.metadata.items() if k != "links")
+            lines.append(f"  metadata  {shown}")
+        if self.ignored:
+            lines.append(f"  ignored  {len(self.ignored)} other file(s) (logs, scripts, text)")
+        lines += [f"  problem  {p}" for p in self.problems]
+        return lines
+
+
+def read_run_folder(path: Path, *, progress: Progress | None = None) -> RunFolder:
+    """Everything ``path`` (a folder or one file) holds for an import; see the module doc."""
+    path = Path(path)
+    folder = RunFolder(root=path if path.is_dir() else path.parent)
+    if not path.exists():
+        folder.problems.append(Problem(str(path), "no such file or folder"))
+        return folder
+    files = sorted(_walk(path)) if path.is_dir() else [path]
+    reader = _Reader(folder, settings.IMPORT_FILE_MAX_BYTES)
+    for index, file in enumerate(files, start=1):
+        reader.read(file)
+        if progress is not None:
+            progress("reading", index, len(files))
+    reader.finish()
+    return folder
+
+
+def _walk(root: Path):
+    for directory, dirs, names in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in names:
+            if not name.startswith("."):
+                yield Path(directory) / name
+
+
+class _Reader:
+    def __init__(self, folder: RunFolder, max_bytes: int):
+        self.folder = folder
+        self.max_bytes = max_bytes
+        self.from_reports: dict[str, tuple[InstanceResult, SourceFile | None]] = {}
+        self.from_run_reports: dict[str, InstanceResult] = {}
+        self.patches: dict[str, str | None] = {}
+
+    # --- one file -----------------------------------------------------------------------
+
+    def read(self, path: Path) -> None:
+        relative = path.relative_to(self.folder.root).as_posix()
+        name = path.name
+        try:
+            if name.endswith(".traj.json"):
+                self._trajectory(path, relative, name.removesuffix(".traj.json"), mini=True)
+            elif name.endswith(".traj"):
+                self._trajectory(path, relative, name.removesuffix(".traj"), mini=False)
+            elif name.endswith(".eval"):
+                self._eval_log(path, relative)
+            elif name in ("metadata.yaml", "metadata.yml"):
+                self._metadata_yaml(path, relative)
+            elif name == "README.md" and path.parent == self.folder.root:
+                self._readme(path)
+            elif name == "patch.diff":
+                content = self._bytes(path, relative)
+                self.patches.setdefault(path.parent.name, content.decode("utf-8", "replace"))
+                self.folder.formats["patch.diff"] += 1
+            elif name.endswith(".jsonl"):
+                self._jsonl(path, relative)
+            elif name.endswith(".json"):
+                self._json(path, relative)
+            else:
+                self.folder.ignored.append(relative)
+        except JsonFileError as exc:
+            self._bad(relative, exc.problem)
+        except NotThisFormat as exc:
+            self._bad(relative, exc.problem)
+        except inspect_log.EvalLogError as exc:
+            self._bad(relative, Problem(relative, str(exc)))
+        except _TooLarge:
+            self._bad(
+                relative,
+                Problem(relative, f"larger than IMPORT_FILE_MAX_BYTES ({self.max_bytes} bytes)"),
+            )
+
+    def _bad(self, relative: str, problem: Problem) -> None:
+        self.folder.problems.append(problem)
+        self.folder.bad_files.append(relative)
+
+    def _bytes(self, path: Path, relative: str) -> bytes:
+        if path.stat().st_size > self.max_bytes:
+            raise _TooLarge
+        return path.read_bytes()
+
+    def _source(self, path: Path, relative: str, content: bytes, member: str = "") -> SourceFile:
+        return SourceFile(path, relative, hashlib.sha256(content).hexdigest(), member)
+
+    def _trajectory(self, path: Path, relative: str, instance_id: str, *, mini: bool) -> None:
+        content = self._bytes(path, relative)
+        data = parse_json(content, relative)
+        if mini:
+            facts = read_mini_swe_agent(data, relative, instance_id)
+            self.folder.formats["mini-swe-agent trajectory"] += 1
+        else:
+            facts = read_swe_agent(data, relative, instance_id)
+            self.folder.formats["SWE-agent trajectory"] += 1
+        self._add_trajectory(facts, self._source(path, relative, content))
+
+    def _add_trajectory(self, facts: TrajectoryFacts, source: SourceFile) -> None:
+        entry = self.folder.entry(facts.instance_id, facts.epoch - 1)
+        if entry.trajectory_file is not None:
+            self._bad(
+                source.label,
+                Problem(
+                    source.label,
+                    f"second trajectory for {entry.key} (first in {entry.trajectory_file.label})",
+                ),
+            )
+            return
+        entry.trajectory, entry.trajectory_file = facts, source
+
+    def _eval_log(self, path: Path, relative: str) -> None:
+        members = inspect_log.sample_members(path)
+        header = inspect_log.read_header(path, self.max_bytes)
+        if header is not None:
+            meta = parse_json(header, f"{relative}:header.json")
+            spec = meta.get("eval", {}) if isinstance(meta, dict) else {}
+            if isinstance(spec, dict):
+                for key in ("task", "model", "created"):
+                    if isinstance(spec.get(key), str):
+                        self.folder.metadata.setdefault(f"inspect_{key}", spec[key])
+        for info in members:
+            where = f"{relative}:{info.filename}"
+            try:
+                content = inspect_log.read_member(path, info, self.max_bytes)
+                facts = read_inspect_sample(parse_json(content, where), where)
+            except JsonFileError as exc:
+                self._bad(where, exc.problem)
+                continue
+            except NotThisFormat as exc:
+                self._bad(where, exc.problem)
+                continue
+            self.folder.formats["Inspect AI sample"] += 1
+            self._add_trajectory(facts, self._source(path, relative, content, info.filename))
+
+    def _metadata_yaml(self, path: Path, relative: str) -> None:
+        try:
+            data = yaml.safe_load(self._bytes(path, relative).decode("utf-8", "replace"))
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            self._bad(relative, Problem(relative, f"invalid YAML{at}"))
+            return
+        if not isinstance(data, dict):
+            self._bad(relative, Problem(relative, "metadata.yaml must be a mapping"))
+            return
+        info = data.get("info") if isinstance(data.get("info"), dict) else {}
+        for key in ("name", "date", "oss", "verified"):
+            value = info.get(key, data.get(key))
+            if isinstance(value, str | bool | int):
+                self.folder.metadata[key] = value
+        links = sorted(set(URL_RE.findall(json.dumps(data, default=str))))[:10]
+        if links:
+            self.folder.metadata["links"] = links
+        self.folder.formats["metadata.yaml"] += 1
+
+    def _readme(self, path: Path) -> None:
+        with path.open("rb") as handle:
+            text = handle.read(64 * 1024).decode("utf-8", "replace")
+        title = next((ln[2:].strip() for ln in text.splitlines() if ln.startswith("# ")), "")
+        if title:
+            self.folder.metadata.setdefault("title", title[:200])
+        links = URL_RE.findall(text)[:10]
+        if links:
+            self.folder.metadata.setdefault("links", links)
+        self.folder.formats["README.md"] += 1
+
+    def _jsonl(self, path: Path, relative: str) -> None:
+        content = self._bytes(path, relative)
+        rows = []
+        for number, line in enumerate(content.decode("utf-8-sig", "replace").splitlines(), 1):
+            if line.strip():
+                rows.append(parse_json(line.encode(), f"{relative} line {number}"))
+        first = rows[0] if rows else None
+        if isinstance(first, dict) and "base_commit" in first and "problem_statement" in first:
+            if self.folder.dataset is not None:
+                self._bad(
+                    relative, Problem(relative, f"second dataset (first {self.folder.dataset})")
+                )
+                return
+            self.folder.dataset = path
+            self.folder.formats["dataset (jsonl)"] += 1
+            return
+        problems: list[Problem] = []
+        patches = _read_predictions(rows, relative, problems)
+        if patches is None or problems:
+            self._bad(relative, problems[0] if problems else _none_of_these(relative))
+            return
+        self.patches.update(patches)
+        self.folder.formats["predictions"] += 1
+
+    def _json(self, path: Path, relative: str) -> None:
+        if path.name in AUXILIARY_JSON:
+            self.folder.ignored.append(relative)
+            return
+        content = self._bytes(path, relative)
+        data = parse_json(content, relative)
+        problems: list[Problem] = []
+        if is_legacy_report(data):
+            self.from_run_reports.update(read_legacy_report(data, relative, problems))
+            self.folder.run_reports.append(relative)
+            self.folder.formats["legacy v1 report"] += 1
+        elif isinstance(data, dict) and ("resolved_ids" in data or "schema_version" in data):
+            self.from_run_reports.update(_read_run_report(data, relative, problems))
+            self.folder.run_reports.append(relative)
+            self.folder.formats["harness run report"] += 1
+        elif isinstance(data, dict) and "trajectory_format" in data:
+            self._add_trajectory(
+                read_mini_swe_agent(data, relative, _id_from_path(relative)),
+                self._source(path, relative, content),
+            )
+            self.folder.formats["mini-swe-agent trajectory"] += 1
+        elif _is_report(data) or (
+            isinstance(data, dict) and data and all(_is_report(v) for v in data.values())
+        ):
+            self._reports(data, path, relative, content, problems)
+        else:
+            patches = _read_predictions(data, relative, problems)
+            if patches is None:
+                problems.append(_none_of_these(relative))
+            else:
+                self.patches.update(patches)
+                self.folder.formats["predictions"] += 1
+        if problems:
+            for problem in problems:
+                self._bad(relative, problem)
+
+    def _reports(
+        self, data: Any, path: Path, relative: str, content: bytes, problems: list[Problem]
+    ) -> None:
+        if _is_report(data):
+            pairs = [(_id_from_path(relative), data, relative)]
+        else:
+            pairs = [(k, v, f"{relative} key {k}") for k, v in data.items()]
+        source = self._source(path, relative, content)
+        for instance_id, report, where in pairs:
+            if not INSTANCE_ID_RE.match(instance_id):
+                problems.append(
+                    Problem(
+                        where,
+                        f"cannot tell the instance id (got {instance_id!r}): put it in "
+                        "logs/<instance_id>/report.json, name it <instance_id>.report.json "
+                        "or wrap it as {instance_id: report}",
+                    )
+                )
+                continue
+            if instance_id in self.from_reports:
+                first = self.from_reports[instance_id][0].where
+                problems.append(
+                    Problem(where, f"second report for {instance_id} (first in {first})")
+                )
+                continue
+            result = _read_instance_report(instance_id, report, where, problems)
+            if result is not None:
+                # Only a file holding one instance's report is that instance's artifact.
+                self.from_reports[instance_id] = (result, source if len(pairs) == 1 else None)
+        self.folder.formats["report.json"] += 1
+
+    # --- after the last file ------------------------------------------------------------
+
+    def finish(self) -> None:
+        ids = {*self.from_run_reports, *self.from_reports, *self.patches}
+        ids |= {instance_id for instance_id, _ in self.folder.entries}
+        for instance_id in sorted(ids):
+            entry = self.folder.entry(instance_id, 0)
+            if instance_id in self.from_reports:
+                entry.result, entry.report_file = self.from_reports[instance_id]
+            elif instance_id in self.from_run_reports:
+                entry.result = self.from_run_reports[instance_id]
+            if instance_id in self.patches:
+                entry.patch = self.patches[instance_id]
+        if not self.folder.entries and not self.folder.problems:
+            self.folder.problems.append(
+                Problem(str(self.folder.root), "nothing to import: " + _tried())
+            )
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _tried() -> str:
+    return "formats tried: " + "; ".join(FORMATS_TRIED)
+
+
+def _none_of_these(relative: str) -> Problem:
+    return Problem(relative, "not a format this import reads; " + _tried())

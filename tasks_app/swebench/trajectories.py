@@ -1,0 +1,193 @@
+"""What an imported run keeps from an agent's trajectory: the patch, the cost, the calls.
+
+Three formats, each read from the parsed JSON of one instance (the file itself is stored
+unchanged as the attempt's artifact, under the name the attempt page's viewer expects):
+
+* mini-swe-agent ``<id>.traj.json`` (``trajectory_format`` "mini-swe-agent-1"/"-1.1"):
+  ``info.submission`` the patch, ``info.exit_status``, ``info.model_stats`` (``instance_cost``,
+  ``api_calls``), ``messages`` (tokens from each response's ``usage`` when present);
+* SWE-agent ``<id>.traj``: ``trajectory`` (one step per action), ``history``, ``info``
+  (``submission``, ``exit_status``, ``model_stats`` with ``tokens_sent``/``tokens_received``);
+* an Inspect AI sample (``samples/<id>_epoch_<n>.json`` of an ``.eval`` log): ``scores`` the
+  outcome, ``messages`` the conversation, ``model_usage`` the tokens, ``error``/``limit``.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any
+
+from tasks_app.swebench.errors import Problem
+
+
+class TrajFormat(enum.StrEnum):
+    MINI_SWE_AGENT = "mini-swe-agent"
+    SWE_AGENT = "swe-agent"
+    INSPECT = "inspect"
+
+
+# The artifact name of each format (agreed with the attempt page's transcript viewer).
+ARTIFACT_NAMES: dict[TrajFormat, str] = {
+    TrajFormat.MINI_SWE_AGENT: "trajectory.traj.json",
+    TrajFormat.SWE_AGENT: "trajectory.traj",
+    TrajFormat.INSPECT: "trajectory.inspect.json",
+}
+REPORT_ARTIFACT = "report.json"
+
+
+class NotThisFormat(ValueError):
+    """The JSON parsed but is not the format its name suggests; says what was expected."""
+
+    def __init__(self, where: str, expected: str):
+        self.problem = Problem(where, expected)
+        super().__init__(str(self.problem))
+
+
+@dataclass(frozen=True, slots=True)
+class TrajectoryFacts:
+    format: TrajFormat
+    instance_id: str
+    exit_status: str = ""
+    submission: str | None = None
+    cost_usd: float = 0.0
+    api_calls: int = 0
+    tool_calls: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    duration_sec: float | None = None
+    epoch: int = 1
+    # Inspect only: the scorer's verdict (True resolved, False not, None no score) and error.
+    resolved: bool | None = None
+    error: str = ""
+
+
+def _number(value: Any) -> float:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def read_mini_swe_agent(data: Any, where: str, instance_id: str) -> TrajectoryFacts:
+    """Facts of a mini-swe-agent trajectory; ``NotThisFormat`` when the shape differs."""
+    if not isinstance(data, dict) or not isinstance(data.get("info"), dict):
+        raise NotThisFormat(where, "a mini-swe-agent trajectory needs an object with 'info'")
+    fmt = data.get("trajectory_format", "")
+    if not (isinstance(fmt, str) and fmt.startswith("mini-swe-agent")):
+        raise NotThisFormat(where, f"trajectory_format must be mini-swe-agent-1, got {fmt!r}")
+    info = data["info"]
+    stats = info.get("model_stats") if isinstance(info.get("model_stats"), dict) else {}
+    messages = data.get("messages") if isinstance(data.get("messages"), list) else []
+    assistant = [m for m in messages if isinstance(m, dict) and m.get("role") == "assistant"]
+    tokens_in = tokens_out = 0
+    for message in assistant:
+        usage = _usage(message)
+        tokens_in += int(_number(usage.get("prompt_tokens")))
+        tokens_out += int(_number(usage.get("completion_tokens")))
+    return TrajectoryFacts(
+        format=TrajFormat.MINI_SWE_AGENT,
+        instance_id=_text(data.get("instance_id")) or instance_id,
+        exit_status=_text(info.get("exit_status")) or "",
+        submission=_text(info.get("submission")),
+        cost_usd=_number(stats.get("instance_cost")),
+        api_calls=int(_number(stats.get("api_calls"))),
+        # One bash block an assistant turn: each turn is one command run.
+        tool_calls=len(assistant),
+        tokens_in=tokens_in,
+        tokens_out=tokens_out,
+    )
+
+
+def _usage(message: dict) -> dict:
+    extra = message.get("extra")
+    response = extra.get("response") if isinstance(extra, dict) else None
+    usage = response.get("usage") if isinstance(response, dict) else None
+    return usage if isinstance(usage, dict) else {}
+
+
+def read_swe_agent(data: Any, where: str, instance_id: str) -> TrajectoryFacts:
+    """Facts of a SWE-agent ``.traj``; ``NotThisFormat`` when the shape differs."""
+    if not (
+        isinstance(data, dict)
+        and isinstance(data.get("info"), dict)
+        and isinstance(data.get("trajectory"), list)
+    ):
+        raise NotThisFormat(where, "a SWE-agent .traj needs an object with 'trajectory' and 'info'")
+    info = data["info"]
+    stats = info.get("model_stats") if isinstance(info.get("model_stats"), dict) else {}
+    steps = data["trajectory"]
+    return TrajectoryFacts(
+        format=TrajFormat.SWE_AGENT,
+        instance_id=instance_id,
+        exit_status=_text(info.get("exit_status")) or "",
+        submission=_text(info.get("submission")),
+        cost_usd=_number(stats.get("instance_cost")),
+        api_calls=int(_number(stats.get("api_calls"))) or len(steps),
+        tool_calls=sum(1 for s in steps if isinstance(s, dict) and s.get("action")),
+        tokens_in=int(_number(stats.get("tokens_sent"))),
+        tokens_out=int(_number(stats.get("tokens_received"))),
+        duration_sec=sum(_number(s.get("execution_time")) for s in steps if isinstance(s, dict))
+        or None,
+    )
+
+
+CORRECT_VALUES = frozenset({"C", "correct", "resolved", "pass", "PASS"})
+INCORRECT_VALUES = frozenset({"I", "incorrect", "unresolved", "fail", "FAIL", "P", "N"})
+
+
+def read_inspect_sample(data: Any, where: str) -> TrajectoryFacts:
+    """Facts of one Inspect AI sample; ``NotThisFormat`` when it is not one."""
+    if not (isinstance(data, dict) and "id" in data and isinstance(data.get("messages"), list)):
+        raise NotThisFormat(where, "an Inspect sample needs 'id' and 'messages'")
+    scores = data.get("scores") if isinstance(data.get("scores"), dict) else {}
+    resolved: bool | None = None
+    patch: str | None = None
+    for score in scores.values():
+        if not isinstance(score, dict):
+            continue
+        verdict = _verdict(score.get("value"))
+        if verdict is not None:
+            resolved = verdict if resolved is None else resolved and verdict
+        metadata = score.get("metadata") if isinstance(score.get("metadata"), dict) else {}
+        patch = patch or _text(metadata.get("model_patch"))
+    tokens_in = tokens_out = 0
+    usage = data.get("model_usage") if isinstance(data.get("model_usage"), dict) else {}
+    for per_model in usage.values():
+        if isinstance(per_model, dict):
+            tokens_in += int(_number(per_model.get("input_tokens")))
+            tokens_out += int(_number(per_model.get("output_tokens")))
+    messages = [m for m in data["messages"] if isinstance(m, dict)]
+    assistant = [m for m in messages if m.get("role") == "assistant"]
+    limit = data.get("limit") if isinstance(data.get("limit"), dict) else {}
+    error = data.get("error") if isinstance(data.get("error"), dict) else {}
+    epoch = data.get("epoch")
+    return TrajectoryFacts(
+        format=TrajFormat.INSPECT,
+        instance_id=str(data["id"]),
+        exit_status=f"limit:{limit['type']}" if isinstance(limit.get("type"), str) else "",
+        submission=patch,
+        api_calls=len(assistant),
+        tool_calls=sum(len(m.get("tool_calls") or []) for m in assistant),
+        tokens_in=tokens_in,
+        tokens_out=tokens_out,
+        duration_sec=_number(data.get("total_time")) or None,
+        epoch=epoch if isinstance(epoch, int) and epoch > 0 else 1,
+        resolved=resolved,
+        error=str(error.get("message") or "")[:2000],
+    )
+
+
+def _verdict(value: Any) -> bool | None:
+    """A score value as resolved or not: "C"/"I", 1/0, true/false; None when it says neither."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int | float):
+        return value >= 1
+    if isinstance(value, str):
+        if value in CORRECT_VALUES:
+            return True
+        if value in INCORRECT_VALUES:
+            return False
+    return None
