@@ -1,4 +1,5 @@
-"""Admin pages (staff only) to upload SWE-bench datasets, predictions and published results.
+"""Admin pages (staff only) to upload SWE-bench datasets, predictions, published results and
+run folders.
 
 Each page calls the same service as the ``ab`` command and shows its report, or every
 problem of a bad file (nothing stored). Mounted under /admin/swebench/ by benchsite.urls.
@@ -12,7 +13,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import path
 
+from benchsite.api_errors import ApiInputError
 from tasks_app.models import Suite, TaskSource
+from tasks_app.run_uploads import run_import_upload
 from tasks_app.swebench.errors import SwebenchInputError
 from tasks_app.swebench.importer import swebench_import
 from tasks_app.swebench.predictions import predictions_import
@@ -59,6 +62,21 @@ class ResultsForm(forms.Form):
     predictions = forms.FileField(required=False, help_text="optional: adds each patch")
     ignore_unknown = forms.BooleanField(
         required=False, help_text="skip instances the suite does not hold (default: error)"
+    )
+
+
+class RunFolderForm(forms.Form):
+    file = forms.FileField(
+        help_text="a .zip/.tar(.gz) of the run folder (trajs/, logs/, preds, instances.jsonl), "
+        "or one .eval, .traj, .json or .jsonl file"
+    )
+    suite = forms.SlugField(
+        max_length=100, help_text="created or extended from an instances.jsonl in the folder"
+    )
+    model = forms.CharField(max_length=200, help_text="leaderboard name of the system")
+    dry_run = forms.BooleanField(required=False, help_text="show the plan, store nothing")
+    skip_bad = forms.BooleanField(
+        required=False, help_text="leave bad files out and list them (default: import nothing)"
     )
 
 
@@ -125,6 +143,26 @@ def results_upload(request: HttpRequest) -> HttpResponse:
     return _page(request, "admin/swebench/results.html", context)
 
 
+def run_folder_upload(request: HttpRequest) -> HttpResponse:
+    form = RunFolderForm(request.POST or None, request.FILES or None)
+    context: dict = {"form": form, "title": "Import a run folder"}
+    if request.method == "POST" and form.is_valid():
+        try:
+            context["report"] = run_import_upload(
+                upload=form.cleaned_data["file"],
+                suite_name=form.cleaned_data["suite"],
+                model_name=form.cleaned_data["model"],
+                dry_run=form.cleaned_data["dry_run"],
+                skip_bad=form.cleaned_data["skip_bad"],
+                created_by=request.user,
+            )
+        except SwebenchInputError as exc:
+            context["problems"] = exc.lines()
+        except ApiInputError as exc:
+            context["problems"] = [str(exc)]
+    return _page(request, "admin/swebench/run_folder.html", context)
+
+
 # admin_view: staff only (others go to the admin login), CSRF-protected, never cached.
 urlpatterns = [
     path("dataset/", admin.site.admin_view(dataset_upload), name="swebench-dataset-upload"),
@@ -134,4 +172,5 @@ urlpatterns = [
         name="swebench-predictions-upload",
     ),
     path("results/", admin.site.admin_view(results_upload), name="swebench-results-upload"),
+    path("run/", admin.site.admin_view(run_folder_upload), name="swebench-run-upload"),
 ]

@@ -1,5 +1,6 @@
 """Suites and tasks over the REST API: reads, and imports (task.yaml archives, SWE-bench
-datasets, predictions and published results) through the same services as the `ab` CLI."""
+datasets, predictions, published results and run folders) through the same services as the
+`ab` CLI."""
 
 import datetime as dt
 import re
@@ -32,6 +33,7 @@ from benchsite.api_common import Pages, Text
 from benchsite.api_errors import ApiInputError, ErrorOut
 from runs.model_configs import slug_taken_by_other
 from tasks_app.models import Suite, Task, TaskSource
+from tasks_app.run_uploads import run_import_upload
 from tasks_app.services import tasks_import
 from tasks_app.spec import SpecProblem, TaskSpecError, load_task_dir
 from tasks_app.swebench.importer import swebench_import
@@ -236,6 +238,28 @@ class ResultsImportIn(Schema):
     ignore_unknown: bool = False
 
 
+class RunImportIn(Schema):
+    suite: SuiteName
+    model: ModelName
+    dry_run: bool = Field(False, description="read and check everything, store nothing")
+    skip_bad: bool = Field(False, description="leave bad files out (listed) instead of failing")
+
+
+class RunImportOut(Schema):
+    run: str = Field(description="the run's public id; empty for a dry run")
+    suite: str
+    model: str
+    dry_run: bool
+    plan: list[str] = Field(description="what the folder holds, format by format")
+    suite_size: int
+    resolved: int
+    counts: dict[str, int] = Field(description="attempts by outcome: resolved, a reason, ...")
+    added: int
+    updated: int
+    unchanged: int
+    skipped: list[str] = Field(description="bad files left out (skip_bad)")
+
+
 class PredictionsReportOut(Schema):
     run: str
     suite: str
@@ -386,3 +410,57 @@ def results_import_endpoint(
         "ignored_unknown": report.ignored_unknown,
         "skipped_files": report.skipped_files,
     }
+
+
+@router.post(
+    "/imports/run",
+    response={200: RunImportOut, **IMPORT_ERRORS},
+    auth=AUTHENTICATED,
+    throttle=write_throttle,
+    summary="Import a run folder (trajectories, reports, predictions, Inspect logs)",
+    description=(
+        "Multipart field `file`: a .zip, .tar, .tar.gz or .tgz of the run's folder (or one "
+        ".eval, .json, .jsonl or .traj file). The same import as `ab import-run`: the plan "
+        "first, then one published run of `model` on `suite` (created or extended from an "
+        "instances.jsonl in the folder). The unpacked upload is removed afterwards: "
+        "trajectories and reports are copied into the attempts' artifact folders."
+    ),
+)
+def run_import_endpoint(request: HttpRequest, payload: Form[RunImportIn], file: File[UploadedFile]):
+    _check_external_name(payload.model)
+    report = run_import_upload(
+        upload=file,
+        suite_name=payload.suite,
+        model_name=payload.model,
+        dry_run=payload.dry_run,
+        skip_bad=payload.skip_bad,
+        created_by=request.user,
+    )
+    name = Path(file.name or "upload").name
+    if not payload.dry_run:
+        audit_event_record(
+            actor=request.user,
+            action=RUN_IMPORT,
+            objects=[report.run_id],
+            object_type="runs.run",
+            request=request,
+            details={"file": name, "suite": payload.suite, "summary": report.summary()},
+        )
+    return {
+        "run": report.run_id,
+        "suite": report.suite,
+        "model": report.model,
+        "dry_run": report.dry_run,
+        "plan": report.plan,
+        "suite_size": report.suite_size,
+        "resolved": report.resolved,
+        "counts": report.counts,
+        "added": report.added,
+        "updated": report.updated,
+        "unchanged": report.unchanged,
+        "skipped": report.skipped,
+    }
+
+
+# Not an AuditAction choice (a new choice would need a migration of the accounts app).
+RUN_IMPORT = "run.import"

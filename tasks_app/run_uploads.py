@@ -1,0 +1,64 @@
+"""An uploaded run folder (an archive, or one log/trajectory file) imported like ``ab import-run``.
+
+Shared by ``POST /api/imports/run`` and the admin page. The upload is unpacked with
+``tasks_app.uploads`` (its limits and refusals) into a folder of its own under
+``API_UPLOADS_ROOT`` and removed afterwards: the import copies what it keeps (trajectories,
+reports) into the attempts' artifact folders.
+"""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from pathlib import Path
+
+from django.conf import settings
+from django.core.files.uploadedfile import UploadedFile
+
+from tasks_app.swebench.errors import SwebenchInputError
+from tasks_app.swebench.run_import import RunImportReport, run_folder_import
+from tasks_app.uploads import check_upload_size, unpack_upload
+
+# Files a run import takes as they are (not archives).
+RUN_FILE_SUFFIXES = (".eval", ".json", ".jsonl", ".traj")
+
+
+def run_import_upload(
+    *,
+    upload: UploadedFile,
+    suite_name: str,
+    model_name: str,
+    dry_run: bool = False,
+    skip_bad: bool = False,
+    created_by=None,
+) -> RunImportReport:
+    """Unpack ``upload`` and import it; errors name files as they are inside the upload.
+
+    Raises ``SwebenchInputError`` (bad content) or ``ApiInputError`` (a bad archive).
+    """
+    target = Path(settings.API_UPLOADS_ROOT) / "runs" / uuid.uuid4().hex
+    name = Path(upload.name or "upload").name
+    try:
+        if name.lower().endswith(RUN_FILE_SUFFIXES):
+            check_upload_size(upload)  # type: ignore[arg-type]
+            target.mkdir(parents=True)
+            with open(target / name, "wb") as out:
+                for chunk in upload.chunks():
+                    out.write(chunk)
+        else:
+            unpack_upload(upload, target)  # type: ignore[arg-type]
+        try:
+            report = run_folder_import(
+                path=target,
+                suite_name=suite_name,
+                model_name=model_name,
+                dry_run=dry_run,
+                skip_bad=skip_bad,
+                created_by=created_by,
+            )
+        except SwebenchInputError as exc:
+            raise SwebenchInputError(exc.problems, name) from None
+    finally:
+        shutil.rmtree(target, ignore_errors=True)
+    report.plan = [line.replace(str(target), name) for line in report.plan]
+    return report
