@@ -144,3 +144,45 @@ def test_imports_need_a_token(client, db):
     for path in ("/api/imports/swebench", "/api/imports/predictions", "/api/imports/results"):
         response = client.post(path, {"suite": "x", "model": "m", "file": upload("a.jsonl", b"")})
         assert response.status_code == 401
+
+
+def test_it_imports_a_run_folder_archive_with_its_plan(client, auth, settings, tmp_path):
+    from tests.test_run_import import MINI
+    from tests.test_swebench_admin import zip_of
+
+    settings.API_UPLOADS_ROOT = tmp_path / "uploads"
+    settings.ARTIFACTS_ROOT = tmp_path / "artifacts"
+    settings.STORAGES = settings.STORAGES | {
+        "artifacts": {
+            "BACKEND": "django.core.files.storage.FileSystemStorage",
+            "OPTIONS": {"location": str(tmp_path / "artifacts")},
+        }
+    }
+    content = zip_of(MINI)
+    form = {"suite": "verified-mini", "model": "mini-swe-agent"}
+    dry = client.post(
+        "/api/imports/run", {**form, "dry_run": "true", "file": upload("run.zip", content)}, **auth
+    )
+    assert dry.status_code == 200, dry.content
+    assert dry.json()["run"] == "" and not Run.objects.exists()
+    assert "20 with a trajectory" in dry.json()["plan"][0]
+
+    response = client.post("/api/imports/run", {**form, "file": upload("run.zip", content)}, **auth)
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert (body["resolved"], body["suite_size"], body["added"]) == (11, 20, 20)
+    assert body["plan"][0].startswith("run.zip: 20 instance(s)")
+    run = Run.objects.get(public_id=body["run"])
+    (row,) = leaderboard_rows(suite=run.suite)
+    assert (row.resolved, row.denominator) == (11, 20)
+    (event,) = AuditEvent.objects.filter(action="run.import")
+    assert event.object_ids == [body["run"]]
+
+    again = client.post("/api/imports/run", {**form, "file": upload("run.zip", content)}, **auth)
+    assert (again.json()["added"], again.json()["unchanged"]) == (0, 20)
+
+    bad = client.post(
+        "/api/imports/run", {**form, "file": upload("notes.json", b'{"a": [1, 2,]}')}, **auth
+    )
+    assert bad.status_code == 400
+    assert "notes.json" in bad.content.decode() and "trailing comma" in bad.content.decode()

@@ -115,3 +115,43 @@ def test_the_suite_changelist_links_the_upload_pages(client, alice):
     body = client.get("/admin/tasks_app/suite/").content.decode()
     assert 'href="/admin/swebench/dataset/"' in body
     assert 'href="/admin/swebench/results/"' in body
+
+
+def zip_of(folder) -> bytes:
+    import io
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(folder.rglob("*")):
+            if path.is_file():
+                archive.write(path, path.relative_to(folder).as_posix())
+    return buffer.getvalue()
+
+
+def test_a_run_folder_upload_shows_the_plan_and_its_run(client, alice, settings, tmp_path):
+    from tests.test_run_import import MINI
+
+    settings.API_UPLOADS_ROOT = tmp_path / "uploads"
+    settings.STORAGES = settings.STORAGES | {
+        "artifacts": {
+            "BACKEND": "django.core.files.storage.FileSystemStorage",
+            "OPTIONS": {"location": str(tmp_path / "artifacts")},
+        }
+    }
+    settings.ARTIFACTS_ROOT = tmp_path / "artifacts"
+    client.force_login(alice)
+    body = client.post(
+        "/admin/swebench/run/",
+        {
+            "file": SimpleUploadedFile("mini.zip", zip_of(MINI)),
+            "suite": "verified-mini",
+            "model": "mini <b>agent</b>",
+        },
+    ).content.decode()
+    assert "20 instance(s), 20 with a trajectory, 20 with a report" in body
+    assert "11/20 resolved" in body
+    assert "mini &lt;b&gt;agent&lt;/b&gt;" in body and "<b>agent</b>" not in body
+    assert Run.objects.get().config_snapshot["kind"] == "run_folder"
+    # The unpacked upload is gone: what is kept was copied into the artifacts.
+    assert not any((tmp_path / "uploads" / "runs").iterdir())

@@ -1,0 +1,301 @@
+"""ab import-run: run folders (trajectories, reports, legacy reports, Inspect logs) become runs.
+
+Real files: the mini-swe-agent run in examples/swebench/mini_swe_agent_run (20 Verified
+instances, 11 resolved) and a real Inspect .eval log; the legacy v1 report and SWE-agent .traj
+files are written from their documented shapes (examples/imports/SOURCE.md).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from django.core.files.storage import storages
+
+from runs.leaderboard import leaderboard_rows
+from runs.models import Attempt, AttemptStatus, Run
+from runs.taxonomy import Reason, from_exit_status
+from tasks_app.models import Suite
+from tasks_app.swebench.errors import SwebenchInputError
+from tasks_app.swebench.importer import swebench_import
+from tasks_app.swebench.inspect_log import read_member, sample_members
+from tasks_app.swebench.results import results_import
+from tasks_app.swebench.run_import import run_folder_import
+from tests.conftest import REPO_ROOT
+from tests.swebench_fixtures import LITE_DEV, ab
+
+MINI = REPO_ROOT / "examples" / "swebench" / "mini_swe_agent_run"
+IMPORTS = REPO_ROOT / "examples" / "imports"
+LEGACY = IMPORTS / "legacy_v1"
+INSPECT_LOG = IMPORTS / "inspect" / "swe-mini.eval"
+MODEL = "mini-swe-agent + Gemini 3 Pro"
+
+
+@pytest.fixture(autouse=True)
+def artifacts(settings, tmp_path) -> Path:
+    """Each test's artifacts storage of its own."""
+    root = tmp_path / "artifacts"
+    settings.ARTIFACTS_ROOT = root
+    settings.STORAGES = settings.STORAGES | {
+        "artifacts": {
+            "BACKEND": "django.core.files.storage.FileSystemStorage",
+            "OPTIONS": {"location": str(root)},
+        }
+    }
+    return root
+
+
+def traj_path(root: Path, instance_id: str) -> Path:
+    return root / "trajs" / instance_id / f"{instance_id}.traj.json"
+
+
+@pytest.fixture
+def run_copy(tmp_path) -> Path:
+    """A writable copy of the mini-swe-agent run."""
+    return Path(shutil.copytree(MINI, tmp_path / "run"))
+
+
+def attempts(suite: str, model: str = MODEL) -> dict[str, Attempt]:
+    return {
+        a.task.task_id: a
+        for a in Attempt.objects.filter(suite__name=suite, model_config__name=model).select_related(
+            "task"
+        )
+    }
+
+
+def read_artifact(attempt: Attempt, name: str) -> bytes:
+    with storages["artifacts"].open(f"{attempt.artifacts_dir}/{name}", "rb") as handle:
+        return handle.read()
+
+
+@pytest.mark.django_db
+def test_the_mini_swe_agent_run_reaches_the_leaderboard_with_trajectories(run_copy):
+    report = run_folder_import(path=run_copy, suite_name="verified-mini", model_name=MODEL)
+
+    # instances.jsonl in the folder created the suite.
+    assert report.suite_created and report.tasks_added == 20
+    (row,) = leaderboard_rows(suite=Suite.objects.get(name="verified-mini"))
+    assert (row.resolved, row.denominator, row.is_published) == (11, 20, True)
+    assert row.mean_cost_usd and row.mean_cost_usd > 0.2 and row.mean_tokens
+    by_id = attempts("verified-mini")
+    assert len(by_id) == 20
+    for instance_id, attempt in by_id.items():
+        source = traj_path(MINI, instance_id)
+        data = json.loads(source.read_bytes())
+        # Stored byte for byte, under the viewer's name; the patch is the submission.
+        assert read_artifact(attempt, "trajectory.traj.json") == source.read_bytes()
+        assert (
+            read_artifact(attempt, "report.json")
+            == (MINI / "logs" / instance_id / "report.json").read_bytes()
+        )
+        assert attempt.final_patch == data["info"]["submission"]
+        stats = data["info"]["model_stats"]
+        assert float(attempt.cost_usd) == pytest.approx(stats["instance_cost"], abs=1e-6)
+        assert attempt.steps == data["info"]["model_stats"]["api_calls"]
+        report_json = json.loads((MINI / "logs" / instance_id / "report.json").read_bytes())
+        assert attempt.resolved is report_json["resolved"]
+        if not attempt.resolved:
+            assert attempt.failure_reason_id == Reason.TESTS_FAILED and not attempt.is_infra
+
+
+@pytest.mark.django_db
+def test_a_second_import_changes_nothing_and_a_changed_file_updates_its_attempt(run_copy):
+    first = run_folder_import(path=run_copy, suite_name="verified-mini", model_name=MODEL)
+    before = {a.task.task_id: (a.pk, a.public_id) for a in attempts("verified-mini").values()}
+
+    again = run_folder_import(path=run_copy, suite_name="verified-mini", model_name=MODEL)
+    assert (again.run_id, again.added, again.updated, again.unchanged) == (first.run_id, 0, 0, 20)
+    assert again.summary().startswith("unchanged")
+    assert Run.objects.count() == 1 and Attempt.objects.count() == 20
+
+    # One report now says unresolved, one trajectory gained a note: those two attempts change.
+    report_file = run_copy / "logs" / "psf__requests-1142" / "report.json"
+    report_data = json.loads(report_file.read_text())
+    report_data["resolved"] = False
+    report_file.write_text(json.dumps(report_data))
+    traj_file = traj_path(run_copy, "django__django-10097")
+    traj = json.loads(traj_file.read_text())
+    traj["info"]["model_stats"]["instance_cost"] = 9.5
+    traj_file.write_text(json.dumps(traj))
+
+    changed = run_folder_import(path=run_copy, suite_name="verified-mini", model_name=MODEL)
+    assert (changed.run_id, changed.added, changed.updated, changed.unchanged) == (
+        first.run_id,
+        0,
+        2,
+        18,
+    )
+    after = attempts("verified-mini")
+    assert {k: (a.pk, a.public_id) for k, a in after.items()} == before
+    assert not after["psf__requests-1142"].resolved
+    assert float(after["django__django-10097"].cost_usd) == 9.5
+    assert read_artifact(after["django__django-10097"], "trajectory.traj.json") == (
+        traj_file.read_bytes()
+    )
+    (row,) = leaderboard_rows(suite=Suite.objects.get(name="verified-mini"))
+    assert (row.resolved, row.denominator) == (10, 20)
+
+
+@pytest.mark.django_db
+def test_a_corrupt_trajectory_names_the_file_and_imports_nothing(run_copy):
+    bad = traj_path(run_copy, "django__django-13417")  # in the middle of the folder
+    text = bad.read_text()
+    # A trailing comma before the last closing brace.
+    bad.write_text(text.rstrip()[:-1].rstrip() + ",\n}")
+
+    with pytest.raises(SwebenchInputError) as caught:
+        run_folder_import(path=run_copy, suite_name="verified-mini", model_name=MODEL)
+
+    message = str(caught.value)
+    assert "trajs/django__django-13417/django__django-13417.traj.json" in message
+    assert "line" in message and "column" in message and "trailing comma" in message
+    assert not Run.objects.exists() and not Attempt.objects.exists()
+    assert not Suite.objects.filter(name="verified-mini").exists()
+    assert not storages["artifacts"].exists("imports")
+
+    report = run_folder_import(
+        path=run_copy, suite_name="verified-mini", model_name=MODEL, skip_bad=True
+    )
+    assert len(report.skipped) == 1 and "django__django-13417.traj.json" in report.skipped[0]
+    by_id = attempts("verified-mini")
+    assert len(by_id) == 20 and report.resolved == 11
+    # Its report still came in; only the trajectory was left out.
+    skipped = by_id["django__django-13417"]
+    assert skipped.final_patch == "" and not storages["artifacts"].exists(
+        f"{skipped.artifacts_dir}/trajectory.traj.json"
+    )
+
+
+@pytest.mark.django_db
+def test_a_dry_run_says_what_it_found_and_stores_nothing():
+    report = run_folder_import(
+        path=MINI, suite_name="verified-mini", model_name=MODEL, dry_run=True
+    )
+    plan = "\n".join(report.plan)
+    assert "20 instance(s), 20 with a trajectory, 20 with a report" in plan
+    assert "mini-swe-agent trajectory: 20 file(s)" in plan
+    assert "suite verified-mini: would be created with 20 task(s)" in plan
+    assert report.counts == {"resolved": 11, "TESTS_FAILED": 9}
+    assert not Suite.objects.exists() and not Run.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_file_of_no_known_format_is_named_with_the_formats_tried(tmp_path):
+    swebench_import(source=LITE_DEV, suite_name="lite-dev")
+    (tmp_path / "notes.json").write_text('{"hello": "world"}')
+    with pytest.raises(SwebenchInputError) as caught:
+        run_folder_import(path=tmp_path, suite_name="lite-dev", model_name="m")
+    message = str(caught.value)
+    assert "notes.json" in message and "formats tried" in message
+    assert "legacy v1 report" in message and "Inspect AI log (.eval)" in message
+
+
+@pytest.fixture
+def lite(db) -> str:
+    swebench_import(source=LITE_DEV, suite_name="lite-dev")
+    return "lite-dev"
+
+
+def test_a_legacy_v1_report_is_rated_resolved_over_the_suite(lite):
+    report = run_folder_import(path=LEGACY, suite_name=lite, model_name="autocoderover-v1")
+
+    assert report.counts == {
+        "resolved": 5,
+        "TESTS_FAILED": 10,  # 8 applied and unresolved, 2 no_generation
+        "TOOL_ERROR": 1,  # no_apply
+        "SETUP_FAILED": 1,  # install_fail
+        "GIT_CHECKOUT_FAILED": 1,  # reset_failed
+        "SANDBOX_ERROR": 1,  # test_errored
+        "TIMEOUT": 1,  # test_timeout
+        "missing": 3,  # generated but never evaluated, and 2 ids in no list
+    }
+    (row,) = leaderboard_rows(suite=Suite.objects.get(name=lite))
+    # The published figure: resolved / suite size, infrastructure outcomes included.
+    assert (row.resolved, row.denominator) == (5, 23)
+    assert row.rate == pytest.approx(5 / 23)
+    by_id = attempts(lite, "autocoderover-v1")
+    install = next(a for a in by_id.values() if a.failure_reason_id == "SETUP_FAILED")
+    assert install.is_infra and install.failure_stage == "setup"
+    timeout = next(a for a in by_id.values() if a.failure_reason_id == "TIMEOUT")
+    assert timeout.is_infra and timeout.is_timeout
+    no_apply = next(a for a in by_id.values() if a.failure_reason_id == "TOOL_ERROR")
+    assert not no_apply.is_infra and "[patch-apply-failed]" in no_apply.error_text
+
+
+def test_import_results_reads_a_legacy_report_too(lite):
+    report = results_import(
+        source=LEGACY / "new_eval_results" / "report.json", suite_name=lite, model_name="acr"
+    )
+    assert (report.resolved, report.suite_size) == (5, 23)
+
+
+def test_swe_agent_trajectories_keep_their_patch_and_exit_status(lite):
+    report = run_folder_import(path=IMPORTS / "swe_agent", suite_name=lite, model_name="swe-agent")
+    by_id = attempts(lite, "swe-agent")
+    submitted = by_id["marshmallow-code__marshmallow-1359"]
+    # A patch with no evaluation waits for one, outside every queue.
+    assert submitted.status == AttemptStatus.NOT_EVALUATED
+    assert submitted.final_patch.startswith("diff --git a/src/marshmallow/fields.py")
+    assert (submitted.tokens_in, submitted.tokens_out, submitted.steps) == (40210, 812, 3)
+    assert (
+        read_artifact(submitted, "trajectory.traj")
+        == (IMPORTS / "swe_agent" / "marshmallow-code__marshmallow-1359.traj").read_bytes()
+    )
+    limited = by_id["marshmallow-code__marshmallow-1343"]
+    assert limited.failure_reason_id == "AGENT_GAVE_UP" and not limited.is_infra
+    assert "exit_cost" in limited.error_text
+    assert report.counts["not_evaluated"] == 1 and report.counts["missing"] == 21
+    (row,) = leaderboard_rows(suite=Suite.objects.get(name=lite))
+    assert row.not_evaluated == 1
+
+
+@pytest.mark.django_db
+def test_an_inspect_log_gives_one_attempt_per_sample_scored_by_its_scorer():
+    swebench_import(source=MINI / "instances.jsonl", suite_name="verified-mini")
+    report = run_folder_import(path=INSPECT_LOG, suite_name="verified-mini", model_name="insp")
+    assert report.counts == {"resolved": 1, "TESTS_FAILED": 2, "missing": 17}
+    by_id = attempts("verified-mini", "insp")
+    resolved = by_id["psf__requests-1142"]
+    assert resolved.resolved and resolved.final_patch.startswith("diff --git a/x.py")
+    assert (resolved.tokens_in, resolved.tokens_out, resolved.steps) == (1200, 300, 1)
+    member = next(m for m in sample_members(INSPECT_LOG) if "psf__requests-1142" in m.filename)
+    # The sample object, decompressed, byte for byte.
+    assert read_artifact(resolved, "trajectory.inspect.json") == read_member(
+        INSPECT_LOG, member, 10**7
+    )
+
+
+def test_exit_statuses_map_onto_our_reasons():
+    assert from_exit_status("Submitted") is None
+    assert from_exit_status("submitted") is None
+    assert from_exit_status("LimitsExceeded").reason is Reason.AGENT_GAVE_UP
+    assert from_exit_status("FormatError").reason is Reason.TOOL_ERROR
+    assert from_exit_status("submitted (exit_cost)").reason is Reason.AGENT_GAVE_UP
+    assert from_exit_status("exit_total_execution_time").reason is Reason.TIMEOUT
+    assert from_exit_status("RateLimitError").reason is Reason.LLM_ERROR
+    assert from_exit_status("limit:message").reason is Reason.AGENT_GAVE_UP
+    assert from_exit_status("SomethingNew").reason is Reason.UNKNOWN
+
+
+def test_ab_import_run_imports_the_sample_with_one_command(tmp_path):
+    var = tmp_path / "var"
+    args = ("import-run", str(MINI), "--suite", "verified-mini", "--model", MODEL)
+    dry = ab(*args, "--dry-run", var_dir=var)
+    assert dry.returncode == 0, dry.stderr
+    assert "20 with a trajectory" in dry.stdout and "nothing stored" in dry.stdout
+
+    first = ab(*args, var_dir=var)
+    assert first.returncode == 0, first.stderr
+    assert "11/20 resolved (55.0%)" in first.stdout
+    # The plan comes before the import's result.
+    assert first.stdout.index("20 with a trajectory") < first.stdout.index("11/20 resolved")
+    assert "reading" in first.stderr and "copying" in first.stderr
+
+    second = ab(*args, var_dir=var)
+    assert second.returncode == 0 and "unchanged: run" in second.stdout
+
+    bad = ab("import-run", str(tmp_path / "nope"), "--suite", "s", "--model", "m", var_dir=var)
+    assert bad.returncode != 0 and "nope" in bad.stdout + bad.stderr
