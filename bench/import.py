@@ -1,12 +1,19 @@
-"""Times SWE-bench imports: a 500-instance dataset file, then results of 25 models on it.
+"""Times SWE-bench imports: a run folder of 500 trajectories, a 500-instance dataset file,
+then results of 25 models on it.
 
-    python bench/import.py [--instances 500] [--models 25]
+    python bench/import.py [--trajectories 500] [--traj-kb 200] [--instances 500] [--models 25]
 
 Runs on a fresh SQLite database in a temporary folder (or DATABASE_URL when set). The
 instances are generated from the shape of the real rows in examples/swebench/lite_dev.jsonl
 (same fields, sizes and test lists; new instance ids). Targets: instances <= 3 s, the 25
 result sets <= 5 s. Each figure is wall time and this process's CPU time: on a shared, busy
 machine the wall time includes waiting for a core, the CPU time does not.
+
+The run folder (``ab import-run``) is generated from the real mini-swe-agent run in
+examples/swebench/mini_swe_agent_run: each instance gets that run's trajectory shape, its
+messages repeated up to ``--traj-kb`` KB, and a real report.json. Targets: 500 trajectories
+of 200 KB in <= 30 s with the process's peak memory (max RSS, Django and all) <= 300 MB; it
+runs first so that peak is the import's.
 """
 
 from __future__ import annotations
@@ -22,6 +29,46 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "examples" / "swebench" / "lite_dev.jsonl"
+MINI = ROOT / "examples" / "swebench" / "mini_swe_agent_run"
+
+
+def generate_run_folder(folder: Path, count: int, traj_kb: int) -> tuple[list[dict], int]:
+    """A run folder of ``count`` trajectories of about ``traj_kb`` KB, reports and dataset."""
+    real = sorted((MINI / "trajs").glob("*/*.traj.json"))
+    template = json.loads(real[0].read_text())
+    report = (MINI / "logs" / real[0].parent.name / "report.json").read_text()
+    unresolved = report.replace('"resolved": true', '"resolved": false')
+    rows = generate_instances(count)
+    messages = template["messages"]
+    total = 0
+    for index, row in enumerate(rows):
+        instance_id = row["instance_id"]
+        traj = dict(template, instance_id=instance_id)
+        traj["messages"] = []
+        size = 0
+        while size < traj_kb * 1024:
+            message = messages[len(traj["messages"]) % len(messages)]
+            traj["messages"].append(message)
+            size += len(json.dumps(message))
+        traj["info"] = dict(
+            template["info"], submission=f"diff --git a/f{index}.py b/f{index}.py\n"
+        )
+        path = folder / "trajs" / instance_id / f"{instance_id}.traj.json"
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps(traj))
+        total += path.stat().st_size
+        logs = folder / "logs" / instance_id
+        logs.mkdir(parents=True)
+        (logs / "report.json").write_text(report if index % 2 == 0 else unresolved)
+    (folder / "instances.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return rows, total
+
+
+def max_rss_mb() -> float:
+    import resource
+
+    # Linux reports kilobytes.
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def generate_instances(count: int) -> list[dict]:
@@ -83,6 +130,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--instances", type=int, default=500)
     parser.add_argument("--models", type=int, default=25)
+    parser.add_argument("--trajectories", type=int, default=500)
+    parser.add_argument("--traj-kb", type=int, default=200)
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="ab-bench-import-"))
@@ -95,6 +144,19 @@ def main() -> int:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0, interactive=False)
+    from tasks_app.swebench.run_import import run_folder_import
+
+    folder = work / "run-folder"
+    _, folder_bytes = generate_run_folder(folder, args.trajectories, args.traj_kb)
+    rss_before = max_rss_mb()
+    with Timer() as run_first:
+        imported = run_folder_import(path=folder, suite_name="bench-run", model_name="bench-agent")
+    rss_after = max_rss_mb()
+    assert imported.added == args.trajectories, imported.summary()
+    with Timer() as run_again:
+        again_run = run_folder_import(path=folder, suite_name="bench-run", model_name="bench-agent")
+    assert again_run.added == again_run.updated == 0, again_run.summary()
+
     from tasks_app.models import Task
     from tasks_app.swebench.importer import swebench_import
     from tasks_app.swebench.results import results_import
@@ -130,13 +192,23 @@ def main() -> int:
     from runs.models import Attempt
 
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    print(f"dataset: {args.instances} instances, {size_mb:.1f} MB JSONL; load average {load}")
+    print(
+        f"run folder: {args.trajectories} trajectories, {folder_bytes / 1e6:.0f} MB "
+        f"(+ reports, dataset); load average {load}"
+    )
+    print(f"import-run (new):              {run_first}   (target <= 30 s)")
+    print(f"import-run again (no-op):      {run_again}")
+    print(
+        f"peak memory (max RSS):         {rss_after:6.0f} MB   (target <= 300 MB; "
+        f"{rss_before:.0f} MB before the import)"
+    )
+    print(f"dataset: {args.instances} instances, {size_mb:.1f} MB JSONL")
     print(f"import instances (new):        {first}   (target <= 3 s)")
     print(f"re-import instances (no-op):   {second}")
     print(f"import results, {args.models} models:   {results}   (target <= 5 s)")
     print(f"re-import results (no-op):     {results_again}")
     print(f"stored: {Task.objects.count()} tasks, {Attempt.objects.count()} attempts")
-    ok = first.wall <= 3 and results.wall <= 5
+    ok = first.wall <= 3 and results.wall <= 5 and run_first.wall <= 30 and rss_after <= 300
     print("targets met (wall time)" if ok else "TARGETS MISSED (wall time; see CPU on a busy host)")
     return 0 if ok else 1
 
