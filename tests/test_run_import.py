@@ -299,3 +299,38 @@ def test_ab_import_run_imports_the_sample_with_one_command(tmp_path):
 
     bad = ab("import-run", str(tmp_path / "nope"), "--suite", "s", "--model", "m", var_dir=var)
     assert bad.returncode != 0 and "nope" in bad.stdout + bad.stderr
+
+
+@pytest.mark.django_db
+def test_the_agents_exit_status_explains_an_unresolved_instance_on_the_taxonomy(run_copy):
+    from runs.compare import compare_models
+    from runs.taxonomy_report import taxonomy_breakdown
+
+    unresolved = [i for i in sorted(p.name for p in (run_copy / "logs").iterdir())]
+    unresolved = [
+        i
+        for i in unresolved
+        if not json.loads((run_copy / "logs" / i / "report.json").read_text())["resolved"]
+    ]
+    for instance_id, status in zip(unresolved, ("LimitsExceeded", "RateLimitError"), strict=False):
+        path = traj_path(run_copy, instance_id)
+        data = json.loads(path.read_text())
+        data["info"]["exit_status"] = status
+        path.write_text(json.dumps(data))
+
+    run_folder_import(path=run_copy, suite_name="verified-mini", model_name=MODEL)
+
+    by_id = attempts("verified-mini")
+    gave_up, api = by_id[unresolved[0]], by_id[unresolved[1]]
+    assert (gave_up.failure_reason_id, gave_up.is_infra) == ("AGENT_GAVE_UP", False)
+    assert "LimitsExceeded" in gave_up.error_text and gave_up.failure_stage == "agent_run"
+    assert (api.failure_reason_id, api.is_infra) == ("LLM_ERROR", True)
+    suite = Suite.objects.get(name="verified-mini")
+    (model,) = taxonomy_breakdown(suite=suite).models
+    assert model.resolved == 11
+    assert model.counts == {"AGENT_GAVE_UP": 1, "LLM_ERROR": 1, "TESTS_FAILED": 7}
+    # Published: still rated over the suite, the API failure in the denominator.
+    (row,) = leaderboard_rows(suite=suite)
+    assert (row.resolved, row.denominator) == (11, 20)
+    comparison = compare_models(suite=suite, models=[model.model])
+    assert len(comparison.rows) == 20
