@@ -1,0 +1,44 @@
+# ruff: noqa: F811  (fixtures imported from the browser pages' tests)
+"""An imported run in a real browser: from the leaderboard to an attempt's patch and files."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from runs.models import Attempt
+from tasks_app.swebench.run_import import run_folder_import
+from tests.pages_fixtures import artifacts_root  # noqa: F401
+from tests.test_browser_pages import browser, failure_reasons, page, shot  # noqa: F401
+from tests.test_run_import import MINI
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+INSTANCE = "django__django-14155"
+
+
+def test_it_opens_an_imported_attempt_from_the_leaderboard(page, live_server, artifacts_root):
+    run_folder_import(path=MINI, suite_name="verified-mini", model_name="mini-swe-agent")
+    attempt = Attempt.objects.get(task__task_id=INSTANCE)
+    submission = json.loads((MINI / "trajs" / INSTANCE / f"{INSTANCE}.traj.json").read_text())[
+        "info"
+    ]["submission"]
+    first_file = submission.split("\n", 1)[0].split(" b/")[-1]
+
+    page.goto(f"{live_server.url}/suites/verified-mini/leaderboard/")
+    assert "mini-swe-agent" in page.inner_text("body")
+    assert "55.0" in page.inner_text("body")  # 11 / 20
+    page.goto(f"{live_server.url}{attempt.get_absolute_url()}")
+    body = page.inner_text("body")
+    assert INSTANCE in body and "Gold patch" in body
+    assert first_file in page.inner_text("#patch")
+    files = page.inner_text("#artifacts")
+    assert "trajectory.traj.json" in files and "report.json" in files
+    shot(page, "imported-attempt")
+    href = page.get_attribute("#artifacts a:text-is('report.json')", "href")
+    response = page.request.get(f"{live_server.url}{href}")
+    assert response.status == 200
+    assert json.loads(response.body()) == json.loads(
+        (MINI / "logs" / INSTANCE / "report.json").read_text()
+    )
