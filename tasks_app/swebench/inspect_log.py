@@ -14,7 +14,7 @@ import io
 import struct
 import zipfile
 from pathlib import Path
-from typing import IO
+from typing import IO, cast
 
 ZIP_ZSTANDARD = 93
 SAMPLES_PREFIX = "samples/"
@@ -63,7 +63,7 @@ def open_member(path: Path, info: zipfile.ZipInfo) -> IO[bytes]:
     if info.compress_type != ZIP_ZSTANDARD:
         archive = zipfile.ZipFile(path)
         try:
-            return _Closing(archive.open(info), archive)
+            return cast(IO[bytes], _Closing(archive.open(info), archive))
         except (zipfile.BadZipFile, NotImplementedError, OSError) as exc:
             archive.close()
             raise EvalLogError(f"cannot read {info.filename}: {exc}") from None
@@ -77,9 +77,9 @@ def open_member(path: Path, info: zipfile.ZipInfo) -> IO[bytes]:
             raise EvalLogError(f"{info.filename}: bad local header")
         name_length, extra_length = fields[-2], fields[-1]
         raw.seek(info.header_offset + _LOCAL_HEADER.size + name_length + extra_length)
-        compressed = _Bounded(raw, info.compress_size)
+        compressed = cast(IO[bytes], _Bounded(raw, info.compress_size))
         reader = zstandard.ZstdDecompressor().stream_reader(compressed, read_across_frames=True)
-        return _Closing(reader, raw)
+        return cast(IO[bytes], _Closing(reader, raw))
     except (OSError, struct.error) as exc:
         raw.close()
         raise EvalLogError(f"cannot read {info.filename}: {exc}") from None

@@ -283,7 +283,7 @@ class _Reader:
         if not isinstance(data, dict):
             self._bad(relative, Problem(relative, "metadata.yaml must be a mapping"))
             return
-        info = data.get("info") if isinstance(data.get("info"), dict) else {}
+        info = data["info"] if isinstance(data.get("info"), dict) else {}
         for key in ("name", "date", "oss", "verified"):
             value = info.get(key, data.get(key))
             if isinstance(value, str | bool | int):

@@ -66,6 +66,14 @@ def _number(value: Any) -> float:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
 
 
+def _dict(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list:
+    return value if isinstance(value, list) else []
+
+
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
@@ -78,8 +86,8 @@ def read_mini_swe_agent(data: Any, where: str, instance_id: str) -> TrajectoryFa
     if not (isinstance(fmt, str) and fmt.startswith("mini-swe-agent")):
         raise NotThisFormat(where, f"trajectory_format must be mini-swe-agent-1, got {fmt!r}")
     info = data["info"]
-    stats = info.get("model_stats") if isinstance(info.get("model_stats"), dict) else {}
-    messages = data.get("messages") if isinstance(data.get("messages"), list) else []
+    stats = _dict(info.get("model_stats"))
+    messages = _list(data.get("messages"))
     assistant = [m for m in messages if isinstance(m, dict) and m.get("role") == "assistant"]
     tokens_in = tokens_out = 0
     for message in assistant:
@@ -116,7 +124,7 @@ def read_swe_agent(data: Any, where: str, instance_id: str) -> TrajectoryFacts:
     ):
         raise NotThisFormat(where, "a SWE-agent .traj needs an object with 'trajectory' and 'info'")
     info = data["info"]
-    stats = info.get("model_stats") if isinstance(info.get("model_stats"), dict) else {}
+    stats = _dict(info.get("model_stats"))
     steps = data["trajectory"]
     return TrajectoryFacts(
         format=TrajFormat.SWE_AGENT,
@@ -141,7 +149,7 @@ def read_inspect_sample(data: Any, where: str) -> TrajectoryFacts:
     """Facts of one Inspect AI sample; ``NotThisFormat`` when it is not one."""
     if not (isinstance(data, dict) and "id" in data and isinstance(data.get("messages"), list)):
         raise NotThisFormat(where, "an Inspect sample needs 'id' and 'messages'")
-    scores = data.get("scores") if isinstance(data.get("scores"), dict) else {}
+    scores = _dict(data.get("scores"))
     resolved: bool | None = None
     patch: str | None = None
     for score in scores.values():
@@ -150,18 +158,18 @@ def read_inspect_sample(data: Any, where: str) -> TrajectoryFacts:
         verdict = _verdict(score.get("value"))
         if verdict is not None:
             resolved = verdict if resolved is None else resolved and verdict
-        metadata = score.get("metadata") if isinstance(score.get("metadata"), dict) else {}
+        metadata = _dict(score.get("metadata"))
         patch = patch or _text(metadata.get("model_patch"))
     tokens_in = tokens_out = 0
-    usage = data.get("model_usage") if isinstance(data.get("model_usage"), dict) else {}
+    usage = _dict(data.get("model_usage"))
     for per_model in usage.values():
         if isinstance(per_model, dict):
             tokens_in += int(_number(per_model.get("input_tokens")))
             tokens_out += int(_number(per_model.get("output_tokens")))
     messages = [m for m in data["messages"] if isinstance(m, dict)]
     assistant = [m for m in messages if m.get("role") == "assistant"]
-    limit = data.get("limit") if isinstance(data.get("limit"), dict) else {}
-    error = data.get("error") if isinstance(data.get("error"), dict) else {}
+    limit = _dict(data.get("limit"))
+    error = _dict(data.get("error"))
     epoch = data.get("epoch")
     return TrajectoryFacts(
         format=TrajFormat.INSPECT,
