@@ -334,3 +334,39 @@ def test_the_agents_exit_status_explains_an_unresolved_instance_on_the_taxonomy(
     assert (row.resolved, row.denominator) == (11, 20)
     comparison = compare_models(suite=suite, models=[model.model])
     assert len(comparison.rows) == 20
+
+
+def test_an_experiments_style_folder_brings_its_patches_and_metadata(lite, tmp_path):
+    legacy = json.loads((LEGACY / "new_eval_results" / "report.json").read_text())
+    folder = tmp_path / "20240604_agent"
+    (folder / "results").mkdir(parents=True)
+    (folder / "results" / "results.json").write_text(json.dumps(legacy))
+    (folder / "results" / "resolved_by_repo.json").write_text('{"sqlfluff/sqlfluff": 2}')
+    resolved = legacy["resolved"]
+    (folder / "all_preds.jsonl").write_text(
+        "".join(
+            json.dumps({"instance_id": i, "model_patch": f"diff --git a/{n}.py b/{n}.py\n"}) + "\n"
+            for n, i in enumerate(resolved)
+        )
+    )
+    (folder / "metadata.yaml").write_text(
+        "info:\n  name: Agent X\n  site: https://example.org/agent-x\n"
+        "  report: https://example.org/agent-x/report\ntags:\n  checked: false\n"
+    )
+    (folder / "README.md").write_text("# Agent X on Lite\n\nSee https://example.org/agent-x.\n")
+    (folder / "logs.txt").write_text("harness output")
+
+    report = run_folder_import(path=folder, suite_name=lite, model_name="agent-x")
+
+    assert report.resolved == 5
+    plan = "\n".join(report.plan)
+    assert "legacy v1 report: 1 file(s)" in plan and "predictions: 1 file(s)" in plan
+    assert "name=Agent X" in plan and "ignored  2 other file(s)" in plan
+    run = Run.objects.get(public_id=report.run_id)
+    metadata = run.config_snapshot["metadata"]
+    assert (
+        metadata["name"] == "Agent X" and "https://example.org/agent-x/report" in metadata["links"]
+    )
+    assert "Agent X" in run.notes
+    by_id = attempts(lite, "agent-x")
+    assert by_id[resolved[0]].final_patch == "diff --git a/0.py b/0.py\n"
