@@ -370,3 +370,17 @@ def test_an_experiments_style_folder_brings_its_patches_and_metadata(lite, tmp_p
     assert "Agent X" in run.notes
     by_id = attempts(lite, "agent-x")
     assert by_id[resolved[0]].final_patch == "diff --git a/0.py b/0.py\n"
+
+
+@pytest.mark.django_db
+def test_an_inspect_sample_that_hit_a_limit_or_an_error_gets_that_reason():
+    swebench_import(source=MINI / "instances.jsonl", suite_name="verified-mini")
+    run_folder_import(
+        path=IMPORTS / "inspect" / "swe-limits.eval", suite_name="verified-mini", model_name="lim"
+    )
+    by_id = attempts("verified-mini", "lim")
+    limited, errored = by_id["psf__requests-1142"], by_id["psf__requests-1724"]
+    assert (limited.failure_reason_id, limited.is_infra) == ("AGENT_GAVE_UP", False)
+    assert "limit:message" in limited.error_text
+    assert (errored.failure_reason_id, errored.is_infra) == ("SANDBOX_ERROR", True)
+    assert "sandbox container exited unexpectedly" in errored.error_text
