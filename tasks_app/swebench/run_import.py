@@ -35,7 +35,7 @@ from tasks_app.models import Suite, Task
 from tasks_app.swebench import inspect_log
 from tasks_app.swebench.bulk import insert_rows
 from tasks_app.swebench.errors import Problem, SwebenchInputError
-from tasks_app.swebench.outcomes import Kind, external_model, finished_attempt
+from tasks_app.swebench.outcomes import KINDS, Kind, external_model, finished_attempt
 from tasks_app.swebench.run_folder import InstanceEntry, Progress, RunFolder, read_run_folder
 from tasks_app.swebench.trajectories import ARTIFACT_NAMES, REPORT_ARTIFACT, TrajFormat
 
@@ -205,8 +205,6 @@ def _label(outcome: Outcome) -> str:
 
 
 def _kind_reason(kind: Kind) -> Reason | None:
-    from tasks_app.swebench.outcomes import KINDS
-
     return KINDS[kind].reason
 
 
@@ -307,6 +305,9 @@ def _write(
     _copy_artifacts(changed, folders, progress)
     now = timezone.now()
     with transaction.atomic():
+        # Two imports of one model at once take turns here; a second creating import replaces
+        # the first's run below rather than leaving two.
+        ModelConfig.objects.select_for_update().filter(pk=model.pk).first()
         if existing is None:
             replaced = Run.objects.filter(
                 suite=suite, model_config=model, source=RunSource.PUBLISHED
