@@ -201,7 +201,11 @@ def cmd_import_run(args: argparse.Namespace) -> int:
             on_plan=lambda lines: print("\n".join(lines), flush=True),
         )
     except SwebenchInputError as exc:
-        raise _fail(exc) from exc
+        for line in exc.lines():
+            print(line)
+        raise CommandError(
+            "nothing imported: fix the errors above, or pass --skip-bad to leave those files out"
+        ) from exc
     if args.dry_run:
         # The suite's part of the plan comes after the folder's.
         print("\n".join(line for line in report.plan if line.startswith("  suite ")))

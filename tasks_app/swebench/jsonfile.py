@@ -25,7 +25,11 @@ def parse_json(content: bytes, where: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        hint = " (a trailing comma before it)" if _trailing_comma(text, exc.pos) else ""
+        hint = (
+            f" (a trailing comma before the closing {text[exc.pos]!r})"
+            if _trailing_comma(text, exc.pos)
+            else ""
+        )
         raise JsonFileError(
             Problem(
                 where, f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}{hint}"
