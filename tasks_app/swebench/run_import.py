@@ -102,7 +102,8 @@ def decide(entry: InstanceEntry) -> Outcome:
     traj = entry.trajectory
     status = traj.exit_status if traj else ""
     rule = from_exit_status(status) if traj else None
-    note = f"exit status {status!r}" if status else ""
+    # Only an unusual stop is worth a note: "Submitted" is every normal attempt's status.
+    note = f"exit status {status!r}" if rule is not None else ""
     if traj is not None and traj.format is TrajFormat.INSPECT and entry.result is None:
         if traj.error:
             return Outcome(Kind.ERROR, note=f"sample error: {traj.error[:500]}")
