@@ -80,6 +80,7 @@ def test_the_mini_swe_agent_run_reaches_the_leaderboard_with_trajectories(run_co
     (row,) = leaderboard_rows(suite=Suite.objects.get(name="verified-mini"))
     assert (row.resolved, row.denominator, row.is_published) == (11, 20, True)
     assert row.mean_cost_usd and row.mean_cost_usd > 0.2 and row.mean_tokens
+    assert row.mean_wall_sec and row.mean_wall_sec > 60
     by_id = attempts("verified-mini")
     assert len(by_id) == 20
     for instance_id, attempt in by_id.items():

@@ -90,10 +90,14 @@ def read_mini_swe_agent(data: Any, where: str, instance_id: str) -> TrajectoryFa
     messages = _list(data.get("messages"))
     assistant = [m for m in messages if isinstance(m, dict) and m.get("role") == "assistant"]
     tokens_in = tokens_out = 0
+    created: list[float] = []
     for message in assistant:
         usage = _usage(message)
         tokens_in += int(_number(usage.get("prompt_tokens")))
         tokens_out += int(_number(usage.get("completion_tokens")))
+        response = _dict(_dict(message.get("extra")).get("response"))
+        if _number(response.get("created")):
+            created.append(_number(response.get("created")))
     return TrajectoryFacts(
         format=TrajFormat.MINI_SWE_AGENT,
         instance_id=_text(data.get("instance_id")) or instance_id,
@@ -105,6 +109,8 @@ def read_mini_swe_agent(data: Any, where: str, instance_id: str) -> TrajectoryFa
         tool_calls=len(assistant),
         tokens_in=tokens_in,
         tokens_out=tokens_out,
+        # From the first model response to the last: the run's wall time, less its last step.
+        duration_sec=max(created) - min(created) if len(created) > 1 else None,
     )
 
 
