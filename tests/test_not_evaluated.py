@@ -108,3 +108,30 @@ def test_ab_import_predictions_then_evaluate_run(tmp_path):
     assert "3 not-evaluated attempt(s) queued" in evaluated.stdout
     again = ab("evaluate-run", run_id, var_dir=var)
     assert "0 not-evaluated attempt(s) queued" in again.stdout
+
+
+def test_the_admin_keeps_unticked_predictions_waiting_and_its_action_queues_them(
+    client, alice, tmp_path, broker, django_capture_on_commit_callbacks
+):
+    swebench_import(source=LITE_DEV, suite_name="lite-dev")
+    client.force_login(alice)
+    preds = write_predictions(tmp_path / "p.jsonl", 2)
+    with preds.open("rb") as handle:
+        body = client.post(
+            "/admin/swebench/predictions/",
+            {"file": handle, "suite": "lite-dev", "model": "m"},  # "Evaluate now" unticked
+        ).content.decode()
+    assert '<td class="count-queued">0</td>' in body
+    assert '<td class="count-not-evaluated">2</td>' in body
+    run = Run.objects.get()
+    assert broker.attempt_ids() == []
+
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(
+            "/admin/runs/run/", {"action": "evaluate_runs", "_selected_action": [run.pk]}
+        )
+    assert response.status_code == 302
+    assert run.attempts.filter(status="queued").count() == 2
+    assert sorted(broker.attempt_ids()) == sorted(
+        run.attempts.filter(status="queued").values_list("id", flat=True)
+    )
