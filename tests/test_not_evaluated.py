@@ -135,3 +135,20 @@ def test_the_admin_keeps_unticked_predictions_waiting_and_its_action_queues_them
     assert sorted(broker.attempt_ids()) == sorted(
         run.attempts.filter(status="queued").values_list("id", flat=True)
     )
+
+
+def test_the_run_pages_evaluate_button_is_for_staff(
+    waiting_run, client, alice, bob, broker, django_capture_on_commit_callbacks
+):
+    url = f"/runs/{waiting_run.public_id}/evaluate/"
+    client.force_login(bob)
+    assert client.post(url).status_code == 302
+    assert waiting_run.attempts.filter(status="queued").count() == 0
+    assert f'action="{url}"' not in client.get(waiting_run.get_absolute_url()).content.decode()
+
+    client.force_login(alice)
+    assert f'action="{url}"' in client.get(waiting_run.get_absolute_url()).content.decode()
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(url, follow=True)
+    assert "7 not-evaluated attempt(s) queued." in response.content.decode()
+    assert len(broker.attempt_ids()) == 7
