@@ -385,3 +385,14 @@ def test_an_inspect_sample_that_hit_a_limit_or_an_error_gets_that_reason():
     assert "limit:message" in limited.error_text
     assert (errored.failure_reason_id, errored.is_infra) == ("SANDBOX_ERROR", True)
     assert "sandbox container exited unexpectedly" in errored.error_text
+
+
+def test_the_shipped_run_is_the_shared_reference_copy():
+    from tests.swebench_fixtures import SHARED_SWEBENCH
+
+    shared = SHARED_SWEBENCH / "mini_swe_agent_run"
+    shipped = sorted(p.relative_to(MINI) for p in MINI.rglob("*") if p.is_file())
+    assert len(shipped) == 42  # README, instances.jsonl, 20 reports, 20 trajectories
+    if shared.exists():
+        for relative in shipped:
+            assert (shared / relative).read_bytes() == (MINI / relative).read_bytes(), relative
