@@ -1,16 +1,20 @@
-"""SWE-bench instances: the repository comes out of the instance image, the instance's test
-patch goes in before the final run, and the output is graded by ``tasks_app.swebench``."""
+"""SWE-bench instances: the repository comes out of the instance image, the final tests are
+the official eval script (``tasks_app.swebench.eval_script``: reset the test files, apply the
+test patch, run the tests between the markers, reset), and its output is graded by
+``tasks_app.swebench.grading``."""
 
 from __future__ import annotations
 
+import posixpath
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from runs.pipeline import workspace
+from runs.pipeline import stages
 from runs.pipeline.plan import TaskPlan
-from runs.pipeline.stages import CommandRun, StageResult
+from runs.pipeline.stages import CommandRun, Heartbeat, StageResult
 from runs.taxonomy import Reason, Stage
+from sandbox.base import Sandbox
 
 
 @dataclass
@@ -50,35 +54,75 @@ def export_stage(plan: TaskPlan, ws: Path) -> StageResult:
     return result
 
 
-def apply_test_patch_stage(plan: TaskPlan, repo_dir: Path, *, agent_patch: str) -> StageResult:
-    result = StageResult("apply_test_patch", Stage.FINAL_TEST)
-    run = workspace.apply_patch(repo_dir, plan.test_patch)
-    result.runs.append(CommandRun.of("git apply <test patch>", run))
-    if not run.ok:
-        # The usual cause is an agent that edited the tests the patch changes: its result.
-        result.reason = Reason.TESTS_FAILED if agent_patch.strip() else Reason.UNKNOWN
-        result.note = "the instance's test patch does not apply"
-    return result
+# Where the eval script goes: inside the repository's .git folder, which is in the workspace
+# (write_file reaches only the workspace) but in no diff or status. A file, not an argument:
+# a test patch can pass the 128 KiB limit of one command-line argument.
+SCRIPT_PATH = ".git/agentbench-eval.sh"
 
 
-def grade(final: StageResult, plan: TaskPlan) -> Grading:
-    """Grade the final test output (FAIL_TO_PASS / PASS_TO_PASS); set the stage's reason."""
+def eval_script_for(plan: TaskPlan) -> str:
+    """The instance's eval script (the task's own test command for a (repo, version) the
+    official specification does not list)."""
+    from tasks_app.swebench.eval_script import eval_script
+
+    return eval_script(
+        repo=plan.swebench_repo,
+        version=plan.swebench_version,
+        base_commit=plan.commit,
+        test_patch=plan.test_patch,
+        test_command=plan.test_command,
+    )
+
+
+def final_test_stage(
+    sandbox: Sandbox,
+    plan: TaskPlan,
+    script: str,
+    *,
+    heartbeat: Heartbeat | None = None,
+    heartbeat_sec: float = 10,
+) -> StageResult:
+    """Run the eval script in the sandbox, stdout and stderr merged as in the harness's log."""
+    path = posixpath.join(plan.workspace_path, SCRIPT_PATH)
+    sandbox.write_file(path, script)
+    return stages.tests_stage(
+        sandbox,
+        plan,
+        name="final_test",
+        stage=Stage.FINAL_TEST,
+        heartbeat=heartbeat,
+        heartbeat_sec=heartbeat_sec,
+        command=f"bash {path} 2>&1",
+    )
+
+
+def grade(final: StageResult, plan: TaskPlan, *, agent_patch: str) -> Grading:
+    """Grade the eval script's output (FAIL_TO_PASS / PASS_TO_PASS); set the stage's reason."""
+    from tasks_app.swebench.eval_script import patch_apply_failed
     from tasks_app.swebench.grading import grade_attempt_output
+    from tasks_app.swebench.parsers import marked_section
 
+    output = final.output
     result = grade_attempt_output(
-        final.output,
+        output,
         fail_to_pass=list(plan.fail_to_pass),
         pass_to_pass=list(plan.pass_to_pass),
         repo=plan.swebench_repo,
     )
     grading = Grading(
-        grade=str(getattr(result.grade, "value", result.grade)),
-        resolved=bool(result.resolved),
-        test_results=dict(result.test_results or {}),
+        grade=str(result.grade), resolved=result.resolved, test_results=result.test_results
     )
-    # A timeout stays a timeout; otherwise the grade, not pytest's exit code, decides (pytest
-    # exits 2 on a collection error, which here means unresolved, not interrupted).
-    if final.reason is not Reason.TIMEOUT:
-        final.reason = None if grading.resolved else Reason.TESTS_FAILED
-        final.note = f"grade {grading.grade}" + ("" if grading.resolved else ": not resolved")
+    # A timeout stays a timeout; otherwise the grade, not the script's exit code, decides.
+    if final.reason is Reason.TIMEOUT:
+        return grading
+    final.reason = None if grading.resolved else Reason.TESTS_FAILED
+    final.note = f"grade {grading.grade}" + ("" if grading.resolved else ": not resolved")
+    if marked_section(output) is None:
+        final.note += " (no test output between the markers)"
+    if plan.test_patch and patch_apply_failed(output):
+        # The official script runs the tests anyway, and so the grade stands. With an agent
+        # patch the usual cause is a file the agent created where the test patch adds one;
+        # without one the instance itself is broken.
+        final.reason = Reason.TESTS_FAILED if agent_patch.strip() else Reason.UNKNOWN
+        final.note += "; the instance's test patch does not apply"
     return grading
