@@ -95,13 +95,21 @@ def test_full_partial_and_no_follow_the_harness_rules():
     )
     assert broke.grade == "NO"
     assert broke.test_results["PASS_TO_PASS"] == {"success": ["c"], "failure": ["d"]}
-    # A skipped FAIL_TO_PASS test is not a fix; an XPASS is not a pass either.
+    # A skipped FAIL_TO_PASS test is not a fix; a missing one (an XPASS line is read as no
+    # status) is not either.
     skipped = grade_status_map(
-        {"a": "SKIPPED", "b": "XPASS", "c": "PASSED", "d": "PASSED"},
+        {"a": "SKIPPED", "c": "PASSED", "d": "PASSED"}, fail_to_pass=f2p, pass_to_pass=p2p
+    )
+    assert skipped.grade == "NO" and skipped.test_results["FAIL_TO_PASS"]["failure"] == f2p
+    # A status no rule names (a stray "ERROR: ..." line reads as status "ERROR:") puts its
+    # test in neither list, as the official harness does.
+    stray = grade_status_map(
+        {"a": "PASSED", "b": "ERROR:", "c": "PASSED", "d": "PASSED"},
         fail_to_pass=f2p,
         pass_to_pass=p2p,
     )
-    assert skipped.grade == "NO" and skipped.test_results["FAIL_TO_PASS"]["failure"] == f2p
+    assert stray.test_results["FAIL_TO_PASS"] == {"success": ["a"], "failure": []}
+    assert stray.grade == "FULL"
 
 
 def test_grade_result_is_a_frozen_dataclass_with_the_agreed_shape():

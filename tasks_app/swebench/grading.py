@@ -2,8 +2,12 @@
 
 The rules are the official harness's (``get_eval_tests_report`` / ``get_resolution_status``):
 
-* a FAIL_TO_PASS test succeeds when PASSED or XFAIL; anything else, or missing, fails;
-* a PASS_TO_PASS test is kept when PASSED, XFAIL or SKIPPED; anything else, or missing, fails;
+* a FAIL_TO_PASS test succeeds when PASSED or XFAIL, fails when FAILED, ERROR, SKIPPED or
+  missing from the log;
+* a PASS_TO_PASS test is kept when PASSED, XFAIL or SKIPPED, fails when FAILED, ERROR or
+  missing;
+* a test with any other status (a parser can read one from a stray line, e.g. ``ERROR:``) is
+  in neither list, as in the official harness;
 * FULL: every FAIL_TO_PASS and PASS_TO_PASS test succeeds (an empty list counts as all);
   PARTIAL: some but not all FAIL_TO_PASS succeed and every PASS_TO_PASS does; NO otherwise.
 * resolved only for FULL.
@@ -21,7 +25,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tasks_app.swebench.parsers import PASSED, SKIPPED, XFAIL, StatusMap, parse_test_output
+from tasks_app.swebench.parsers import (
+    ERROR,
+    FAILED,
+    PASSED,
+    SKIPPED,
+    XFAIL,
+    StatusMap,
+    parse_test_output,
+)
 
 FAIL_TO_PASS = "FAIL_TO_PASS"
 PASS_TO_PASS = "PASS_TO_PASS"
@@ -75,17 +87,31 @@ def grade_status_map(
 ) -> GradeResult:
     """Grade per-test statuses against an instance's two test lists."""
     results = {
-        FAIL_TO_PASS: _split(fail_to_pass, statuses, kept=(PASSED, XFAIL)),
-        PASS_TO_PASS: _split(pass_to_pass, statuses, kept=(PASSED, XFAIL, SKIPPED)),
+        FAIL_TO_PASS: _split(
+            fail_to_pass, statuses, kept=(PASSED, XFAIL), failed=(FAILED, ERROR, SKIPPED)
+        ),
+        PASS_TO_PASS: _split(
+            pass_to_pass, statuses, kept=(PASSED, XFAIL, SKIPPED), failed=(FAILED, ERROR)
+        ),
     }
     return grade_test_results(results)
 
 
-def _split(tests: Iterable[str], statuses: StatusMap, *, kept: tuple[str, ...]) -> dict:
+def _split(
+    tests: Iterable[str],
+    statuses: StatusMap,
+    *,
+    kept: tuple[str, ...],
+    failed: tuple[str, ...],
+) -> dict:
     success: list[str] = []
     failure: list[str] = []
     for test in tests:
-        (success if statuses.get(test) in kept else failure).append(test)
+        status = statuses.get(test)
+        if status in kept:
+            success.append(test)
+        elif status is None or status in failed:
+            failure.append(test)
     return {"success": success, "failure": failure}
 
 
