@@ -11,8 +11,12 @@ import docker
 import pytest
 
 from runs.models import AttemptStatus
+from runs.pipeline import swebench
 from runs.pipeline.adhoc import attempt_create_adhoc, model_config_for_variant
 from runs.pipeline.execute import attempt_execute
+from runs.pipeline.plan import TaskPlan
+from runs.pipeline.stages import CommandRun, StageResult
+from runs.taxonomy import Reason, Stage
 from tasks_app.models import Suite, Task, TaskSource
 from tasks_app.swebench.eval_script import END_MARKER, START_MARKER, eval_script
 from tests.conftest import REPO_ROOT, TASKS_DIR
@@ -178,3 +182,29 @@ def test_a_missing_instance_image_is_a_sandbox_error(settings, tmp_path):
     assert attempt.failure_reason_id == "SANDBOX_ERROR"
     assert attempt.failure_stage == "git_clone"
     assert attempt.is_infra is True
+
+
+def test_output_cut_before_the_end_marker_is_not_resolved_and_says_why():
+    plan = TaskPlan(
+        task_id="toy__toy-1",
+        repo_url="",
+        commit=TOY_COMMIT,
+        image="",
+        workdir="/testbed",
+        workspace_path="/testbed",
+        test_command="pytest -rA",
+        timeout_sec=60,
+        is_swebench=True,
+        fail_to_pass=("tests/test_extra.py::test_mean_is_exact",),
+        swebench_repo="toy/toy",
+    )
+    cut = f"+ : '{START_MARKER}'\nPASSED tests/test_extra.py::test_mean_is_exact\n"
+    final = StageResult("final_test", Stage.FINAL_TEST)
+    final.runs.append(CommandRun("bash eval.sh", 0, cut, "", 1.0, truncated=True))
+
+    grading = swebench.grade(final, plan, agent_patch="x")
+
+    assert (grading.grade, grading.resolved) == ("NO", False)
+    assert final.reason is Reason.TESTS_FAILED
+    assert "no test output between the markers" in final.note
+    assert "SANDBOX_OUTPUT_CAP_BYTES" in final.note

@@ -119,6 +119,11 @@ def grade(final: StageResult, plan: TaskPlan, *, agent_patch: str) -> Grading:
     final.note = f"grade {grading.grade}" + ("" if grading.resolved else ": not resolved")
     if marked_section(output) is None:
         final.note += " (no test output between the markers)"
+        if final.truncated:
+            final.note += (
+                "; the output was cut at the sandbox's output cap before the end marker "
+                "(SANDBOX_OUTPUT_CAP_BYTES)"
+            )
     if plan.test_patch and patch_apply_failed(output):
         # The official script runs the tests anyway, and so the grade stands. With an agent
         # patch the usual cause is a file the agent created where the test patch adds one;
