@@ -16,6 +16,7 @@ from runs.pipeline.adhoc import attempt_create_adhoc, model_config_for_variant
 from runs.pipeline.execute import attempt_execute
 from runs.pipeline.plan import TaskPlan
 from runs.pipeline.stages import CommandRun, StageResult
+from runs.pipeline.swebench import CUT_NOTICE
 from runs.taxonomy import Reason, Stage
 from tasks_app.models import Suite, Task, TaskSource
 from tasks_app.swebench.eval_script import END_MARKER, START_MARKER, eval_script
@@ -128,6 +129,9 @@ def test_the_gold_patch_resolves_the_instance(instance_image, settings, tmp_path
     section = log.split(START_MARKER)[1].split(END_MARKER)[0]
     assert "PASSED tests/test_extra.py::test_mean_is_exact" in section
     assert log.index("+ git apply -v -") < log.index(START_MARKER) < log.index(END_MARKER)
+    # The base commit is a root here (as in the shallow offline images): "git show" shows its
+    # header, not the whole tree as added.
+    assert "+ git show\ncommit " in log and "diff --git a/README.md" not in log
     record = run_json(attempt)
     assert record["sandbox"]["workspace_path"] == "/testbed"
     assert record["outcome"]["grade"] == "FULL"
@@ -145,6 +149,20 @@ def test_an_unchanged_repository_is_not_resolved(instance_image, settings, tmp_p
     assert attempt.test_results["FAIL_TO_PASS"]["success"] == []
     assert sorted(attempt.test_results["PASS_TO_PASS"]["success"]) == sorted(PASS_TO_PASS)
     assert attempt.is_infra is False
+
+
+def test_a_log_over_the_output_cap_keeps_its_test_section_whole(instance_image, settings, tmp_path):
+    settings.ARTIFACTS_ROOT = tmp_path
+    settings.SANDBOX_OUTPUT_CAP_BYTES = 2500
+
+    attempt = run(instance_task(instance_image), "oracle")
+
+    stage = attempt.stages.get(name="final_test")
+    log = (attempt_folder(attempt) / "logs" / "final_test.txt").read_text()
+    assert CUT_NOTICE in log and stage.output_truncated
+    assert log.index(CUT_NOTICE) < log.index(START_MARKER) < log.index(END_MARKER)
+    assert "+ git apply -v -" not in log  # in the middle part that was cut
+    assert attempt.grade == "FULL"
 
 
 def test_a_test_patch_that_does_not_apply_is_named_and_the_tests_still_run(

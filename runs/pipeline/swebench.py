@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import posixpath
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from runs.pipeline import stages
@@ -54,10 +54,17 @@ def export_stage(plan: TaskPlan, ws: Path) -> StageResult:
     return result
 
 
-# Where the eval script goes: inside the repository's .git folder, which is in the workspace
-# (write_file reaches only the workspace) but in no diff or status. A file, not an argument:
-# a test patch can pass the 128 KiB limit of one command-line argument.
+# Where the eval script and its log go: inside the repository's .git folder, which is in the
+# workspace (write_file reaches only the workspace) but in no diff or status. The script is a
+# file, not an argument: a test patch can pass the 128 KiB limit of one argument.
 SCRIPT_PATH = ".git/agentbench-eval.sh"
+LOG_PATH = ".git/agentbench-eval.log"
+# The instance images built offline hold shallow clones: there the base commit is a root, and
+# the script's "git show" (a record only) would print the whole tree as added (hundreds of MB
+# for some repositories) instead of the commit's own change. Its header is shown instead.
+GIT_ENV = "GIT_CONFIG_PARAMETERS=\"'log.showRoot=false'\""
+# Reading the log back is quick; this bounds it all the same.
+SHOW_TIMEOUT_SEC = 120
 
 
 def eval_script_for(plan: TaskPlan) -> str:
@@ -82,17 +89,60 @@ def final_test_stage(
     heartbeat: Heartbeat | None = None,
     heartbeat_sec: float = 10,
 ) -> StageResult:
-    """Run the eval script in the sandbox, stdout and stderr merged as in the harness's log."""
-    path = posixpath.join(plan.workspace_path, SCRIPT_PATH)
-    sandbox.write_file(path, script)
-    return stages.tests_stage(
+    """Run the eval script in the sandbox, stdout and stderr merged into one log as in the
+    harness, and read the log back (``show_log_command``: within the output cap, the test
+    section kept whole)."""
+    script_path = posixpath.join(plan.workspace_path, SCRIPT_PATH)
+    log_path = posixpath.join(plan.workspace_path, LOG_PATH)
+    sandbox.write_file(script_path, script)
+    result = stages.tests_stage(
         sandbox,
         plan,
         name="final_test",
         stage=Stage.FINAL_TEST,
         heartbeat=heartbeat,
         heartbeat_sec=heartbeat_sec,
-        command=f"bash {path} 2>&1",
+        command=f"{GIT_ENV} bash {script_path} > {log_path} 2>&1",
+    )
+    shown = sandbox.exec(
+        show_log_command(log_path, sandbox.config.output_cap_bytes),
+        timeout=SHOW_TIMEOUT_SEC,
+        cwd=plan.workdir,
+        env=plan.sandbox_env(),
+        network=False,
+    )
+    run = result.runs[0]
+    result.runs[0] = replace(
+        run,
+        stdout=shown.stdout + run.stdout,
+        stderr=run.stderr + shown.stderr,
+        truncated=run.truncated or shown.truncated or CUT_NOTICE in shown.stdout,
+    )
+    return result
+
+
+CUT_NOTICE = "[agentbench: output cut here"
+
+
+def show_log_command(log_path: str, cap: int) -> str:
+    """A POSIX shell command printing the eval log within ``cap`` bytes: all of it when it
+    fits; else its first tenth of the cap, a line saying what was cut, and everything from the
+    line holding the start marker on (without a marker: the last bytes that fit), so the
+    test section reaches the grading whole unless it alone passes the cap."""
+    from tasks_app.swebench.eval_script import START_MARKER
+
+    head = cap // 10
+    return (
+        f'f={log_path}; if [ ! -f "$f" ]; then echo "no eval log at $f" >&2; exit 1; fi; '
+        f'size=$(wc -c < "$f"); '
+        f'if [ "$size" -le {cap} ]; then cat "$f"; exit 0; fi; '
+        f"start=$(grep -a -b -m1 -F '{START_MARKER}' \"$f\" | cut -d: -f1); "
+        f"start=${{start:-$((size - {cap - head - 200}))}}; "
+        f'if [ "$start" -le {head} ]; then cat "$f"; exit 0; fi; '
+        f'head -c {head} "$f"; '
+        f'printf "\\n{CUT_NOTICE}: bytes {head} to %s of %s (the output cap)]\\n" '
+        f'"$start" "$size"; '
+        f'tail -c +$((start + 1)) "$f"'
     )
 
 
