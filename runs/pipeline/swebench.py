@@ -59,10 +59,13 @@ def export_stage(plan: TaskPlan, ws: Path) -> StageResult:
 # file, not an argument: a test patch can pass the 128 KiB limit of one argument.
 SCRIPT_PATH = ".git/agentbench-eval.sh"
 LOG_PATH = ".git/agentbench-eval.log"
-# The instance images built offline hold shallow clones: there the base commit is a root, and
-# the script's "git show" (a record only) would print the whole tree as added (hundreds of MB
-# for some repositories) instead of the commit's own change. Its header is shown instead.
-GIT_ENV = "GIT_CONFIG_PARAMETERS=\"'log.showRoot=false'\""
+# The environment of the script, two settings no official step depends on:
+# - the instance images built offline hold shallow clones: there the base commit is a root,
+#   and the script's "git show" (a record only) would print the whole tree as added (hundreds
+#   of MB for some repositories) instead of the commit's own change. Its header is shown;
+# - the final tests have no network: the spec's reinstall gives up on an unreachable index at
+#   once instead of after pip's five retries (a local index or wheel folder still works).
+EVAL_ENV = "GIT_CONFIG_PARAMETERS=\"'log.showRoot=false'\" PIP_RETRIES=0"
 # Reading the log back is quick; this bounds it all the same.
 SHOW_TIMEOUT_SEC = 120
 
@@ -102,7 +105,7 @@ def final_test_stage(
         stage=Stage.FINAL_TEST,
         heartbeat=heartbeat,
         heartbeat_sec=heartbeat_sec,
-        command=f"{GIT_ENV} bash {script_path} > {log_path} 2>&1",
+        command=f"{EVAL_ENV} bash {script_path} > {log_path} 2>&1",
     )
     shown = sandbox.exec(
         show_log_command(log_path, sandbox.config.output_cap_bytes),
