@@ -16,7 +16,12 @@ from pathlib import Path
 import pytest
 import swebench
 from swebench.harness import grading as official
-from swebench.harness.constants import MAP_REPO_TO_EXT, MAP_REPO_VERSION_TO_SPECS
+from swebench.harness.constants import (
+    END_TEST_OUTPUT,
+    MAP_REPO_TO_EXT,
+    MAP_REPO_VERSION_TO_SPECS,
+    START_TEST_OUTPUT,
+)
 from swebench.harness.log_parsers import MAP_REPO_TO_PARSER
 from swebench.harness.log_parsers import python as official_parsers
 from swebench.harness.test_spec.python import get_test_directives, make_eval_script_list_py
@@ -97,6 +102,7 @@ def official_report(spec: OfficialSpec, log_path: Path) -> dict:
 
 def test_it_pins_the_official_package_it_is_compared_with():
     assert swebench.__version__ == PIN
+    assert (START_MARKER, END_MARKER) == (START_TEST_OUTPUT, END_TEST_OUTPUT)
     assert f'"swebench=={PIN}"' in (REPO_ROOT / "pyproject.toml").read_text()
     assert len(all_instances()) == 23 + 23 + 6 + 20
 

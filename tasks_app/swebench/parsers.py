@@ -31,14 +31,6 @@ SKIPPED: Final = "SKIPPED"
 ERROR: Final = "ERROR"
 XFAIL: Final = "XFAIL"
 STATUSES: Final = (PASSED, FAILED, SKIPPED, ERROR, XFAIL)
-# ``get_logs_eval``: a log holding one of these has no test results (patch or reset failed,
-# tests errored or timed out in the harness).
-ERROR_CODES: Final = (
-    ">>>>> Patch Apply Failed",
-    ">>>>> Reset Failed",
-    ">>>>> Tests Errored",
-    ">>>>> Tests Timed Out",
-)
 
 StatusMap = dict[str, str]
 Parser = Callable[[str, Any], StatusMap]
@@ -74,7 +66,16 @@ def parse_log(text: str, repo: str) -> StatusMap:
 def marked_section(log: str) -> str | None:
     """The text between the start and end markers, or None when the log has no complete test
     section (a marker missing, or one of the harness's error codes present)."""
-    if any(code in log for code in ERROR_CODES):
+    from swebench.harness.constants import (
+        APPLY_PATCH_FAIL,
+        RESET_FAILED,
+        TESTS_ERROR,
+        TESTS_TIMEOUT,
+    )
+
+    # get_logs_eval: a log holding one of these has no results (the harness's own codes for a
+    # patch or reset that failed, tests that errored or timed out).
+    if any(code in log for code in (APPLY_PATCH_FAIL, RESET_FAILED, TESTS_ERROR, TESTS_TIMEOUT)):
         return None
     if START_MARKER not in log or END_MARKER not in log:
         return None
