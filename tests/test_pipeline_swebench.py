@@ -153,7 +153,8 @@ def test_an_unchanged_repository_is_not_resolved(instance_image, settings, tmp_p
 
 def test_a_log_over_the_output_cap_keeps_its_test_section_whole(instance_image, settings, tmp_path):
     settings.ARTIFACTS_ROOT = tmp_path
-    settings.SANDBOX_OUTPUT_CAP_BYTES = 2500
+    # Both caps: SWE-bench attempts may get a larger one of their own (SWEBENCH_OUTPUT_CAP_BYTES).
+    settings.SANDBOX_OUTPUT_CAP_BYTES = settings.SWEBENCH_OUTPUT_CAP_BYTES = 2500
 
     attempt = run(instance_task(instance_image), "oracle")
 
