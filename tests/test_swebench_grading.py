@@ -289,6 +289,18 @@ def test_sympy_reads_failures_and_errors():
 def test_matplotlib_normalises_mouse_buttons_and_seaborn_reads_its_lines():
     matplotlib = "PASSED lib/t.py::test_click[MouseButton.LEFT]\n"
     assert parse_log(matplotlib, "matplotlib/matplotlib") == {"lib/t.py::test_click[1]": "PASSED"}
+    # Decided (official): a skip count is a "test" named [N]; a message after " - " is dropped
+    # from a FAILED line; an id with a space is cut there.
+    summary = (
+        "SKIPPED [1] lib/t.py:10: needs a display\n"
+        "FAILED lib/t.py::test_draw - AssertionError: images differ\n"
+        "PASSED lib/t.py::test_font[DejaVu Sans]\n"
+    )
+    assert parse_log(summary, "matplotlib/matplotlib") == {
+        "[1]": "SKIPPED",
+        "lib/t.py::test_draw": "FAILED",
+        "lib/t.py::test_font[DejaVu": "PASSED",
+    }
     seaborn = "tests/t.py::test_a PASSED [50%]\nFAILED tests/t.py::test_b - x\n"
     assert parse_log(seaborn, "mwaskom/seaborn") == {
         "tests/t.py::test_a": "PASSED",
