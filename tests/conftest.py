@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TASKS_DIR = REPO_ROOT / "tasks"
-SHARED_DIR = REPO_ROOT.parent / "shared"
+# The shared data beside the checkout (CI: a fresh clone with shared/ beside it); a git
+# worktree elsewhere names it with AB_SHARED_DIR.
+SHARED_DIR = Path(os.environ.get("AB_SHARED_DIR") or REPO_ROOT.parent / "shared")
 
 
 @pytest.fixture(autouse=True)

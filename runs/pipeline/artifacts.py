@@ -6,6 +6,7 @@ Layout (see README, "Running tasks")::
     <ARTIFACTS_ROOT>/<run folder>/<task>__<k>/run.json  one attempt's versioned record
                                             logs/git_clone.txt, logs/setup.txt, ...
                                             final.patch
+                                            eval.sh           (SWE-bench: the final tests)
                                             workspace/        (removed unless kept)
 """
 
@@ -27,6 +28,8 @@ from runs.pipeline.stages import StageResult
 
 RUN_JSON = "run.json"
 FINAL_PATCH = "final.patch"
+# A SWE-bench attempt's final tests: the eval script it ran (its output is logs/final_test.txt).
+EVAL_SCRIPT = "eval.sh"
 WORKSPACE_DIR = "workspace"
 LOG_NAMES: dict[str, str] = {
     "git_clone": "logs/git_clone.txt",
@@ -36,6 +39,7 @@ LOG_NAMES: dict[str, str] = {
     "baseline_run": "logs/baseline.txt",
     "baseline_rerun": "logs/baseline_rerun.txt",
     "agent_run": "logs/agent.txt",
+    # Attempts before the eval script applied the test patch in a stage of its own.
     "apply_test_patch": "logs/test_patch.txt",
     "final_test": "logs/final_test.txt",
 }

@@ -160,24 +160,38 @@ class _Execution:
             if agent_stage is not None:
                 self._record(agent_stage)
             self._take_patch(plan, repo_dir, excludes)
-            if plan.is_swebench and plan.test_patch:
-                applied = swebench.apply_test_patch_stage(
-                    plan, repo_dir, agent_patch=self.final_patch or ""
-                )
-                self._record(applied)
-                if applied.reason is not None:
-                    return
             self._checkpoint("final_test", Stage.FINAL_TEST)
-            final = stages.tests_stage(sandbox, plan, name="final_test", stage=Stage.FINAL_TEST,
-                                       heartbeat=self.heartbeat,
-                                       heartbeat_sec=settings.ATTEMPT_HEARTBEAT_SEC)  # fmt: skip
             if plan.is_swebench:
-                self.grading = swebench.grade(final, plan)
+                final = self._swebench_final_test(sandbox, plan)
+            else:
+                final = stages.tests_stage(
+                    sandbox,
+                    plan,
+                    name="final_test",
+                    stage=Stage.FINAL_TEST,
+                    heartbeat=self.heartbeat,
+                    heartbeat_sec=settings.ATTEMPT_HEARTBEAT_SEC,
+                )
             if final.reason is None and agent_stage is not None:
                 # The agent never decides the result: passing final tests are a success
                 # whatever the agent said when it stopped.
                 agent_stage.counts = False
             self._record(final)
+
+    def _swebench_final_test(self, sandbox, plan: TaskPlan) -> StageResult:
+        """The official eval script (kept as eval.sh beside the logs), then its grade."""
+        assert self.folder is not None
+        script = swebench.eval_script_for(plan)
+        artifacts.write_text(self.folder, artifacts.EVAL_SCRIPT, script)
+        final = swebench.final_test_stage(
+            sandbox,
+            plan,
+            script,
+            heartbeat=self.heartbeat,
+            heartbeat_sec=settings.ATTEMPT_HEARTBEAT_SEC,
+        )
+        self.grading = swebench.grade(final, plan, agent_patch=self.final_patch or "")
+        return final
 
     def _get_code(self, plan: TaskPlan, ws: Path, repo_dir: Path) -> bool:
         self._checkpoint("git_clone", Stage.GIT_CLONE)

@@ -40,6 +40,7 @@ class TaskPlan:
     fail_to_pass: tuple[str, ...] = ()
     pass_to_pass: tuple[str, ...] = ()
     swebench_repo: str = ""
+    swebench_version: str = ""
     problem_statement: str = ""
     gold_patch: str = ""
 
@@ -106,6 +107,7 @@ def plan_for_task(task: Task, *, default_image: str) -> TaskPlan:
         fail_to_pass=tuple(task.fail_to_pass or ()),
         pass_to_pass=tuple(task.pass_to_pass or ()),
         swebench_repo=str(spec.get("repo") or _repo_slug(task.repo_url)),
+        swebench_version=str(spec.get("version") or task.instance_version or ""),
         problem_statement=task.problem_statement,
         gold_patch=task.gold_patch,
     )

@@ -255,18 +255,21 @@ def tests_stage(
     stage: Stage,
     heartbeat: Heartbeat | None = None,
     heartbeat_sec: float = 10,
+    command: str | None = None,
 ) -> StageResult:
-    """Run the task's test command with no network, mapped with the stage's rule."""
+    """Run the task's test command (or ``command``) with no network, mapped with the stage's
+    rule."""
+    command = command or plan.test_command
     result = StageResult(name, stage)
     with ticking(heartbeat, heartbeat_sec):
         run = sandbox.exec(
-            plan.test_command,
+            command,
             timeout=plan.timeout_sec,
             cwd=plan.workdir,
             env=plan.sandbox_env(),
             network=False,
         )
-    result.runs.append(CommandRun.of(plan.test_command, run))
+    result.runs.append(CommandRun.of(command, run))
     result.reason = from_stage(stage, run.exit_code)
     if run.timed_out or result.reason is Reason.TIMEOUT:
         result.note = f"[timeout] {name} exceeded {plan.timeout_sec}s"

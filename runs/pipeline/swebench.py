@@ -1,16 +1,20 @@
-"""SWE-bench instances: the repository comes out of the instance image, the instance's test
-patch goes in before the final run, and the output is graded by ``tasks_app.swebench``."""
+"""SWE-bench instances: the repository comes out of the instance image, the final tests are
+the official eval script (``tasks_app.swebench.eval_script``: reset the test files, apply the
+test patch, run the tests between the markers, reset), and its output is graded by
+``tasks_app.swebench.grading``."""
 
 from __future__ import annotations
 
+import posixpath
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from runs.pipeline import workspace
+from runs.pipeline import stages
 from runs.pipeline.plan import TaskPlan
-from runs.pipeline.stages import CommandRun, StageResult
+from runs.pipeline.stages import CommandRun, Heartbeat, StageResult
 from runs.taxonomy import Reason, Stage
+from sandbox.base import Sandbox
 
 
 @dataclass
@@ -50,35 +54,133 @@ def export_stage(plan: TaskPlan, ws: Path) -> StageResult:
     return result
 
 
-def apply_test_patch_stage(plan: TaskPlan, repo_dir: Path, *, agent_patch: str) -> StageResult:
-    result = StageResult("apply_test_patch", Stage.FINAL_TEST)
-    run = workspace.apply_patch(repo_dir, plan.test_patch)
-    result.runs.append(CommandRun.of("git apply <test patch>", run))
-    if not run.ok:
-        # The usual cause is an agent that edited the tests the patch changes: its result.
-        result.reason = Reason.TESTS_FAILED if agent_patch.strip() else Reason.UNKNOWN
-        result.note = "the instance's test patch does not apply"
+# Where the eval script and its log go: inside the repository's .git folder, which is in the
+# workspace (write_file reaches only the workspace) but in no diff or status. The script is a
+# file, not an argument: a test patch can pass the 128 KiB limit of one argument.
+SCRIPT_PATH = ".git/agentbench-eval.sh"
+LOG_PATH = ".git/agentbench-eval.log"
+# The environment of the script, two settings no official step depends on:
+# - the instance images built offline hold shallow clones: there the base commit is a root,
+#   and the script's "git show" (a record only) would print the whole tree as added (hundreds
+#   of MB for some repositories) instead of the commit's own change. Its header is shown;
+# - the final tests have no network: the spec's reinstall gives up on an unreachable index at
+#   once instead of after pip's five retries (a local index or wheel folder still works).
+EVAL_ENV = "GIT_CONFIG_PARAMETERS=\"'log.showRoot=false'\" PIP_RETRIES=0"
+# Reading the log back is quick; this bounds it all the same.
+SHOW_TIMEOUT_SEC = 120
+
+
+def eval_script_for(plan: TaskPlan) -> str:
+    """The instance's eval script (the task's own test command for a (repo, version) the
+    official specification does not list)."""
+    from tasks_app.swebench.eval_script import eval_script
+
+    return eval_script(
+        repo=plan.swebench_repo,
+        version=plan.swebench_version,
+        base_commit=plan.commit,
+        test_patch=plan.test_patch,
+        test_command=plan.test_command,
+    )
+
+
+def final_test_stage(
+    sandbox: Sandbox,
+    plan: TaskPlan,
+    script: str,
+    *,
+    heartbeat: Heartbeat | None = None,
+    heartbeat_sec: float = 10,
+) -> StageResult:
+    """Run the eval script in the sandbox, stdout and stderr merged into one log as in the
+    harness, and read the log back (``show_log_command``: within the output cap, the test
+    section kept whole)."""
+    script_path = posixpath.join(plan.workspace_path, SCRIPT_PATH)
+    log_path = posixpath.join(plan.workspace_path, LOG_PATH)
+    sandbox.write_file(script_path, script)
+    result = stages.tests_stage(
+        sandbox,
+        plan,
+        name="final_test",
+        stage=Stage.FINAL_TEST,
+        heartbeat=heartbeat,
+        heartbeat_sec=heartbeat_sec,
+        command=f"{EVAL_ENV} bash {script_path} > {log_path} 2>&1",
+    )
+    shown = sandbox.exec(
+        show_log_command(log_path, sandbox.config.output_cap_bytes),
+        timeout=SHOW_TIMEOUT_SEC,
+        cwd=plan.workdir,
+        env=plan.sandbox_env(),
+        network=False,
+    )
+    run = result.runs[0]
+    result.runs[0] = replace(
+        run,
+        stdout=shown.stdout + run.stdout,
+        stderr=run.stderr + shown.stderr,
+        truncated=run.truncated or shown.truncated or CUT_NOTICE in shown.stdout,
+    )
     return result
 
 
-def grade(final: StageResult, plan: TaskPlan) -> Grading:
-    """Grade the final test output (FAIL_TO_PASS / PASS_TO_PASS); set the stage's reason."""
-    from tasks_app.swebench.grading import grade_attempt_output
+CUT_NOTICE = "[agentbench: output cut here"
 
+
+def show_log_command(log_path: str, cap: int) -> str:
+    """A POSIX shell command printing the eval log within ``cap`` bytes: all of it when it
+    fits; else its first tenth of the cap, a line saying what was cut, and everything from the
+    line holding the start marker on (without a marker: the last bytes that fit), so the
+    test section reaches the grading whole unless it alone passes the cap."""
+    from tasks_app.swebench.eval_script import START_MARKER
+
+    head = cap // 10
+    return (
+        f'f={log_path}; if [ ! -f "$f" ]; then echo "no eval log at $f" >&2; exit 1; fi; '
+        f'size=$(wc -c < "$f"); '
+        f'if [ "$size" -le {cap} ]; then cat "$f"; exit 0; fi; '
+        f"start=$(grep -a -b -m1 -F '{START_MARKER}' \"$f\" | cut -d: -f1); "
+        f"start=${{start:-$((size - {cap - head - 200}))}}; "
+        f'if [ "$start" -le {head} ]; then cat "$f"; exit 0; fi; '
+        f'head -c {head} "$f"; '
+        f'printf "\\n{CUT_NOTICE}: bytes {head} to %s of %s (the output cap)]\\n" '
+        f'"$start" "$size"; '
+        f'tail -c +$((start + 1)) "$f"'
+    )
+
+
+def grade(final: StageResult, plan: TaskPlan, *, agent_patch: str) -> Grading:
+    """Grade the eval script's output (FAIL_TO_PASS / PASS_TO_PASS); set the stage's reason."""
+    from tasks_app.swebench.eval_script import patch_apply_failed
+    from tasks_app.swebench.grading import grade_attempt_output
+    from tasks_app.swebench.parsers import marked_section
+
+    output = final.output
     result = grade_attempt_output(
-        final.output,
+        output,
         fail_to_pass=list(plan.fail_to_pass),
         pass_to_pass=list(plan.pass_to_pass),
         repo=plan.swebench_repo,
     )
     grading = Grading(
-        grade=str(getattr(result.grade, "value", result.grade)),
-        resolved=bool(result.resolved),
-        test_results=dict(result.test_results or {}),
+        grade=str(result.grade), resolved=result.resolved, test_results=result.test_results
     )
-    # A timeout stays a timeout; otherwise the grade, not pytest's exit code, decides (pytest
-    # exits 2 on a collection error, which here means unresolved, not interrupted).
-    if final.reason is not Reason.TIMEOUT:
-        final.reason = None if grading.resolved else Reason.TESTS_FAILED
-        final.note = f"grade {grading.grade}" + ("" if grading.resolved else ": not resolved")
+    # A timeout stays a timeout; otherwise the grade, not the script's exit code, decides.
+    if final.reason is Reason.TIMEOUT:
+        return grading
+    final.reason = None if grading.resolved else Reason.TESTS_FAILED
+    final.note = f"grade {grading.grade}" + ("" if grading.resolved else ": not resolved")
+    if marked_section(output) is None:
+        final.note += " (no test output between the markers)"
+        if final.truncated:
+            final.note += (
+                "; the output was cut at the sandbox's output cap before the end marker "
+                "(SANDBOX_OUTPUT_CAP_BYTES)"
+            )
+    if plan.test_patch and patch_apply_failed(output):
+        # The official script runs the tests anyway, and so the grade stands. With an agent
+        # patch the usual cause is a file the agent created where the test patch adds one;
+        # without one the instance itself is broken.
+        final.reason = Reason.TESTS_FAILED if agent_patch.strip() else Reason.UNKNOWN
+        final.note += "; the instance's test patch does not apply"
     return grading

@@ -1,12 +1,21 @@
 """SWE-bench grading as pure functions of stored output: FULL, PARTIAL or NO.
 
-The rules are the harness's (``get_eval_tests_report`` / ``get_resolution_status``):
+The rules are the official harness's (``get_eval_tests_report`` / ``get_resolution_status``):
 
-* a FAIL_TO_PASS test succeeds when PASSED or XFAIL; anything else, or missing, fails;
-* a PASS_TO_PASS test is kept when PASSED, XFAIL or SKIPPED; anything else, or missing, fails;
+* a FAIL_TO_PASS test succeeds when PASSED or XFAIL, fails when FAILED, ERROR, SKIPPED or
+  missing from the log;
+* a PASS_TO_PASS test is kept when PASSED, XFAIL or SKIPPED, fails when FAILED, ERROR or
+  missing;
+* a test with any other status (a parser can read one from a stray line, e.g. ``ERROR:``) is
+  in neither list, as in the official harness;
 * FULL: every FAIL_TO_PASS and PASS_TO_PASS test succeeds (an empty list counts as all);
   PARTIAL: some but not all FAIL_TO_PASS succeed and every PASS_TO_PASS does; NO otherwise.
 * resolved only for FULL.
+
+The SKIPPED rules are swebench 5.x's. The pinned 4.1.0 puts a SKIPPED test in neither list,
+so a patch that makes every FAIL_TO_PASS test skip grades FULL there and NO here; for
+PASS_TO_PASS the grade is the same either way, only the lists differ (the test is a success
+here, in no list there). Everything else equals 4.1.0 (``tests/test_swebench_official.py``).
 """
 
 from __future__ import annotations
@@ -16,7 +25,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tasks_app.swebench.parsers import PASSED, SKIPPED, XFAIL, StatusMap, parse_log
+from tasks_app.swebench.parsers import (
+    ERROR,
+    FAILED,
+    PASSED,
+    SKIPPED,
+    XFAIL,
+    StatusMap,
+    parse_test_output,
+)
 
 FAIL_TO_PASS = "FAIL_TO_PASS"
 PASS_TO_PASS = "PASS_TO_PASS"
@@ -70,25 +87,43 @@ def grade_status_map(
 ) -> GradeResult:
     """Grade per-test statuses against an instance's two test lists."""
     results = {
-        FAIL_TO_PASS: _split(fail_to_pass, statuses, kept=(PASSED, XFAIL)),
-        PASS_TO_PASS: _split(pass_to_pass, statuses, kept=(PASSED, XFAIL, SKIPPED)),
+        FAIL_TO_PASS: _split(
+            fail_to_pass, statuses, kept=(PASSED, XFAIL), failed=(FAILED, ERROR, SKIPPED)
+        ),
+        PASS_TO_PASS: _split(
+            pass_to_pass, statuses, kept=(PASSED, XFAIL, SKIPPED), failed=(FAILED, ERROR)
+        ),
     }
     return grade_test_results(results)
 
 
-def _split(tests: Iterable[str], statuses: StatusMap, *, kept: tuple[str, ...]) -> dict:
+def _split(
+    tests: Iterable[str],
+    statuses: StatusMap,
+    *,
+    kept: tuple[str, ...],
+    failed: tuple[str, ...],
+) -> dict:
     success: list[str] = []
     failure: list[str] = []
     for test in tests:
-        (success if statuses.get(test) in kept else failure).append(test)
+        status = statuses.get(test)
+        if status in kept:
+            success.append(test)
+        elif status is None or status in failed:
+            failure.append(test)
     return {"success": success, "failure": failure}
 
 
 def grade_attempt_output(
     output: str, *, fail_to_pass: list[str], pass_to_pass: list[str], repo: str
 ) -> GradeResult:
-    """Grade the test output of an attempt (the pipeline calls this after the final tests)."""
-    statuses = parse_log(output, repo)
+    """Grade the output of an eval script (the pipeline calls this after the final tests).
+
+    Output with no test section (a marker missing: the script was cut short) has no
+    statuses, so every test fails, as in the official harness.
+    """
+    statuses = parse_test_output(output, repo) or {}
     return grade_status_map(statuses, fail_to_pass=fail_to_pass, pass_to_pass=pass_to_pass)
 
 

@@ -1,18 +1,21 @@
 """The test command of an instance: its repo's runner, on the files its test patch touches.
 
-The commands and the directive rules are those of the SWE-bench harness (v4/v5
-``constants/python.py`` and ``test_spec/python.py``), for every repo of Lite and Verified.
-No Django here.
+The commands and the directive rules are those of the official harness (swebench 4.1.0:
+``test_cmd`` in ``MAP_REPO_VERSION_TO_SPECS``, ``get_test_directives``), for every Python repo
+it lists. A copy, because importing the official package costs about 2 s and a dataset import
+needs only this; ``tests/test_swebench_official.py`` checks it against every (repo, version)
+of the official table. The final tests themselves run the official eval script
+(``eval_script``), which reads the official table. No Django here.
 """
 
 from __future__ import annotations
 
-import posixpath
 import re
-import shlex
+
+from tasks_app.swebench.eval_script import ENV_ACTIVATION
 
 PYTEST = "pytest -rA"
-ASTROPY_OLD_PYTEST = "pytest -rA -vv -o console_output_style=classic --tb=no -p no:nose"
+ASTROPY_OLD_PYTEST = "pytest -rA -vv -o console_output_style=classic --tb=no"
 DJANGO = "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1"
 DJANGO_NO_PARALLEL = "./tests/runtests.py --verbosity 2"
 SEABORN = "pytest --no-header -rA"
@@ -61,13 +64,11 @@ NON_TEST_EXTS = (
     ".yaml",
     ".toml",
 )
-# The published instance images install the repo into the conda env "testbed"; activate it
-# when present so the same command also runs in an image without conda (a local test image).
-ENV_PREFIX = (
-    "if [ -f /opt/miniconda3/bin/activate ]; then . /opt/miniconda3/bin/activate testbed; fi"
-)
+# The published instance images install the repo into the conda env "testbed", the offline
+# ones into /opt/venv: activate whichever the image has (as the eval script does).
+ENV_PREFIX = ENV_ACTIVATION
 
-_DIFF_TARGET = re.compile(r"^diff --git a/.* b/(.*)$", re.MULTILINE)
+_DIFF_TARGET = re.compile(r"diff --git a/.* b/(.*)")
 
 
 def runner_for(repo: str, version: str) -> str:
@@ -76,32 +77,19 @@ def runner_for(repo: str, version: str) -> str:
 
 
 def directives_for(repo: str, test_patch: str) -> list[str]:
-    """What to run: the test files the patch touches (django: their dotted module names)."""
-    paths = [p.strip() for p in _DIFF_TARGET.findall(test_patch)]
-    paths = [p for p in paths if p and not p.endswith(NON_TEST_EXTS)]
+    """What to run: the files the patch touches, data files left out (django: their dotted
+    module names). Like the official helper it keeps repeats and does not quote."""
+    paths = [p for p in _DIFF_TARGET.findall(test_patch) if not p.endswith(NON_TEST_EXTS)]
     if repo != "django/django":
-        return _unique(paths)
-    modules = []
-    for path in paths:
-        if not _is_django_test_file(path):
-            continue
-        module = path.removesuffix(".py").removeprefix("tests/")
-        modules.append(module.replace("/", "."))
-    return _unique(modules)
+        return paths
+    return [p.removesuffix(".py").removeprefix("tests/").replace("/", ".") for p in paths]
+
+
+def command_line(repo: str, version: str, test_patch: str) -> str:
+    """The test command line of the official eval script (runner and directives)."""
+    return " ".join([runner_for(repo, version), *directives_for(repo, test_patch)])
 
 
 def command_for(repo: str, version: str, test_patch: str) -> str:
-    """The full shell command run in the instance image's /testbed."""
-    runner = runner_for(repo, version)
-    directives = " ".join(shlex.quote(d) for d in directives_for(repo, test_patch))
-    command = f"{runner} {directives}".rstrip()
-    return f"{ENV_PREFIX}; {command}"
-
-
-def _is_django_test_file(path: str) -> bool:
-    name = posixpath.basename(path)
-    return name == "tests.py" or name.startswith("test_") or "/tests/" in path or "/test_" in path
-
-
-def _unique(items: list[str]) -> list[str]:
-    return list(dict.fromkeys(items))
+    """The full shell command run in the instance image's /testbed (``Task.test_command``)."""
+    return f"{ENV_PREFIX}; {command_line(repo, version, test_patch)}"
