@@ -14,6 +14,7 @@ from runs import artifacts
 from runs.access import can_read_artifacts
 from runs.diffview import render_diff
 from runs.models import Attempt, AttemptStage
+from runs.transcript import SOURCE_TITLES
 
 # What each stage is, for people reading the logs.
 STAGE_TITLES = {
@@ -118,11 +119,14 @@ def attempt_detail(request: HttpRequest, public_id) -> HttpResponse:
     }
     if allowed:
         test_rows = _test_rows(attempt.test_results)
+        transcript = artifacts.read_transcript(attempt)
         context |= {
             "diff": render_diff(attempt.final_patch) if attempt.final_patch else None,
             "gold": render_diff(task.gold_patch) if task.gold_patch else None,
             "stage_logs": _stage_logs(attempt),
             "trajectory": artifacts.read_trajectory(attempt),
+            "transcript": transcript,
+            "source_title": SOURCE_TITLES.get(transcript.source, "") if transcript else "",
             "files": artifacts.list_artifacts(attempt),
             "test_rows": test_rows,
             "tests_failed": sum(1 for r in test_rows if r[2] not in ("passed", "xfail")),
