@@ -113,7 +113,10 @@ STORAGES = {
     },
 }
 
-LOGIN_URL = "admin:login"
+# The site's own login page (any account); the admin keeps its login for staff.
+LOGIN_URL = "account-login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "home"
 
 # Celery. The embedded default is kombu's SQL transport on a SQLite file: no server process.
 CELERY_BROKER_URL = envstr("CELERY_BROKER_URL", f"sqla+sqlite:///{VAR_DIR / 'broker.sqlite3'}")

@@ -6,6 +6,8 @@ import posixpath
 import uuid
 from dataclasses import dataclass
 
+from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import PermissionDenied
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
@@ -153,13 +155,22 @@ def attempt_vs(request: HttpRequest, a, b) -> HttpResponse:
     )
 
 
+def _refuse_non_readers(request: HttpRequest) -> HttpResponse | None:
+    """None for a reader; the login page for a visitor; 403 for an account that is no reader
+    (sending it to the login page, which sends signed-in users back, would loop)."""
+    if can_read_artifacts(request.user):
+        return None
+    if request.user.is_authenticated:
+        raise PermissionDenied("Patches, logs and trajectories need the readers group.")
+    return redirect_to_login(request.get_full_path())
+
+
 def attempt_artifact(request: HttpRequest, public_id, path: str) -> HttpResponse:
     """Download one artifact file. Served as an attachment, so the browser never renders it."""
     attempt = _attempt(public_id)
-    if not can_read_artifacts(request.user):
-        from django.contrib.auth.views import redirect_to_login
-
-        return redirect_to_login(request.get_full_path())
+    refused = _refuse_non_readers(request)
+    if refused:
+        return refused
     try:
         name = artifacts.artifact_name(attempt, path)
     except artifacts.ArtifactPathError as exc:
@@ -180,10 +191,9 @@ def attempt_patch(request: HttpRequest, public_id, which: str) -> HttpResponse:
     if which not in ("final", "gold"):
         raise Http404("no such patch")
     attempt = _attempt(public_id)
-    if not can_read_artifacts(request.user):
-        from django.contrib.auth.views import redirect_to_login
-
-        return redirect_to_login(request.get_full_path())
+    refused = _refuse_non_readers(request)
+    if refused:
+        return refused
     text = attempt.final_patch if which == "final" else attempt.task.gold_patch
     response = HttpResponse(text, content_type="text/x-diff; charset=utf-8")
     name = f"{attempt.task.task_id}.{which}.diff".replace('"', "")
