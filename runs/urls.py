@@ -20,6 +20,7 @@ urlpatterns = [
         views_attempts.attempt_patch,
         name="attempt-patch",
     ),
+    path("suites/<slug:name>/launch/", views_control.suite_launch_view, name="suite-launch"),
     path("suites/<slug:name>/leaderboard/", views_results.leaderboard, name="suite-leaderboard"),
     path("suites/<slug:name>/compare/", views_results.compare, name="suite-compare"),
     path("suites/<slug:name>/taxonomy/", views_results.taxonomy, name="suite-taxonomy"),
