@@ -137,22 +137,42 @@ def attempt_detail(request: HttpRequest, public_id) -> HttpResponse:
 
 
 def attempt_vs(request: HttpRequest, a, b) -> HttpResponse:
+    """Two attempts side by side: outcome, patch, each stage's log and the transcripts."""
     left, right = _attempt(a), _attempt(b)
     allowed = can_read_artifacts(request.user)
     sides = []
     for attempt in (left, right):
-        diff = render_diff(attempt.final_patch) if allowed and attempt.final_patch else None
-        sides.append({"attempt": attempt, "diff": diff})
+        side: dict = {"attempt": attempt}
+        if allowed:
+            transcript = artifacts.read_transcript(attempt)
+            side |= {
+                "diff": render_diff(attempt.final_patch) if attempt.final_patch else None,
+                "logs": {log.stage.name: log for log in _stage_logs(attempt)},
+                "transcript": transcript,
+                "source_title": SOURCE_TITLES.get(transcript.source, "") if transcript else "",
+            }
+        sides.append(side)
     return render(
         request,
         "runs/attempt_vs.html",
         {
             "sides": sides,
+            "stages": _paired_stages(sides) if allowed else [],
             "same_task": left.task_id == right.task_id,
             "can_read": allowed,
             "task": left.task,
         },
     )
+
+
+def _paired_stages(sides: list[dict]) -> list[tuple[str, list[StageLog | None]]]:
+    """(title, [left log, right log]) for every stage either attempt has, in pipeline order."""
+    names = list(dict.fromkeys([*sides[0]["logs"], *sides[1]["logs"]]))
+    order = list(STAGE_TITLES)
+    names.sort(key=lambda n: order.index(n) if n in order else len(order))
+    return [
+        (STAGE_TITLES.get(n, n), [sides[0]["logs"].get(n), sides[1]["logs"].get(n)]) for n in names
+    ]
 
 
 def _refuse_non_readers(request: HttpRequest) -> HttpResponse | None:

@@ -346,3 +346,33 @@ def test_anonymous_visitors_see_no_transcript(client, attempt, settings):
     write_artifact(attempt, "trajectory.traj.json", MINI_TRAJ.read_bytes())
     body = page(client, attempt)
     assert "ls -R astropy/coordinates" not in body and 'id="login-prompt"' in body
+
+
+@pytest.mark.django_db
+def test_two_attempts_side_by_side_compare_transcripts_and_logs(reader, attempt):
+    from tests.pages_fixtures import add_stage
+
+    other = make_attempt(
+        make_run(attempt.suite, make_model("inspect")), attempt.task, None, final_patch="x"
+    )
+    write_artifact(attempt, "trajectory.traj.json", MINI_TRAJ.read_bytes())
+    write_artifact(other, "trajectory.inspect.json", json.dumps(INSPECT_SAMPLE).encode())
+    write_artifact(attempt, "logs/final_test.txt", b"FAILED test_mean " + SCRIPT.encode())
+    add_stage(attempt, "final_test", "logs/final_test.txt", exit_code=1)
+    write_artifact(other, "logs/final_test.txt", b"1 passed")
+    add_stage(other, "final_test", "logs/final_test.txt", exit_code=0)
+    write_artifact(other, "logs/setup.txt", b"pip install ok")
+    add_stage(other, "setup", "logs/setup.txt", exit_code=0)
+    response = reader.get(reverse("attempt-vs", args=[attempt.public_id, other.public_id]))
+    body = response.content.decode()
+    assert response.status_code == 200
+    assert 'id="vs-transcripts"' in body
+    assert "mini-swe-agent trajectory" in body and "Inspect AI sample" in body
+    assert body.count('class="transcript compact"') == 2
+    assert "ls -R astropy/coordinates" in body and "cat calc.py" in body
+    # Stages in pipeline order, both logs of a stage side by side, one side "not run".
+    assert body.index("Setup commands") < body.index("Tests after the agent")
+    assert "FAILED test_mean" in body and "1 passed" in body and "exit 1 vs 0" in body
+    assert "exit not run vs 0" in body
+    assert SCRIPT not in body
+    assert 'id="transcript-search"' not in body and "js/transcript.js" in body

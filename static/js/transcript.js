@@ -3,6 +3,25 @@
 // the page's escaping stays intact), unfolds the blocks holding them and steps through them.
 (function () {
   "use strict";
+  function unfold(pre) {
+    pre.classList.add("open");
+    var button = pre.nextElementSibling;
+    if (button && button.classList.contains("show-all")) { button.textContent = "fold"; }
+  }
+
+  // Every transcript of the page (two on the side-by-side view): "show all" / "fold".
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest("button.show-all");
+    if (!button) { return; }
+    var pre = button.previousElementSibling;
+    if (pre.classList.contains("open")) {
+      pre.classList.remove("open");
+      button.textContent = "show all";
+    } else {
+      unfold(pre);
+    }
+  });
+
   var root = document.getElementById("transcript");
   if (!root) { return; }
   var turns = document.getElementById("transcript-turns");
@@ -14,24 +33,6 @@
   var current = -1;
   var timer = null;
   var turnsMatched = 0;
-
-  function unfold(pre) {
-    pre.classList.add("open");
-    var button = pre.nextElementSibling;
-    if (button && button.classList.contains("show-all")) { button.textContent = "fold"; }
-  }
-
-  root.addEventListener("click", function (event) {
-    var button = event.target.closest("button.show-all");
-    if (!button) { return; }
-    var pre = button.previousElementSibling;
-    if (pre.classList.contains("open")) {
-      pre.classList.remove("open");
-      button.textContent = "show all";
-    } else {
-      unfold(pre);
-    }
-  });
 
   document.getElementById("transcript-expand").addEventListener("click", function () {
     root.querySelectorAll("pre.folded").forEach(unfold);
