@@ -538,8 +538,6 @@ def _finish_from_events(transcript: Transcript, events: list[dict]) -> None:
             transcript.exit_status = _as_text(event.get("stop"))
             transcript.cost_usd = _number(event.get("cost_usd"))
             transcript.api_calls = sum(1 for e in events if e.get("event") == "llm_response")
-        if event.get("event") == "agent_start" and event.get("agent"):
-            transcript.model = _as_text(event.get("agent"))
 
 
 # --- helpers ---------------------------------------------------------------------------------
