@@ -135,37 +135,30 @@ SOURCE_TITLES = {
 
 def load(read: Reader) -> Transcript | None:
     """The attempt's transcript from the first of ``FILES`` that ``read`` finds, else None."""
-    for name, parse in (
+    parsers: tuple[tuple[str, Callable[[Any], Transcript]], ...] = (
         (TRAJ_JSON, parse_mini_swe_agent),
         (SWE_AGENT_TRAJ, parse_swe_agent),
         (INSPECT_SAMPLE, parse_inspect_sample),
-    ):
+    )
+    for name, parse in parsers:
         data = read(name)
         if data is not None:
-            return _guarded(
-                name, lambda data=data, parse=parse, name=name: parse(_json(data, name))
-            )
+            try:
+                return parse(_json(data, name))
+            except TranscriptError as exc:
+                return Transcript(source="", file=name, error=f"{name}: {exc}")
     messages = read(LLM_MESSAGES)
     events_data = read(EVENTS)
     events = _jsonl(events_data) if events_data is not None else None
     if messages is not None:
-        return _guarded(
-            LLM_MESSAGES, lambda: parse_llm_messages(_jsonl(messages), events, read=read)
-        )
+        return parse_llm_messages(_jsonl(messages), events, read=read)
     if events is not None:
-        return _guarded(EVENTS, lambda: parse_events(events, read=read))
+        return parse_events(events, read=read)
     return None
 
 
 class TranscriptError(ValueError):
     """A trajectory file that is not what its name says."""
-
-
-def _guarded(name: str, build: Callable[[], Transcript]) -> Transcript:
-    try:
-        return build()
-    except TranscriptError as exc:
-        return Transcript(source="", file=name, error=f"{name}: {exc}")
 
 
 # --- mini-swe-agent --------------------------------------------------------------------------
@@ -179,8 +172,8 @@ def parse_mini_swe_agent(data: Any, file: str = TRAJ_JSON) -> Transcript:
     message after it holds that command's output."""
     if not isinstance(data, dict) or not isinstance(data.get("messages"), list):
         raise TranscriptError("expected an object with a 'messages' list (mini-swe-agent-1)")
-    info = data.get("info") if isinstance(data.get("info"), dict) else {}
-    stats = info.get("model_stats") if isinstance(info.get("model_stats"), dict) else {}
+    info = _obj(data.get("info"))
+    stats = _obj(info.get("model_stats"))
     transcript = Transcript(
         source="mini-swe-agent",
         file=file,
@@ -189,8 +182,8 @@ def parse_mini_swe_agent(data: Any, file: str = TRAJ_JSON) -> Transcript:
         cost_usd=_number(stats.get("instance_cost")),
         api_calls=_int(stats.get("api_calls")),
     )
-    config = info.get("config") if isinstance(info.get("config"), dict) else {}
-    model = config.get("model") if isinstance(config.get("model"), dict) else {}
+    config = _obj(info.get("config"))
+    model = _obj(config.get("model"))
     transcript.model = _as_text(model.get("model_name"))
     _paired_observations(transcript, _messages(data["messages"]), _mini_swe_turn)
     _sum_tokens(transcript)
@@ -201,8 +194,8 @@ def _mini_swe_turn(index: int, message: dict) -> Turn:
     role = str(message.get("role") or "user")
     content = _content_text(message.get("content"))
     turn = Turn(index=index, role=role, text=block(content))
-    extra = message.get("extra") if isinstance(message.get("extra"), dict) else {}
-    response = extra.get("response") if isinstance(extra.get("response"), dict) else {}
+    extra = _obj(message.get("extra"))
+    response = _obj(extra.get("response"))
     usage = response.get("usage") if isinstance(response.get("usage"), dict) else None
     if usage:
         turn.tokens_in = _int(usage.get("prompt_tokens"))
@@ -211,7 +204,7 @@ def _mini_swe_turn(index: int, message: dict) -> Turn:
     if role == "assistant":
         choices = response.get("choices") if isinstance(response.get("choices"), list) else []
         first = choices[0] if choices and isinstance(choices[0], dict) else {}
-        reply = first.get("message") if isinstance(first.get("message"), dict) else {}
+        reply = _obj(first.get("message"))
         if reply.get("reasoning"):
             turn.reasoning = block(reply.get("reasoning"))
         commands = _BASH_BLOCK.findall(content)
@@ -262,8 +255,8 @@ def parse_swe_agent(data: Any, file: str = SWE_AGENT_TRAJ) -> Transcript:
         isinstance(data.get("history"), list) or isinstance(data.get("trajectory"), list)
     ):
         raise TranscriptError("expected an object with a 'history' or 'trajectory' list")
-    info = data.get("info") if isinstance(data.get("info"), dict) else {}
-    stats = info.get("model_stats") if isinstance(info.get("model_stats"), dict) else {}
+    info = _obj(data.get("info"))
+    stats = _obj(info.get("model_stats"))
     transcript = Transcript(
         source="swe-agent",
         file=file,
@@ -348,9 +341,9 @@ def parse_inspect_sample(data: Any, file: str = INSPECT_SAMPLE) -> Transcript:
         totals = [u for u in usage_by_model.values() if isinstance(u, dict)]
         transcript.tokens_in = sum(_int(u.get("input_tokens")) or 0 for u in totals)
         transcript.tokens_out = sum(_int(u.get("output_tokens")) or 0 for u in totals)
-    output = data.get("output") if isinstance(data.get("output"), dict) else {}
+    output = _obj(data.get("output"))
     transcript.model = _as_text(output.get("model"))
-    scores = data.get("scores") if isinstance(data.get("scores"), dict) else {}
+    scores = _obj(data.get("scores"))
     for name, score in scores.items():
         value = score.get("value") if isinstance(score, dict) else score
         transcript.scores.append((str(name), _as_text(value)))
@@ -428,7 +421,7 @@ def parse_llm_messages(
                 "The conversation log reached AGENTBENCH_LLM_LOG_MAX_CHARS; the rest is not kept."
             )
             continue
-        payload = line.get("payload") if isinstance(line.get("payload"), dict) else {}
+        payload = _obj(line.get("payload"))
         if line.get("kind") == "request":
             messages += [
                 m for m in _messages(payload.get("messages") or []) if m.get("role") != "assistant"
@@ -469,14 +462,14 @@ def parse_events(events: list[dict], *, read: Reader | None = None) -> Transcrip
             )  # fmt: skip
         elif kind == "tool_finish":
             step = event.get("step")
-            call = open_calls.pop(step, None) if step in open_calls else _last_open(open_calls)
-            if call is None:
-                call = ToolCall(name=_as_text(event.get("tool")) or "?", arguments=block(""))
+            found = open_calls.pop(step) if step in open_calls else _last_open(open_calls)
+            if found is None:
+                found = ToolCall(name=_as_text(event.get("tool")) or "?", arguments=block(""))
                 transcript.turns.append(
                     Turn(index=len(transcript.turns), role="assistant", text=block(""),
-                         tool_calls=[call])
+                         tool_calls=[found])
                 )  # fmt: skip
-            _finish_call(call, event, read)
+            _finish_call(found, event, read)
         elif kind in ("llm_request", "llm_response", "tool_start"):
             continue
         else:
@@ -585,6 +578,11 @@ def _jsonl_objects(data: bytes) -> Iterator[dict]:
             continue
         if isinstance(value, dict):
             yield value
+
+
+def _obj(value: Any) -> dict:
+    """``value`` when it is an object, else an empty one (files are not trusted to match)."""
+    return value if isinstance(value, dict) else {}
 
 
 def _messages(values: Any) -> list[dict]:
