@@ -438,9 +438,22 @@ def parse_llm_messages(
         turn.tokens_out = _int(event.get("tokens_out"))
         turn.cost_usd = _number(event.get("cost_usd"))
     _attach_steps(transcript, events or [], read)
+    _append_ending(transcript, events or [])
     _finish_from_events(transcript, events or [])
     _sum_tokens(transcript)
     return transcript
+
+
+# After the model's last reply: what the model never saw (the last tests, how it stopped).
+_ENDING_EVENTS = ("tests_finish", "agent_finish", "agent_error", "llm_error")
+
+
+def _append_ending(transcript: Transcript, events: list[dict]) -> None:
+    last = max((i for i, e in enumerate(events) if e.get("event") == "llm_response"), default=-1)
+    for event in events[last + 1 :]:
+        kind = str(event.get("event") or "")
+        if kind in _ENDING_EVENTS:
+            transcript.turns.append(_event_turn(len(transcript.turns), kind, event))
 
 
 def parse_events(events: list[dict], *, read: Reader | None = None) -> Transcript:

@@ -112,12 +112,13 @@ def test_our_llm_agents_conversation_shows_tokens_and_the_applied_patch(
     page.wait_for_selector("#transcript")
     assert "LLM conversation" in page.locator(".transcript-summary").text_content()
     turns = page.locator("#transcript-turns .turn")
-    assert turns.count() == 4
+    assert turns.count() == 6
     assert "120 in · 15 out" in turns.nth(2).text_content()
     assert "300 in · 60 out" in turns.nth(3).text_content()
     patch = turns.nth(3).locator("pre.patch")
     assert patch.locator("span.add").first.text_content().startswith("+")
     assert "return total(values) / len(values)" in patch.text_content()
+    assert "exit_code=0" in turns.nth(4).text_content()
     page.fill("#transcript-search", "total(values)")
     page.wait_for_selector("mark.hit.current")
     assert page.locator("mark.hit").count() >= 2

@@ -265,8 +265,12 @@ def test_our_llm_agents_conversation_reads_with_tokens_per_turn_and_the_applied_
     t = transcript.load(lambda rel: _read(artifacts, rel))
     assert t.source == "llm"
     roles = [turn.role for turn in t.turns]
-    assert roles == ["system", "user", "assistant", "assistant"]
+    assert roles == ["system", "user", "assistant", "assistant", "event", "event"]
     read, patch = t.turns[2], t.turns[3]
+    # The tests after the last patch and how the agent stopped, which no request carried.
+    assert [t.turns[4].title, t.turns[5].title] == ["tests_finish", "agent_finish"]
+    assert "exit_code=0" in t.turns[4].text.text and not t.turns[4].is_error
+    assert "stop=tests_passed" in t.turns[5].text.text
     assert read.tool_calls[0].name == "read_file"
     assert "return total(values) // len(values)" in read.tool_calls[0].result.text
     assert (read.tokens_in, read.tokens_out, patch.tokens_in, patch.tokens_out) == (
