@@ -543,7 +543,8 @@ def _finish_from_events(transcript: Transcript, events: list[dict]) -> None:
         if event.get("event") == "agent_finish":
             transcript.exit_status = _as_text(event.get("stop"))
             transcript.cost_usd = _number(event.get("cost_usd"))
-            transcript.api_calls = sum(1 for e in events if e.get("event") == "llm_response")
+            calls = sum(1 for e in events if e.get("event") == "llm_response")
+            transcript.api_calls = calls or None  # no model behind a scripted agent
 
 
 # --- helpers ---------------------------------------------------------------------------------
