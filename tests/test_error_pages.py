@@ -1,4 +1,4 @@
-"""Styled error pages (404, 400, 403) in the site's layout, and the favicon."""
+"""Styled error pages (404, 400, 403) in the site's layout."""
 
 from __future__ import annotations
 
@@ -39,11 +39,3 @@ def test_a_signed_in_non_reader_gets_the_styled_403_page_saying_why(client, dave
     assert (
         "readers group" in response.content.decode() and "Not allowed" in response.content.decode()
     )
-
-
-def test_the_favicon_is_served(client):
-    redirect = client.get("/favicon.ico")
-    assert redirect.status_code == 301 and redirect["Location"] == "/static/favicon.svg"
-    icon = client.get("/static/favicon.svg")
-    assert icon.status_code == 200
-    assert b"<svg" in b"".join(icon.streaming_content)
