@@ -138,3 +138,13 @@ def test_the_admins_launched_message_links_to_each_run(
     for run in Run.objects.all():
         assert f'href="{run.get_absolute_url()}"' in body
     assert "&lt;b&gt;nop&lt;/b&gt; on custom-dev" in body
+
+
+def test_a_fail_fast_stop_shows_up_in_the_live_fragment(client, run):
+    assert 'id="run-stopped"' not in fragment(client, run)
+    Run.objects.filter(pk=run.pk).update(
+        fail_fast_code="LLM_ERROR", fail_fast_reason="3 consecutive <b>LLM_ERROR</b>"
+    )
+    body = fragment(client, run)
+    assert "Stopped by fail-fast: <code>LLM_ERROR</code>" in body
+    assert "&lt;b&gt;LLM_ERROR&lt;/b&gt;" in body
