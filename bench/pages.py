@@ -155,6 +155,7 @@ def time_pages(data: dict, requests: int) -> list[tuple[str, float, float, float
             + f"?model={models[3].slug}&reason=TESTS_FAILED",
         ),
         ("task", reverse("task-detail", args=[suite.name, attempt.task.task_id])),
+        transcript_page(data, TRANSCRIPT_BYTES),
     ]
     results = []
     for name, url in pages:
@@ -171,6 +172,40 @@ def time_pages(data: dict, requests: int) -> list[tuple[str, float, float, float
             assert response.status_code == 200
         results.append((name, statistics.median(timings), max(timings), statistics.median(cpu)))
     return results
+
+
+TRANSCRIPT_BYTES = 300_000
+REAL_TRAJECTORY = (
+    REPO / "examples/swebench/mini_swe_agent_run/trajs/astropy__astropy-13398"
+    / "astropy__astropy-13398.traj.json"
+)  # fmt: skip
+
+
+def transcript_page(data: dict, size: int) -> tuple[str, str]:
+    """The attempt page of an attempt (of the second model, so the other pages' attempts keep
+    no artifacts) with a mini-swe-agent trajectory of ``size`` bytes: the real one in
+    examples/, its exchanges repeated until the file reaches that size."""
+    import json
+
+    from django.core.files.base import ContentFile
+    from django.urls import reverse
+
+    from runs import artifacts
+    from runs.models import Attempt
+
+    attempt = Attempt.objects.filter(model_config=data["models"][1]).order_by("id").first()
+
+    trajectory = json.loads(REAL_TRAJECTORY.read_text())
+    exchanges = trajectory["messages"][2:]
+    while len(json.dumps(trajectory)) < size:
+        messages = trajectory["messages"]
+        messages.append(exchanges[(len(messages) - 2) % len(exchanges)])
+    body = json.dumps(trajectory).encode()
+    attempt.artifacts_dir = f"bench/{attempt.public_id}"
+    attempt.save(update_fields=["artifacts_dir"])
+    artifacts.storage().save(f"{attempt.artifacts_dir}/trajectory.traj.json", ContentFile(body))
+    url = reverse("attempt-detail", args=[attempt.public_id])
+    return f"attempt + {len(body) // 1000} KB transcript", url
 
 
 def main() -> int:

@@ -1,4 +1,4 @@
-"""``ab`` commands that run the application itself: serve, setup-demo."""
+"""``ab`` commands that run the application itself: serve, setup-demo, add-reader."""
 
 from __future__ import annotations
 
@@ -26,6 +26,30 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--no-seed", action="store_true", help="skip the generated demo runs")
     p.set_defaults(handler=cmd_setup_demo)
+
+    p = sub.add_parser(
+        "add-reader",
+        help="let an account read patches, logs and transcripts (the readers group)",
+    )
+    p.add_argument("username")
+    p.add_argument(
+        "--create", action="store_true", help="make the account (a generated password is printed)"
+    )
+    p.set_defaults(handler=cmd_add_reader)
+
+
+def cmd_add_reader(args: argparse.Namespace) -> int:
+    from benchsite.accounts.services import reader_add
+    from benchsite.cli import CommandError
+
+    try:
+        user, password = reader_add(username=args.username, create=args.create)
+    except LookupError as exc:
+        raise CommandError(str(exc)) from None
+    if password:
+        print(f"created account {user.username!r}, password {password!r} (shown only now)")
+    print(f"{user.username} is a reader: it sees patches, logs and transcripts once logged in")
+    return 0
 
 
 def _admin_password() -> str:

@@ -96,6 +96,10 @@ STATIC_ROOT = VAR_DIR / "staticfiles"
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 # Serve straight from the app folders: there is no build step and no collectstatic to forget.
 WHITENOISE_USE_FINDERS = envbool("WHITENOISE_USE_FINDERS", True)
+# Vendored files carry their version in their name (plotly-4.1.1.min.js): browsers keep them
+# for good. WhiteNoise serves a file's .gz sibling to clients that take gzip (plotly: 4.8 MB
+# as 1.4 MB).
+WHITENOISE_IMMUTABLE_FILE_TEST = r"/vendor/[^/]*-\d+\.\d+\.\d+[^/]*$"
 
 # Artifacts (stage logs, patches, events) go through Django's storage API, so S3-compatible
 # storage is a matter of setting ARTIFACTS_STORAGE_BACKEND (for example django-storages').
@@ -113,7 +117,10 @@ STORAGES = {
     },
 }
 
-LOGIN_URL = "admin:login"
+# The site's own login page (any account); the admin keeps its login for staff.
+LOGIN_URL = "account-login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "home"
 
 # Celery. The embedded default is kombu's SQL transport on a SQLite file: no server process.
 CELERY_BROKER_URL = envstr("CELERY_BROKER_URL", f"sqla+sqlite:///{VAR_DIR / 'broker.sqlite3'}")

@@ -1,5 +1,7 @@
 from django.contrib import admin
+from django.templatetags.static import static
 from django.urls import include, path
+from django.views.generic import RedirectView
 
 from benchsite.api import api
 
@@ -7,6 +9,8 @@ urlpatterns = [
     # Before admin/: the admin's catch-all would answer these paths with a 404.
     path("admin/swebench/", include("tasks_app.admin_swebench")),
     path("admin/", admin.site.urls),
+    # Pages name the SVG icon; the admin, the API docs and old browsers ask for /favicon.ico.
+    path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),
     path("api/", api.urls),
     path("", include("benchsite.accounts.urls")),
     path("", include("tasks_app.urls")),

@@ -8,6 +8,7 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
+from django.utils.html import format_html, format_html_join
 
 from benchsite.accounts.models import AuditAction
 from benchsite.accounts.services import audit_event_record
@@ -58,6 +59,16 @@ def evaluate_runs(modeladmin, request: HttpRequest, queryset: QuerySet) -> None:
     modeladmin.message_user(request, f"{count} not-evaluated attempt(s) queued.")
 
 
+def launched_message(runs: list) -> str:
+    """ "Launched N run(s): <links to each run page>", escaped, for the messages framework."""
+    links = format_html_join(
+        ", ",
+        '<a href="{}">{} on {}</a>',
+        ((run.get_absolute_url(), run.model_config.name, run.suite.name) for run in runs),
+    )
+    return format_html("Launched {} run(s): {}.", len(runs), links)
+
+
 class LaunchRunForm(forms.Form):
     suite = forms.ModelChoiceField(queryset=Suite.objects.all())
     samples = forms.IntegerField(min_value=1, max_value=100, initial=1)
@@ -83,7 +94,7 @@ def launch_runs(modeladmin, request: HttpRequest, queryset: QuerySet) -> HttpRes
             modeladmin.message_user(request, str(exc), level=messages.ERROR)
             return None
         _audit(request, AuditAction.RUN_LAUNCH, runs)
-        modeladmin.message_user(request, f"Launched {len(runs)} run(s).")
+        modeladmin.message_user(request, launched_message(runs))
         return None
     return TemplateResponse(
         request,

@@ -8,6 +8,7 @@ import contextlib
 import mimetypes
 import uuid
 
+from django.core.exceptions import PermissionDenied
 from django.db.models import Q
 from django.http import FileResponse, HttpRequest
 from django.shortcuts import get_object_or_404
@@ -20,6 +21,7 @@ from benchsite.accounts.services import audit_event_record
 from benchsite.api_common import Pages, Text
 from benchsite.api_errors import ApiConflict, ApiInputError, ErrorOut
 from runs import artifacts
+from runs.access import can_read_artifacts
 from runs.api_results import router as results_router
 from runs.api_schemas import (
     AttemptDetailOut,
@@ -287,13 +289,22 @@ def attempt_list(request: HttpRequest, filters: Query[_AttemptFilter]):
     return filters.filter(attempts)
 
 
+def _require_reader(request: HttpRequest) -> None:
+    """A token or session of an account without the readers permission is refused (403)."""
+    if not can_read_artifacts(request.user):
+        raise PermissionDenied(
+            "reading patches, logs and trajectories needs the readers group (runs.read_artifacts)"
+        )
+
+
 @router.get(
     "/attempts/{public_id}",
-    response={200: AttemptDetailOut, 401: ErrorOut, 404: ErrorOut},
+    response={200: AttemptDetailOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut},
     auth=ARTIFACT_READ,
     summary="One attempt with its error, patch, stages and artifact links",
 )
 def attempt_detail(request: HttpRequest, public_id: uuid.UUID):
+    _require_reader(request)
     attempt = get_object_or_404(
         Attempt.objects.select_related(*_ATTEMPT_RELATED), public_id=public_id
     )
@@ -302,12 +313,13 @@ def attempt_detail(request: HttpRequest, public_id: uuid.UUID):
 
 @router.get(
     "/attempts/{public_id}/artifacts/{path:path}",
-    response={200: bytes, 401: ErrorOut, 404: ErrorOut},
+    response={200: bytes, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut},
     auth=ARTIFACT_READ,
     url_name="attempt_artifact",
     summary="Download one artifact file of an attempt",
 )
 def attempt_artifact(request: HttpRequest, public_id: uuid.UUID, path: Text):
+    _require_reader(request)
     attempt = get_object_or_404(Attempt, public_id=public_id)
     try:
         name = artifacts.artifact_name(attempt, path)

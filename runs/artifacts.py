@@ -14,6 +14,7 @@ from pathlib import PurePosixPath
 from django.conf import settings
 from django.core.files.storage import Storage, storages
 
+from runs import transcript
 from runs.models import Attempt
 
 LOG_TAIL_BYTES = 64 * 1024
@@ -161,6 +162,32 @@ def read_trajectory(attempt: Attempt, relative: str = "events.jsonl") -> Traject
             continue
         events.append(_event(len(events), raw))
     return Trajectory(events=events, truncated=truncated, bad_lines=bad)
+
+
+def read_bytes(attempt: Attempt, relative: str, max_bytes: int) -> bytes | None:
+    """Up to ``max_bytes`` of one file of the attempt's folder; None when absent or outside."""
+    try:
+        name = artifact_name(attempt, relative)
+    except ArtifactPathError:
+        return None
+    store = storage()
+    # exists() first: a remote storage may only fail on the first read of a missing file.
+    if not store.exists(name):
+        return None
+    try:
+        with store.open(name, "rb") as handle:
+            return handle.read(max_bytes)
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return None
+
+
+def read_transcript(attempt: Attempt) -> transcript.Transcript | None:
+    """The attempt's conversation (``runs.transcript.load`` over its artifact folder)."""
+    if not attempt_root(attempt):
+        return None
+    return transcript.load(
+        lambda relative: read_bytes(attempt, relative, transcript.MAX_FILE_BYTES + 1)
+    )
 
 
 def _text(value) -> str:

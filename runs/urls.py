@@ -1,6 +1,6 @@
 from django.urls import path
 
-from runs import views, views_attempts, views_control, views_results
+from runs import views, views_attempts, views_charts, views_control, views_results
 
 urlpatterns = [
     path("runs/<uuid:public_id>/", views.run_detail, name="run-detail"),
@@ -21,8 +21,14 @@ urlpatterns = [
         views_attempts.attempt_patch,
         name="attempt-patch",
     ),
+    path("suites/<slug:name>/launch/", views_control.suite_launch_view, name="suite-launch"),
     path("suites/<slug:name>/leaderboard/", views_results.leaderboard, name="suite-leaderboard"),
     path("suites/<slug:name>/compare/", views_results.compare, name="suite-compare"),
     path("suites/<slug:name>/taxonomy/", views_results.taxonomy, name="suite-taxonomy"),
+    path(
+        "suites/<slug:name>/taxonomy/chart.json",
+        views_charts.taxonomy_chart,
+        name="suite-taxonomy-chart",
+    ),
     path("suites/<slug:name>/attempts/", views_results.suite_attempts, name="suite-attempts"),
 ]

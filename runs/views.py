@@ -1,4 +1,5 @@
-"""The run page and its live progress fragment."""
+"""The run page and its live fragment (counts, outcomes and the attempts table), which the page
+polls until the run is final."""
 
 from __future__ import annotations
 
@@ -63,21 +64,23 @@ def _actions(request: HttpRequest, run: Run) -> list[tuple[str, str]]:
     return actions
 
 
-def run_detail(request: HttpRequest, public_id) -> HttpResponse:
-    run = _run(public_id)
+def _live(request: HttpRequest, run: Run) -> dict:
+    """What the fragment shows: counts, outcomes and the requested page of attempts."""
     attempts = (
         Attempt.objects.filter(run=run)
         .select_related("task", "failure_reason")
         .order_by("task__task_id", "sample_index")
     )
     page = Paginator(attempts, ATTEMPTS_PER_PAGE).get_page(request.GET.get("page"))
-    return render(
-        request,
-        "runs/run_detail.html",
-        {"run": run, "progress": _progress(run), "page": page, "actions": _actions(request, run)},
-    )
+    return {"run": run, "progress": _progress(run), "page": page}
+
+
+def run_detail(request: HttpRequest, public_id) -> HttpResponse:
+    run = _run(public_id)
+    context = _live(request, run) | {"actions": _actions(request, run)}
+    return render(request, "runs/run_detail.html", context)
 
 
 def run_progress(request: HttpRequest, public_id) -> HttpResponse:
-    run = _run(public_id)
-    return render(request, "runs/_run_progress.html", {"run": run, "progress": _progress(run)})
+    """The live fragment, polled by the run page (``static/js/poll.js``) until it is final."""
+    return render(request, "runs/_run_progress.html", _live(request, _run(public_id)))

@@ -6,6 +6,8 @@ import posixpath
 import uuid
 from dataclasses import dataclass
 
+from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import PermissionDenied
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
@@ -14,6 +16,7 @@ from runs import artifacts
 from runs.access import can_read_artifacts
 from runs.diffview import render_diff
 from runs.models import Attempt, AttemptStage
+from runs.transcript import SOURCE_TITLES
 
 # What each stage is, for people reading the logs.
 STAGE_TITLES = {
@@ -118,11 +121,14 @@ def attempt_detail(request: HttpRequest, public_id) -> HttpResponse:
     }
     if allowed:
         test_rows = _test_rows(attempt.test_results)
+        transcript = artifacts.read_transcript(attempt)
         context |= {
             "diff": render_diff(attempt.final_patch) if attempt.final_patch else None,
             "gold": render_diff(task.gold_patch) if task.gold_patch else None,
             "stage_logs": _stage_logs(attempt),
             "trajectory": artifacts.read_trajectory(attempt),
+            "transcript": transcript,
+            "source_title": SOURCE_TITLES.get(transcript.source, "") if transcript else "",
             "files": artifacts.list_artifacts(attempt),
             "test_rows": test_rows,
             "tests_failed": sum(1 for r in test_rows if r[2] not in ("passed", "xfail")),
@@ -131,17 +137,27 @@ def attempt_detail(request: HttpRequest, public_id) -> HttpResponse:
 
 
 def attempt_vs(request: HttpRequest, a, b) -> HttpResponse:
+    """Two attempts side by side: outcome, patch, each stage's log and the transcripts."""
     left, right = _attempt(a), _attempt(b)
     allowed = can_read_artifacts(request.user)
     sides = []
     for attempt in (left, right):
-        diff = render_diff(attempt.final_patch) if allowed and attempt.final_patch else None
-        sides.append({"attempt": attempt, "diff": diff})
+        side: dict = {"attempt": attempt}
+        if allowed:
+            transcript = artifacts.read_transcript(attempt)
+            side |= {
+                "diff": render_diff(attempt.final_patch) if attempt.final_patch else None,
+                "logs": {log.stage.name: log for log in _stage_logs(attempt)},
+                "transcript": transcript,
+                "source_title": SOURCE_TITLES.get(transcript.source, "") if transcript else "",
+            }
+        sides.append(side)
     return render(
         request,
         "runs/attempt_vs.html",
         {
             "sides": sides,
+            "stages": _paired_stages(sides) if allowed else [],
             "same_task": left.task_id == right.task_id,
             "can_read": allowed,
             "task": left.task,
@@ -149,13 +165,32 @@ def attempt_vs(request: HttpRequest, a, b) -> HttpResponse:
     )
 
 
+def _paired_stages(sides: list[dict]) -> list[tuple[str, list[StageLog | None]]]:
+    """(title, [left log, right log]) for every stage either attempt has, in pipeline order."""
+    names = list(dict.fromkeys([*sides[0]["logs"], *sides[1]["logs"]]))
+    order = list(STAGE_TITLES)
+    names.sort(key=lambda n: order.index(n) if n in order else len(order))
+    return [
+        (STAGE_TITLES.get(n, n), [sides[0]["logs"].get(n), sides[1]["logs"].get(n)]) for n in names
+    ]
+
+
+def _refuse_non_readers(request: HttpRequest) -> HttpResponse | None:
+    """None for a reader; the login page for a visitor; 403 for an account that is no reader
+    (sending it to the login page, which sends signed-in users back, would loop)."""
+    if can_read_artifacts(request.user):
+        return None
+    if request.user.is_authenticated:
+        raise PermissionDenied("Patches, logs and trajectories need the readers group.")
+    return redirect_to_login(request.get_full_path())
+
+
 def attempt_artifact(request: HttpRequest, public_id, path: str) -> HttpResponse:
     """Download one artifact file. Served as an attachment, so the browser never renders it."""
     attempt = _attempt(public_id)
-    if not can_read_artifacts(request.user):
-        from django.contrib.auth.views import redirect_to_login
-
-        return redirect_to_login(request.get_full_path())
+    refused = _refuse_non_readers(request)
+    if refused:
+        return refused
     try:
         name = artifacts.artifact_name(attempt, path)
     except artifacts.ArtifactPathError as exc:
@@ -176,10 +211,9 @@ def attempt_patch(request: HttpRequest, public_id, which: str) -> HttpResponse:
     if which not in ("final", "gold"):
         raise Http404("no such patch")
     attempt = _attempt(public_id)
-    if not can_read_artifacts(request.user):
-        from django.contrib.auth.views import redirect_to_login
-
-        return redirect_to_login(request.get_full_path())
+    refused = _refuse_non_readers(request)
+    if refused:
+        return refused
     text = attempt.final_patch if which == "final" else attempt.task.gold_patch
     response = HttpResponse(text, content_type="text/x-diff; charset=utf-8")
     name = f"{attempt.task.task_id}.{which}.diff".replace('"', "")

@@ -1,19 +1,30 @@
-"""Staff-only POST endpoints behind the run page's buttons: cancel, retry, resume, evaluate."""
+"""Staff-only POST endpoints: the run page's buttons (cancel, retry, resume, evaluate) and
+the suite page's launch form, over the same services as the admin, the API and the CLI."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from django import forms
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
+from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
 from benchsite.accounts.models import AuditAction
 from benchsite.accounts.services import audit_event_record
-from runs.models import Run
-from runs.services import run_cancel, run_evaluate, run_resume, run_retry_infra
+from runs.models import AgentVariant, ModelConfig, Run
+from runs.services import (
+    LaunchError,
+    run_cancel,
+    run_evaluate,
+    run_launch,
+    run_resume,
+    run_retry_infra,
+)
+from tasks_app.models import Suite
 
 # Not AuditAction choices (adding one would need a migration); stored as the same kind of text.
 RUN_RESUME = "run.resume"
@@ -67,3 +78,59 @@ def run_evaluate_view(request: HttpRequest, public_id) -> HttpResponse:
         return f"{run_evaluate(run=run, by=request.user)} not-evaluated attempt(s) queued."
 
     return _control(request, public_id, evaluate, RUN_EVALUATE)
+
+
+class SuiteLaunchForm(forms.Form):
+    """The suite page's "Launch a run" form (staff): what ``run_launch`` takes."""
+
+    # External configurations hold imported results: there is no agent to run.
+    model = forms.ModelChoiceField(
+        queryset=ModelConfig.objects.exclude(agent_variant=AgentVariant.EXTERNAL).order_by("name"),
+        to_field_name="slug",
+        empty_label=None,
+    )
+    samples = forms.IntegerField(min_value=1, max_value=100, initial=1)
+    labels = forms.CharField(
+        required=False, max_length=500, help_text="only tasks with all these labels: a,b"
+    )
+    include_flaky = forms.BooleanField(required=False, label="Include flaky tasks")
+
+
+@require_POST
+@staff_member_required
+def suite_launch_view(request: HttpRequest, name: str) -> HttpResponse:
+    """Launch a run of the suite; to its run page, or back to the suite with the error."""
+    suite = get_object_or_404(Suite, name=name)
+    form = SuiteLaunchForm(request.POST)
+    if form.is_valid():
+        labels = [x.strip() for x in form.cleaned_data["labels"].split(",") if x.strip()]
+        try:
+            run = run_launch(
+                suite=suite,
+                model_config=form.cleaned_data["model"],
+                samples=form.cleaned_data["samples"],
+                labels=labels or None,
+                include_flaky=form.cleaned_data["include_flaky"],
+                created_by=request.user,
+            )
+        except LaunchError as exc:
+            form.add_error(None, str(exc))
+        else:
+            audit_event_record(
+                actor=request.user,
+                action=AuditAction.RUN_LAUNCH,
+                objects=[run],
+                request=request,
+                via="page",
+            )
+            count = run.attempts.count()
+            messages.success(
+                request, format_html("Launched a run of {} attempt(s); it updates live.", count)
+            )
+            return redirect(run.get_absolute_url())
+    errors = "; ".join(
+        f"{field}: {' '.join(errs)}" if field != "__all__" else " ".join(errs)
+        for field, errs in form.errors.items()
+    )
+    messages.error(request, f"Nothing launched. {errors}")
+    return redirect("suite-detail", name=suite.name)

@@ -19,7 +19,7 @@ from runs.access import can_read_leaderboards
 from runs.compare import Comparison, TaskRow, compare_models, comparison_records
 from runs.leaderboard import SORT_KEYS, finished_attempts, leaderboard_rows
 from runs.models import AgentVariant, ModelConfig
-from runs.taxonomy_report import chart_data, taxonomy_breakdown
+from runs.taxonomy_report import taxonomy_breakdown
 from tasks_app.models import Suite, Task
 
 
@@ -315,7 +315,6 @@ def taxonomy(request: HttpRequest, name: str) -> HttpResponse:
         {
             "suite": suite,
             "breakdown": breakdown,
-            "chart": chart_data(breakdown, attempts_url),
             "present_reasons": [
                 r for r in breakdown.reasons if any(b.counts.get(r.code) for b in breakdown.models)
             ],

@@ -28,11 +28,17 @@ def suite_detail(request: HttpRequest, name: str) -> HttpResponse:
     runs = (
         Run.objects.filter(suite=suite).select_related("model_config").order_by("-created_at")[:50]
     )
-    return render(
-        request,
-        "tasks_app/suite_detail.html",
-        {"suite": suite, "tasks": tasks, "runs": runs, "capped": suite.task_count > TASKS_SHOWN},
-    )
+    context = {
+        "suite": suite,
+        "tasks": tasks,
+        "runs": runs,
+        "capped": suite.task_count > TASKS_SHOWN,
+    }
+    if request.user.is_staff:
+        from runs.views_control import SuiteLaunchForm
+
+        context["launch_form"] = SuiteLaunchForm()
+    return render(request, "tasks_app/suite_detail.html", context)
 
 
 def task_detail(request: HttpRequest, suite: str, task_id: str) -> HttpResponse:

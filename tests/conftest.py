@@ -1,4 +1,5 @@
-"""Shared fixtures. Personas: alice is staff, bob is a plain user."""
+"""Shared fixtures. Personas: alice is staff, bob is a reader (an account in the "readers"
+group: patches, logs and transcripts), dave is a plain account that is no reader."""
 
 from __future__ import annotations
 
@@ -40,7 +41,16 @@ def alice(django_user_model):
 
 @pytest.fixture
 def bob(django_user_model):
-    return django_user_model.objects.create_user("bob", "bob@example.org", "bob-password")
+    from runs.access import readers_group
+
+    bob = django_user_model.objects.create_user("bob", "bob@example.org", "bob-password")
+    bob.groups.add(readers_group())
+    return bob
+
+
+@pytest.fixture
+def dave(django_user_model):
+    return django_user_model.objects.create_user("dave", "dave@example.org", "dave-password")
 
 
 @pytest.fixture

@@ -80,7 +80,10 @@ def demo(failure_reasons, artifacts_root):  # noqa: F811
 
 @pytest.fixture
 def page(browser, live_server, django_user_model):
+    from runs.access import readers_group
+
     user = django_user_model.objects.create_user("carol", password="carol-password")
+    user.groups.add(readers_group())
     client = Client()
     client.force_login(user)
     context = browser.new_context(viewport={"width": 1400, "height": 900})

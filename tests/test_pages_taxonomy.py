@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -59,16 +57,17 @@ def test_chart_segments_link_to_their_attempts_and_separate_the_two_families(sui
     assert len(data["lines"]) == 2
 
 
-def test_the_page_passes_chart_data_as_json_script(client, suite):
+def test_the_page_loads_plotly_and_the_chart_data_only_when_a_chart_is_seen(client, suite):
     response = client.get(reverse("suite-taxonomy", args=[suite.name]))
     assert response.status_code == 200
     body = response.content.decode()
-    start = body.index('<script id="taxonomy-data" type="application/json">') + len(
-        '<script id="taxonomy-data" type="application/json">'
-    )
-    data = json.loads(body[start : body.index("</script>", start)])
+    chart_url = reverse("suite-taxonomy-chart", args=[suite.name])
+    # Two charts, one data URL (fetched once by charts.js), no data and no plotly <script>.
+    assert body.count(f'data-chart-src="{chart_url}"') == 2
+    assert '<script src="/static/vendor/plotly' not in body and "application/json" not in body
+    assert 'data-plotly="/static/vendor/plotly-4.1.1.min.js"' in body
+    data = client.get(chart_url).json()
     assert data["bars"][0]["y"] == [2, 1] or data["bars"][0]["y"] == [1, 2]
-    assert "plotly-4.1.1.min.js" in body
 
 
 def test_model_names_in_chart_data_cannot_close_the_script(client, db):

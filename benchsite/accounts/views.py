@@ -1,15 +1,24 @@
-"""The token page: a signed-in user creates and revokes their own API tokens."""
+"""The site's login page (for every account, not only staff) and the token page, where a
+signed-in user creates and revokes their own API tokens."""
 
 from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.views import LoginView
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from benchsite.accounts.models import ApiToken
 from benchsite.accounts.services import TokenError, api_token_create, api_token_revoke
+
+
+class SiteLoginView(LoginView):
+    """Username and password, then back to ``next``. The admin keeps its own login for staff."""
+
+    template_name = "accounts/login.html"
+    redirect_authenticated_user = True
 
 
 def _tokens_page(

@@ -1,0 +1,22 @@
+"""Chart data as JSON, fetched by ``static/js/charts.js`` once a chart scrolls into view.
+
+The page itself carries no chart data and no plotly.js (4.8 MB): both come only when a chart
+is about to be seen, once per page however many charts share them.
+"""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.urls import reverse
+
+from runs.taxonomy_report import chart_data, taxonomy_breakdown
+from runs.views_results import _suite_for
+
+
+def taxonomy_chart(request: HttpRequest, name: str) -> HttpResponse:
+    """The taxonomy page's bars and lines (``runs.taxonomy_report.chart_data``)."""
+    suite = _suite_for(request, name)
+    if isinstance(suite, HttpResponse):
+        return suite
+    attempts_url = reverse("suite-attempts", args=[suite.name])
+    return JsonResponse(chart_data(taxonomy_breakdown(suite=suite), attempts_url))
