@@ -372,6 +372,18 @@ class Attempt(models.Model):
         return self.status == AttemptStatus.FINISHED and self.failure_reason_id is None
 
     @property
+    def outcome(self) -> str:
+        """How this attempt counts in scores (``runs.scoring.attempt_outcome``)."""
+        from runs.scoring import attempt_outcome
+
+        return attempt_outcome(
+            self.status,
+            is_infra=self.is_infra,
+            resolved=self.failure_reason_id is None,
+            is_missing=self.is_missing,
+        )
+
+    @property
     def is_stale_revision(self) -> bool:
         """Scored against an older version of the task than the one stored now."""
         return self.task_revision < self.task.revision
