@@ -195,8 +195,9 @@ class LeaderboardRow:
 
     @property
     def cost_per_resolved_usd(self) -> float | None:
-        u = self.usage
-        return u.cost / self.score.resolved if u.measured and self.score.resolved else None
+        """What one resolved attempt cost: all usage over the resolved attempts."""
+        u, resolved = self.usage, self.score.resolved_attempts
+        return u.cost / resolved if u.measured and resolved else None
 
     @property
     def mean_wall_sec(self) -> float | None:
@@ -259,6 +260,7 @@ def leaderboard(
         date_to=date_to,
         run_ids=run_ids,
         exclude_tasks=exclude_tasks,
+        usage=True,
     )
     entries = results.entries(view)
     scores = {e.key: results.score(e) for e in entries}

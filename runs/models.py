@@ -355,6 +355,25 @@ class Attempt(models.Model):
                 ],
                 name="attempt_results_cover_idx",
             ),
+            # Covering index for runs.selection.read_results, which every results surface
+            # scores from: attempts of every status grouped by run x task. In this order the
+            # database groups while it scans, without sorting 45,000 rows first.
+            models.Index(
+                fields=[
+                    "suite",
+                    "run",
+                    "task",
+                    "status",
+                    "is_infra",
+                    "is_missing",
+                    "failure_reason",
+                    "cost_usd",
+                    "tokens_in",
+                    "tokens_out",
+                    "duration_sec",
+                ],
+                name="attempt_run_results_idx",
+            ),
         ]
 
     def __str__(self) -> str:

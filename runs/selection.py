@@ -286,12 +286,20 @@ def read_results(
     model_ids: Collection[int] | None = None,
     run_ids: Collection[int] | None = None,
     exclude_tasks: Iterable[int] = (),
+    usage: bool = False,
 ) -> SuiteResults:
-    """The selection's tasks, runs and per-task tallies: four queries whatever the size.
+    """The selection's tasks, runs and per-task tallies: a fixed number of queries.
 
     ``exclude_tasks``: task pks left out of every figure (e.g. gold patches that fail
-    validation). Baseline-validation runs are not results and are left out.
+    validation). ``usage``: also sum cost, tokens and wall time per run (the leaderboard).
+    Baseline-validation runs are not results and are left out.
     """
+    if model_ids is not None:
+        # The covering index is by run: a few run ids make it a few range scans.
+        of_models = Run.objects.filter(suite=suite, model_config_id__in=list(model_ids))
+        if run_ids is not None:
+            of_models = of_models.filter(id__in=list(run_ids))
+        run_ids, model_ids = list(of_models.values_list("id", flat=True)), None
     tasks = {
         pk: TaskFacts(pk, task_id, repo_of(url), tuple(labels_ or ()))
         for pk, task_id, url, labels_ in suite_tasks(suite, labels)
@@ -306,7 +314,7 @@ def read_results(
         model_ids=model_ids,
         run_ids=run_ids,
     )
-    tallies, usage = _grouped_tallies(attempts)
+    tallies = _grouped_tallies(attempts)
     runs = {
         r[0]: RunFacts(*r)
         for r in Run.objects.filter(id__in=list(tallies)).values_list(
@@ -329,43 +337,33 @@ def read_results(
         runs=runs,
         models=models,
         tallies={i: t for i, t in tallies.items() if i in runs},
-        usage=usage,
+        usage=_usage(attempts) if usage else {},
     )
 
 
-def _grouped_tallies(
-    attempts: QuerySet[Attempt],
-) -> tuple[dict[int, dict[int, TaskTally]], dict[int, Usage]]:
+def _grouped_tallies(attempts: QuerySet[Attempt]) -> dict[int, dict[int, TaskTally]]:
     """Per run, per task tallies in one query.
 
-    The inner query groups attempts by run x task; the outer one groups those by run x tally
+    The inner query groups attempts by run x task (in the order of
+    ``attempt_run_results_idx``, so without a sort); the outer one groups those by run x tally
     and lists the tasks of each group, so a few hundred rows reach Python however many
     attempts there are. The classification is ``runs.scoring.classify`` written in SQL.
     """
     final = list(FINAL_STATUSES)
+    scored = Q(status=FINISHED, is_infra=False)
     inner = (
         attempts.order_by()
         .values_list("run_id", "task_id")
         .annotate(
-            scored=Count("id", filter=Q(status=FINISHED, is_infra=False)),
-            resolved=Count(
-                "id",
-                filter=Q(
-                    status=FINISHED, is_infra=False, failure_reason__isnull=True, is_missing=False
-                ),
-            ),
+            scored=Count("id", filter=scored),
+            resolved=Count("id", filter=scored & Q(failure_reason__isnull=True, is_missing=False)),
             excluded=Count(
                 "id",
                 filter=Q(status=FINISHED, is_infra=True) | Q(status__in=list(UNRUN_STATUSES)),
             ),
             pending=Count("id", filter=~Q(status__in=final)),
             not_evaluated=Count("id", filter=Q(status=NOT_EVALUATED)),
-            missing=Count("id", filter=Q(status=FINISHED, is_infra=False, is_missing=True)),
-            finished=Count("id", filter=Q(status=FINISHED)),
-            cost=Sum("cost_usd"),
-            tokens=Sum(F("tokens_in") + F("tokens_out")),
-            wall=Sum("duration_sec"),
-            walled=Count("duration_sec"),
+            missing=Count("id", filter=scored & Q(is_missing=True)),
         )
     )
     sql, params = inner.query.sql_with_params()
@@ -374,23 +372,37 @@ def _grouped_tallies(
         task_list = "STRING_AGG(CAST(task_id AS TEXT), ',')"
     else:
         task_list = "GROUP_CONCAT(task_id)"
+    columns = "scored, resolved, excluded, pending, not_evaluated, missing"
     outer = (
-        "SELECT run_id, scored, resolved, excluded, pending, not_evaluated, missing,"
-        f" SUM(finished), SUM(cost), SUM(tokens), SUM(wall), SUM(walled), {task_list}"
-        f" FROM ({sql}) per_task"
-        " GROUP BY run_id, scored, resolved, excluded, pending, not_evaluated, missing"
+        f"SELECT run_id, {columns}, {task_list} FROM ({sql}) per_task GROUP BY run_id, {columns}"
     )
     with connection.cursor() as cursor:
         cursor.execute(outer, params)
         rows = cursor.fetchall()
     tallies: dict[int, dict[int, TaskTally]] = defaultdict(dict)
-    usage: dict[int, Usage] = defaultdict(Usage)
-    for run_id, *counts, finished, cost, tokens, wall, walled, task_ids in rows:
+    for run_id, *counts, task_ids in rows:
         tally = TaskTally(*counts)
         per_task = tallies[run_id]
         for task in str(task_ids).split(","):
             per_task[int(task)] = tally
-        usage[run_id].add(
-            Usage(finished or 0, float(cost or 0), int(tokens or 0), float(wall or 0), walled or 0)
+    return dict(tallies)
+
+
+def _usage(attempts: QuerySet[Attempt]) -> dict[int, Usage]:
+    """Cost, tokens and wall time of each run's finished attempts."""
+    rows = (
+        attempts.filter(status=FINISHED)
+        .order_by()
+        .values_list("run_id")
+        .annotate(
+            n=Count("id"),
+            cost=Sum("cost_usd"),
+            tokens=Sum(F("tokens_in") + F("tokens_out")),
+            wall=Sum("duration_sec"),
+            walled=Count("duration_sec"),
         )
-    return dict(tallies), dict(usage)
+    )
+    return {
+        run_id: Usage(n, float(cost or 0), int(tokens or 0), float(wall or 0), walled)
+        for run_id, n, cost, tokens, wall, walled in rows
+    }
