@@ -457,36 +457,64 @@ def _patch_for(rng: random.Random, task: Task, spec: DemoModel, outcome: Outcome
     return "\n".join(lines) + "\n"
 
 
+def _graded_tests(task: Task) -> tuple[list[str], list[str]]:
+    """The FAIL_TO_PASS and PASS_TO_PASS tests the demo's logs and results both list."""
+    f2p = list(task.fail_to_pass or ["tests/test_calc.py::test_mean_of_odd_total"])
+    return f2p, list(task.pass_to_pass)[:15]
+
+
+def _final_failures(outcome: Outcome) -> tuple[int, str]:
+    """The final test stage's exit code and what its tests did: "pass", "one" (the first
+    FAIL_TO_PASS test still fails), "internal" (pytest crashed, no test ran) or "timeout"."""
+    if outcome.reason is None:
+        return 0, "pass"
+    if outcome.reason is Reason.INTERNAL_ERROR:
+        return 3, "internal"
+    if outcome.reason is Reason.TIMEOUT:
+        return 124, "timeout"
+    return 1, "one"
+
+
 def _test_results(task: Task, outcome: Outcome) -> dict:
+    """Per-test results that say what the final test log says (one source: _final_failures)."""
     if (
         not task.fail_to_pass
         or outcome.missing
         or outcome.stage in (Stage.SETUP, Stage.BASELINE_RUN)
+        or outcome.reason is Reason.TIMEOUT
+        or (outcome.stage is Stage.AGENT_RUN and outcome.reason is not Reason.AGENT_GAVE_UP)
     ):
         return {}
-    f2p, p2p = list(task.fail_to_pass), list(task.pass_to_pass)[:25]
-    if outcome.reason is None:
-        return {
-            "FAIL_TO_PASS": {"success": f2p, "failure": []},
-            "PASS_TO_PASS": {"success": p2p, "failure": []},
-        }
-    broken = p2p[:1] if outcome.reason is Reason.INTERNAL_ERROR else []
+    f2p, p2p = _graded_tests(task)
+    _, kind = _final_failures(outcome)
+    if kind == "pass":
+        failing: set[str] = set()
+    elif kind == "internal":
+        failing = set(f2p) | set(p2p)  # no test ran: a missing test fails
+    else:
+        failing = {f2p[0]}
     return {
-        "FAIL_TO_PASS": {"success": f2p[1:], "failure": f2p[:1]},
-        "PASS_TO_PASS": {"success": p2p[len(broken) :], "failure": broken},
+        name: {
+            "success": [t for t in tests if t not in failing],
+            "failure": [t for t in tests if t in failing],
+        }
+        for name, tests in (("FAIL_TO_PASS", f2p), ("PASS_TO_PASS", p2p))
     }
 
 
 def _grade(task: Task, outcome: Outcome) -> str:
+    """The grade the results of _test_results earn (SWE-bench's FULL / PARTIAL / NO)."""
     if not task.fail_to_pass or outcome.missing:
         return ""
-    if outcome.reason is None:
+    results = _test_results(task, outcome)
+    if not results:
+        return Grade.NO
+    f2p, p2p = results["FAIL_TO_PASS"], results["PASS_TO_PASS"]
+    if not f2p["failure"] and not p2p["failure"]:
         return Grade.FULL
-    return (
-        Grade.PARTIAL
-        if len(task.fail_to_pass) > 1 and outcome.reason is Reason.TESTS_FAILED
-        else Grade.NO
-    )
+    if f2p["success"] and not p2p["failure"]:
+        return Grade.PARTIAL
+    return Grade.NO
 
 
 def _write_artifacts(
@@ -508,8 +536,8 @@ def _write_artifacts(
     for order, (stage, command, path) in enumerate(stages):
         failed_here = outcome.stage is stage
         code = outcome.exit_code if failed_here else (1 if stage is Stage.BASELINE_RUN else 0)
-        if stage is Stage.FINAL_TEST and outcome.reason is None:
-            code = 0
+        if stage is Stage.FINAL_TEST:
+            code = _final_failures(outcome)[0]
         text = _stage_log(rng, stage, command, code, task, outcome)
         store.save(f"{root}/{path}", ContentFile(text.encode()))
         duration = round(rng.uniform(0.3, 4.0), 2)
@@ -555,24 +583,39 @@ def _stage_log(
 ) -> str:
     lines = [f"$ {command}"]
     if stage in (Stage.BASELINE_RUN, Stage.FINAL_TEST):
-        tests = list(task.fail_to_pass or ["tests/test_calc.py::test_mean_of_odd_total"])
-        tests += list(task.pass_to_pass)[:15]
+        f2p, p2p = _graded_tests(task)
+        tests = f2p + p2p
+        if stage is Stage.BASELINE_RUN:
+            kind = {0: "pass", 5: "none"}.get(code, "one")
+        else:
+            kind = _final_failures(outcome)[1]
+        seconds = rng.uniform(0.5, 9)
         lines.append(">>>>> Start Test Output")
         lines.append(
             "============================= test session starts =============================="
         )
-        lines.append(f"collected {len(tests)} items")
-        for i, name in enumerate(tests):
-            failed = (stage is Stage.BASELINE_RUN and i == 0) or (code not in (0, 124) and i == 0)
-            lines.append(f"{'FAILED' if failed else 'PASSED'} {name}")
-        if code == 124:
-            lines.append("!!! timeout: the test command was killed after the task's timeout")
-        summary = "1 failed" if code == 1 else "0 failed"
-        seconds = rng.uniform(0.5, 9)
-        passed = len(tests) - (code == 1)
-        lines.append(
-            f"=============== {summary}, {passed} passed in {seconds:.2f}s ==============="
-        )
+        if kind == "none":
+            lines.append("collected 0 items")
+            lines.append(f"=============== no tests ran in {seconds:.2f}s ===============")
+        elif kind == "internal":
+            lines.append("INTERNALERROR> Traceback (most recent call last):")
+            lines.append('INTERNALERROR>   File "conftest.py", line 12, in pytest_configure')
+            lines.append("INTERNALERROR> ImportError: cannot import name 'mean' from 'calc'")
+            lines.append(f"=============== no tests ran in {seconds:.2f}s ===============")
+        else:
+            lines.append(f"collected {len(tests)} items")
+            shown = tests[: len(tests) // 2] if kind == "timeout" else tests
+            for i, name in enumerate(shown):
+                failed = kind == "one" and i == 0
+                lines.append(f"{'FAILED' if failed else 'PASSED'} {name}")
+            if kind == "timeout":
+                lines.append("!!! timeout: the test command was killed after the task's timeout")
+            else:
+                failed_n = int(kind == "one")
+                lines.append(
+                    f"=============== {failed_n} failed, {len(tests) - failed_n} passed in "
+                    f"{seconds:.2f}s ==============="
+                )
         lines.append(">>>>> End Test Output")
     elif stage is Stage.SETUP:
         lines.append("Collecting dependencies ...")
