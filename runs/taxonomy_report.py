@@ -116,13 +116,13 @@ def taxonomy_breakdown(
             entry.model, infra_codes=infra_codes, score=results.score(entry)
         )
     for model_id, code, n in grouped:
-        entry = by_model.get(model_id)
-        if entry is None:
+        bars = by_model.get(model_id)
+        if bars is None:
             continue
         if code is None:
-            entry.resolved += n
+            bars.resolved += n
         else:
-            entry.counts[code] = entry.counts.get(code, 0) + n
+            bars.counts[code] = bars.counts.get(code, 0) + n
     ordered = sorted(
         by_model.values(),
         key=lambda b: (-((b.score and b.score.rate) or 0.0), b.model.name.lower()),
