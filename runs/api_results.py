@@ -32,7 +32,7 @@ from runs.leaderboard import leaderboard as build_leaderboard
 from runs.model_configs import model_config_by_ref
 from runs.models import ModelConfig
 from runs.scoring import score_record
-from runs.selection import SelectionError
+from runs.selection import SelectionError, runs_by_prefix
 from runs.taxonomy_report import TaxonomyBreakdown, taxonomy_breakdown
 from tasks_app.models import Suite
 
@@ -137,8 +137,16 @@ def leaderboard_row_out(row: LeaderboardRow) -> dict:
 def _leaderboard(query: LeaderboardQuery) -> Leaderboard:
     if query.date_from and query.date_to and query.date_from > query.date_to:
         raise ApiInputError("date_to", "must not be before date_from", location="query")
+    suite = _suite(query.suite)
+    run_ids = None
+    if split_list(query.runs):
+        try:
+            run_ids = runs_by_prefix(suite, split_list(query.runs))
+        except SelectionError as exc:
+            raise ApiInputError("runs", str(exc), status=404, location="query") from exc
     return build_leaderboard(
-        suite=_suite(query.suite),
+        suite=suite,
+        run_ids=run_ids,
         view=query.view,
         labels=split_list(query.labels) or None,
         date_from=query.date_from,

@@ -292,6 +292,9 @@ class LeaderboardQuery(Schema):
     view: Literal["runs", "configs"] = Field(
         "runs", description="one row per run, or per configuration with its runs pooled"
     )
+    runs: Text | None = Field(
+        None, description="comma-separated run ids (8+ characters): only these runs count"
+    )
     labels: Text | None = Field(None, description="comma-separated: tasks carrying every label")
     date_from: dt.date | None = Field(None, le=LAST_DATE)
     date_to: dt.date | None = Field(None, le=LAST_DATE)

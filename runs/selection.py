@@ -199,6 +199,22 @@ class SuiteResults:
         return {pk: t.repo for pk, t in self.tasks.items()}
 
 
+def runs_by_prefix(suite: Suite, prefixes: Iterable[str]) -> list[int]:
+    """Run ids of ``suite`` named by public-id prefixes (8+ characters); raises
+    ``SelectionError`` naming the first that matches no single run."""
+    ids = []
+    for prefix in prefixes:
+        matches = list(
+            Run.objects.filter(suite=suite, public_id__startswith=prefix.lower()).values_list(
+                "id", flat=True
+            )[:2]
+        )
+        if len(prefix) < 8 or len(matches) != 1:
+            raise SelectionError(f"runs: no single run {prefix!r} on this suite")
+        ids.append(matches[0])
+    return ids
+
+
 def suite_tasks(suite: Suite, labels: list[str] | None = None) -> QuerySet[Task]:
     """The suite's tasks carrying every label given."""
     tasks = Task.objects.for_suite(suite)

@@ -34,6 +34,7 @@ from runs.selection import (
     SelectionError,
     outcome_filter,
     read_results,
+    runs_by_prefix,
     selected_attempts,
 )
 from runs.taxonomy_report import chart_data, taxonomy_breakdown
@@ -83,6 +84,13 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
         errors.append(str(exc))
         date_from = date_to = None
     labels = _labels(request)
+    chosen = [v for v in request.GET.get("runs", "").split(",") if v.strip()]
+    run_ids = None
+    if chosen:
+        try:
+            run_ids = runs_by_prefix(suite, chosen)
+        except SelectionError as exc:
+            errors.append(str(exc))
     sort = request.GET.get("sort", "rate")
     if sort not in SORT_KEYS:
         errors.append(f"sort: unknown column {sort!r}")
@@ -96,6 +104,7 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
     board = build_leaderboard(
         suite=suite,
         view=view,
+        run_ids=run_ids,
         labels=labels,
         date_from=date_from,
         date_to=date_to,
@@ -103,7 +112,7 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
         descending=descending,
     )
     keep = [("label", v) for v in labels]
-    keep += [(k, request.GET[k]) for k in ("from", "to") if request.GET.get(k)]
+    keep += [(k, request.GET[k]) for k in ("from", "to", "runs") if request.GET.get(k)]
     sort_links = {
         key: "?"
         + urlencode(
@@ -136,6 +145,7 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
             "selected_labels": labels,
             "date_from": request.GET.get("from", ""),
             "date_to": request.GET.get("to", ""),
+            "runs_param": request.GET.get("runs", ""),
             "sort": sort,
             "sort_links": sort_links,
             "errors": errors,

@@ -182,6 +182,21 @@ def test_each_run_is_a_row_and_a_configuration_pools_its_runs_on_request(client,
         assert f"?run={row.run.short_id}" in body  # its attempts: logs and trajectories
     page = client.get(reverse("suite-leaderboard", args=[suite.name]), {"view": "configs"})
     assert [r.key for r in page.context["rows"]] == [model.slug]
+    # The aggregate over a chosen set of runs: here only the first.
+    first = min(runs.rows, key=lambda r: r.date).run
+    chosen = client.get(
+        reverse("suite-leaderboard", args=[suite.name]),
+        {"view": "configs", "runs": first.short_id},
+    )
+    (row,) = chosen.context["rows"]
+    assert row.run_count == 1 and row.rate == pytest.approx(2 / 3)
+    api = client.get(
+        "/api/leaderboard", {"suite": suite.name, "view": "configs", "runs": first.short_id}
+    )
+    assert api.json()["rows"][0]["rate"] == pytest.approx(2 / 3)
+    wrong = client.get(reverse("suite-leaderboard", args=[suite.name]), {"runs": "zzzzzzzz"})
+    assert wrong.status_code == 400
+    assert "runs: no single run &#x27;zzzzzzzz&#x27;" in wrong.content.decode()
 
 
 def test_references_are_apart_never_ranked_and_show_no_usage(client, db):
