@@ -178,7 +178,7 @@ def compare_models(
     models: list[ModelConfig] | None = None,
     keys: list[str] | None = None,
     labels: list[str] | None = None,
-    exclude_tasks: Iterable[int] = (),
+    exclude_tasks: Iterable[int] | None = None,
 ) -> Comparison:
     """Compare rows on ``suite``; the first is the reference for buckets.
 

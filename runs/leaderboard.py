@@ -248,7 +248,7 @@ def leaderboard(
     date_from: dt.date | None = None,
     date_to: dt.date | None = None,
     run_ids: Collection[int] | None = None,
-    exclude_tasks: Iterable[int] = (),
+    exclude_tasks: Iterable[int] | None = None,
     sort: str = "rate",
     descending: bool | None = None,
 ) -> Leaderboard:

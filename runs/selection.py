@@ -199,6 +199,12 @@ class SuiteResults:
         return {pk: t.repo for pk, t in self.tasks.items()}
 
 
+def excluded_tasks(suite: Suite) -> frozenset[int]:
+    """Tasks every surface leaves out of every figure unless told otherwise: the one place for
+    a rule such as "instances whose gold patch fails validation". None yet."""
+    return frozenset()
+
+
 def runs_by_prefix(suite: Suite, prefixes: Iterable[str]) -> list[int]:
     """Run ids of ``suite`` named by public-id prefixes (8+ characters); raises
     ``SelectionError`` naming the first that matches no single run."""
@@ -301,13 +307,13 @@ def read_results(
     date_to: dt.date | None = None,
     model_ids: Collection[int] | None = None,
     run_ids: Collection[int] | None = None,
-    exclude_tasks: Iterable[int] = (),
+    exclude_tasks: Iterable[int] | None = None,
     usage: bool = False,
 ) -> SuiteResults:
     """The selection's tasks, runs and per-task tallies: a fixed number of queries.
 
-    ``exclude_tasks``: task pks left out of every figure (e.g. gold patches that fail
-    validation). ``usage``: also sum cost, tokens and wall time per run (the leaderboard).
+    ``exclude_tasks``: task pks left out of every figure; by default ``excluded_tasks(suite)``.
+    ``usage``: also sum cost, tokens and wall time per run (the leaderboard).
     Baseline-validation runs are not results and are left out.
     """
     if model_ids is not None:
@@ -349,7 +355,7 @@ def read_results(
         suite=suite,
         universe=tuple(tasks),
         tasks=tasks,
-        excluded=frozenset(exclude_tasks),
+        excluded=frozenset(excluded_tasks(suite) if exclude_tasks is None else exclude_tasks),
         runs=runs,
         models=models,
         tallies={i: t for i, t in tallies.items() if i in runs},

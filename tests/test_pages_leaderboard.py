@@ -251,3 +251,19 @@ def test_the_page_breaks_rates_down_by_repository(client, db):
     assert row.groups["org/one"].rate == pytest.approx(0.5)
     assert row.groups["repo"].rate == pytest.approx(1.0)
     assert 'id="by-repo"' in response.content.decode()
+
+
+def test_tasks_excluded_from_scores_leave_every_surface(client, board, monkeypatch):
+    first = Task.objects.for_suite(board).order_by("task_id").first()
+    # The hook a task-validity rule fills in (e.g. gold patches that fail validation).
+    monkeypatch.setattr("runs.selection.excluded_tasks", lambda suite: frozenset({first.pk}))
+    alpha = by_name(leaderboard_rows(suite=board))["alpha"]
+    assert (alpha.tasks, alpha.rate) == (3, pytest.approx((1 + 0 + 1 / 2) / 3))
+    api = client.get("/api/leaderboard", {"suite": board.name}).json()["rows"]
+    assert next(r for r in api if r["model"]["name"] == "alpha")["rate"] == pytest.approx(
+        alpha.rate
+    )
+    compared = client.get(reverse("suite-compare", args=[board.name]), {"models": "alpha,beta"})
+    comparison = compared.context["comparison"]
+    assert comparison.summaries[0].rate == pytest.approx(alpha.rate)
+    assert first.task_id not in [r.task_id for r in comparison.rows]
