@@ -131,7 +131,7 @@ class SuiteResults:
     models: dict[int, ModelConfig]
     tallies: dict[int, dict[int, TaskTally]]  # run id -> task pk -> tally
     usage: dict[int, Usage]  # run id -> usage
-    _scores: dict[str, Score] = field(default_factory=dict, repr=False)
+    _scores: dict[tuple[int, ...], Score] = field(default_factory=dict, repr=False)
 
     def entries(self, view: str = "runs") -> list[Entry]:
         """Every row of the selection: one per run (``runs``) or per configuration."""
@@ -171,8 +171,10 @@ class SuiteResults:
         return Entry(f"{model.slug}@{run.short_id}", model, (run,), run)
 
     def score(self, entry: Entry) -> Score[int]:
-        """The entry's score (``runs.scoring.score``), computed once per selection."""
-        cached = self._scores.get(entry.key)
+        """The entry's score (``runs.scoring.score``), computed once per set of runs (a
+        configuration with one run and that run's row are the same figures)."""
+        key = tuple(r.id for r in entry.runs)
+        cached = self._scores.get(key)
         if cached is None:
             cached = score(
                 self.tally(entry),
@@ -181,7 +183,7 @@ class SuiteResults:
                 k=entry.k,
                 excluded=self.excluded,
             )
-            self._scores[entry.key] = cached
+            self._scores[key] = cached
         return cached
 
     def tally(self, entry: Entry) -> dict[int, TaskTally]:
