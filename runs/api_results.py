@@ -246,10 +246,13 @@ def _compare_keys(raw: str | None) -> list[str]:
         raise ApiInputError("models", f"at most {MAX_COMPARED} configurations or runs")
     keys: list[str] = []
     for ref in refs:
-        name, at, run = ref.partition("@")
-        config = model_config_by_ref(name)
+        # A configuration's name may itself hold "@" (ab run-suite's "llm:m@base-url").
+        config, at, run = model_config_by_ref(ref), "", ""
+        if config is None and "@" in ref:
+            name, at, run = ref.rpartition("@")
+            config = model_config_by_ref(name)
         if config is None:
-            raise ApiInputError("models", f"no model configuration {name!r}", status=404)
+            raise ApiInputError("models", f"no model configuration {ref!r}", status=404)
         key = f"{config.slug}{at}{run}"
         if key in keys:
             raise ApiInputError("models", f"{ref!r} is named twice")

@@ -248,3 +248,17 @@ def test_the_api_and_the_rendered_pages_show_the_same_figures(client, seeded):
     assert [(m["model"]["slug"], m["counts"]) for m in api["models"]] == [
         (b.model.slug, b.counts) for b in page.context["breakdown"].models
     ]
+
+
+def test_it_compares_single_runs_named_by_configuration_and_run_id(client, seeded):
+    runs = seeded["runs"]
+    refs = f"alpha@{str(runs['alpha'].public_id)[:8]},beta"
+    body = client.get("/api/compare", {"suite": "custom-dev", "models": refs}).json()
+    assert [e["kind"] for e in body["entries"]] == ["run", "config"]
+    assert body["entries"][0]["run"] == str(runs["alpha"].public_id)
+    board = client.get("/api/leaderboard", {"suite": "custom-dev"}).json()["rows"]
+    alpha_run = next(r for r in board if r["key"] == body["entries"][0]["key"])
+    assert body["summaries"][0]["rate"] == pytest.approx(alpha_run["rate"])
+    wrong = client.get("/api/compare", {"suite": "custom-dev", "models": "alpha@00000000,beta"})
+    assert wrong.status_code == 404
+    assert "00000000" in wrong.json()["detail"]
