@@ -1,8 +1,9 @@
 """What a model's score on a suite is: the one definition every results surface computes.
 
-Pure: no Django, no I/O. The leaderboard, the comparison, the taxonomy, the attempt lists, the
-API, the CSV/JSON exports, the CLI and the demo all feed per-task tallies into these functions
-(``runs.selection`` reads the tallies), so the same selection gives the same figures everywhere.
+Pure: no Django, no I/O. The leaderboard, the comparison, the taxonomy, the attempt lists, a
+run's totals, the API, the CSV/JSON exports and the CLI all feed per-task tallies into these
+functions (``runs.selection`` reads them), so the same selection gives the same figures
+everywhere.
 
 The definition (README, "How a score is computed", says the same):
 
