@@ -104,9 +104,7 @@ def test_the_demo_attempts_logs_exit_codes_and_test_results_agree(artifacts_root
         if stage.name == "final_test":
             assert (stage.exit_code == 0) == (attempt.failure_reason_id is None), log
             if attempt.test_results:
-                failing = {
-                    t for group in attempt.test_results.values() for t in group["failure"]
-                }
+                failing = {t for group in attempt.test_results.values() for t in group["failure"]}
                 listed = set(re.findall(r"^(?:PASSED|FAILED) (\S+)", log, re.M))
                 assert set(failed) == failing & listed, log
                 assert failing <= listed or stage.exit_code == 3, log

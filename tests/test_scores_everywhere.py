@@ -147,6 +147,12 @@ def check_everywhere(client, capsys, suite: Suite) -> None:
         for row in cli:
             got = picked(row)
             same(got, want[row["key"]], f"CLI {view} {row['key']}")
+        assert ab(["leaderboard", suite.name, "--view", view]) == 0
+        table = capsys.readouterr().out
+        for r in rows:
+            line = next(ln for ln in table.splitlines() if f" {r.key[:44]} " in ln)
+            assert ("-" if r.rate is None else f"{100 * r.rate:.1f}%") in line
+            assert r.score.resolved_label in line
 
         check_pairs(client, suite, page.context["board"], want)
         if view == "configs":
