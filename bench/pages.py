@@ -142,6 +142,10 @@ def time_pages(data: dict, requests: int) -> list[tuple[str, float, float, float
     pages = [
         ("leaderboard", reverse("suite-leaderboard", args=[suite.name])),
         (
+            "leaderboard (configurations)",
+            reverse("suite-leaderboard", args=[suite.name]) + "?view=configs",
+        ),
+        (
             "compare (2 models)",
             reverse("suite-compare", args=[suite.name])
             + f"?models={models[0].slug},{models[-1].slug}",

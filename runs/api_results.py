@@ -5,6 +5,7 @@ Every figure comes from the functions the pages render (``runs.leaderboard``,
 """
 
 from django.http import HttpRequest, HttpResponse
+from django.urls import reverse
 from ninja import Query, Router
 
 from benchsite.accounts.auth import PUBLIC_READ
@@ -18,10 +19,20 @@ from runs.api_schemas import (
     TaxonomyOut,
     TaxonomyQuery,
 )
-from runs.compare import Comparison, compare_models, comparison_records
-from runs.leaderboard import LeaderboardRow, leaderboard_rows
+from runs.compare import (
+    Comparison,
+    compare_models,
+    comparison_records,
+    entry_record,
+    pair_record,
+    summary_record,
+)
+from runs.leaderboard import Leaderboard, LeaderboardRow
+from runs.leaderboard import leaderboard as build_leaderboard
 from runs.model_configs import model_config_by_ref
 from runs.models import ModelConfig
+from runs.scoring import score_record
+from runs.selection import SelectionError, runs_by_prefix
 from runs.taxonomy_report import TaxonomyBreakdown, taxonomy_breakdown
 from tasks_app.models import Suite
 
@@ -62,11 +73,16 @@ def _ref(model: ModelConfig) -> dict:
 
 # --- Leaderboard -----------------------------------------------------------------------------
 
+SCORE_CSV = (
+    "rate", "resolved", "tasks", "ci_low", "ci_high", "k", "pass_at_k", "whole_suite",
+    "attempts", "scored", "resolved_attempts", "excluded", "pending", "not_evaluated", "missing",
+    "complete",
+)  # fmt: skip
 LEADERBOARD_CSV = (
-    "rank", "model", "slug", "agent_variant", "published", "attempts", "scored", "resolved",
-    "infra", "missing", "tasks", "denominator", "resolved_pct", "ci_low_pct", "ci_high_pct",
-    "k", "pass_at_1", "pass_at_k", "mean_cost_usd", "total_cost_usd", "cost_per_resolved_usd",
-    "mean_tokens", "mean_wall_sec", "leader", "tied_with_leader", "p_value_vs_leader",
+    "rank", "status", "key", "kind", "model", "slug", "run", "date", "agent_variant",
+    "published", "reference", *SCORE_CSV, "resolved_pct", "ci_low_pct", "ci_high_pct",
+    "mean_cost_usd", "total_cost_usd", "cost_per_resolved_usd", "mean_tokens", "mean_wall_sec",
+    "leader", "tied_with_leader", "p_value_vs_leader",
 )  # fmt: skip
 
 
@@ -75,26 +91,34 @@ def _pct(value: float | None) -> float | None:
 
 
 def leaderboard_row_out(row: LeaderboardRow) -> dict:
+    run = row.run
     return {
+        **score_record(row.score),
+        "key": row.key,
+        "kind": row.kind,
         "rank": row.rank,
+        "status": row.status,
         "model": {"public_id": row.model_public_id, "name": row.name, "slug": row.slug},
+        "run": None
+        if run is None
+        else {
+            "public_id": run.public_id,
+            "created_at": run.created_at,
+            "finished_at": run.finished_at,
+            "samples": run.samples,
+            "source": run.source,
+            "status": run.status,
+            "url": reverse("run-detail", args=[run.public_id]),
+        },
+        "runs": [r.public_id for r in row.entry.runs],
+        "date": row.date,
         "agent_variant": row.agent_variant,
         "is_published": row.is_published,
-        "attempts": row.attempts,
-        "scored": row.scored,
-        "resolved": row.resolved,
+        "is_reference": row.is_reference,
         "infra": row.infra,
-        "missing": row.missing,
-        "not_evaluated": row.not_evaluated,
-        "tasks": row.tasks,
         "denominator": row.denominator,
-        "rate": row.rate,
         "resolved_pct": _pct(row.rate),
-        "ci_low": row.ci_low,
-        "ci_high": row.ci_high,
-        "k": row.k,
         "pass_at_1": row.pass_at_1,
-        "pass_at_k": row.pass_at_k,
         "mean_cost_usd": row.mean_cost_usd,
         "total_cost_usd": row.total_cost_usd,
         "cost_per_resolved_usd": row.cost_per_resolved_usd,
@@ -103,39 +127,51 @@ def leaderboard_row_out(row: LeaderboardRow) -> dict:
         "is_leader": row.is_leader,
         "tied_with_leader": row.tied_with_leader,
         "p_value_vs_leader": row.p_value_vs_leader,
+        "by_repo": {
+            g: {"tasks": v.tasks, "resolved": v.resolved, "rate": v.rate}
+            for g, v in row.groups.items()
+        },
     }
 
 
-def _leaderboard(query: LeaderboardQuery) -> tuple[Suite, list[LeaderboardRow]]:
+def _leaderboard(query: LeaderboardQuery) -> Leaderboard:
     if query.date_from and query.date_to and query.date_from > query.date_to:
         raise ApiInputError("date_to", "must not be before date_from", location="query")
     suite = _suite(query.suite)
-    rows = leaderboard_rows(
+    run_ids = None
+    if split_list(query.runs):
+        try:
+            run_ids = runs_by_prefix(suite, split_list(query.runs))
+        except SelectionError as exc:
+            raise ApiInputError("runs", str(exc), status=404, location="query") from exc
+    return build_leaderboard(
         suite=suite,
+        run_ids=run_ids,
+        view=query.view,
         labels=split_list(query.labels) or None,
         date_from=query.date_from,
         date_to=query.date_to,
         sort=query.sort,
         descending=query.descending,
     )
-    return suite, rows
 
 
 def _leaderboard_csv_row(r: LeaderboardRow) -> list:
+    score = score_record(r.score)
     return [
-        r.rank or None, r.name, r.slug, r.agent_variant, r.is_published, r.attempts,
-        r.scored, r.resolved, r.infra, r.missing, r.tasks, r.denominator, _pct(r.rate),
-        _pct(r.ci_low), _pct(r.ci_high), r.k, r.pass_at_1, r.pass_at_k,
-        r.mean_cost_usd, r.total_cost_usd, r.cost_per_resolved_usd, r.mean_tokens,
-        r.mean_wall_sec, r.is_leader, r.tied_with_leader, r.p_value_vs_leader,
+        r.rank, r.status, r.key, r.kind, r.name, r.slug, r.run.public_id if r.run else None,
+        r.date, r.agent_variant, r.is_published, r.is_reference, *(score[k] for k in SCORE_CSV),
+        _pct(r.rate), _pct(r.ci_low), _pct(r.ci_high), r.mean_cost_usd, r.total_cost_usd,
+        r.cost_per_resolved_usd, r.mean_tokens, r.mean_wall_sec, r.is_leader,
+        r.tied_with_leader, r.p_value_vs_leader,
     ]  # fmt: skip
 
 
-def _leaderboard_csv(suite: Suite, rows: list[LeaderboardRow]) -> HttpResponse:
+def _leaderboard_csv(board: Leaderboard) -> HttpResponse:
     return csv_response(
-        f"leaderboard-{suite.name}.csv",
+        f"leaderboard-{board.suite.name}.csv",
         LEADERBOARD_CSV,
-        (_leaderboard_csv_row(r) for r in rows),
+        (_leaderboard_csv_row(r) for r in board.all_rows),
     )
 
 
@@ -147,15 +183,16 @@ def _leaderboard_csv(suite: Suite, rows: list[LeaderboardRow]) -> HttpResponse:
     description="Rates are fractions; resolved_pct is the page's percentage." + CSV_NOTE,
 )
 def leaderboard(request: HttpRequest, query: Query[LeaderboardQuery]):
-    suite, rows = _leaderboard(query)
+    board = _leaderboard(query)
     if query.format == "csv":
-        return _leaderboard_csv(suite, rows)
+        return _leaderboard_csv(board)
     return {
-        "suite": suite.name,
+        "suite": board.suite.name,
+        "view": board.view,
         "labels": split_list(query.labels),
         "date_from": query.date_from,
         "date_to": query.date_to,
-        "rows": [leaderboard_row_out(r) for r in rows],
+        "rows": [leaderboard_row_out(r) for r in board.all_rows],
     }
 
 
@@ -166,7 +203,7 @@ def leaderboard(request: HttpRequest, query: Query[LeaderboardQuery]):
     summary="A suite's leaderboard as CSV",
 )
 def leaderboard_csv(request: HttpRequest, query: Query[LeaderboardQuery]):
-    return _leaderboard_csv(*_leaderboard(query))
+    return _leaderboard_csv(_leaderboard(query))
 
 
 # --- Comparison ------------------------------------------------------------------------------
@@ -175,35 +212,9 @@ def leaderboard_csv(request: HttpRequest, query: Query[LeaderboardQuery]):
 def comparison_out(comparison: Comparison) -> dict:
     return {
         "suite": comparison.suite.name,
-        "models": [_ref(m) for m in comparison.models],
-        "summaries": [
-            {
-                "model": _ref(s.model),
-                "attempts": s.attempts,
-                "scored": s.scored,
-                "resolved": s.resolved,
-                "infra": s.infra,
-                "rate": s.rate,
-            }
-            for s in comparison.summaries
-        ],
-        "pairs": [
-            {
-                "a": _ref(p.a),
-                "b": _ref(p.b),
-                "paired": p.paired,
-                "fixed_by_b": [r.task_id for r in p.fixed_by_b],
-                "regressed": [r.task_id for r in p.regressed],
-                "both": [r.task_id for r in p.both],
-                "neither": [r.task_id for r in p.neither],
-                "rate_a": p.rate_a,
-                "rate_b": p.rate_b,
-                "delta": p.delta,
-                "p_value": p.p_value,
-                "significant": p.significant,
-            }
-            for p in comparison.pairs
-        ],
+        "entries": [entry_record(e) for e in comparison.entries],
+        "summaries": [summary_record(s) for s in comparison.summaries],
+        "pairs": [pair_record(p) for p in comparison.pairs],
         "rows": [
             {
                 "task_id": row.task_id,
@@ -215,6 +226,7 @@ def comparison_out(comparison: Comparison) -> dict:
                         "reason": c.reason,
                         "resolved": c.resolved_count,
                         "scored": c.scored,
+                        "pending": c.pending,
                         "attempts": [a.public_id for a in c.attempts],
                     }
                     for c in row.cells
@@ -225,21 +237,49 @@ def comparison_out(comparison: Comparison) -> dict:
     }
 
 
+def _compare_keys(raw: str | None) -> list[str]:
+    """Each ref is a configuration (name, slug or public id) or ``ref@run-id``."""
+    refs = split_list(raw)
+    if len(refs) < 2:
+        raise ApiInputError("models", "name at least 2 configurations or runs")
+    if len(refs) > MAX_COMPARED:
+        raise ApiInputError("models", f"at most {MAX_COMPARED} configurations or runs")
+    keys: list[str] = []
+    for ref in refs:
+        # A configuration's name may itself hold "@" (ab run-suite's "llm:m@base-url").
+        config, at, run = model_config_by_ref(ref), "", ""
+        if config is None and "@" in ref:
+            name, at, run = ref.rpartition("@")
+            config = model_config_by_ref(name)
+        if config is None:
+            raise ApiInputError("models", f"no model configuration {ref!r}", status=404)
+        key = f"{config.slug}{at}{run}"
+        if key in keys:
+            raise ApiInputError("models", f"{ref!r} is named twice")
+        keys.append(key)
+    return keys
+
+
 def _comparison(query: CompareQuery) -> Comparison:
     suite = _suite(query.suite)
-    return compare_models(
-        suite=suite,
-        models=_models(query.models, minimum=2),
-        labels=split_list(query.labels) or None,
-    )
+    try:
+        return compare_models(
+            suite=suite,
+            keys=_compare_keys(query.models),
+            labels=split_list(query.labels) or None,
+        )
+    except SelectionError as exc:
+        raise ApiInputError("models", str(exc), status=404) from exc
 
 
 def _comparison_csv(comparison: Comparison) -> HttpResponse:
     records = comparison_records(comparison)
     header = ["task_id"]
-    for model in comparison.models:
-        header += [f"{model.name}:{k}" for k in ("outcome", "reason", "resolved", "scored")]
-        header.append(f"{model.name}:attempts")
+    for entry in comparison.entries:
+        header += [
+            f"{entry.label}:{k}"
+            for k in ("outcome", "reason", "resolved", "scored", "pending", "attempts")
+        ]
     return csv_response(
         f"compare-{comparison.suite.name}.csv", header, ([r[h] for h in header] for r in records)
     )
@@ -291,6 +331,7 @@ def taxonomy_out(breakdown: TaxonomyBreakdown) -> dict:
                 "total": b.total,
                 "infra": b.infra,
                 "counts": b.counts,
+                "score": score_record(b.score) if b.score else None,
             }
             for b in breakdown.models
         ],
@@ -299,8 +340,9 @@ def taxonomy_out(breakdown: TaxonomyBreakdown) -> dict:
                 "model": slugs.get(p.model_id, str(p.model_id)),
                 "run": p.run_public_id,
                 "at": p.at,
-                "scored": p.scored,
+                "tasks": p.tasks,
                 "resolved": p.resolved,
+                "pending": p.pending,
                 "rate": p.rate,
             }
             for p in breakdown.points
@@ -316,11 +358,19 @@ def _taxonomy(query: TaxonomyQuery) -> TaxonomyBreakdown:
 
 def _taxonomy_csv(breakdown: TaxonomyBreakdown) -> HttpResponse:
     codes = [r.code for r in breakdown.reasons]
+    header = ["model", "rate", "score_resolved", "score_tasks", "pending", "resolved"]
     return csv_response(
         f"taxonomy-{breakdown.suite.name}.csv",
-        ["model", "resolved", *codes, "infra", "total"],
+        [*header, *codes, "infra", "total"],
         (
-            [b.model.name, b.resolved, *(b.counts.get(c, 0) for c in codes), b.infra, b.total]
+            [
+                b.model.name,
+                *((s.rate, s.resolved, s.tasks, s.pending) if (s := b.score) else [None] * 4),
+                b.resolved,
+                *(b.counts.get(c, 0) for c in codes),
+                b.infra,
+                b.total,
+            ]
             for b in breakdown.models
         ),
     )

@@ -289,6 +289,12 @@ class AttemptFilter(FilterSchema):
 
 class LeaderboardQuery(Schema):
     suite: Text = Field(min_length=1, max_length=100)
+    view: Literal["runs", "configs"] = Field(
+        "runs", description="one row per run, or per configuration with its runs pooled"
+    )
+    runs: Text | None = Field(
+        None, description="comma-separated run ids (8+ characters): only these runs count"
+    )
     labels: Text | None = Field(None, description="comma-separated: tasks carrying every label")
     date_from: dt.date | None = Field(None, le=LAST_DATE)
     date_to: dt.date | None = Field(None, le=LAST_DATE)
@@ -297,75 +303,119 @@ class LeaderboardQuery(Schema):
     format: Literal["json", "csv"] = "json"
 
 
-class LeaderboardRowOut(Schema):
-    rank: int
-    model: ModelRefOut
-    agent_variant: str
-    is_published: bool
-    attempts: int
-    scored: int
-    resolved: int
-    infra: int = Field(description="infrastructure failures, excluded from the rate")
-    missing: int
-    not_evaluated: int = Field(description="imported patches kept without evaluation, unrated")
-    tasks: int
-    denominator: int
-    rate: float | None = Field(description="resolved / denominator, a fraction")
-    resolved_pct: float | None = Field(description="rate x 100")
-    ci_low: float | None = Field(description="95% Wilson interval, fraction")
+class ScoreFields(Schema):
+    """The figures of runs.scoring.Score (README: "How a score is computed")."""
+
+    rate: float | None = Field(description="pass@1: mean over tasks of resolved / scored samples")
+    resolved: float = Field(description="sum of the per-task shares (rate x tasks)")
+    tasks: int = Field(description="the denominator: scored tasks, or the suite if published")
+    ci_low: float | None = Field(description="95% Wilson, task-clustered effective n")
     ci_high: float | None
     k: int
-    pass_at_1: float | None
     pass_at_k: float | None
-    mean_cost_usd: float | None
-    total_cost_usd: float
+    whole_suite: bool
+    attempts: int
+    scored: int
+    resolved_attempts: int
+    excluded: int = Field(description="infrastructure failures, skipped and cancelled")
+    pending: int = Field(description="not final: queued, running, not evaluated")
+    not_evaluated: int
+    missing: int
+    complete: bool = Field(description="no pending attempt: only then ranked, leader or tied")
+
+
+class GroupScoreOut(Schema):
+    tasks: int
+    resolved: float
+    rate: float | None
+
+
+class RunRefOut(Schema):
+    public_id: uuid.UUID
+    created_at: dt.datetime
+    finished_at: dt.datetime | None
+    samples: int
+    source: str
+    status: str
+    url: str
+
+
+class LeaderboardRowOut(ScoreFields):
+    key: str = Field(description="slug (a configuration) or slug@run-id (one run)")
+    kind: Literal["run", "config"]
+    rank: int | None
+    status: str = Field(description="leader, tied, behind, pending, reference or unscored")
+    model: ModelRefOut
+    run: RunRefOut | None
+    runs: list[uuid.UUID]
+    date: dt.datetime | None
+    agent_variant: str
+    is_published: bool
+    is_reference: bool
+    infra: int = Field(description="same as excluded")
+    denominator: int = Field(description="same as tasks")
+    resolved_pct: float | None = Field(description="rate x 100")
+    pass_at_1: float | None
+    mean_cost_usd: float | None = Field(description="null when the row reports no usage")
+    total_cost_usd: float | None
     cost_per_resolved_usd: float | None
     mean_tokens: float | None
     mean_wall_sec: float | None
     is_leader: bool
     tied_with_leader: bool
     p_value_vs_leader: float | None
+    by_repo: dict[str, GroupScoreOut]
 
 
 class LeaderboardOut(Schema):
     suite: str
+    view: str
     labels: list[str]
     date_from: dt.date | None
     date_to: dt.date | None
-    rows: list[LeaderboardRowOut]
+    rows: list[LeaderboardRowOut] = Field(description="competing rows, then the references")
 
 
 class CompareQuery(Schema):
     suite: Text = Field(min_length=1, max_length=100)
     models: Text = Field(
-        min_length=1, description="comma-separated names, slugs or public ids; the first is A"
+        min_length=1,
+        description="comma-separated configurations (name, slug or public id: all its runs) or"
+        " single runs (slug@run-id); the first is A",
     )
     labels: Text | None = None
     format: Literal["json", "csv"] = "json"
 
 
-class CompareSummaryOut(Schema):
+class CompareEntryOut(Schema):
+    key: str
+    kind: Literal["run", "config"]
+    label: str
     model: ModelRefOut
-    attempts: int
-    scored: int
-    resolved: int
-    infra: int
-    rate: float | None
+    run: uuid.UUID | None
+    runs: list[uuid.UUID]
+
+
+class CompareSummaryOut(CompareEntryOut, ScoreFields):
+    pass
 
 
 class ComparePairOut(Schema):
-    a: ModelRefOut
-    b: ModelRefOut
+    a: CompareEntryOut
+    b: CompareEntryOut
     paired: int
-    fixed_by_b: list[str]
+    fixed_by_b: list[str] = Field(description="tasks where b's resolved share is higher")
     regressed: list[str]
-    both: list[str]
+    both: list[str] = Field(description="equal share above zero")
     neither: list[str]
     rate_a: float | None
     rate_b: float | None
     delta: float | None
-    p_value: float
+    mean_paired_difference: float | None
+    p_value: float = Field(description="paired sign-flip test (exact McNemar with k = 1)")
+    exact: bool
     significant: bool
+    complete: bool
 
 
 class CompareCellOut(Schema):
@@ -373,6 +423,7 @@ class CompareCellOut(Schema):
     reason: str
     resolved: int
     scored: int
+    pending: int
     attempts: list[uuid.UUID]
 
 
@@ -385,7 +436,7 @@ class CompareRowOut(Schema):
 
 class CompareOut(Schema):
     suite: str
-    models: list[ModelRefOut]
+    entries: list[CompareEntryOut]
     summaries: list[CompareSummaryOut]
     pairs: list[ComparePairOut]
     rows: list[CompareRowOut]
@@ -399,18 +450,20 @@ class TaxonomyQuery(Schema):
 
 class TaxonomyModelOut(Schema):
     model: ModelRefOut
-    resolved: int
+    resolved: int = Field(description="resolved attempts (the bar)")
     total: int
     infra: int
     counts: dict[str, int]
+    score: ScoreFields | None = Field(description="the configuration's leaderboard figures")
 
 
 class TaxonomyPointOut(Schema):
     model: str
     run: uuid.UUID
     at: dt.datetime
-    scored: int
-    resolved: int
+    tasks: int
+    resolved: float
+    pending: int
     rate: float | None
 
 

@@ -226,6 +226,14 @@ def summary_table(run: Run) -> str:
             f"{code or 'RESOLVED':<24} {row['status']:<10} {category:<15} "
             f"{row['n']:>5} {100 * row['n'] / total:>5.0f}%"
         )
+    from runs.services import run_totals
+
+    totals = run_totals(run)
+    if totals["success_rate"] is not None:
+        lines.append(
+            f"score {100 * totals['success_rate']:.1f}% ({totals['score_label']} tasks;"
+            " the leaderboard's figure for this run)"
+        )
     lines.append(f"run {run.public_id} {run.status}")
     if run.fail_fast_reason:
         lines.append(f"fail-fast: {run.fail_fast_reason}")

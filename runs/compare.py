@@ -1,7 +1,8 @@
-"""Comparison of two or more model configurations on one suite: pure reads over attempts.
+"""Comparison of two or more rows (configurations or single runs) on one suite.
 
-The task x model matrix, the outcome buckets of every pair and an exact McNemar test per
-pair. One query for the suite's tasks and one for the compared models' finished attempts.
+The figures (summaries, pair rates, buckets, the paired test) are ``runs.scoring`` over the
+tallies of ``runs.selection``, exactly as on the leaderboard; the attempts are read once more
+only to link each sample from the task x row matrix.
 """
 
 from __future__ import annotations
@@ -9,17 +10,19 @@ from __future__ import annotations
 import itertools
 import uuid
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from functools import cached_property
 
-from runs.leaderboard import finished_attempts, suite_tasks
 from runs.models import ModelConfig
-from runs.stats import majority_resolved, mcnemar_exact
+from runs.scoring import FINISHED, PairedTest, Score, TaskTally, paired_test, score_record
+from runs.selection import Entry, SuiteResults, read_results, selected_attempts
 from tasks_app.models import Suite
 
 RESOLVED = "resolved"
+PARTIAL = "partial"
 FAILED = "failed"
 INFRA = "infra"
+PENDING = "pending"
 NONE = "none"
 
 
@@ -27,35 +30,49 @@ NONE = "none"
 class AttemptRef:
     public_id: uuid.UUID
     sample_index: int
-    resolved: bool
-    is_infra: bool
-    reason: str  # FailureReason code, "" when resolved
+    run: str  # the run's short id
+    outcome: str  # resolved, failed, infra or pending
+    reason: str  # FailureReason code, "" when resolved or pending
+
+    @property
+    def resolved(self) -> bool:
+        return self.outcome == RESOLVED
 
 
 @dataclass
 class Cell:
-    """One model's attempts on one task and the outcome they add up to."""
+    """One row's attempts on one task; its figures come from the task's tally."""
 
+    tally: TaskTally = field(default_factory=TaskTally)
     attempts: list[AttemptRef] = field(default_factory=list)
 
-    # Cached: a cell is read many times (matrix, buckets, summaries) once it is filled.
-    @cached_property
+    @property
     def scored(self) -> int:
-        return sum(1 for a in self.attempts if not a.is_infra)
+        return self.tally.scored
 
-    @cached_property
+    @property
     def resolved_count(self) -> int:
-        return sum(1 for a in self.attempts if a.resolved)
+        return self.tally.resolved
 
-    @cached_property
+    @property
+    def pending(self) -> int:
+        return self.tally.pending
+
+    @property
+    def fraction(self) -> float | None:
+        """The task's success fraction (resolved / scored samples), as scored."""
+        return self.tally.resolved / self.tally.scored if self.tally.scored else None
+
+    @property
     def outcome(self) -> str:
-        if not self.attempts:
+        if not self.tally.attempts:
             return NONE
-        if not self.scored:
-            return INFRA
-        return RESOLVED if majority_resolved(self.scored, self.resolved_count) else FAILED
+        fraction = self.fraction
+        if fraction is None:
+            return PENDING if self.tally.pending else INFRA
+        return RESOLVED if fraction == 1 else FAILED if fraction == 0 else PARTIAL
 
-    @cached_property
+    @property
     def reason(self) -> str:
         """The most frequent failure reason among the samples (precedence breaks no ties)."""
         reasons = Counter(a.reason for a in self.attempts if a.reason)
@@ -76,148 +93,179 @@ class TaskRow:
 
     @property
     def differs(self) -> bool:
-        outcomes = {c.outcome for c in self.cells if c.outcome in (RESOLVED, FAILED)}
-        return len(outcomes) > 1
+        fractions = {c.fraction for c in self.cells if c.fraction is not None}
+        return len(fractions) > 1
 
 
 @dataclass
-class ModelSummary:
-    model: ModelConfig
-    attempts: int
-    scored: int
-    resolved: int
-    infra: int
+class Summary:
+    """One compared row's score: the same figures as its leaderboard row."""
+
+    entry: Entry
+    score: Score
+
+    @property
+    def model(self) -> ModelConfig:
+        return self.entry.model
 
     @property
     def rate(self) -> float | None:
-        return self.resolved / self.scored if self.scored else None
+        return self.score.rate
 
 
 @dataclass
 class PairResult:
-    """Model a (the reference) against model b on tasks where both have an outcome."""
+    """Row a (the reference) against row b on the tasks both rate."""
 
-    a: ModelConfig
-    b: ModelConfig
+    a: Entry
+    b: Entry
+    score_a: Score
+    score_b: Score
+    test: PairedTest
     fixed_by_b: list[TaskRow]
     regressed: list[TaskRow]
     both: list[TaskRow]
     neither: list[TaskRow]
-    p_value: float
 
     @property
     def paired(self) -> int:
-        return len(self.fixed_by_b) + len(self.regressed) + len(self.both) + len(self.neither)
+        return self.test.tasks
 
     @property
     def rate_a(self) -> float | None:
-        return (len(self.both) + len(self.regressed)) / self.paired if self.paired else None
+        return self.score_a.rate
 
     @property
     def rate_b(self) -> float | None:
-        return (len(self.both) + len(self.fixed_by_b)) / self.paired if self.paired else None
+        return self.score_b.rate
 
     @property
     def delta(self) -> float | None:
-        """Success-rate change from a to b, in fractions, over the paired tasks."""
-        if not self.paired:
+        """b's rate minus a's, as fractions (each over its own denominator)."""
+        if self.rate_a is None or self.rate_b is None:
             return None
-        return (len(self.fixed_by_b) - len(self.regressed)) / self.paired
+        return self.rate_b - self.rate_a
+
+    @property
+    def p_value(self) -> float:
+        return self.test.p_value
 
     @property
     def significant(self) -> bool:
-        return self.p_value < 0.05
+        return self.test.significant
+
+    @property
+    def complete(self) -> bool:
+        return self.score_a.complete and self.score_b.complete
 
 
 @dataclass
 class Comparison:
     suite: Suite
-    models: list[ModelConfig]
+    entries: list[Entry]
     rows: list[TaskRow]
-    summaries: list[ModelSummary]
+    summaries: list[Summary]
     pairs: list[PairResult]
+
+    @property
+    def models(self) -> list[ModelConfig]:
+        return [e.model for e in self.entries]
 
 
 def compare_models(
     *,
     suite: Suite,
-    models: list[ModelConfig],
+    models: list[ModelConfig] | None = None,
+    keys: list[str] | None = None,
     labels: list[str] | None = None,
+    exclude_tasks: Iterable[int] | None = None,
 ) -> Comparison:
-    """Compare ``models`` (the first is the reference for buckets) on ``suite``.
+    """Compare rows on ``suite``; the first is the reference for buckets.
 
-    A cell's outcome is the majority of its scored samples; a cell with only infrastructure
-    failures has no outcome and leaves that task out of the pair's buckets and test.
+    ``keys`` name rows as the leaderboard does (a configuration's slug for all its runs,
+    ``slug@<run id>`` for one run); ``models`` is shorthand for their slugs. Raises
+    ``runs.selection.SelectionError`` for a key with no results here.
     """
-    tasks = list(
-        suite_tasks(suite, labels).order_by("task_id").values_list("id", "task_id", "labels")
+    keys = list(keys or []) + [m.slug for m in models or []]
+    slugs = {k.partition("@")[0] for k in keys}
+    model_ids = list(ModelConfig.objects.filter(slug__in=slugs).values_list("id", flat=True))
+    results = read_results(
+        suite=suite, labels=labels, model_ids=model_ids, exclude_tasks=exclude_tasks
     )
-    column = {m.id: i for i, m in enumerate(models)}
-    rows = {
-        pk: TaskRow(pk, task_id, labels_ or [], [Cell() for _ in models])
-        for pk, task_id, labels_ in tasks
-    }
+    entries = [results.entry(k) for k in keys]
+    scores = [results.score(e) for e in entries]
+    rows = _task_rows(results, entries)
+    _attach_attempts(results, entries, rows, labels)
+    ordered = [rows[pk] for pk in sorted(rows, key=lambda pk: rows[pk].task_id)]
+    pairs = [
+        _pair(entries[i], entries[j], scores[i], scores[j], rows)
+        for i, j in itertools.combinations(range(len(entries)), 2)
+    ]
+    summaries = [Summary(e, s) for e, s in zip(entries, scores, strict=True)]
+    return Comparison(suite, entries, ordered, summaries, pairs)
+
+
+def _task_rows(results: SuiteResults, entries: list[Entry]) -> dict[int, TaskRow]:
+    tallies = [results.tally(e) for e in entries]
+    rows = {}
+    for pk in results.universe:
+        if pk in results.excluded:
+            continue
+        facts = results.tasks[pk]
+        cells = [Cell(t.get(pk, TaskTally())) for t in tallies]
+        rows[pk] = TaskRow(pk, facts.task_id, list(facts.labels), cells)
+    return rows
+
+
+def _attach_attempts(
+    results: SuiteResults, entries: list[Entry], rows: dict[int, TaskRow], labels
+) -> None:
+    columns: dict[int, list[int]] = {}
+    for i, entry in enumerate(entries):
+        for run in entry.runs:
+            columns.setdefault(run.id, []).append(i)
+    short = {run.id: run.short_id for run in results.runs.values()}
     attempts = (
-        finished_attempts(suite=suite, labels=labels, model_ids=list(column))
-        .order_by("sample_index")
+        selected_attempts(suite=results.suite, labels=labels, run_ids=list(columns))
+        .order_by("run__created_at", "sample_index")
         .values_list(
-            "task_id",
-            "model_config_id",
-            "public_id",
-            "sample_index",
-            "failure_reason_id",
-            "is_infra",
-            "is_missing",
+            "task_id", "run_id", "public_id", "sample_index", "status", "failure_reason_id",
+            "is_infra", "is_missing",
         )
-    )
-    for task_pk, model_id, public_id, sample, reason, is_infra, is_missing in attempts:
+    )  # fmt: skip
+    for task_pk, run_id, public_id, sample, status, reason, is_infra, is_missing in attempts:
         row = rows.get(task_pk)
         if row is None:
             continue
-        resolved = reason is None and not is_infra and not is_missing
-        row.cells[column[model_id]].attempts.append(
-            AttemptRef(public_id, sample, resolved, is_infra, reason or "")
-        )
-    ordered = list(rows.values())
-    summaries = [_summary(m, [r.cells[i] for r in ordered]) for i, m in enumerate(models)]
-    pairs = [
-        _pair(models[i], models[j], ordered, i, j)
-        for i, j in itertools.combinations(range(len(models)), 2)
-    ]
-    return Comparison(suite=suite, models=models, rows=ordered, summaries=summaries, pairs=pairs)
+        if status != FINISHED and reason is None:
+            outcome = PENDING
+        elif status != FINISHED or is_infra:
+            outcome = INFRA
+        elif reason is None and not is_missing:
+            outcome = RESOLVED
+        else:
+            outcome = FAILED
+        ref = AttemptRef(public_id, sample, short[run_id], outcome, reason or "")
+        for column in columns[run_id]:
+            row.cells[column].attempts.append(ref)
 
 
-def _summary(model: ModelConfig, cells: list[Cell]) -> ModelSummary:
-    attempts = scored = resolved = infra = 0
-    for cell in cells:
-        for a in cell.attempts:
-            attempts += 1
-            infra += a.is_infra
-            scored += not a.is_infra
-            resolved += a.resolved
-    return ModelSummary(model, attempts, scored, resolved, infra)
+def _pair(a: Entry, b: Entry, sa: Score, sb: Score, rows: dict[int, TaskRow]) -> PairResult:
+    test = paired_test(sa, sb)
 
+    def task_rows(pks: tuple[int, ...]) -> list[TaskRow]:
+        return sorted((rows[pk] for pk in pks if pk in rows), key=lambda r: r.task_id)
 
-def _pair(a: ModelConfig, b: ModelConfig, rows: list[TaskRow], i: int, j: int) -> PairResult:
-    buckets: dict[tuple[bool, bool], list[TaskRow]] = {
-        (True, True): [],
-        (True, False): [],
-        (False, True): [],
-        (False, False): [],
-    }
-    for row in rows:
-        oa, ob = row.cells[i].outcome, row.cells[j].outcome
-        if oa in (RESOLVED, FAILED) and ob in (RESOLVED, FAILED):
-            buckets[(oa == RESOLVED, ob == RESOLVED)].append(row)
-    regressed, fixed = buckets[(True, False)], buckets[(False, True)]
     return PairResult(
         a=a,
         b=b,
-        fixed_by_b=fixed,
-        regressed=regressed,
-        both=buckets[(True, True)],
-        neither=buckets[(False, False)],
-        p_value=mcnemar_exact(len(regressed), len(fixed)),
+        score_a=sa,
+        score_b=sb,
+        test=test,
+        fixed_by_b=task_rows(test.better),
+        regressed=task_rows(test.worse),
+        both=task_rows(test.same),
+        neither=task_rows(test.neither),
     )
 
 
@@ -226,11 +274,55 @@ def comparison_records(comparison: Comparison) -> list[dict]:
     records = []
     for row in comparison.rows:
         record: dict = {"task_id": row.task_id}
-        for model, cell in zip(comparison.models, row.cells, strict=True):
-            record[f"{model.name}:outcome"] = cell.outcome
-            record[f"{model.name}:reason"] = cell.reason
-            record[f"{model.name}:resolved"] = cell.resolved_count
-            record[f"{model.name}:scored"] = cell.scored
-            record[f"{model.name}:attempts"] = " ".join(str(a.public_id) for a in cell.attempts)
+        for entry, cell in zip(comparison.entries, row.cells, strict=True):
+            name = entry.label
+            record[f"{name}:outcome"] = cell.outcome
+            record[f"{name}:reason"] = cell.reason
+            record[f"{name}:resolved"] = cell.resolved_count
+            record[f"{name}:scored"] = cell.scored
+            record[f"{name}:pending"] = cell.pending
+            record[f"{name}:attempts"] = " ".join(str(a.public_id) for a in cell.attempts)
         records.append(record)
     return records
+
+
+def entry_record(entry: Entry) -> dict:
+    """What a compared row stands for, as plain values."""
+    return {
+        "key": entry.key,
+        "kind": entry.kind,
+        "label": entry.label,
+        "model": {
+            "public_id": entry.model.public_id,
+            "name": entry.model.name,
+            "slug": entry.model.slug,
+        },
+        "run": entry.run.public_id if entry.run else None,
+        "runs": [r.public_id for r in entry.runs],
+    }
+
+
+def summary_record(summary: Summary) -> dict:
+    """A compared row's score (the page's cards, the API's and the JSON export's summaries)."""
+    return {**entry_record(summary.entry), **score_record(summary.score)}
+
+
+def pair_record(pair: PairResult) -> dict:
+    """A pair's rates, buckets and paired test, as plain values."""
+    return {
+        "a": entry_record(pair.a),
+        "b": entry_record(pair.b),
+        "paired": pair.paired,
+        "fixed_by_b": [r.task_id for r in pair.fixed_by_b],
+        "regressed": [r.task_id for r in pair.regressed],
+        "both": [r.task_id for r in pair.both],
+        "neither": [r.task_id for r in pair.neither],
+        "rate_a": pair.rate_a,
+        "rate_b": pair.rate_b,
+        "delta": pair.delta,
+        "mean_paired_difference": pair.test.mean_difference,
+        "p_value": pair.p_value,
+        "exact": pair.test.exact,
+        "significant": pair.significant,
+        "complete": pair.complete,
+    }

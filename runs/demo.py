@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import io
-import json
 import math
 import random
 from dataclasses import dataclass, field
@@ -17,17 +16,14 @@ from decimal import Decimal
 from pathlib import Path
 
 from django.conf import settings
-from django.core.files.base import ContentFile
-from django.core.files.storage import storages
 from django.db import transaction
 
+from runs.demo_artifacts import Outcome, grade, test_results, write_artifacts
 from runs.models import (
     AgentVariant,
     Attempt,
-    AttemptStage,
     AttemptStatus,
     FailureReason,
-    Grade,
     ModelConfig,
     Run,
     RunSource,
@@ -275,25 +271,12 @@ def _seed_run(
             attempt = _create_attempt(
                 rng, run, task, sample, spec, outcome, started, clock, reasons
             )
-            _write_artifacts(rng, attempt, task, outcome, spec)
+            write_artifacts(rng, attempt, task, outcome, spec.variant)
             count += 1
     Run.objects.filter(id=run.id).update(
         created_at=created, started_at=created, finished_at=clock, totals={"attempts": count}
     )
     return count
-
-
-@dataclass
-class Outcome:
-    reason: Reason | None
-    stage: Stage | None
-    exit_code: int
-    duration: float
-    tokens_in: int = 0
-    tokens_out: int = 0
-    steps: int = 0
-    missing: bool = False
-    patch: str = ""
 
 
 def _outcome(
@@ -426,8 +409,8 @@ def _create_attempt(
         files_touched=sorted({ln[6:] for ln in patch.splitlines() if ln.startswith("+++ b/")}),
         final_patch=patch,
         error_text=error,
-        test_results=_test_results(task, outcome),
-        grade=_grade(task, outcome),
+        test_results=test_results(task, outcome),
+        grade=grade(task, outcome),
         started_at=started,
         finished_at=finished,
     )
@@ -455,199 +438,3 @@ def _patch_for(rng: random.Random, task: Task, spec: DemoModel, outcome: Outcome
             line = line + "  # also covers the empty case"
         lines.append(line)
     return "\n".join(lines) + "\n"
-
-
-def _test_results(task: Task, outcome: Outcome) -> dict:
-    if (
-        not task.fail_to_pass
-        or outcome.missing
-        or outcome.stage in (Stage.SETUP, Stage.BASELINE_RUN)
-    ):
-        return {}
-    f2p, p2p = list(task.fail_to_pass), list(task.pass_to_pass)[:25]
-    if outcome.reason is None:
-        return {
-            "FAIL_TO_PASS": {"success": f2p, "failure": []},
-            "PASS_TO_PASS": {"success": p2p, "failure": []},
-        }
-    broken = p2p[:1] if outcome.reason is Reason.INTERNAL_ERROR else []
-    return {
-        "FAIL_TO_PASS": {"success": f2p[1:], "failure": f2p[:1]},
-        "PASS_TO_PASS": {"success": p2p[len(broken) :], "failure": broken},
-    }
-
-
-def _grade(task: Task, outcome: Outcome) -> str:
-    if not task.fail_to_pass or outcome.missing:
-        return ""
-    if outcome.reason is None:
-        return Grade.FULL
-    return (
-        Grade.PARTIAL
-        if len(task.fail_to_pass) > 1 and outcome.reason is Reason.TESTS_FAILED
-        else Grade.NO
-    )
-
-
-def _write_artifacts(
-    rng: random.Random, attempt: Attempt, task: Task, outcome: Outcome, spec: DemoModel
-) -> None:
-    if outcome.missing:
-        return
-    store = storages["artifacts"]
-    root = attempt.artifacts_dir
-    stages = [
-        (Stage.GIT_CLONE, f"git clone --quiet {task.repo_url} repo", "logs/git_clone.txt"),
-        (Stage.GIT_CHECKOUT, f"git checkout --quiet {task.repo_commit}", "logs/git_checkout.txt"),
-        (Stage.SETUP, " && ".join(task.setup_commands) or "true", "logs/setup.txt"),
-        (Stage.BASELINE_RUN, task.test_command, "logs/baseline.txt"),
-        (Stage.AGENT_RUN, f"agent {spec.variant}", "logs/agent.txt"),
-        (Stage.FINAL_TEST, task.test_command, "logs/final_test.txt"),
-    ]
-    at = attempt.started_at
-    for order, (stage, command, path) in enumerate(stages):
-        failed_here = outcome.stage is stage
-        code = outcome.exit_code if failed_here else (1 if stage is Stage.BASELINE_RUN else 0)
-        if stage is Stage.FINAL_TEST and outcome.reason is None:
-            code = 0
-        text = _stage_log(rng, stage, command, code, task, outcome)
-        store.save(f"{root}/{path}", ContentFile(text.encode()))
-        duration = round(rng.uniform(0.3, 4.0), 2)
-        if stage is Stage.AGENT_RUN:
-            duration = round(outcome.duration * 0.8, 2)
-        AttemptStage.objects.create(
-            attempt=attempt,
-            name=stage.value,
-            order=order,
-            command=command,
-            exit_code=code,
-            duration_sec=duration,
-            timed_out=failed_here and code == 124,
-            output_path=path,
-            started_at=at,
-        )
-        at = at + dt.timedelta(seconds=duration)
-        if failed_here and stage is not Stage.AGENT_RUN:
-            break
-        if failed_here and stage is Stage.AGENT_RUN and outcome.reason is not Reason.AGENT_GAVE_UP:
-            break
-    if (
-        outcome.stage not in (Stage.SETUP, Stage.BASELINE_RUN, Stage.GIT_CLONE)
-        and spec.variant != AgentVariant.EXTERNAL
-    ):
-        store.save(f"{root}/events.jsonl", ContentFile(_events(rng, task, outcome).encode()))
-    if outcome.patch:
-        store.save(f"{root}/patch.diff", ContentFile(outcome.patch.encode()))
-    result = {
-        "schema_version": Attempt.SCHEMA_VERSION,
-        "task_id": task.task_id,
-        "failure_reason": outcome.reason.value if outcome.reason else None,
-        "failure_stage": outcome.stage.value if outcome.stage else None,
-        "exit_code": outcome.exit_code,
-        "tokens_in": outcome.tokens_in,
-        "tokens_out": outcome.tokens_out,
-    }
-    store.save(f"{root}/result.json", ContentFile(json.dumps(result, indent=2).encode()))
-
-
-def _stage_log(
-    rng: random.Random, stage: Stage, command: str, code: int, task: Task, outcome: Outcome
-) -> str:
-    lines = [f"$ {command}"]
-    if stage in (Stage.BASELINE_RUN, Stage.FINAL_TEST):
-        tests = list(task.fail_to_pass or ["tests/test_calc.py::test_mean_of_odd_total"])
-        tests += list(task.pass_to_pass)[:15]
-        lines.append(">>>>> Start Test Output")
-        lines.append(
-            "============================= test session starts =============================="
-        )
-        lines.append(f"collected {len(tests)} items")
-        for i, name in enumerate(tests):
-            failed = (stage is Stage.BASELINE_RUN and i == 0) or (code not in (0, 124) and i == 0)
-            lines.append(f"{'FAILED' if failed else 'PASSED'} {name}")
-        if code == 124:
-            lines.append("!!! timeout: the test command was killed after the task's timeout")
-        summary = "1 failed" if code == 1 else "0 failed"
-        seconds = rng.uniform(0.5, 9)
-        passed = len(tests) - (code == 1)
-        lines.append(
-            f"=============== {summary}, {passed} passed in {seconds:.2f}s ==============="
-        )
-        lines.append(">>>>> End Test Output")
-    elif stage is Stage.SETUP:
-        lines.append("Collecting dependencies ...")
-        if code == 1:
-            lines.append(
-                "ERROR: Could not find a version that satisfies the requirement does-not-exist-pkg"
-            )
-            lines.append("ERROR: No matching distribution found for does-not-exist-pkg")
-        elif code == 124:
-            lines.append("... (no output for 120 s; killed at the setup timeout)")
-        else:
-            lines.append("Successfully installed the environment.")
-    elif stage is Stage.AGENT_RUN:
-        lines.append(
-            f"steps: {outcome.steps}, tokens in/out: {outcome.tokens_in}/{outcome.tokens_out}"
-        )
-        if outcome.reason is Reason.LLM_ERROR:
-            lines.append(
-                "openai.RateLimitError: Error code: 429 - rate limit exceeded (retried 5 times)"
-            )
-        if outcome.reason is Reason.AGENT_GAVE_UP:
-            lines.append("stopped: step budget exhausted (30 steps)")
-        if outcome.reason is Reason.TOOL_ERROR:
-            lines.append("apply_patch failed: patch does not apply (hunk 1 at line 42)")
-        if outcome.reason is Reason.SANDBOX_ERROR:
-            lines.append("sandbox error: container exited unexpectedly (OOM killed)")
-    lines.append(f"[exit code {code}]")
-    return "\n".join(lines) + "\n"
-
-
-def _events(rng: random.Random, task: Task, outcome: Outcome) -> str:
-    t = 0.0
-    events = []
-
-    def emit(event: str, **fields) -> None:
-        nonlocal t
-        t += rng.uniform(0.2, 6.0)
-        events.append({"t": round(t, 3), "event": event, **fields})
-
-    first_file = next(
-        (ln[6:] for ln in (task.gold_patch or "").splitlines() if ln.startswith("+++ b/")),
-        "src/toy/calc.py",
-    )
-    emit("agent_start", task_id=task.task_id)
-    for step in range(max(1, min(outcome.steps, 8))):
-        emit(
-            "llm_request",
-            step=step,
-            tokens_in=rng.randint(2000, 9000),
-            tokens_out=rng.randint(50, 600),
-        )
-        tool = ["list_files", "read_file", "search", "read_file", "apply_patch", "run_tests"][
-            step % 6
-        ]
-        args = (
-            {"path": first_file}
-            if tool == "read_file"
-            else {"pattern": "def "}
-            if tool == "search"
-            else {}
-        )
-        emit("tool_start", tool=tool, input=args, step=step)
-        output = {
-            "list_files": "src/\ntests/\nREADME.md\npyproject.toml",
-            "read_file": f"# {first_file}\n" + "\n".join(f"line {i}" for i in range(1, 12)),
-            "search": f"{first_file}:12: def mean(values):",
-            "apply_patch": "patch applied",
-            "run_tests": "1 failed, 5 passed",
-        }[tool]
-        emit("tool_finish", tool=tool, output=output, ok=True, step=step)
-    if outcome.reason is Reason.TOOL_ERROR:
-        emit("tool_finish", tool="apply_patch", output="error: patch does not apply", ok=False)
-    emit("tests_start", command=task.test_command)
-    emit("tests_finish", exit_code=0 if outcome.reason is None else 1)
-    if outcome.patch:
-        emit("patch", lines=len(outcome.patch.splitlines()))
-    emit("agent_finish", stop="tests_passed" if outcome.reason is None else "gave_up")
-    return "\n".join(json.dumps(e) for e in events) + "\n"

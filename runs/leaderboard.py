@@ -1,390 +1,300 @@
-"""Leaderboard rows for one suite: pure reads over stored attempts, shared by pages and the API.
+"""Leaderboard of one suite: rows scored by ``runs.scoring``, shared by the page, API and CLI.
 
-One grouped query over finished attempts (model x task groups, rolled up again by model x
-outcome counts, on the ``attempt_results_cover_idx`` covering index) gives every figure; the
-paired tests vs the leader run on per-task outcomes, never on the attempts themselves.
+Rows are runs by default (``view="runs"``: date, configuration, samples, links), or one row per
+configuration over its runs in the selection (``view="configs"``). References (oracle, no-op)
+are listed apart and never ranked. Every figure is a field of a ``runs.scoring.Score``.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import uuid
-from collections import defaultdict
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
-from django.db import connections
-from django.db.models import Count, F, IntegerField, Max, Q, QuerySet, Sum
-from django.db.models.functions import Cast
-
-from runs.models import AgentVariant, Attempt, AttemptStatus, ModelConfig, Run, RunSource
-from runs.stats import majority_resolved, mcnemar_exact, pass_at_k, wilson_interval
-from tasks_app.models import Suite, Task
-
-# Two models whose paired test against the leader gives at least this p-value are "tied".
-TIE_ALPHA = 0.05
+from runs.scoring import GroupScore, Score, Standing, by_group, standings
+from runs.selection import Entry, RunFacts, SuiteResults, Usage, read_results
+from tasks_app.models import Suite
 
 SORT_KEYS = (
     "rate",
     "name",
+    "date",
     "pass_at_1",
     "pass_at_k",
     "attempts",
     "infra",
+    "pending",
     "mean_cost",
     "mean_tokens",
     "mean_wall",
     "cost_per_resolved",
 )
+ASCENDING_BY_DEFAULT = ("name", "mean_cost", "mean_wall", "cost_per_resolved", "infra", "pending")
 
 
 @dataclass
 class LeaderboardRow:
-    model_id: int
-    model_public_id: uuid.UUID
-    name: str
-    slug: str
-    agent_variant: str
-    is_published: bool
-    attempts: int
-    scored: int
-    resolved: int
-    infra: int
-    missing: int
-    tasks: int
-    # Fractions in [0, 1]; None when nothing was scored.
-    rate: float | None
-    ci_low: float | None
-    ci_high: float | None
-    k: int
-    pass_at_1: float | None
-    pass_at_k: float | None
-    mean_cost_usd: float | None
-    mean_tokens: float | None
-    mean_wall_sec: float | None
-    cost_per_resolved_usd: float | None
-    total_cost_usd: float
-    # Denominator of ``rate``: scored attempts, or the suite size for published results.
-    denominator: int = 0
-    # Imported patches kept without evaluation (status not_evaluated): no outcome, not rated.
-    not_evaluated: int = 0
-    rank: int = 0
-    is_leader: bool = False
-    tied_with_leader: bool = False
-    p_value_vs_leader: float | None = None
-    # Task pks with an outcome (paired tests use them) and those resolved by the majority of
-    # their scored samples.
-    outcome_tasks: frozenset[int] = field(default=frozenset(), repr=False)
-    resolved_tasks: frozenset[int] = field(default=frozenset(), repr=False)
+    """One row: an entry (run or configuration), its score, standing and usage."""
+
+    entry: Entry
+    score: Score
+    standing: Standing
+    usage: Usage
+    groups: dict[str, GroupScore] = field(default_factory=dict, repr=False)
+
+    # --- what the row stands for
+    @property
+    def key(self) -> str:
+        return self.entry.key
+
+    @property
+    def kind(self) -> str:
+        return self.entry.kind
+
+    @property
+    def name(self) -> str:
+        return self.entry.model.name
+
+    @property
+    def slug(self) -> str:
+        return self.entry.model.slug
+
+    @property
+    def model_id(self) -> int:
+        return self.entry.model.id
+
+    @property
+    def model_public_id(self):
+        return self.entry.model.public_id
+
+    @property
+    def agent_variant(self) -> str:
+        return self.entry.model.agent_variant
+
+    @property
+    def run(self) -> RunFacts | None:
+        return self.entry.run
+
+    @property
+    def run_count(self) -> int:
+        return len(self.entry.runs)
+
+    @property
+    def date(self) -> dt.datetime | None:
+        """When the row's latest run finished (or was created, while it runs)."""
+        return max((r.finished_at or r.created_at for r in self.entry.runs), default=None)
+
+    @property
+    def is_published(self) -> bool:
+        return self.entry.whole_suite
+
+    @property
+    def is_reference(self) -> bool:
+        return self.entry.is_reference
+
+    # --- the score
+    @property
+    def rate(self) -> float | None:
+        return self.score.rate
+
+    @property
+    def pass_at_1(self) -> float | None:
+        return self.score.rate
+
+    @property
+    def pass_at_k(self) -> float | None:
+        return self.score.pass_at_k
+
+    @property
+    def k(self) -> int:
+        return self.score.k
+
+    @property
+    def ci_low(self) -> float | None:
+        return self.score.ci_low
+
+    @property
+    def ci_high(self) -> float | None:
+        return self.score.ci_high
+
+    @property
+    def resolved(self) -> float:
+        return self.score.resolved
+
+    @property
+    def tasks(self) -> int:
+        return self.score.tasks
+
+    @property
+    def denominator(self) -> int:
+        return self.score.tasks
+
+    @property
+    def attempts(self) -> int:
+        return self.score.attempts
+
+    @property
+    def scored(self) -> int:
+        return self.score.scored
+
+    @property
+    def resolved_attempts(self) -> int:
+        return self.score.resolved_attempts
+
+    @property
+    def infra(self) -> int:
+        return self.score.excluded
+
+    @property
+    def pending(self) -> int:
+        return self.score.pending
+
+    @property
+    def not_evaluated(self) -> int:
+        return self.score.not_evaluated
+
+    @property
+    def missing(self) -> int:
+        return self.score.missing
+
+    # --- standing
+    @property
+    def rank(self) -> int | None:
+        return self.standing.rank
+
+    @property
+    def status(self) -> str:
+        return self.standing.status
+
+    @property
+    def is_leader(self) -> bool:
+        return self.standing.is_leader
+
+    @property
+    def tied_with_leader(self) -> bool:
+        return self.standing.tied
+
+    @property
+    def p_value_vs_leader(self) -> float | None:
+        return self.standing.p_value
+
+    # --- usage: None ("—") when the row reports none (published results, oracle, no-op)
+    @property
+    def mean_cost_usd(self) -> float | None:
+        u = self.usage
+        return u.cost / u.finished if u.measured and u.finished else None
+
+    @property
+    def mean_tokens(self) -> float | None:
+        u = self.usage
+        return u.tokens / u.finished if u.measured and u.finished else None
+
+    @property
+    def total_cost_usd(self) -> float | None:
+        return self.usage.cost if self.usage.measured else None
+
+    @property
+    def cost_per_resolved_usd(self) -> float | None:
+        """What one resolved attempt cost: all usage over the resolved attempts."""
+        u, resolved = self.usage, self.score.resolved_attempts
+        return u.cost / resolved if u.measured and resolved else None
+
+    @property
+    def mean_wall_sec(self) -> float | None:
+        u = self.usage
+        return u.wall / u.walled if u.walled else None
 
     def sort_value(self, key: str) -> tuple:
         value = {
             "rate": self.rate,
             "name": self.name.lower(),
-            "pass_at_1": self.pass_at_1,
+            "date": self.date,
+            "pass_at_1": self.rate,
             "pass_at_k": self.pass_at_k,
             "attempts": self.attempts,
             "infra": self.infra,
+            "pending": self.pending,
             "mean_cost": self.mean_cost_usd,
             "mean_tokens": self.mean_tokens,
             "mean_wall": self.mean_wall_sec,
             "cost_per_resolved": self.cost_per_resolved_usd,
         }[key]
-        # Missing values sort last whatever the direction.
         return (value is None, value)
 
 
-def suite_tasks(suite: Suite, labels: list[str] | None = None) -> QuerySet[Task]:
-    """The suite's tasks carrying every label given."""
-    tasks = Task.objects.for_suite(suite)
-    for label in labels or []:
-        tasks = tasks.with_label(label)
-    return tasks
-
-
-def finished_attempts(
-    *,
-    suite: Suite,
-    labels: list[str] | None = None,
-    date_from: dt.date | None = None,
-    date_to: dt.date | None = None,
-    model_ids: list[int] | None = None,
-) -> QuerySet[Attempt]:
-    """Finished attempts of a suite, filtered the way every results page filters them."""
-    attempts = Attempt.objects.for_suite(suite).filter(status=AttemptStatus.FINISHED)
-    if model_ids is not None:
-        attempts = attempts.filter(model_config_id__in=model_ids)
-    if labels:
-        attempts = attempts.filter(task__in=suite_tasks(suite, labels).values("id"))
-    if date_from:
-        start = dt.datetime.combine(date_from, dt.time.min, tzinfo=dt.UTC)
-        attempts = attempts.filter(finished_at__gte=start)
-    if date_to:
-        end = dt.datetime.combine(date_to + dt.timedelta(days=1), dt.time.min, tzinfo=dt.UTC)
-        attempts = attempts.filter(finished_at__lt=end)
-    return attempts
-
-
 @dataclass
-class ModelTotals:
-    """One model's attempts rolled up from the per-task groups of ``grouped_totals``."""
+class Leaderboard:
+    suite: Suite
+    view: str
+    rows: list[LeaderboardRow]  # competing rows, sorted
+    references: list[LeaderboardRow]  # oracle / no-op rows, apart and unranked
+    groups: list[str]  # repositories of the selection, for the per-repository table
+    results: SuiteResults = field(repr=False)
 
-    attempts: int = 0
-    scored: int = 0
-    resolved: int = 0
-    infra: int = 0
-    missing: int = 0
-    cost: float = 0.0
-    tokens: int = 0
-    wall: float = 0.0
-    walled: int = 0
-    # (scored samples, resolved samples, task pks): the tasks sharing those counts.
-    buckets: list[tuple[int, int, list[int]]] = field(default_factory=list)
+    @property
+    def all_rows(self) -> list[LeaderboardRow]:
+        return self.rows + self.references
 
-
-def grouped_totals(attempts: QuerySet[Attempt]) -> dict[int, ModelTotals]:
-    """Every figure of the leaderboard in one query, keyed by model configuration id.
-
-    The inner query groups attempts by model x task (a few thousand groups); the outer one
-    groups those by model x (samples, infrastructure failures, resolved) and lists the
-    tasks of each group, so only a
-    few hundred rows reach Python however many attempts there are. Both read only columns of
-    ``attempt_results_cover_idx``.
-    """
-    # Few aggregates, sums of 0/1 columns rather than filtered counts where possible: this
-    # query is most of the page's time. scored = n - infra is derived in Python.
-    inner = (
-        attempts.order_by()
-        .values_list("model_config_id", "task_id")
-        .annotate(
-            n=Count("id"),
-            infra=Sum(Cast("is_infra", IntegerField())),
-            resolved=Count(
-                "id", filter=Q(is_infra=False, failure_reason__isnull=True, is_missing=False)
-            ),
-            missing=Sum(Cast("is_missing", IntegerField())),
-            cost=Sum("cost_usd"),
-            tokens=Sum(F("tokens_in") + F("tokens_out")),
-            wall=Sum("duration_sec"),
-            walled=Count("duration_sec"),
-        )
-    )
-    sql, params = inner.query.sql_with_params()
-    connection = connections[attempts.db]
-    if connection.vendor == "postgresql":
-        task_list = "STRING_AGG(CAST(task_id AS TEXT), ',')"
-    else:
-        task_list = "GROUP_CONCAT(task_id)"
-    outer = (
-        "SELECT model_config_id, n, infra, resolved, SUM(missing), SUM(cost), SUM(tokens),"
-        f" SUM(wall), SUM(walled), {task_list} FROM ({sql}) per_task"
-        " GROUP BY model_config_id, n, infra, resolved"
-    )
-    totals: dict[int, ModelTotals] = defaultdict(ModelTotals)
-    with connection.cursor() as cursor:
-        cursor.execute(outer, params)
-        rows = cursor.fetchall()
-    for model_id, n, infra, resolved, missing, cost, tokens, wall, walled, tasks in rows:
-        t = totals[model_id]
-        task_ids = [int(x) for x in str(tasks).split(",")] if tasks else []
-        infra = infra or 0
-        scored = n - infra
-        t.attempts += n * len(task_ids)
-        t.scored += scored * len(task_ids)
-        t.resolved += resolved * len(task_ids)
-        t.infra += infra * len(task_ids)
-        t.missing += missing or 0
-        t.cost += float(cost or 0)
-        t.tokens += int(tokens or 0)
-        t.wall += float(wall or 0)
-        t.walled += walled or 0
-        t.buckets.append((scored, resolved, task_ids))
-    return dict(totals)
+    @property
+    def leader(self) -> LeaderboardRow | None:
+        return next((r for r in self.rows if r.is_leader), None)
 
 
-def leaderboard_rows(
+def leaderboard(
     *,
     suite: Suite,
+    view: str = "runs",
     labels: list[str] | None = None,
     date_from: dt.date | None = None,
     date_to: dt.date | None = None,
+    run_ids: Collection[int] | None = None,
+    exclude_tasks: Iterable[int] | None = None,
     sort: str = "rate",
     descending: bool | None = None,
-) -> list[LeaderboardRow]:
-    """One row per model configuration that has finished attempts on ``suite``.
-
-    Success rates count scored attempts only (infrastructure failures are shown as their own
-    count). Imported published results are rated over the whole suite (``resolved / suite
-    size``), their missing instances counting as unresolved. The leader is the best rate
-    among non-reference agents (oracle and no-op only bound the scale). Every other
-    non-reference row carries the exact McNemar p-value of its per-task outcomes against the
-    leader's, and is marked tied when p >= 0.05.
-    """
-    attempts = finished_attempts(suite=suite, labels=labels, date_from=date_from, date_to=date_to)
-    totals = grouped_totals(attempts)
-    if not totals:
-        return []
-    models = {
-        m.id: m
-        for m in ModelConfig.objects.filter(id__in=list(totals)).exclude(
-            agent_variant=AgentVariant.BASELINE
-        )
-    }
-    published, samples = _run_facts(suite, list(models))
-    task_ids = list(suite_tasks(suite, labels).values_list("id", flat=True))
-
+) -> Leaderboard:
+    """The suite's leaderboard under one selection (see ``runs.scoring`` for the definition)."""
+    results = read_results(
+        suite=suite,
+        labels=labels,
+        date_from=date_from,
+        date_to=date_to,
+        run_ids=run_ids,
+        exclude_tasks=exclude_tasks,
+        usage=True,
+    )
+    entries = results.entries(view)
+    scores = {e.key: results.score(e) for e in entries}
+    places = standings([(e.key, scores[e.key], e.is_reference) for e in entries])
+    repos = results.repos()
     rows = [
-        _build_row(
-            models[model_id],
-            totals[model_id],
-            is_published=model_id in published,
-            k=samples.get(model_id, 1),
-            suite_task_ids=task_ids,
+        LeaderboardRow(
+            e,
+            scores[e.key],
+            places[e.key],
+            results.entry_usage(e),
+            by_group(scores[e.key], repos),
         )
-        for model_id in models
+        for e in entries
     ]
-    waiting = _not_evaluated(suite, list(models))
-    for row in rows:
-        row.not_evaluated = waiting.get(row.model_id, 0)
-    _mark_ties(rows)
-    _rank(rows)
     key = sort if sort in SORT_KEYS else "rate"
     if descending is None:
-        descending = key not in ("name", "mean_cost", "mean_wall", "cost_per_resolved", "infra")
+        descending = key not in ASCENDING_BY_DEFAULT
+    competing = _sorted([r for r in rows if not r.is_reference], key, descending)
+    references = _sorted([r for r in rows if r.is_reference], key, descending)
+    groups = sorted({repos[t] for t in results.universe if t not in results.excluded})
+    return Leaderboard(suite, view, competing, references, groups, results)
+
+
+def leaderboard_rows(**kwargs) -> list[LeaderboardRow]:
+    """The competing rows, then the references (``leaderboard``'s arguments)."""
+    return leaderboard(**kwargs).all_rows
+
+
+def _sorted(rows: list[LeaderboardRow], key: str, descending: bool) -> list[LeaderboardRow]:
     present = [r for r in rows if r.sort_value(key)[1] is not None]
-    absent = [r for r in rows if r.sort_value(key)[1] is None]
+    absent = sorted((r for r in rows if r.sort_value(key)[1] is None), key=lambda r: r.key)
     present.sort(key=lambda r: r.sort_value(key), reverse=descending)
-    return present + sorted(absent, key=lambda r: r.name.lower())
-
-
-def _not_evaluated(suite: Suite, model_ids: list[int]) -> dict[int, int]:
-    """Not-evaluated attempts per model (one grouped query on the suite x model index)."""
-    return dict(
-        Attempt.objects.for_suite(suite)
-        .filter(status=AttemptStatus.NOT_EVALUATED, model_config_id__in=model_ids)
-        .order_by()
-        .values_list("model_config_id")
-        .annotate(n=Count("id"))
-    )
-
-
-def _run_facts(suite: Suite, model_ids: list[int]) -> tuple[set[int], dict[int, int]]:
-    """Models whose results here all come from published reports, and each model's k (the
-    most samples per task of its runs)."""
-    sources: dict[int, set[str]] = defaultdict(set)
-    samples: dict[int, int] = {}
-    for model_id, source, k in (
-        Run.objects.filter(suite=suite, model_config_id__in=model_ids)
-        .order_by()
-        .values_list("model_config_id", "source")
-        .annotate(k=Max("samples"))
-    ):
-        sources[model_id].add(source)
-        samples[model_id] = max(samples.get(model_id, 1), k or 1)
-    published = {m for m, s in sources.items() if s == {RunSource.PUBLISHED}}
-    return published, samples
-
-
-def _build_row(
-    model: ModelConfig,
-    total: ModelTotals,
-    *,
-    is_published: bool,
-    k: int,
-    suite_task_ids: list[int],
-) -> LeaderboardRow:
-    suite_size = len(suite_task_ids)
-    resolved = total.resolved
-    missing = total.missing
-    if is_published:
-        denominator = suite_size
-        # Instances without any entry at all also count as missing.
-        missing += max(0, suite_size - sum(len(ids) for _, _, ids in total.buckets))
-    else:
-        denominator = total.scored
-    rate = resolved / denominator if denominator else None
-    low, high = wilson_interval(resolved, denominator) if denominator else (None, None)
-    # pass@k depends on a task's (n, c) only, so each bucket is computed once.
-    scored_buckets = [(n, c, len(ids)) for n, c, ids in total.buckets if n > 0]
-    p1 = _weighted([(c / n, w) for n, c, w in scored_buckets])
-    pk = _weighted([(pass_at_k(n, c, k), w) for n, c, w in scored_buckets]) if k > 1 else None
-    if is_published:
-        # A missing instance is unresolved: published results have an outcome on every task.
-        outcome_tasks = frozenset(suite_task_ids)
-        resolved_tasks = frozenset(t for _, c, ids in total.buckets if c > 0 for t in ids)
-    else:
-        outcome_tasks = frozenset(t for n, _, ids in total.buckets if n > 0 for t in ids)
-        resolved_tasks = frozenset(
-            t for n, c, ids in total.buckets if majority_resolved(n, c) for t in ids
-        )
-    attempts = total.attempts
-    return LeaderboardRow(
-        model_id=model.id,
-        model_public_id=model.public_id,
-        name=model.name,
-        slug=model.slug,
-        agent_variant=model.agent_variant,
-        is_published=is_published,
-        attempts=attempts,
-        scored=total.scored,
-        resolved=resolved,
-        infra=total.infra,
-        missing=missing,
-        tasks=sum(len(ids) for _, _, ids in total.buckets),
-        rate=rate,
-        ci_low=low,
-        ci_high=high,
-        k=k,
-        pass_at_1=p1,
-        pass_at_k=pk,
-        mean_cost_usd=total.cost / attempts if attempts else None,
-        mean_tokens=total.tokens / attempts if attempts else None,
-        mean_wall_sec=total.wall / total.walled if total.walled else None,
-        cost_per_resolved_usd=total.cost / resolved if resolved else None,
-        total_cost_usd=total.cost,
-        denominator=denominator,
-        outcome_tasks=outcome_tasks,
-        resolved_tasks=resolved_tasks,
-    )
-
-
-def _weighted(values: list[tuple[float, int]]) -> float | None:
-    total = sum(w for _, w in values)
-    return sum(v * w for v, w in values) / total if total else None
-
-
-def paired_counts(a: LeaderboardRow, b: LeaderboardRow) -> tuple[int, int, int, int]:
-    """(only a, only b, both, neither) resolved, over tasks with an outcome for both."""
-    common = a.outcome_tasks & b.outcome_tasks
-    a_ok = a.resolved_tasks & common
-    b_ok = b.resolved_tasks & common
-    both = len(a_ok & b_ok)
-    only_a = len(a_ok) - both
-    only_b = len(b_ok) - both
-    return only_a, only_b, both, len(common) - only_a - only_b - both
-
-
-# Reference agents bound the scale (gold patch, no change); they are shown, never the leader.
-REFERENCE_VARIANTS = (AgentVariant.ORACLE, AgentVariant.NOP)
-
-
-def _mark_ties(rows: list[LeaderboardRow]) -> None:
-    rated = [r for r in rows if r.rate is not None and r.agent_variant not in REFERENCE_VARIANTS]
-    if not rated:
-        return
-    leader = max(rated, key=lambda r: (r.rate, r.resolved, r.name))
-    leader.is_leader = True
-    leader.tied_with_leader = True
-    for row in rated:
-        if row is leader:
-            continue
-        only_leader, only_row, _, _ = paired_counts(leader, row)
-        row.p_value_vs_leader = mcnemar_exact(only_leader, only_row)
-        row.tied_with_leader = row.p_value_vs_leader >= TIE_ALPHA
-
-
-def _rank(rows: list[LeaderboardRow]) -> None:
-    ordered = sorted(
-        (r for r in rows if r.rate is not None), key=lambda r: r.rate or 0.0, reverse=True
-    )
-    for position, row in enumerate(ordered, start=1):
-        row.rank = position
+    if key in ("rate", "pass_at_1"):
+        # Ranked rows first in rank order; pending rows (figures so far) after them.
+        present.sort(key=lambda r: r.rank is None)
+    return present + absent

@@ -362,6 +362,25 @@ class Attempt(models.Model):
                 ],
                 name="attempt_results_cover_idx",
             ),
+            # Covering index for runs.selection.read_results, which every results surface
+            # scores from: attempts of every status grouped by run x task. In this order the
+            # database groups while it scans, without sorting 45,000 rows first.
+            models.Index(
+                fields=[
+                    "suite",
+                    "run",
+                    "task",
+                    "status",
+                    "is_infra",
+                    "is_missing",
+                    "failure_reason",
+                    "cost_usd",
+                    "tokens_in",
+                    "tokens_out",
+                    "duration_sec",
+                ],
+                name="attempt_run_results_idx",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -377,6 +396,18 @@ class Attempt(models.Model):
     @property
     def resolved(self) -> bool:
         return self.status == AttemptStatus.FINISHED and self.failure_reason_id is None
+
+    @property
+    def outcome(self) -> str:
+        """How this attempt counts in scores (``runs.scoring.attempt_outcome``)."""
+        from runs.scoring import attempt_outcome
+
+        return attempt_outcome(
+            self.status,
+            is_infra=self.is_infra,
+            resolved=self.failure_reason_id is None,
+            is_missing=self.is_missing,
+        )
 
     @property
     def is_stale_revision(self) -> bool:

@@ -472,21 +472,23 @@ def run_refresh_totals(run: Run) -> dict:
 
 
 def run_totals(run: Run) -> dict:
-    rows = run.attempts.values_list("status", "failure_reason_id", "is_infra")
+    """Counts by status and reason, and the run's score (``runs.scoring``: the leaderboard's
+    figure for this run's row) as ``success_rate``."""
+    from runs.scoring import TaskTally, classify, score
+
+    rows = run.attempts.values_list(
+        "task_id", "status", "failure_reason_id", "is_infra", "is_missing"
+    )
     by_status: Counter[str] = Counter()
     by_reason: Counter[str] = Counter()
-    resolved = scored = infra = 0
-    for status, reason, is_infra in rows:
+    per_task: dict[int, TaskTally] = {}
+    for task_id, status, reason, is_infra, is_missing in rows:
         by_status[status] += 1
-        if status not in FINAL_STATES:
-            continue
-        by_reason[reason or "RESOLVED"] += 1
-        if status == AttemptStatus.FINISHED:
-            if is_infra:
-                infra += 1
-            else:
-                scored += 1
-                resolved += reason is None
+        tally = classify(status, is_infra=is_infra, resolved=reason is None, is_missing=is_missing)
+        per_task[task_id] = per_task[task_id] + tally if task_id in per_task else tally
+        if status in FINAL_STATES:
+            by_reason[reason or "RESOLVED"] += 1
+    figures = score(per_task, universe=per_task, k=run.samples)
     return {
         "attempts": sum(by_status.values()),
         "by_status": dict(by_status),
@@ -494,8 +496,11 @@ def run_totals(run: Run) -> dict:
         "final": sum(by_status[s] for s in FINAL_STATES),
         # Imported patches waiting for someone to ask for their evaluation (not final).
         "not_evaluated": by_status[AttemptStatus.NOT_EVALUATED],
-        "scored": scored,
-        "resolved": resolved,
-        "infra": infra,
-        "success_rate": round(resolved / scored, 4) if scored else None,
+        "scored": figures.scored,
+        "resolved": figures.resolved_attempts,
+        "infra": figures.excluded,
+        "pending": figures.pending,
+        "tasks": figures.tasks,
+        "score_label": figures.resolved_label,
+        "success_rate": None if figures.rate is None else round(figures.rate, 4),
     }

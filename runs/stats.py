@@ -1,4 +1,7 @@
-"""Statistics for leaderboards and comparisons. Pure functions: no Django, no I/O."""
+"""Statistical building blocks (intervals, pass@k, exact McNemar). Pure: no Django, no I/O.
+
+What a score is, and which of these it uses, is decided in ``runs.scoring``.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +19,16 @@ def wilson_interval(successes: int, n: int, z: float = 1.959964) -> tuple[float,
         return (0.0, 0.0)
     if not 0 <= successes <= n:
         raise ValueError(f"successes must be between 0 and n, got {successes} of {n}")
-    p = successes / n
+    return wilson_interval_fraction(successes / n, n, z)
+
+
+def wilson_interval_fraction(p: float, n: float, z: float = 1.959964) -> tuple[float, float]:
+    """The Wilson interval of an observed fraction ``p`` over ``n`` (possibly an effective,
+    non-integer number of independent observations)."""
+    if n <= 0:
+        return (0.0, 0.0)
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"p must be a fraction between 0 and 1, got {p}")
     z2 = z * z
     denom = 1 + z2 / n
     centre = (p + z2 / (2 * n)) / denom
@@ -66,8 +78,3 @@ def mcnemar_exact(b: int, c: int) -> float:
     tail = sum(math.comb(n, i) for i in range(low + 1))
     # Exact integer arithmetic until the last step keeps large n from underflowing.
     return min(1.0, 2 * tail / 2**n)
-
-
-def majority_resolved(n: int, c: int) -> bool:
-    """The per-task outcome used in paired tests: resolved in more than half the samples."""
-    return n > 0 and 2 * c > n

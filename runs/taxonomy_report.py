@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 
 from django.db.models import Count
 
-from runs.leaderboard import finished_attempts
-from runs.models import AgentVariant, FailureReason, ModelConfig, Run
+from runs.models import FailureReason, ModelConfig
+from runs.scoring import Score
+from runs.selection import finished_attempts, read_results
 from runs.taxonomy import Category
 from tasks_app.models import Suite
 
@@ -35,6 +36,8 @@ class ModelBreakdown:
     model: ModelConfig
     resolved: int = 0
     counts: dict[str, int] = field(default_factory=dict)  # reason code -> attempts
+    # The configuration's score over all its runs (the leaderboard's "configs" row).
+    score: Score | None = None
 
     @property
     def total(self) -> int:
@@ -49,18 +52,29 @@ class ModelBreakdown:
 
 @dataclass(frozen=True)
 class RunPoint:
-    """One run's resolved share of its scored attempts, at the time the run finished (or was
-    created, while it runs), for the over-time chart."""
+    """One run's score (its leaderboard row), at the time the run finished (or was created,
+    while it runs), for the over-time chart."""
 
     model_id: int
     run_public_id: uuid.UUID
     at: dt.datetime
-    scored: int
-    resolved: int
+    score: Score
 
     @property
     def rate(self) -> float | None:
-        return self.resolved / self.scored if self.scored else None
+        return self.score.rate
+
+    @property
+    def resolved(self) -> float:
+        return self.score.resolved
+
+    @property
+    def tasks(self) -> int:
+        return self.score.tasks
+
+    @property
+    def pending(self) -> int:
+        return self.score.pending
 
 
 @dataclass
@@ -81,61 +95,46 @@ def reason_columns() -> list[ReasonColumn]:
 def taxonomy_breakdown(
     *, suite: Suite, models: list[ModelConfig] | None = None
 ) -> TaxonomyBreakdown:
-    """Counts of finished attempts by model and failure reason, plus resolved % per run.
+    """Counts of finished attempts by model and failure reason, each model's score and each
+    run's score over time (``runs.scoring``, the leaderboard's figures).
 
-    One grouped query on the attempts (run x reason) and small ones for the reasons, the
-    models' names and the runs' public ids.
+    One grouped query on the attempts (model x reason) plus ``runs.selection.read_results``.
     """
     model_ids = [m.id for m in models] if models is not None else None
-    attempts = finished_attempts(suite=suite, model_ids=model_ids)
+    results = read_results(suite=suite, model_ids=model_ids)
     reasons = reason_columns()
     infra_codes = frozenset(r.code for r in reasons if r.is_infrastructure)
-    # One grouped query (run x reason) gives both the bars and the per-run points.
     grouped = list(
-        attempts.order_by()
-        .values_list("run_id", "model_config_id", "failure_reason_id", "is_infra", "is_missing")
+        finished_attempts(suite=suite, model_ids=model_ids)
+        .order_by()
+        .values_list("model_config_id", "failure_reason_id")
         .annotate(n=Count("id"))
     )
-    present = {model_id for _, model_id, *_ in grouped}
-    if models is not None:
-        configs = {m.id: m for m in models}
-    else:
-        configs = {
-            m.id: m
-            for m in ModelConfig.objects.filter(id__in=present).exclude(
-                agent_variant=AgentVariant.BASELINE
-            )
-        }
     by_model: dict[int, ModelBreakdown] = {}
-    runs: dict[int, list[int]] = {}
-    for run_id, model_id, code, is_infra, is_missing, n in grouped:
-        if model_id not in configs:
-            continue
-        entry = by_model.setdefault(
-            model_id, ModelBreakdown(configs[model_id], infra_codes=infra_codes)
+    for entry in results.entries("configs"):
+        by_model[entry.model.id] = ModelBreakdown(
+            entry.model, infra_codes=infra_codes, score=results.score(entry)
         )
+    for model_id, code, n in grouped:
+        bars = by_model.get(model_id)
+        if bars is None:
+            continue
         if code is None:
-            entry.resolved += n
+            bars.resolved += n
         else:
-            entry.counts[code] = entry.counts.get(code, 0) + n
-        point = runs.setdefault(run_id, [model_id, 0, 0])
-        if not is_infra:
-            point[1] += n
-            point[2] += n if code is None and not is_missing else 0
+            bars.counts[code] = bars.counts.get(code, 0) + n
     ordered = sorted(
         by_model.values(),
-        key=lambda b: (-(b.resolved / b.total if b.total else 0), b.model.name.lower()),
+        key=lambda b: (-((b.score and b.score.rate) or 0.0), b.model.name.lower()),
     )
-    facts = {
-        run_id: (public_id, finished or created)
-        for run_id, public_id, finished, created in Run.objects.filter(
-            id__in=list(runs)
-        ).values_list("id", "public_id", "finished_at", "created_at")
-    }
     points = [
-        RunPoint(model_id, facts[run_id][0], facts[run_id][1], scored, resolved)
-        for run_id, (model_id, scored, resolved) in runs.items()
-        if run_id in facts
+        RunPoint(
+            entry.model.id,
+            entry.run.public_id,  # type: ignore[union-attr, arg-type]
+            entry.run.finished_at or entry.run.created_at,  # type: ignore[union-attr]
+            results.score(entry),
+        )
+        for entry in results.entries("runs")
     ]
     points.sort(key=lambda p: (p.model_id, p.at))
     return TaxonomyBreakdown(suite=suite, reasons=reasons, models=ordered, points=points)

@@ -16,9 +16,27 @@ from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 
 from runs.access import can_read_leaderboards
-from runs.compare import Comparison, TaskRow, compare_models, comparison_records
-from runs.leaderboard import SORT_KEYS, finished_attempts, leaderboard_rows
-from runs.models import AgentVariant, ModelConfig
+from runs.compare import (
+    Comparison,
+    TaskRow,
+    compare_models,
+    comparison_records,
+    entry_record,
+    pair_record,
+    summary_record,
+)
+from runs.leaderboard import SORT_KEYS
+from runs.leaderboard import leaderboard as build_leaderboard
+from runs.models import ModelConfig, Run
+from runs.selection import (
+    VIEWS,
+    Entry,
+    SelectionError,
+    outcome_filter,
+    read_results,
+    runs_by_prefix,
+    selected_attempts,
+)
 from runs.taxonomy_report import taxonomy_breakdown
 from tasks_app.models import Suite, Task
 
@@ -66,14 +84,27 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
         errors.append(str(exc))
         date_from = date_to = None
     labels = _labels(request)
+    chosen = [v for v in request.GET.get("runs", "").split(",") if v.strip()]
+    run_ids = None
+    if chosen:
+        try:
+            run_ids = runs_by_prefix(suite, chosen)
+        except SelectionError as exc:
+            errors.append(str(exc))
     sort = request.GET.get("sort", "rate")
     if sort not in SORT_KEYS:
         errors.append(f"sort: unknown column {sort!r}")
         sort = "rate"
+    view = request.GET.get("view", "runs")
+    if view not in VIEWS:
+        errors.append(f"view: expected one of {', '.join(VIEWS)}, got {view!r}")
+        view = "runs"
     order = request.GET.get("order", "")
     descending = None if order not in ("asc", "desc") else order == "desc"
-    rows = leaderboard_rows(
+    board = build_leaderboard(
         suite=suite,
+        view=view,
+        run_ids=run_ids,
         labels=labels,
         date_from=date_from,
         date_to=date_to,
@@ -81,12 +112,13 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
         descending=descending,
     )
     keep = [("label", v) for v in labels]
-    keep += [(k, request.GET[k]) for k in ("from", "to") if request.GET.get(k)]
+    keep += [(k, request.GET[k]) for k in ("from", "to", "runs") if request.GET.get(k)]
     sort_links = {
         key: "?"
         + urlencode(
             [
                 *keep,
+                ("view", view),
                 ("sort", key),
                 (
                     "order",
@@ -96,73 +128,80 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
         )
         for key in SORT_KEYS
     }
+    view_links = {v: "?" + urlencode([*keep, ("view", v), ("sort", sort)]) for v in VIEWS}
+    rows = board.all_rows
     return render(
         request,
         "runs/leaderboard.html",
         {
             "suite": suite,
             "suites": Suite.objects.order_by("name"),
-            "rows": rows,
+            "board": board,
+            "rows": board.rows,
+            "references": board.references,
+            "view": view,
+            "view_links": view_links,
             "labels": suite_labels(suite),
             "selected_labels": labels,
             "date_from": request.GET.get("from", ""),
             "date_to": request.GET.get("to", ""),
+            "runs_param": request.GET.get("runs", ""),
             "sort": sort,
             "sort_links": sort_links,
             "errors": errors,
             "any_k": any(r.pass_at_k is not None for r in rows),
-            "compare_default": ",".join(r.slug for r in _top_competitors(rows, 2)),
+            "repo_table": _repo_table(board) if len(board.groups) > 1 else None,
+            "compare_default": ",".join(r.key for r in _top_competitors(board.rows, 2)),
         },
         status=400 if errors else 200,
     )
 
 
+def _repo_table(board) -> dict:
+    """Rows x repositories: each row's rate on each repository's tasks (same definition)."""
+    return {
+        "groups": board.groups,
+        "rows": [
+            (r, [r.groups.get(g) for g in board.groups]) for r in board.rows + board.references
+        ],
+    }
+
+
 def _top_competitors(rows: list, count: int) -> list:
-    """The best-rated rows that are not reference agents (those have no test vs the leader)."""
-    competing = [r for r in rows if r.is_leader or r.p_value_vs_leader is not None]
-    return sorted(competing, key=lambda r: r.rank)[:count]
+    """The best-ranked rows (references and rows with pending attempts have no rank)."""
+    return sorted((r for r in rows if r.rank), key=lambda r: r.rank)[:count]
 
 
-def _models_param(suite: Suite, value: str) -> list[ModelConfig]:
-    slugs = [s.strip() for s in value.split(",") if s.strip()]
-    found = {m.slug: m for m in ModelConfig.objects.filter(slug__in=slugs)}
-    unknown = [s for s in slugs if s not in found]
-    if unknown:
-        raise FilterError(f"models: unknown model configuration {unknown[0]!r}")
-    seen: list[ModelConfig] = []
-    for slug in slugs:
-        if found[slug] not in seen:
-            seen.append(found[slug])
-    return seen
+def _keys_param(value: str) -> list[str]:
+    keys: list[str] = []
+    for key in (k.strip() for k in value.split(",")):
+        if key and key not in keys:
+            keys.append(key)
+    return keys
 
 
-def suite_models(suite: Suite) -> list[ModelConfig]:
-    """Model configurations with finished attempts on the suite (baseline validation aside)."""
-    ids = finished_attempts(suite=suite).order_by().values("model_config_id").distinct()
-    return list(
-        ModelConfig.objects.filter(id__in=ids)
-        .exclude(agent_variant=AgentVariant.BASELINE)
-        .order_by("name")
-    )
+def compare_choices(suite: Suite) -> list[Entry]:
+    """What the compare page offers: every configuration (all its runs), then every run."""
+    results = read_results(suite=suite)
+    return results.entries("configs") + results.entries("runs")
 
 
 def compare(request: HttpRequest, name: str) -> HttpResponse:
     suite = _suite_for(request, name)
     if isinstance(suite, HttpResponse):
         return suite
-    try:
-        models = _models_param(suite, request.GET.get("models", ""))
-    except FilterError as exc:
-        return HttpResponseBadRequest(str(exc), content_type="text/plain; charset=utf-8")
+    keys = _keys_param(request.GET.get("models", ""))
     labels = _labels(request)
-    available = suite_models(suite)
-    if len(models) < 2:
+    if len(keys) < 2:
         return render(
             request,
             "runs/compare_pick.html",
-            {"suite": suite, "available": available, "selected": models},
+            {"suite": suite, "available": compare_choices(suite), "selected": keys},
         )
-    comparison = compare_models(suite=suite, models=models, labels=labels)
+    try:
+        comparison = compare_models(suite=suite, keys=keys, labels=labels)
+    except SelectionError as exc:
+        return HttpResponseBadRequest(f"models: {exc}", content_type="text/plain; charset=utf-8")
     only = request.GET.get("only", "")
     rows = comparison.rows
     if only == "differ":
@@ -173,7 +212,7 @@ def compare(request: HttpRequest, name: str) -> HttpResponse:
         records = [r for r in comparison_records(comparison) if r["task_id"] in shown]
         return _export(fmt, suite, comparison, records)
     _set_task_urls(suite, comparison.rows)
-    query = [("models", ",".join(m.slug for m in models)), *[("label", v) for v in labels]]
+    query = [("models", ",".join(keys)), *[("label", v) for v in labels]]
     if only:
         query.append(("only", only))
     return render(
@@ -187,8 +226,7 @@ def compare(request: HttpRequest, name: str) -> HttpResponse:
             "only": only,
             "labels": suite_labels(suite),
             "selected_labels": labels,
-            "available": available,
-            "selected_slugs": [m.slug for m in models],
+            "selected_slugs": keys,
             "csv_url": "?" + urlencode([*query, ("format", "csv")]),
             "json_url": "?" + urlencode([*query, ("format", "json")]),
         },
@@ -208,14 +246,16 @@ def _set_task_urls(suite: Suite, rows: list[TaskRow]) -> None:
 
 _BADGES = {
     "resolved": "resolved",
+    "partial": "partly",
     "failed": "failed",
     "infra": "infra",
+    "pending": "pending",
     "none": "no attempt",
 }
 
 
 def matrix_html(comparison: Comparison, rows: list[TaskRow]) -> SafeString:
-    """The task x model table body.
+    """The task x row table body.
 
     Built here rather than in the template because a 500-task suite has thousands of cells
     and template (or format_html) rendering of them dominated the page time. Every string
@@ -224,21 +264,25 @@ def matrix_html(comparison: Comparison, rows: list[TaskRow]) -> SafeString:
     """
     attempt_url = reverse("attempt-detail", args=[_ZERO]).replace(str(_ZERO), "{}")
     vs_url = reverse("attempt-vs", args=[_ZERO, _ZERO]).replace(str(_ZERO), "{}")
-    two = len(comparison.models) == 2
+    two = len(comparison.entries) == 2
+    several_runs = [len(e.runs) > 1 for e in comparison.entries]
     out = []
     for row in rows:
         parts = [f'<tr><td><a href="{esc(row.url)}">{esc(row.task_id)}</a></td>']
-        for cell in row.cells:
+        for cell, runs in zip(row.cells, several_runs, strict=True):
             outcome = cell.outcome
             chips = "".join(
-                f'<a class="small attempt-link chip {_chip(a)}" '
+                f'<a class="small attempt-link chip {a.outcome}" '
                 f'href="{attempt_url.format(a.public_id)}" '
-                f'title="sample {a.sample_index}: {esc(a.reason) if a.reason else "resolved"}">'
-                f"#{a.sample_index}</a>"
+                f'title="run {a.run}, sample {a.sample_index}: '
+                f'{esc(a.reason) if a.reason else a.outcome}">'
+                f"{a.run + ' ' if runs else ''}#{a.sample_index}</a>"
                 for a in cell.attempts
             )
-            reason = esc(cell.reason) if outcome != "resolved" else ""
+            reason = esc(cell.reason) if outcome not in ("resolved", "pending") else ""
             share = f"{cell.resolved_count}/{cell.scored}" if len(cell.attempts) > 1 else ""
+            if cell.pending:
+                share += f" +{cell.pending} pending"
             parts.append(
                 f'<td class="cell {outcome}"><span class="badge {outcome}">{_BADGES[outcome]}'
                 f'</span> <span class="small">{reason}</span> <span class="small muted">'
@@ -256,40 +300,14 @@ def matrix_html(comparison: Comparison, rows: list[TaskRow]) -> SafeString:
     return mark_safe("\n".join(out))
 
 
-def _chip(a) -> str:
-    return "resolved" if a.resolved else "infra" if a.is_infra else "failed"
-
-
-def _export(fmt: str, suite: Suite, comparison, records: list[dict]) -> HttpResponse:
+def _export(fmt: str, suite: Suite, comparison: Comparison, records: list[dict]) -> HttpResponse:
     filename = f"compare-{suite.name}.{fmt}"
     if fmt == "json":
         payload = {
             "suite": suite.name,
-            "models": [m.name for m in comparison.models],
-            "summaries": [
-                {
-                    "model": s.model.name,
-                    "attempts": s.attempts,
-                    "scored": s.scored,
-                    "resolved": s.resolved,
-                    "infra": s.infra,
-                    "rate": s.rate,
-                }
-                for s in comparison.summaries
-            ],
-            "pairs": [
-                {
-                    "a": p.a.name,
-                    "b": p.b.name,
-                    "fixed_by_b": [r.task_id for r in p.fixed_by_b],
-                    "regressed": [r.task_id for r in p.regressed],
-                    "both": [r.task_id for r in p.both],
-                    "neither": [r.task_id for r in p.neither],
-                    "delta": p.delta,
-                    "mcnemar_p": p.p_value,
-                }
-                for p in comparison.pairs
-            ],
+            "entries": [entry_record(e) for e in comparison.entries],
+            "summaries": [summary_record(s) for s in comparison.summaries],
+            "pairs": [pair_record(p) for p in comparison.pairs],
             "tasks": records,
         }
         response = JsonResponse(payload, json_dumps_params={"indent": 2})
@@ -330,19 +348,28 @@ def suite_attempts(request: HttpRequest, name: str) -> HttpResponse:
     suite = _suite_for(request, name)
     if isinstance(suite, HttpResponse):
         return suite
-    attempts = finished_attempts(suite=suite, labels=_labels(request))
-    model = None
+    attempts = selected_attempts(suite=suite, labels=_labels(request))
+    model = run = None
     if request.GET.get("model"):
         model = get_object_or_404(ModelConfig, slug=request.GET["model"])
         attempts = attempts.filter(model_config=model)
+    if request.GET.get("run"):
+        run = Run.objects.filter(suite=suite, public_id__startswith=request.GET["run"]).first()
+        if run is None or len(request.GET["run"]) < 8:
+            return HttpResponseBadRequest(
+                f"run: no run {request.GET['run']!r} on this suite",
+                content_type="text/plain; charset=utf-8",
+            )
+        attempts = attempts.filter(run=run)
     reason = request.GET.get("reason", "")
     if reason:
         attempts = attempts.filter(failure_reason_id=reason)
     outcome = request.GET.get("outcome", "")
-    if outcome == "resolved":
-        attempts = attempts.filter(failure_reason__isnull=True, is_missing=False)
-    elif outcome == "infra":
-        attempts = attempts.filter(is_infra=True)
+    if outcome:
+        try:
+            attempts = attempts.filter(outcome_filter(outcome))
+        except SelectionError as exc:
+            return HttpResponseBadRequest(str(exc), content_type="text/plain; charset=utf-8")
     task_id = request.GET.get("task", "")
     if task_id:
         attempts = attempts.filter(task__task_id=task_id)
@@ -358,6 +385,7 @@ def suite_attempts(request: HttpRequest, name: str) -> HttpResponse:
             "suite": suite,
             "page": page,
             "model": model,
+            "run": run,
             "reason": reason,
             "outcome": outcome,
             "task_filter": task_id,

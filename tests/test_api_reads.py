@@ -29,7 +29,8 @@ def test_it_serves_the_leaderboard_page_figures(client, seeded):
     assert [r["model"]["name"] for r in body["rows"]] == [r.name for r in expected]
     assert [r.name for r in expected] == ["alpha", "beta", "gamma"]
     for got, row in zip(body["rows"], expected, strict=True):
-        assert got["resolved"] == row.resolved
+        assert got["resolved"] == approx(row.resolved)
+        assert got["resolved_attempts"] == row.resolved_attempts
         assert got["scored"] == row.scored
         assert got["infra"] == row.infra
         assert got["attempts"] == row.attempts
@@ -47,8 +48,16 @@ def test_it_serves_the_leaderboard_page_figures(client, seeded):
         assert got["tied_with_leader"] == row.tied_with_leader
     alpha = body["rows"][0]
     tasks = len(seeded["tasks"])
-    assert (alpha["resolved"], alpha["infra"], alpha["scored"]) == (2 * tasks - 1, 1, 2 * tasks - 1)
+    # Every task resolved on every scored sample: the share is 1 on each of the tasks.
+    assert (alpha["resolved"], alpha["tasks"], alpha["rate"]) == (tasks, tasks, 1.0)
+    assert (alpha["resolved_attempts"], alpha["infra"], alpha["scored"]) == (
+        2 * tasks - 1,
+        1,
+        2 * tasks - 1,
+    )
     assert alpha["is_leader"] is True
+    gamma = body["rows"][2]
+    assert (gamma["is_reference"], gamma["rank"], gamma["status"]) == (True, None, "reference")
 
 
 def test_it_filters_the_leaderboard_like_the_page(client, seeded):
@@ -57,7 +66,7 @@ def test_it_filters_the_leaderboard_like_the_page(client, seeded):
     body = client.get("/api/leaderboard", {"suite": "custom-dev", "labels": label, "sort": "name"})
     rows = body.json()["rows"]
     assert [(r["model"]["name"], r["scored"], r["resolved"]) for r in rows] == [
-        (r.name, r.scored, r.resolved) for r in expected
+        (r.name, r.scored, pytest.approx(r.resolved)) for r in expected
     ]
 
 
@@ -72,8 +81,8 @@ def test_it_exports_the_leaderboard_as_csv_both_ways(client, seeded):
         rows = list(csv.DictReader(io.StringIO(response.content.decode())))
         assert [r["model"] for r in rows] == [r.name for r in expected]
         for got, row in zip(rows, expected, strict=True):
-            assert int(got["resolved"]) == row.resolved
-            assert int(got["infra"]) == row.infra
+            assert float(got["resolved"]) == pytest.approx(row.resolved)
+            assert int(got["excluded"]) == row.infra
             assert float(got["resolved_pct"]) == pytest.approx(row.rate * 100)
 
 
@@ -92,8 +101,13 @@ def test_it_serves_the_comparison_page_figures(client, seeded):
     response = client.get("/api/compare", {"suite": "custom-dev", "models": "alpha,beta"})
     assert response.status_code == 200
     body = response.json()
-    assert [s["resolved"] for s in body["summaries"]] == [s.resolved for s in expected.summaries]
-    assert [s["infra"] for s in body["summaries"]] == [s.infra for s in expected.summaries]
+    assert [s["resolved"] for s in body["summaries"]] == [
+        pytest.approx(s.score.resolved) for s in expected.summaries
+    ]
+    assert [s["rate"] for s in body["summaries"]] == [approx(s.rate) for s in expected.summaries]
+    assert [s["excluded"] for s in body["summaries"]] == [
+        s.score.excluded for s in expected.summaries
+    ]
     (pair,) = body["pairs"]
     (want,) = expected.pairs
     assert pair["regressed"] == [r.task_id for r in want.regressed]
@@ -217,15 +231,16 @@ def test_the_api_and_the_rendered_pages_show_the_same_figures(client, seeded):
     page = client.get("/suites/custom-dev/leaderboard/")
     assert page.status_code == 200
     api = client.get("/api/leaderboard", {"suite": "custom-dev"}).json()["rows"]
+    shown = page.context["board"].all_rows
     assert [
-        (r["model"]["slug"], r["resolved"], r["scored"], r["infra"], r["rank"]) for r in api
-    ] == [(r.slug, r.resolved, r.scored, r.infra, r.rank) for r in page.context["rows"]]
-    assert [r["rate"] for r in api] == [approx(r.rate) for r in page.context["rows"]]
+        (r["key"], r["resolved_attempts"], r["scored"], r["infra"], r["rank"]) for r in api
+    ] == [(r.key, r.resolved_attempts, r.scored, r.infra, r.rank) for r in shown]
+    assert [r["rate"] for r in api] == [approx(r.rate) for r in shown]
 
     page = client.get("/suites/custom-dev/compare/", {"models": "beta,alpha"})
     api = client.get("/api/compare", {"suite": "custom-dev", "models": "beta,alpha"}).json()
     comparison = page.context["comparison"]
-    assert [s["resolved"] for s in api["summaries"]] == [s.resolved for s in comparison.summaries]
+    assert [s["rate"] for s in api["summaries"]] == [approx(s.rate) for s in comparison.summaries]
     assert api["pairs"][0]["fixed_by_b"] == [r.task_id for r in comparison.pairs[0].fixed_by_b]
 
     page = client.get("/suites/custom-dev/taxonomy/")
@@ -233,3 +248,17 @@ def test_the_api_and_the_rendered_pages_show_the_same_figures(client, seeded):
     assert [(m["model"]["slug"], m["counts"]) for m in api["models"]] == [
         (b.model.slug, b.counts) for b in page.context["breakdown"].models
     ]
+
+
+def test_it_compares_single_runs_named_by_configuration_and_run_id(client, seeded):
+    runs = seeded["runs"]
+    refs = f"alpha@{str(runs['alpha'].public_id)[:8]},beta"
+    body = client.get("/api/compare", {"suite": "custom-dev", "models": refs}).json()
+    assert [e["kind"] for e in body["entries"]] == ["run", "config"]
+    assert body["entries"][0]["run"] == str(runs["alpha"].public_id)
+    board = client.get("/api/leaderboard", {"suite": "custom-dev"}).json()["rows"]
+    alpha_run = next(r for r in board if r["key"] == body["entries"][0]["key"])
+    assert body["summaries"][0]["rate"] == pytest.approx(alpha_run["rate"])
+    wrong = client.get("/api/compare", {"suite": "custom-dev", "models": "alpha@00000000,beta"})
+    assert wrong.status_code == 404
+    assert "00000000" in wrong.json()["detail"]

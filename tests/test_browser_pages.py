@@ -127,15 +127,22 @@ def test_it_goes_from_the_leaderboard_to_a_comparison_to_an_attempt(page, live_s
     page.click("text=Leaderboard >> nth=1")  # the SWE-bench suite (sorted after custom-dev)
     page.wait_for_selector("#leaderboard")
     assert "swebench-lite-dev" in page.title()
-    rows = page.locator("#leaderboard tbody tr")
+    # Runs are rows: 7 competing runs (two each of gpt-4o and claude), references apart.
+    rows = page.locator("#leaderboard > tbody:first-of-type > tr")
     assert rows.count() == 7
+    assert page.locator("#references tr.reference").count() == 2
+    assert page.locator("#leaderboard .run-links a[href^='/runs/']").count() >= 9
     assert page.locator(".badge.tied, .badge.resolved").count() >= 1
     shot(page, "leaderboard")
+    page.click("#view-configs")
+    page.wait_for_selector("#view-runs")
+    assert page.locator("#leaderboard > tbody:first-of-type > tr").count() == 5
+    shot(page, "leaderboard-configs")
 
     page.click("#compare-top")
     page.wait_for_selector("#matrix")
     assert page.locator("#matrix tbody tr").count() == 23
-    assert "McNemar" in page.content()
+    assert "Paired test over 23 tasks" in page.content()
     shot(page, "compare")
 
     page.locator("#matrix a.attempt-link").first.click()
@@ -146,6 +153,25 @@ def test_it_goes_from_the_leaderboard_to_a_comparison_to_an_attempt(page, live_s
     page.click(".view-toggle a:has-text('Side by side')")
     page.wait_for_selector("table.diff.split")
     shot(page, "attempt-split")
+
+
+def test_the_compare_picker_keeps_the_order_of_clicks(page, live_server, demo):
+    page.goto(live_server.url + "/suites/swebench-lite-dev/compare/")
+    page.wait_for_selector("#compare-pick")
+    second = page.locator("#pick-configs input").nth(3)
+    first = page.locator("#pick-configs input").nth(0)
+    run = page.locator("#pick-runs input").nth(2)
+    keys = [second.get_attribute("value"), run.get_attribute("value")]
+    second.check()
+    first.check()
+    run.check()
+    first.uncheck()
+    page.click("#compare-pick button")
+    page.wait_for_selector("#matrix")
+    headers = page.locator("#matrix thead th").all_inner_texts()
+    labels = page.locator(".card.summary").evaluate_all("cards => cards.map(c => c.dataset.key)")
+    assert labels == keys
+    assert len(headers) == 4  # task, the two picked in click order, side by side
 
 
 def test_the_taxonomy_chart_draws_and_a_segment_opens_its_attempts(page, live_server, demo):

@@ -45,8 +45,12 @@ def test_it_sorts_tasks_into_buckets_and_tests_the_pair(pair):
     assert ids(result.regressed) == ["task-003"]
     assert ids(result.neither) == ["task-004"]
     assert result.paired == 5  # task-005 has no outcome for model-a
-    assert result.delta == pytest.approx((2 - 1) / 5)
+    # Rates are the leaderboard's, each over its own scored tasks; the test is paired.
+    assert (result.rate_a, result.rate_b) == (pytest.approx(2 / 5), pytest.approx(4 / 6))
+    assert result.delta == pytest.approx(4 / 6 - 2 / 5)
+    assert result.test.mean_difference == pytest.approx((2 - 1) / 5)
     assert result.p_value == pytest.approx(1.0)
+    assert result.test.exact
     cell = comparison.rows[5].cells[0]
     assert cell.outcome == "infra"
     assert cell.reason == "LLM_ERROR"
@@ -59,7 +63,7 @@ def test_the_page_shows_the_matrix_with_links_to_attempts(client, pair):
     assert response.status_code == 200
     body = response.content.decode()
     assert body.count('class="small attempt-link chip') == 12
-    assert "Fixed by model-b" in body
+    assert "Better with model-b" in body
     assert "side by side" in body
 
 
@@ -81,7 +85,7 @@ def test_it_exports_what_is_shown_as_csv_and_json(client, pair):
     assert records[2]["model-b:reason"] == "TESTS_FAILED"
     data = client.get(base + "&format=json").json()
     assert data["pairs"][0]["fixed_by_b"] == ["task-001", "task-002"]
-    assert data["pairs"][0]["mcnemar_p"] == pytest.approx(1.0)
+    assert data["pairs"][0]["p_value"] == pytest.approx(1.0)
     assert len(data["tasks"]) == 3
 
 
@@ -89,7 +93,7 @@ def test_it_names_an_unknown_model(client, pair):
     suite, a, _ = pair
     response = client.get(reverse("suite-compare", args=[suite.name]) + f"?models={a.slug},nope")
     assert response.status_code == 400
-    assert "models: unknown model configuration 'nope'" in response.content.decode()
+    assert "models: no results for model configuration 'nope'" in response.content.decode()
 
 
 def test_with_fewer_than_two_models_it_offers_a_choice(client, pair):
@@ -97,7 +101,31 @@ def test_with_fewer_than_two_models_it_offers_a_choice(client, pair):
     response = client.get(reverse("suite-compare", args=[suite.name]))
     assert response.status_code == 200
     assert "Pick two or more" in response.content.decode()
-    assert [m.name for m in response.context["available"]] == ["model-a", "model-b"]
+    available = response.context["available"]
+    assert [e.key for e in available if e.kind == "config"] == ["model-a", "model-b"]
+    assert [e.model.name for e in available if e.kind == "run"] == ["model-a", "model-b"]
+
+
+def test_it_compares_single_runs_of_one_model_and_pools_them_per_configuration(client, db):
+    suite = make_suite("runs", tasks=4)
+    model = make_model("twice")
+    first = make_run(suite, model, samples=2)
+    outcomes(first, [[None, None], [None, "TESTS_FAILED"], [None, None], ["TESTS_FAILED"] * 2])
+    second = make_run(suite, model)
+    outcomes(second, [["TESTS_FAILED"], ["TESTS_FAILED"], [None], ["TESTS_FAILED"]])
+    keys = [f"twice@{str(r.public_id)[:8]}" for r in (first, second)]
+    url = reverse("suite-compare", args=[suite.name])
+    comparison = client.get(url, {"models": ",".join(keys)}).context["comparison"]
+    assert [s.rate for s in comparison.summaries] == [
+        pytest.approx((1 + 0.5 + 1 + 0) / 4),
+        pytest.approx(1 / 4),
+    ]
+    (pair,) = comparison.pairs
+    assert [r.task_id for r in pair.regressed] == ["task-000", "task-001"]
+    pooled = client.get(url, {"models": f"twice,{keys[1]}"}).context["comparison"]
+    # Three samples a task pooled: 2/3, 1/3, 3/3, 0/3; never a majority vote.
+    assert pooled.summaries[0].rate == pytest.approx((2 / 3 + 1 / 3 + 1 + 0) / 4)
+    assert pooled.rows[1].cells[0].outcome == "partial"
 
 
 def test_it_escapes_task_ids_labels_and_model_names(client, db):

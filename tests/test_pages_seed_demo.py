@@ -73,3 +73,40 @@ def test_every_page_opens_on_the_demo_data(client, bob, artifacts_root):  # noqa
         assert client.get(url).status_code == 200, url
     body = client.get(reverse("attempt-detail", args=[attempt.public_id])).content.decode()
     assert "tool_start" in body and "Tests after the agent" in body
+
+
+def test_the_demo_attempts_logs_exit_codes_and_test_results_agree(artifacts_root):  # noqa: F811
+    import re
+
+    from django.core.files.storage import storages
+
+    call_command("seed_demo")
+    store = storages["artifacts"]
+    stages = AttemptStage.objects.filter(name__in=["final_test", "baseline_run"]).select_related(
+        "attempt"
+    )
+    checked = 0
+    for stage in stages:
+        attempt = stage.attempt
+        with store.open(f"{attempt.artifacts_dir}/{stage.output_path}") as f:
+            log = f.read().decode()
+        assert log.rstrip().endswith(f"[exit code {stage.exit_code}]"), log
+        failed = re.findall(r"^FAILED (\S+)", log, re.M)
+        summary = re.search(r"=+ (\d+) failed, (\d+) passed", log)
+        if stage.exit_code == 0:
+            assert summary and summary.group(1) == "0" and not failed, log
+        elif stage.exit_code == 1:
+            assert summary and int(summary.group(1)) == len(failed) >= 1, log
+        elif stage.exit_code == 3:
+            assert "INTERNALERROR" in log and not summary and not failed, log
+        elif stage.exit_code == 124:
+            assert "timeout" in log and not summary, log
+        if stage.name == "final_test":
+            assert (stage.exit_code == 0) == (attempt.failure_reason_id is None), log
+            if attempt.test_results:
+                failing = {t for group in attempt.test_results.values() for t in group["failure"]}
+                listed = set(re.findall(r"^(?:PASSED|FAILED) (\S+)", log, re.M))
+                assert set(failed) == failing & listed, log
+                assert failing <= listed or stage.exit_code == 3, log
+        checked += 1
+    assert checked > 300

@@ -1,4 +1,5 @@
-"""The statistics behind leaderboards and comparisons, checked against known values."""
+"""The statistics behind leaderboards and comparisons, and the one definition of a score
+(``runs.scoring``), checked against known values."""
 
 from __future__ import annotations
 
@@ -6,7 +7,16 @@ import math
 
 import pytest
 
-from runs.stats import majority_resolved, mcnemar_exact, mean_pass_at_k, pass_at_k, wilson_interval
+from runs import scoring
+from runs.models import FINAL_STATES, AttemptStatus
+from runs.scoring import TaskTally, classify, paired_test, score, sign_flip_p_value, standings
+from runs.stats import (
+    mcnemar_exact,
+    mean_pass_at_k,
+    pass_at_k,
+    wilson_interval,
+    wilson_interval_fraction,
+)
 
 
 def test_wilson_interval_matches_published_values():
@@ -62,7 +72,124 @@ def test_mcnemar_exact_matches_the_binomial_test():
     assert 0.0 <= mcnemar_exact(2000, 2100) <= 1.0
 
 
-def test_majority_resolved_needs_more_than_half():
-    assert majority_resolved(3, 2)
-    assert not majority_resolved(2, 1)
-    assert not majority_resolved(0, 0)
+def test_wilson_interval_of_a_fraction_matches_the_counts_version():
+    assert wilson_interval_fraction(81 / 263, 263) == pytest.approx(wilson_interval(81, 263))
+    low, high = wilson_interval_fraction(0.5, 40.5)
+    assert low < 0.5 < high
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        wilson_interval_fraction(1.5, 10)
+
+
+def tallies(*per_task: tuple[int, int]) -> dict[int, TaskTally]:
+    """Task i -> (scored, resolved)."""
+    return {i: TaskTally(scored=n, resolved=c) for i, (n, c) in enumerate(per_task)}
+
+
+def test_the_statuses_scoring_knows_are_the_models():
+    assert {AttemptStatus.FINISHED.value} | scoring.UNRUN_STATUSES == {
+        s.value for s in FINAL_STATES
+    }
+    assert {s.value for s in FINAL_STATES} == scoring.FINAL_STATUSES
+    # Imported predictions waiting for evaluation are pending whether or not the status exists.
+    assert scoring.NOT_EVALUATED not in scoring.FINAL_STATUSES
+
+
+def test_a_score_is_the_mean_over_tasks_of_the_resolved_share():
+    s = score(tallies((3, 2), (1, 1), (3, 0), (2, 1)), universe=range(4), k=3)
+    assert s.rate == pytest.approx((2 / 3 + 1 + 0 + 1 / 2) / 4)
+    assert s.resolved == pytest.approx(2 / 3 + 1 + 0 + 1 / 2)
+    assert (s.tasks, s.scored, s.resolved_attempts) == (4, 9, 4)
+    assert s.pass_at_k == pytest.approx((1 + 1 + 0 + 1) / 4)
+    assert s.resolved_label == "2.2 / 4"
+
+
+def test_own_runs_are_rated_over_scored_tasks_and_published_ones_over_the_suite():
+    own = {0: TaskTally(scored=1, resolved=1), 1: TaskTally(excluded=1)}
+    assert score(own, universe=range(3)).tasks == 1
+    published = score(own, universe=range(3), whole_suite=True)
+    assert (published.rate, published.tasks, published.missing) == (pytest.approx(1 / 3), 3, 2)
+
+
+def test_excluded_tasks_leave_every_figure():
+    s = score(tallies((1, 1), (1, 0)), universe=range(2), excluded={1})
+    assert (s.rate, s.tasks, s.attempts) == (1.0, 1, 1)
+
+
+def test_pending_attempts_are_never_failures_and_are_said():
+    per_task = {
+        0: TaskTally(scored=1, resolved=1),
+        1: classify("queued", is_infra=False, resolved=True, is_missing=False),
+        2: classify(scoring.NOT_EVALUATED, is_infra=False, resolved=True, is_missing=False),
+        3: classify("running", is_infra=False, resolved=True, is_missing=False),
+    }
+    s = score(per_task, universe=range(4))
+    assert (s.rate, s.tasks, s.pending, s.not_evaluated) == (1.0, 1, 3, 1)
+    assert not s.complete
+    assert s.resolved_label == "1 / 1, 3 pending (1 not evaluated)"
+
+
+def test_skipped_cancelled_and_infrastructure_attempts_are_excluded():
+    for status, infra in (("skipped", False), ("cancelled", False), ("finished", True)):
+        assert classify(status, is_infra=infra, resolved=False, is_missing=False) == TaskTally(
+            excluded=1
+        )
+    missing = classify("finished", is_infra=False, resolved=True, is_missing=True)
+    assert (missing.scored, missing.resolved, missing.missing) == (1, 0, 1)
+
+
+def test_the_interval_is_wilson_over_tasks_with_one_sample_and_clusters_several():
+    one = score(tallies(*[(1, 1)] * 6, *[(1, 0)] * 4), universe=range(10))
+    assert (one.ci_low, one.ci_high) == pytest.approx(wilson_interval(6, 10))
+    # 30 samples on 10 tasks, every task 2 of 3: no spread between tasks to measure, so the
+    # effective n falls back to the 10 tasks, never the 30 samples.
+    flat = score(tallies(*[(3, 2)] * 10), universe=range(10), k=3)
+    assert (flat.ci_low, flat.ci_high) == pytest.approx(wilson_interval_fraction(2 / 3, 10))
+    # Tasks all-or-nothing in their samples: as uncertain as one sample a task.
+    lumpy = score(tallies(*[(3, 3)] * 6, *[(3, 0)] * 4), universe=range(10), k=3)
+    assert (lumpy.ci_low, lumpy.ci_high) == pytest.approx(wilson_interval(6, 10))
+    naive = wilson_interval(18, 30)
+    assert lumpy.ci_high - lumpy.ci_low > naive[1] - naive[0]
+
+
+def test_the_paired_test_is_exact_mcnemar_with_one_sample_a_task():
+    a = score(tallies(*[(1, 1)] * 8), universe=range(8))
+    b = score(tallies(*[(1, 0)] * 8), universe=range(8))
+    test = paired_test(a, b)
+    assert test.exact
+    assert test.p_value == pytest.approx(mcnemar_exact(8, 0))
+    assert len(test.worse) == 8 and not test.better
+
+
+def test_the_paired_test_on_shares_is_reproducible_and_sensible():
+    diffs = [1 / 3, 2 / 3, 1, 1 / 3, 2 / 3, 1, 1 / 3, 1, 2 / 3, 1]
+    p, exact = sign_flip_p_value(diffs)
+    assert not exact
+    assert sign_flip_p_value(diffs) == (p, False)
+    # All ten tasks better: the exact sign-flip p is 2 / 2^10 ~ 0.002; the estimate's floor
+    # is 1 / 2001.
+    assert p < 0.01
+    p_mixed, _ = sign_flip_p_value([1 / 3, -2 / 3, 1, -1, 1 / 3, -1 / 3])
+    assert p_mixed > 0.5
+    assert sign_flip_p_value([]) == (1.0, True)
+
+
+def test_the_leader_is_the_best_complete_non_reference_row():
+    best = score(tallies(*[(1, 1)] * 9, (1, 0)), universe=range(10))
+    close = score(tallies(*[(1, 1)] * 8, (1, 0), (1, 0)), universe=range(10))
+    weak = score(tallies(*[(1, 0)] * 9, (1, 1)), universe=range(10))
+    oracle = score(tallies(*[(1, 1)] * 10), universe=range(10))
+    busy = score({**tallies(*[(1, 1)] * 10), 10: TaskTally(pending=1)}, universe=range(11))
+    places = standings(
+        [
+            ("best", best, False),
+            ("close", close, False),
+            ("weak", weak, False),
+            ("oracle", oracle, True),
+            ("busy", busy, False),
+        ]
+    )
+    assert places["best"].is_leader and places["best"].rank == 1
+    assert places["close"].status == "tied" and places["close"].rank == 2
+    assert places["weak"].status == "behind" and places["weak"].p_value < 0.05
+    assert places["oracle"].status == "reference" and places["oracle"].rank is None
+    assert places["busy"].status == "pending" and not places["busy"].tied

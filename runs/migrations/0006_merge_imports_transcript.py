@@ -4,11 +4,9 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('runs', '0005_imports_not_evaluated'),
-        ('runs', '0005_transcript_readers_permission'),
+        ("runs", "0005_imports_not_evaluated"),
+        ("runs", "0005_transcript_readers_permission"),
     ]
 
-    operations = [
-    ]
+    operations = []
