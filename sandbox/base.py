@@ -7,15 +7,25 @@ with a workspace directory as their only writable place besides a tmpfs /tmp.
 from __future__ import annotations
 
 import abc
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
 TIMEOUT_EXIT_CODE = 124
 KILLED_EXIT_CODE = 137
-# The runner image's non-root user ``agent``; commands run as this uid in every backend and the
-# workspace is handed to it.
-AGENT_UID = 1000
+DEFAULT_AGENT_UID = 64000
+
+
+def _agent_uid() -> int:
+    raw = os.environ.get("SANDBOX_UID", "").strip()
+    return int(raw) if raw else DEFAULT_AGENT_UID
+
+
+# The uid (and gid) commands run as in every backend, named ``agent`` inside the sandbox; the
+# workspace is handed to it. It must have no account on the host (sandbox.accounts checks): a
+# process that escapes lands on a uid that owns nothing there. ``SANDBOX_UID`` overrides it.
+AGENT_UID = _agent_uid()
 
 
 @dataclass(frozen=True, slots=True)

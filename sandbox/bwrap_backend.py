@@ -7,8 +7,9 @@ namespaces. An exec with ``network=True`` keeps its own network namespace too: s
 gives it a user-mode network whose connections the host firewall keeps off every address of
 the host (sandbox/slirp.py, sandbox/host_fence.py).
 
-Privileges: run as root, the host runs bwrap as the unprivileged host uid 1000 (the uid
-Docker's ``agent`` user has), so a breakout lands on an ordinary user, never root. Workspaces
+Privileges: run as root, the host runs bwrap as the sandbox uid (``AGENT_UID``, 64000: no
+host account has it, see sandbox/accounts.py), so a breakout lands on a uid that owns nothing,
+never root. Workspaces
 often sit below directories that uid cannot enter (pytest's ``tmp_path``), so root bind-mounts
 each workspace once at ``/run/agentbench/ws/<name>`` for the sandbox's lifetime.
 
@@ -34,7 +35,7 @@ import threading
 import time
 from pathlib import Path
 
-from sandbox import cgroups, filesystem, host_fence, mounts, slirp
+from sandbox import accounts, cgroups, filesystem, host_fence, mounts, slirp
 from sandbox.base import AGENT_UID, KILLED_EXIT_CODE, ExecResult, Sandbox, SandboxConfig
 from sandbox.errors import SandboxError, SandboxUnavailable
 from sandbox.output import CappedOutput, build_result, pump
@@ -109,6 +110,7 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
         self._host_uid = AGENT_UID if os.geteuid() == 0 else None
         self._exposed: Path | None = None
         self._workspace_source = config.workspace
+        self._accounts: accounts.AccountFiles | None = None
 
     @property
     def limits_mode(self) -> str:
@@ -125,6 +127,8 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
             self.config.workspace.mkdir(parents=True, exist_ok=True)
             filesystem.chown_tree_for_agent(self.config.workspace)
             if self._host_uid is not None:
+                accounts.check_no_host_account()
+                self._accounts = self._write_accounts()
                 self._expose_workspace()
             if self._use_cgroups is not False and cgroups.detect() is None:
                 self._cgroup = self._create_cgroup()
@@ -159,9 +163,21 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
             return None
         return group
 
+    def _write_accounts(self) -> accounts.AccountFiles:
+        """The rootfs's passwd and group with ``agent`` at the sandbox uid."""
+        etc = self.rootfs / "etc"
+        try:
+            return accounts.AccountFiles.write(
+                f"ab-{self.config.name}",
+                image_passwd=(etc / "passwd").read_text(errors="replace"),
+                image_group=(etc / "group").read_text(errors="replace"),
+            )
+        except OSError as exc:
+            raise SandboxError(f"cannot write the sandbox user's account files: {exc}") from exc
+
     def _expose_workspace(self) -> None:
-        """bwrap running as uid 1000 must reach the workspace by path, and workspaces often sit
-        below directories only root may enter (pytest's tmp_path is under a 0700 directory).
+        """bwrap running as the sandbox uid must reach the workspace by path, and workspaces
+        often sit below directories only root may enter (pytest's tmp_path is under a 0700 directory).
         Root binds the workspace once per sandbox at /run/agentbench/ws/<name>, reachable by
         everyone; the sandbox gets it from there."""
         target = EXPOSE_ROOT / f"ab-{self.config.name}"
@@ -191,6 +207,9 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
             mounts.unbind(self._exposed)
             self._exposed = None
             self._workspace_source = self.config.workspace
+        if self._accounts is not None:
+            self._accounts.remove()
+            self._accounts = None
 
     # -- commands ---------------------------------------------------------------------------
 
@@ -343,6 +362,9 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
             "--size", tmp_size, "--tmpfs", "/home/agent",
             "--bind", str(self._workspace_source), self.config.workspace_path,
         ]  # fmt: skip
+        if self._accounts is not None:
+            for host_file, inside in self._accounts.binds.items():
+                args += ["--ro-bind", host_file, inside]
         if network:
             # The network namespace stays unshared: the command waits on fd 4 until slirp4netns
             # gave it a tap device (see _attach_network), and resolves names through slirp.

@@ -2,7 +2,8 @@
 
 Hardening (see README "Sandboxes"): all capabilities dropped, no-new-privileges, a PID limit,
 a memory limit with no extra swap, a CPU quota, read-only root filesystem, tmpfs ``/tmp`` and
-``/home/agent``, the non-root user uid 1000, an init process reaping orphans.
+``/home/agent``, the sandbox user (``AGENT_UID``, no host account: sandbox/accounts.py), an
+init process reaping orphans.
 
 Commands: the container's main program is a small exec server (sandbox/docker_exec_server.py)
 that starts each command as the container's user on a request over a Unix socket: a few
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
 import tarfile
 import threading
 import time
@@ -33,7 +35,7 @@ import docker.errors
 from docker.models.containers import Container
 from docker.models.networks import Network
 
-from sandbox import cgroups, docker_network, filesystem
+from sandbox import accounts, cgroups, docker_network, filesystem, orphans
 from sandbox.base import AGENT_UID, KILLED_EXIT_CODE, ExecResult, Sandbox, SandboxConfig
 from sandbox.docker_exec_client import (
     LAUNCHER,
@@ -44,6 +46,8 @@ from sandbox.docker_exec_client import (
 )
 from sandbox.errors import SandboxError, SandboxUnavailable
 from sandbox.output import CappedOutput, build_result
+
+log = logging.getLogger(__name__)
 
 MANAGED_LABEL = "agentbench.managed"
 EXPORT_LABEL = "agentbench.export"
@@ -139,6 +143,12 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
         # False: always ``docker exec`` (how tests reach that path with the runner image).
         self._use_exec_server = exec_server
         self._server: ExecServer | None = None
+        self._accounts: accounts.AccountFiles | None = None
+        # The container's init (host pid) and its cgroup's process list, for orphans.sweep.
+        self._init_pid: int | None = None
+        self._procs: Path | None = None
+        self._running = 0
+        self._running_lock = threading.Lock()
 
     @property
     def exec_mode(self) -> str:
@@ -156,15 +166,17 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
                 f"the Docker engine does not answer: {_first_line(exc)}"
             ) from exc
         try:
-            self._client.images.get(self.config.image)
+            image = self._client.images.get(self.config.image)
         except docker.errors.ImageNotFound as exc:
             raise SandboxError(
                 f"image {self.config.image} is not on this Docker engine; build it with "
                 "bash docker/py-runner/build-offline.sh"
             ) from exc
+        accounts.check_no_host_account()
         self.config.workspace.mkdir(parents=True, exist_ok=True)
         filesystem.chown_tree_for_agent(self.config.workspace)
         self._remove_leftover()
+        self._accounts = self._write_accounts(image.id)
         if self._use_exec_server:
             self._server = ExecServer.listen(self.name)
         try:
@@ -174,7 +186,9 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
             if self._network is not None:
                 self._network.disconnect(self._container, force=True)
             self._container.reload()
-            self._oom_counter = cgroups.oom_counter_file(self._container.attrs["State"]["Pid"])
+            self._init_pid = self._container.attrs["State"]["Pid"]
+            self._oom_counter = cgroups.oom_counter_file(self._init_pid)
+            self._procs = cgroups.procs_file(self._init_pid)
         except docker.errors.DockerException as exc:
             raise SandboxError(f"cannot start container {self.name}: {_first_line(exc)}") from exc
         # Usually connected by now: the server starts while the engine sets the network up.
@@ -183,6 +197,17 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
             self._server.close()
             self._server = None
 
+    def _write_accounts(self, image_id: str) -> accounts.AccountFiles | None:
+        """The image's passwd and group with ``agent`` at the sandbox uid; None where this host
+        cannot write them (not root), and the uid then has no name inside."""
+        assert self._client is not None
+        passwd, group = _image_accounts(self._client, image_id)
+        try:
+            return accounts.AccountFiles.write(self.name, image_passwd=passwd, image_group=group)
+        except OSError as exc:
+            log.warning("no account files for %s: %s", self.name, exc)
+            return None
+
     def _run_kwargs(self) -> dict[str, Any]:
         cfg = self.config
         tmp_size = cfg.memory_mb * 1024 * 1024 // 2
@@ -190,6 +215,9 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
         volumes = {str(cfg.workspace.resolve()): {"bind": cfg.workspace_path, "mode": "rw"}}
         if self._server is not None:
             volumes.update(self._server.volume)
+        if self._accounts is not None:
+            for host_file, inside in self._accounts.binds.items():
+                volumes[host_file] = {"bind": inside, "mode": "ro"}
         return {
             "image": cfg.image,
             "command": LAUNCHER if self._server is not None else ["sleep", "infinity"],
@@ -199,7 +227,8 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
             "init": True,
             "user": f"{AGENT_UID}:{AGENT_UID}",
             "working_dir": cfg.workspace_path,
-            "environment": cfg.env,
+            # The engine cannot look the uid up in the image: say who and where home is.
+            "environment": {"HOME": accounts.AGENT_HOME, "USER": "agent", **cfg.env},
             "hostname": "sandbox",
             **(
                 {"network": docker_network.NETWORK}
@@ -252,6 +281,9 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
                 self._server = None
             self._client.close()
             self._client = None
+            if self._accounts is not None:
+                self._accounts.remove()
+                self._accounts = None
 
     # -- commands ---------------------------------------------------------------------------
 
@@ -266,6 +298,34 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
     ) -> ExecResult:
         if self._container is None or self._client is None:
             raise SandboxError("exec on a docker sandbox that is not started")
+        with self._running_lock:
+            self._running += 1
+        try:
+            return self._exec_gated(cmd, timeout=timeout, cwd=cwd, env=env, network=network)
+        finally:
+            with self._running_lock:  # held while sweeping: no exec starts meanwhile
+                self._running -= 1
+                if self._running == 0:
+                    self._sweep()
+
+    def _sweep(self) -> None:
+        """The last running exec ended: kill whatever commands left in the container
+        (``setsid`` processes outside every exec's group), as bubblewrap's PID namespace
+        does. Best effort: a gone container has nothing left to kill."""
+        if self._procs is not None and self._init_pid is not None:
+            with contextlib.suppress(OSError):
+                orphans.sweep(self._init_pid, self._procs)
+
+    def _exec_gated(
+        self,
+        cmd: str | list[str],
+        *,
+        timeout: float,
+        cwd: str | None,
+        env: dict[str, str] | None,
+        network: bool,
+    ) -> ExecResult:
+        assert self._client is not None and self._container is not None
         if network:
             if self._network is None:
                 raise SandboxError(f"sandbox {self.config.name} was created without network")
@@ -412,6 +472,39 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
             return any(True for _ in events)
         finally:
             events.close()
+
+
+# image id -> (passwd, group): read once per image and process (a container create, ~0.1 s).
+_IMAGE_ACCOUNTS: dict[str, tuple[str, str]] = {}
+
+
+def _image_accounts(client: docker.DockerClient, image_id: str) -> tuple[str, str]:
+    """The image's /etc/passwd and /etc/group (empty when missing), read without running it."""
+    if image_id in _IMAGE_ACCOUNTS:
+        return _IMAGE_ACCOUNTS[image_id]
+    texts = []
+    container = client.containers.create(
+        image_id,
+        command=["true"],
+        labels={MANAGED_LABEL: "1", EXPORT_LABEL: "1"},
+        network_disabled=True,
+    )
+    try:
+        for path in ("/etc/passwd", "/etc/group"):
+            try:
+                chunks, _stat = container.get_archive(path)
+            except docker.errors.NotFound:
+                texts.append("")
+                continue
+            with tarfile.open(fileobj=_ChunkReader(chunks), mode="r|") as archive:
+                member = next(iter(archive), None)
+                extracted = archive.extractfile(member) if member is not None else None
+                texts.append(extracted.read().decode(errors="replace") if extracted else "")
+    finally:
+        with contextlib.suppress(docker.errors.DockerException):
+            container.remove(force=True)
+    _IMAGE_ACCOUNTS[image_id] = (texts[0], texts[1])
+    return _IMAGE_ACCOUNTS[image_id]
 
 
 def _moved_to_stderr(output: CappedOutput) -> CappedOutput:

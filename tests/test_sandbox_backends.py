@@ -14,7 +14,7 @@ import docker
 import pytest
 
 from sandbox import available_backends, open_sandbox
-from sandbox.base import SandboxConfig
+from sandbox.base import AGENT_UID, SandboxConfig
 from sandbox.bwrap_backend import BwrapSandbox, default_rootfs
 from sandbox.docker_backend import (
     EXPORT_LABEL,
@@ -118,7 +118,7 @@ def test_the_container_is_named_labelled_and_hardened(
         assert host["NanoCpus"] == 500_000_000
         assert host["ReadonlyRootfs"] is True
         assert set(host["Tmpfs"]) == {"/tmp", "/home/agent"}
-        assert container.attrs["Config"]["User"] == "1000:1000"
+        assert container.attrs["Config"]["User"] == f"{AGENT_UID}:{AGENT_UID}"
         # Created on the bridge, disconnected before the first command.
         assert container.attrs["NetworkSettings"]["Networks"] == {}
         caps = sb.exec("grep CapEff /proc/self/status", timeout=10).stdout.split()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import pwd
 import socket
 import threading
 import time
@@ -232,6 +233,34 @@ def test_a_background_job_does_not_outlive_its_exec(sb: Sandbox) -> None:
     while host_processes_with(f"sleep {marker}") and time.monotonic() < deadline:
         time.sleep(0.05)
     assert host_processes_with(f"sleep {marker}") == []
+
+
+def test_a_setsid_process_does_not_outlive_its_exec(sb: Sandbox) -> None:
+    """A process that leaves the exec's process group and session (a daemon) is gone before
+    the next command of the same sandbox runs, as if each exec had its own PID namespace."""
+    marker = f"{uuid.uuid4().int % 10**6 + 10**6}.5"
+    started = sb.exec(
+        f"setsid sh -c 'sleep {marker}' </dev/null >/dev/null 2>&1 & "
+        f"setsid -f sleep {marker} </dev/null >/dev/null 2>&1; echo started",
+        timeout=10,
+    )
+    assert started.ok and started.stdout == "started\n"
+    deadline = time.monotonic() + 3  # bubblewrap's PID namespace dies a moment after bwrap
+    while host_processes_with(f"sleep {marker}") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert host_processes_with(f"sleep {marker}") == []
+    later = sb.exec(f"ps -eo args | grep -c '^sleep {marker}' || true", timeout=10)
+    assert later.stdout.strip() == "0"
+
+
+def test_it_runs_as_a_uid_without_a_host_account(sb: Sandbox) -> None:
+    result = sb.exec("id -u; id -un; id -g; echo $HOME; touch /workspace/mine", timeout=10)
+    assert result.ok, result.stderr
+    assert result.stdout.split() == [str(AGENT_UID), "agent", str(AGENT_UID), "/home/agent"]
+    assert AGENT_UID != 1000
+    with pytest.raises(KeyError):
+        pwd.getpwuid(AGENT_UID)
+    assert (sb.config.workspace / "mine").stat().st_uid == AGENT_UID
 
 
 def test_it_caps_output_and_marks_it_truncated(make_sandbox: MakeSandbox) -> None:
