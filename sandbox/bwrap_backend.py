@@ -37,7 +37,7 @@ from pathlib import Path
 
 from sandbox import accounts, cgroups, filesystem, host_fence, mounts, slirp
 from sandbox.base import AGENT_UID, KILLED_EXIT_CODE, ExecResult, Sandbox, SandboxConfig
-from sandbox.errors import SandboxError, SandboxUnavailable
+from sandbox.errors import SandboxClosed, SandboxError, SandboxUnavailable
 from sandbox.output import CappedOutput, build_result, pump
 from sandbox.spawner import Spawner, SpawnerError
 
@@ -111,6 +111,8 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
         self._exposed: Path | None = None
         self._workspace_source = config.workspace
         self._accounts: accounts.AccountFiles | None = None
+        # Set by close(): a command killed from now on was killed by us.
+        self._closing = False
 
     @property
     def limits_mode(self) -> str:
@@ -177,9 +179,9 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
 
     def _expose_workspace(self) -> None:
         """bwrap running as the sandbox uid must reach the workspace by path, and workspaces
-        often sit below directories only root may enter (pytest's tmp_path is under a 0700 directory).
-        Root binds the workspace once per sandbox at /run/agentbench/ws/<name>, reachable by
-        everyone; the sandbox gets it from there."""
+        often sit below directories only root may enter (pytest's tmp_path is under a 0700
+        directory). Root binds the workspace once per sandbox at /run/agentbench/ws/<name>,
+        reachable by everyone; the sandbox gets it from there."""
         target = EXPOSE_ROOT / f"ab-{self.config.name}"
         try:
             mounts.unbind(target)  # left by a crashed worker under the same name
@@ -194,6 +196,7 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
 
     def close(self) -> None:
         with self._lock:
+            self._closing = bool(self._running)
             running = list(self._running.values())
         for pidfd in running:
             _kill(pidfd)
@@ -291,6 +294,10 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
             if network_stack is not None:
                 network_stack.close()
         exit_code = _exit_code(bytes(status))
+        if exit_code is None and not timed_out and self._closing:
+            raise SandboxClosed(
+                f"[killed] sandbox {self.config.name} was closed while a command ran"
+            )
         if exit_code is None and not timed_out:
             # No exit code: bwrap died before the command ran, or was killed from outside.
             stderr = output.text("stderr").strip()

@@ -44,7 +44,7 @@ from sandbox.docker_exec_client import (
     ServerGone,
     remove_socket_dir,
 )
-from sandbox.errors import SandboxError, SandboxUnavailable
+from sandbox.errors import SandboxClosed, SandboxError, SandboxUnavailable
 from sandbox.output import CappedOutput, build_result
 
 log = logging.getLogger(__name__)
@@ -149,6 +149,8 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
         self._procs: Path | None = None
         self._running = 0
         self._running_lock = threading.Lock()
+        # Set by close(): a command failing from now on was killed by us, not lost.
+        self._closing = False
 
     @property
     def exec_mode(self) -> str:
@@ -262,6 +264,7 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
     def close(self) -> None:
         if self._client is None:
             return
+        self._closing = True
         try:
             with contextlib.suppress(docker.errors.NotFound):
                 if self._container is not None:
@@ -272,8 +275,8 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
                         found.labels.get(k) == v for k, v in self.config.labels.items()
                     ):
                         found.remove(force=True)
-        except docker.errors.DockerException as exc:
-            raise SandboxError(f"cannot remove container {self.name}: {_first_line(exc)}") from exc
+        except Exception as exc:  # requests errors surface raw when the engine is gone
+            raise self._close_failure(exc) from exc
         finally:
             self._container = None
             if self._server is not None:
@@ -361,6 +364,10 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
                 )
         if finished is None:
             finished = self._docker_exec(argv, timeout=timeout, workdir=workdir, env=env)
+        if finished.exit_code is None:
+            # The wrapper died without reporting: the container or the engine may have gone
+            # with it. Only a living container makes this the command's own SIGKILL (137).
+            self._check_alive()
         if finished.stuck:
             return build_result(
                 output=finished.output,
@@ -401,8 +408,8 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
                 workdir=workdir,
                 environment=env or None,
             )["Id"]
-        except docker.errors.DockerException as exc:
-            raise SandboxError(f"exec in {self.name} failed: {_first_line(exc)}") from exc
+        except Exception as exc:  # requests errors surface raw when the engine is gone
+            raise self._failure(exc, f"exec in {self.name} failed") from exc
         output = CappedOutput(self.config.output_cap_bytes)
         errors: list[BaseException] = []
         reader = threading.Thread(
@@ -418,8 +425,11 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
             # The engine hung; the thread ends when close() removes the container.
             return Finished(output=output, exit_code=None, duration_sec=duration, stuck=True)
         if errors:
-            raise SandboxError(f"exec in {self.name} failed: {_first_line(errors[0])}")
-        exit_code = api.exec_inspect(exec_id)["ExitCode"]
+            raise self._failure(errors[0], f"exec in {self.name} failed") from errors[0]
+        try:
+            exit_code = api.exec_inspect(exec_id)["ExitCode"]
+        except Exception as exc:
+            raise self._failure(exc, f"exec in {self.name} failed") from exc
         if exit_code is None:
             raise SandboxError(f"exec in {self.name} ended without an exit code")
         if exit_code == CANNOT_EXECUTE and output.text("stdout").startswith(OCI_FAILURE):
@@ -427,6 +437,44 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
             # stderr, where bubblewrap reports it too, not on the command's stdout.
             output = _moved_to_stderr(output)
         return Finished(output=output, exit_code=exit_code, duration_sec=duration, stuck=False)
+
+    def _close_failure(self, exc: BaseException) -> SandboxError:
+        self._closing = False  # it is the engine's failure, not ours
+        try:
+            return self._failure(exc, f"cannot remove container {self.name}")
+        finally:
+            self._closing = True
+
+    def _check_alive(self) -> None:
+        """Raise SandboxError (``[engine-gone]``, ``[container-gone]`` or ``[killed]``) unless
+        the engine answers and the container still runs."""
+        if self._closing or self._container is None:
+            raise SandboxClosed(f"[killed] sandbox {self.name} was closed while a command ran")
+        try:
+            self._container.reload()
+        except Exception as exc:
+            raise self._failure(exc, f"container {self.name}") from exc
+        state = self._container.attrs.get("State") or {}
+        if not state.get("Running"):
+            detail = f"status {state.get('Status')}, exit code {state.get('ExitCode')}"
+            if state.get("OOMKilled"):
+                detail += ", OOM-killed"
+            if state.get("Error"):
+                detail += f", {state['Error']}"
+            raise SandboxError(f"[container-gone] container {self.name} stopped ({detail})")
+
+    def _failure(self, exc: BaseException, doing: str) -> SandboxError:
+        """The SandboxError for an engine call that failed, saying whose fault it was: the
+        container gone (``[container-gone]``), the engine gone (``[engine-gone]``), or the
+        harness closing the sandbox meanwhile (``[killed]``). The engine's error is kept."""
+        if self._closing:
+            return SandboxClosed(f"[killed] sandbox {self.name} was closed while a command ran")
+        if isinstance(exc, docker.errors.NotFound):
+            return SandboxError(f"[container-gone] {doing}: {_first_line(exc)}")
+        if unavailable_reason() is not None:
+            return SandboxError(f"[engine-gone] {doing}: the Docker engine went away: "
+                                f"{_first_line(exc)}")  # fmt: skip
+        return SandboxError(f"{doing}: {_first_line(exc)}")
 
     def _kill_groups(self, groups: list[int]) -> None:
         """The backstop when a command outlived its timeout by the grace period (its
@@ -532,6 +580,19 @@ def remove_stale_containers(label_filter: dict[str, str]) -> int:
     finally:
         client.close()
     return removed
+
+
+def managed_label_values(label: str) -> set[str]:
+    """The values of ``label`` on this engine's AgentBench containers (running or not), e.g.
+    the attempt ids that still have a container; empty when no engine answers."""
+    if unavailable_reason() is not None:
+        return set()
+    client = _client()
+    try:
+        found = client.containers.list(all=True, filters={"label": [f"{MANAGED_LABEL}=1", label]})
+        return {c.labels[label] for c in found if label in c.labels}
+    finally:
+        client.close()
 
 
 def export_image_dir(image: str, path: str, dest: Path) -> None:

@@ -24,7 +24,7 @@ from runs.pipeline.record import BaselineRecord, attempt_record
 from runs.pipeline.stages import StageResult
 from runs.taxonomy import Reason, Stage
 from sandbox.base import SandboxConfig
-from sandbox.errors import SandboxError
+from sandbox.errors import SandboxClosed, SandboxError
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,10 @@ class _Execution:
             self.status = AttemptStatus.CANCELLED
             self._fail(Reason.INTERRUPTED, "interrupted (Ctrl+C)")
             interrupt = exc
-        except SandboxError as exc:
+        except SandboxClosed as exc:  # a kill by us (cancel, shutdown), not a broken sandbox
+            self.status = AttemptStatus.CANCELLED
+            self._fail(Reason.INTERRUPTED, f"{type(exc).__name__}: {exc}")
+        except SandboxError as exc:  # the engine's own error is in the message
             self._fail(Reason.SANDBOX_ERROR, f"{type(exc).__name__}: {exc}")
         except SoftTimeLimitExceeded:
             self._fail(
@@ -330,7 +333,10 @@ class _Execution:
             self.stages.append((result, ""))
 
     def _remove_workspace(self) -> None:
-        if self.keep_workspace or self.folder is None:
+        if self.folder is None:
+            return
+        if self.keep_workspace:  # tells the reaper's clean-up (runs/leftovers.py) to keep it
+            (self.folder / "workspace.kept").touch()
             return
         shutil.rmtree(self.folder / artifacts.WORKSPACE_DIR, ignore_errors=True)
 
