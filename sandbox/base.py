@@ -7,10 +7,13 @@ with a workspace directory as their only writable place besides a tmpfs /tmp.
 from __future__ import annotations
 
 import abc
+import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+
+log = logging.getLogger(__name__)
 
 TIMEOUT_EXIT_CODE = 124
 KILLED_EXIT_CODE = 137
@@ -128,4 +131,13 @@ class Sandbox(abc.ABC):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.close()
+        if exc is None:
+            self.close()
+            return
+        # Leaving on an error: that error is what went wrong (an engine gone mid-command, say),
+        # not the clean-up that fails after it for the same reason.
+        try:
+            self.close()
+        except Exception as close_error:
+            log.warning("closing sandbox %s after an error failed too: %s", self.config.name,
+                        close_error)  # fmt: skip

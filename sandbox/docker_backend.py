@@ -23,6 +23,8 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import os
+import select
 import tarfile
 import threading
 import time
@@ -61,6 +63,10 @@ EXEC_WRAPPER = (
     'kill -KILL -"$pid" 2>/dev/null; exit "$rc"'
 )
 OCI_FAILURE = "OCI runtime exec failed"
+# Exit codes above this are deaths by a signal (128 + N).
+SIGNAL_EXIT_BASE = 128
+# How long a command's unreported death may precede its container's init's exit.
+INIT_EXIT_WAIT_SEC = 1.0
 # After the in-container `timeout` should have fired, how long to wait for the exec to end.
 HARD_DEADLINE_GRACE_SEC = 10.0
 ENGINE_TIMEOUT_SEC = 30
@@ -146,6 +152,7 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
         self._accounts: accounts.AccountFiles | None = None
         # The container's init (host pid) and its cgroup's process list, for orphans.sweep.
         self._init_pid: int | None = None
+        self._init_pidfd: int | None = None
         self._procs: Path | None = None
         self._running = 0
         self._running_lock = threading.Lock()
@@ -189,6 +196,8 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
                 self._network.disconnect(self._container, force=True)
             self._container.reload()
             self._init_pid = self._container.attrs["State"]["Pid"]
+            with contextlib.suppress(OSError):  # a remote engine's pids are not ours
+                self._init_pidfd = os.pidfd_open(self._init_pid)
             self._oom_counter = cgroups.oom_counter_file(self._init_pid)
             self._procs = cgroups.procs_file(self._init_pid)
         except docker.errors.DockerException as exc:
@@ -287,6 +296,9 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
             if self._accounts is not None:
                 self._accounts.remove()
                 self._accounts = None
+            if self._init_pidfd is not None:
+                os.close(self._init_pidfd)
+                self._init_pidfd = None
 
     # -- commands ---------------------------------------------------------------------------
 
@@ -364,10 +376,12 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
                 )
         if finished is None:
             finished = self._docker_exec(argv, timeout=timeout, workdir=workdir, env=env)
-        if finished.exit_code is None:
-            # The wrapper died without reporting: the container or the engine may have gone
-            # with it. Only a living container makes this the command's own SIGKILL (137).
-            self._check_alive()
+        if finished.exit_code is None or (
+            finished.exit_code >= SIGNAL_EXIT_BASE and finished.duration_sec < timeout
+        ):
+            # Killed without reporting, or by a signal: the container (or the engine with it)
+            # may have gone. Only a living container makes this the command's own death.
+            self._check_alive(wait=INIT_EXIT_WAIT_SEC if finished.exit_code is None else 0.2)
         if finished.stuck:
             return build_result(
                 output=finished.output,
@@ -445,18 +459,30 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
         finally:
             self._closing = True
 
-    def _check_alive(self) -> None:
+    def _check_alive(self, *, wait: float) -> None:
         """Raise SandboxError (``[engine-gone]``, ``[container-gone]`` or ``[killed]``) unless
-        the engine answers and the container still runs."""
+        the container still runs. The host watches the container's init (its exit is the
+        truth; the engine may lag or be stopping); without that view, the engine is asked."""
         if self._closing or self._container is None:
+            raise SandboxClosed(f"[killed] sandbox {self.name} was closed while a command ran")
+        init_exited = None
+        if self._init_pidfd is not None:
+            init_exited = bool(select.select([self._init_pidfd], [], [], wait)[0])
+            if not init_exited:
+                return
+        if self._closing:
             raise SandboxClosed(f"[killed] sandbox {self.name} was closed while a command ran")
         try:
             self._container.reload()
         except Exception as exc:
             raise self._failure(exc, f"container {self.name}") from exc
         state = self._container.attrs.get("State") or {}
-        if not state.get("Running"):
-            detail = f"status {state.get('Status')}, exit code {state.get('ExitCode')}"
+        if init_exited or not state.get("Running"):
+            detail = (
+                f"the engine says: status {state.get('Status')}, exit code {state.get('ExitCode')}"
+            )
+            if init_exited:
+                detail = f"its init exited; {detail}"
             if state.get("OOMKilled"):
                 detail += ", OOM-killed"
             if state.get("Error"):
