@@ -130,8 +130,8 @@ def test_a_vanished_container_is_a_sandbox_error_with_the_engines_words(tmp_path
 @pytest.mark.django_db
 @pytest.mark.docker
 def test_an_engine_stopped_mid_attempt_is_a_sandbox_error_and_leaves_no_container(
-    private_dockerd: PrivateDockerd,  # noqa: F811
-    artifacts_root: Path,  # noqa: F811
+    private_dockerd: PrivateDockerd,
+    artifacts_root: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
