@@ -35,6 +35,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Before anything reads the body (CSRF does): upload size limits while it streams in.
+    "tasks_app.uploads.UploadLimitMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -189,7 +191,13 @@ ANONYMOUS_READ_ARTIFACTS = envbool("ANONYMOUS_READ_ARTIFACTS", False)
 API_WRITE_RATE = envstr("API_WRITE_RATE", "30/min")
 # Uploaded task archives are unpacked here and kept: imported tasks point at their files.
 API_UPLOADS_ROOT = Path(envstr("API_UPLOADS_ROOT", str(VAR_DIR / "uploads")))
+# Applied while the body arrives (tasks_app.uploads.UploadLimitMiddleware), never after.
 API_UPLOAD_MAX_BYTES = envint("API_UPLOAD_MAX_BYTES", 200 * 1024 * 1024)
+# What opening one uploaded archive may unpack (tasks_app/archives.py): files, bytes per file,
+# bytes in total. Declared sizes are checked first, actual bytes counted while reading.
+API_ARCHIVE_MAX_MEMBERS = envint("API_ARCHIVE_MAX_MEMBERS", 10_000)
+API_ARCHIVE_MEMBER_MAX_BYTES = envint("API_ARCHIVE_MEMBER_MAX_BYTES", 100 * 1024 * 1024)
+API_ARCHIVE_TOTAL_MAX_BYTES = envint("API_ARCHIVE_TOTAL_MAX_BYTES", 400 * 1024 * 1024)
 
 
 def _cache_from_url(url: str) -> dict:

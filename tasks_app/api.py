@@ -168,6 +168,9 @@ def task_import(request: HttpRequest, file: File[UploadedFile]):
     except BaseException:
         shutil.rmtree(target, ignore_errors=True)
         raise
+    if not (report.created or report.updated):
+        # Nothing points into the unpacked files: keep none of them.
+        shutil.rmtree(target, ignore_errors=True)
     audit_event_record(
         actor=request.user,
         action=AuditAction.TASKS_IMPORT,
