@@ -41,8 +41,6 @@ class ExecResult:
     oom_killed: bool = False
     # True when stdout or stderr was cut at the configured output cap.
     truncated: bool = False
-    # True when the sandbox's disk quota (workspace and /tmp) was full when the command ended.
-    disk_full: bool = False
 
     @property
     def ok(self) -> bool:
