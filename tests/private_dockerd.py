@@ -1,8 +1,9 @@
 """A private Docker engine for tests that stop or kill the engine: the shared one serves every
 other test on this machine and must never go away.
 
-It has its own data root, exec root, pid file and socket, no default bridge and no iptables
-rules (sandboxes on it run without network). The runner image is loaded into it from a
+It has its own data root, exec root, pid file and socket, runs in a network namespace of its
+own (with no bridge and no iptables rules: sandboxes on it run without network), so nothing it
+does reaches the shared engine's network. The runner image is loaded into it from a
 ``docker save`` of the shared engine's, cached under /var/lib/agentbench/cache keyed by the
 image id; its data root is kept there too, so the image is loaded once per machine.
 """
@@ -39,6 +40,10 @@ class PrivateDockerd:
         log = open(self.run_dir / "dockerd.log", "ab")  # noqa: SIM115 (the daemon keeps it)
         self.proc = subprocess.Popen(
             [
+                # Its own network namespace: a dockerd without a bridge deletes any "docker0"
+                # it sees, and the shared engine's must stay.
+                "unshare",
+                "--net",
                 "dockerd",
                 "--data-root",
                 str(self.root / "data"),
