@@ -155,6 +155,8 @@ SANDBOX_MEMORY_MB = envint("SANDBOX_MEMORY_MB", 2048)
 SANDBOX_CPUS = envfloat("SANDBOX_CPUS", 1.0)
 SANDBOX_PIDS_LIMIT = envint("SANDBOX_PIDS_LIMIT", 256)
 SANDBOX_OUTPUT_CAP_BYTES = envint("SANDBOX_OUTPUT_CAP_BYTES", 1_000_000)
+# Disk quota per sandbox (workspace, /tmp and home share it; sandbox/disk.py); 0 turns it off.
+SANDBOX_DISK_MB = envint("SANDBOX_DISK_MB", 10240)
 # bubblewrap's root filesystem: the tree the runner image is imported from, left here by
 # docker/py-runner/build-offline.sh (pass it to sandbox.open_sandbox(bwrap_rootfs=...)).
 SANDBOX_BWRAP_ROOTFS = Path(envstr("SANDBOX_BWRAP_ROOTFS", "/var/lib/agentbench/rootfs/py-runner"))

@@ -41,6 +41,8 @@ class ExecResult:
     oom_killed: bool = False
     # True when stdout or stderr was cut at the configured output cap.
     truncated: bool = False
+    # True when the sandbox's disk quota (workspace, /tmp, home) was full as the command ended.
+    disk_full: bool = False
 
     @property
     def ok(self) -> bool:
@@ -64,6 +66,12 @@ class SandboxConfig:
     # False: no command of this sandbox may use the network (``exec(network=True)`` raises), so
     # the backend need not prepare any (Docker creates the container with no network at all).
     allow_network: bool = True
+    # The disk quota in MiB for everything the sandbox may write (workspace, /tmp, home): one
+    # filesystem of that size (sandbox/disk.py). None: no quota (tmpfs /tmp and home).
+    disk_mb: int | None = None
+    # With a quota, copy the workspace's tree back into ``workspace`` at close (False when the
+    # caller deletes it anyway).
+    disk_copy_back: bool = True
 
     def resolve_cwd(self, cwd: str | None) -> str:
         """A command's working directory inside the sandbox: relative ones are taken from the
@@ -82,6 +90,8 @@ class Sandbox(abc.ABC):
 
     def __init__(self, config: SandboxConfig):
         self.config = config
+        # What bounds the sandbox's disk use, once started: the quota, or why there is none.
+        self.disk_quota = "none (not asked for)"
 
     @abc.abstractmethod
     def start(self) -> None: ...

@@ -35,7 +35,7 @@ import threading
 import time
 from pathlib import Path
 
-from sandbox import accounts, cgroups, filesystem, host_fence, mounts, slirp
+from sandbox import accounts, cgroups, disk, filesystem, host_fence, mounts, slirp
 from sandbox.base import AGENT_UID, KILLED_EXIT_CODE, ExecResult, Sandbox, SandboxConfig
 from sandbox.errors import SandboxClosed, SandboxError, SandboxUnavailable
 from sandbox.output import CappedOutput, build_result, pump
@@ -111,6 +111,7 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
         self._exposed: Path | None = None
         self._workspace_source = config.workspace
         self._accounts: accounts.AccountFiles | None = None
+        self._disk: disk.SandboxDisk | None = None
         # Set by close(): a command killed from now on was killed by us.
         self._closing = False
 
@@ -131,7 +132,12 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
             if self._host_uid is not None:
                 accounts.check_no_host_account()
                 self._accounts = self._write_accounts()
+                self._disk, self.disk_quota = disk.open_quota(
+                    f"ab-{self.config.name}", self.config.workspace, self.config.disk_mb
+                )
                 self._expose_workspace()
+            elif self.config.disk_mb:
+                self.disk_quota = "none (a disk quota needs root)"
             if self._use_cgroups is not False and cgroups.detect() is None:
                 self._cgroup = self._create_cgroup()
         spawner = Spawner(user=self._host_uid, label=f"ab-{self.config.name}")
@@ -213,6 +219,9 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
         if self._accounts is not None:
             self._accounts.remove()
             self._accounts = None
+        if self._disk is not None:
+            self._disk.remove(workspace=self.config.workspace, copy_back=self.config.disk_copy_back)
+            self._disk = None
 
     # -- commands ---------------------------------------------------------------------------
 
@@ -318,6 +327,7 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
             duration_sec=time.monotonic() - started,
             timed_out=timed_out,
             oom_killed=oom,
+            disk_full=self._disk is not None and self._disk.full(),
         )
 
     def _fence_network(self) -> None:
@@ -365,8 +375,14 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
             "--ro-bind", str(self.rootfs), "/",
             "--proc", "/proc",
             "--dev", "/dev",
-            "--perms", "1777", "--size", tmp_size, "--tmpfs", "/tmp",
-            "--size", tmp_size, "--tmpfs", "/home/agent",
+        ]  # fmt: skip
+        if self._disk is not None:  # on the quota's filesystem instead of in memory
+            args += ["--bind", str(self._disk.tmp), "/tmp",
+                     "--bind", str(self._disk.home), "/home/agent"]  # fmt: skip
+        else:
+            args += ["--perms", "1777", "--size", tmp_size, "--tmpfs", "/tmp",
+                     "--size", tmp_size, "--tmpfs", "/home/agent"]  # fmt: skip
+        args += [
             "--bind", str(self._workspace_source), self.config.workspace_path,
         ]  # fmt: skip
         if self._accounts is not None:

@@ -37,7 +37,7 @@ import docker.errors
 from docker.models.containers import Container
 from docker.models.networks import Network
 
-from sandbox import accounts, cgroups, docker_network, filesystem, orphans
+from sandbox import accounts, cgroups, disk, docker_network, filesystem, orphans
 from sandbox.base import AGENT_UID, KILLED_EXIT_CODE, ExecResult, Sandbox, SandboxConfig
 from sandbox.docker_exec_client import (
     LAUNCHER,
@@ -150,6 +150,7 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
         self._use_exec_server = exec_server
         self._server: ExecServer | None = None
         self._accounts: accounts.AccountFiles | None = None
+        self._disk: disk.SandboxDisk | None = None
         # The container's init (host pid) and its cgroup's process list, for orphans.sweep.
         self._init_pid: int | None = None
         self._init_pidfd: int | None = None
@@ -186,6 +187,9 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
         filesystem.chown_tree_for_agent(self.config.workspace)
         self._remove_leftover()
         self._accounts = self._write_accounts(image.id)
+        self._disk, self.disk_quota = disk.open_quota(
+            self.name, self.config.workspace, self.config.disk_mb
+        )
         if self._use_exec_server:
             self._server = ExecServer.listen(self.name)
         try:
@@ -229,6 +233,11 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
         if self._accounts is not None:
             for host_file, inside in self._accounts.binds.items():
                 volumes[host_file] = {"bind": inside, "mode": "ro"}
+        tmpfs = {"/tmp": tmpfs_opts + ",mode=1777", "/home/agent": tmpfs_opts + ",mode=0755"}
+        if self._disk is not None:  # on the quota's filesystem instead of in memory
+            tmpfs = {}
+            volumes[str(self._disk.tmp)] = {"bind": "/tmp", "mode": "rw"}
+            volumes[str(self._disk.home)] = {"bind": "/home/agent", "mode": "rw"}
         return {
             "image": cfg.image,
             "command": LAUNCHER if self._server is not None else ["sleep", "infinity"],
@@ -253,7 +262,7 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
             "memswap_limit": cfg.memory_mb * 1024 * 1024,
             "nano_cpus": int(cfg.cpus * 1_000_000_000),
             "read_only": True,
-            "tmpfs": {"/tmp": tmpfs_opts + ",mode=1777", "/home/agent": tmpfs_opts + ",mode=0755"},
+            "tmpfs": tmpfs,
             "volumes": volumes,
         }
 
@@ -299,6 +308,11 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
             if self._init_pidfd is not None:
                 os.close(self._init_pidfd)
                 self._init_pidfd = None
+            if self._disk is not None:
+                self._disk.remove(
+                    workspace=self.config.workspace, copy_back=self.config.disk_copy_back
+                )
+                self._disk = None
 
     # -- commands ---------------------------------------------------------------------------
 
@@ -405,6 +419,7 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
             duration_sec=finished.duration_sec,
             timed_out=timed_out,
             oom_killed=oom,
+            disk_full=self._disk is not None and self._disk.full(),
         )
 
     def _docker_exec(

@@ -263,6 +263,30 @@ def test_it_runs_as_a_uid_without_a_host_account(sb: Sandbox) -> None:
     assert (sb.config.workspace / "mine").stat().st_uid == AGENT_UID
 
 
+def test_a_disk_quota_stops_writes_to_the_workspace_and_tmp(make_sandbox: MakeSandbox) -> None:
+    """Everything the sandbox writes shares one quota; hitting it is ENOSPC for the command,
+    ``disk_full`` on the result, and host disk use bounded by the quota. The workspace's tree
+    is there inside and back on the host afterwards."""
+    sb = make_sandbox(disk_mb=64)
+    sb.config.workspace.mkdir(parents=True)
+    (sb.config.workspace / "kept.txt").write_text("before\n")
+    with sb:
+        assert sb.disk_quota.startswith("ext4 image of 64 MiB"), sb.disk_quota
+        ok = sb.exec("cat kept.txt; echo after >> kept.txt; head -c 1000000 /dev/zero > /tmp/t",
+                     timeout=20)  # fmt: skip
+        assert ok.ok and ok.stdout == "before\n" and not ok.disk_full, ok.stderr
+        image = next(Path("/var/lib/agentbench/sandbox-disks").glob(f"*{sb.config.name}.img"))
+        for target in ("/workspace/big", "/tmp/big", "/home/agent/big"):
+            full = sb.exec(f"head -c 200000000 /dev/zero > {target}", timeout=60)
+            assert full.exit_code != 0 and full.disk_full, (target, full)
+            assert "No space left on device" in full.stderr
+            assert image.stat().st_blocks * 512 <= 64 * 1024 * 1024
+            sb.exec(f"rm -f {target}", timeout=10)
+        assert not sb.exec("true", timeout=10).disk_full
+    assert (sb.config.workspace / "kept.txt").read_text() == "before\nafter\n"
+    assert not image.exists()
+
+
 def test_it_caps_output_and_marks_it_truncated(make_sandbox: MakeSandbox) -> None:
     with make_sandbox(output_cap_bytes=1000) as sb:
         result = sb.exec("head -c 100000 /dev/zero | tr '\\0' x; echo tail >&2", timeout=10)

@@ -142,6 +142,7 @@ class _Execution:
                 "name": config.name,
                 "workspace_path": config.workspace_path,
                 "workdir": plan.workdir,
+                "disk_quota": sandbox.disk_quota,
             }
             if not self._setup(sandbox, plan, repo_dir, excludes):
                 return
@@ -291,6 +292,9 @@ class _Execution:
             cpus=settings.SANDBOX_CPUS,
             pids_limit=settings.SANDBOX_PIDS_LIMIT,
             output_cap_bytes=settings.SANDBOX_OUTPUT_CAP_BYTES,
+            disk_mb=settings.SANDBOX_DISK_MB or None,
+            # The workspace is deleted after the attempt unless kept: no need to copy it back.
+            disk_copy_back=self.keep_workspace,
             # Only setup may use the network, and only when the task says so; otherwise the
             # sandbox gets none at all.
             allow_network=plan.setup_network and bool(plan.setup_commands),

@@ -85,7 +85,7 @@ def error_text(
     for tag in (TIMEOUT_TAG, EMPTY_RUN_TAG):
         why = why.removeprefix(tag).strip()
     tag = TIMEOUT_TAG + " " if is_timeout else EMPTY_RUN_TAG + " " if is_empty_run else ""
-    # Other tags ([oom], [engine-gone], [container-gone], [killed], ...) lead
+    # Other tags ([oom], [disk-quota], [engine-gone], [container-gone], [killed], ...) lead
     # the text too, whether the note or the exception's message carried them.
     if not tag and (leading := _LEADING_TAG.match(why)):
         tag, why = leading.group(2) + " ", ((leading.group(1) or "") + leading.group(3)).strip()

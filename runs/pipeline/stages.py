@@ -35,6 +35,7 @@ class CommandRun:
     truncated: bool = False
     where: str = "sandbox"  # or "host"
     oom_killed: bool = False
+    disk_full: bool = False
 
     @classmethod
     def of(cls, command: str, result: ExecResult | workspace.HostResult) -> CommandRun:
@@ -57,6 +58,7 @@ class CommandRun:
             result.timed_out,
             result.truncated,
             oom_killed=result.oom_killed,
+            disk_full=result.disk_full,
         )
 
 
@@ -109,11 +111,13 @@ class StageResult:
 
 
 OOM_TAG = "[oom]"
+DISK_QUOTA_TAG = "[disk-quota]"
 
 
 def command_reason(stage: Stage, run: CommandRun | None) -> tuple[Reason | None, str]:
-    """(reason, note) for a stage whose last command was ``run``. The sandbox's own limit
-    comes first: an OOM kill is SANDBOX_ERROR, tagged ``[oom]``. Then the exit
+    """(reason, note) for a stage whose last command was ``run``. The sandbox's own limits
+    come first: an OOM kill is SANDBOX_ERROR ``[oom]``, a failed command with the disk quota
+    full SANDBOX_ERROR ``[disk-quota]``. Then the exit
     code, read as a timeout only when the harness timed the command out (a SIGKILL from the
     command itself is 137 too)."""
     if run is None:
@@ -122,6 +126,11 @@ def command_reason(stage: Stage, run: CommandRun | None) -> tuple[Reason | None,
         return Reason.SANDBOX_ERROR, (
             f"{OOM_TAG} the kernel's OOM killer ended the command (the sandbox's memory limit, "
             f"SANDBOX_MEMORY_MB): {run.command}"
+        )
+    if run.disk_full and run.exit_code != 0:
+        return Reason.SANDBOX_ERROR, (
+            f"{DISK_QUOTA_TAG} the command filled the sandbox's disk quota (workspace, /tmp "
+            f"and home: SANDBOX_DISK_MB): {run.command}"
         )
     reason = from_stage(stage, run.exit_code, timed_out=run.timed_out)
     if run.exit_code == KILLED_EXIT_CODE and not run.timed_out and reason is not None:
