@@ -4,6 +4,7 @@ SANDBOX_ERROR [disk-quota], and the host's disk use stays bounded by the quota."
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from pathlib import Path
@@ -53,10 +54,8 @@ def test_filling_the_disk_in_setup_is_a_named_sandbox_error(
     def watch() -> None:
         while not done.is_set():
             for image in disk_root().glob("ab-attempt-*.img"):
-                try:
+                with contextlib.suppress(FileNotFoundError):
                     largest[0] = max(largest[0], image.stat().st_blocks * 512)
-                except FileNotFoundError:
-                    pass
             time.sleep(0.02)
 
     watcher = threading.Thread(target=watch, daemon=True)
