@@ -636,9 +636,10 @@ def managed_label_values(label: str) -> set[str]:
         client.close()
 
 
-def export_image_dir(image: str, path: str, dest: Path) -> None:
+def export_image_dir(image: str, path: str, dest: Path, *, max_bytes: int | None = None) -> None:
     """Copy the contents of directory ``path`` of ``image`` into ``dest`` without running the
-    image (create a container, stream its archive, remove the container)."""
+    image (create a container, stream its archive, remove the container). Over ``max_bytes``
+    of files (the sandbox's disk quota, say) it stops with SandboxError ``[disk-quota]``."""
     try:
         client = _client()
         client.ping()
@@ -657,11 +658,31 @@ def export_image_dir(image: str, path: str, dest: Path) -> None:
         except docker.errors.DockerException as exc:
             raise SandboxError(f"cannot export {path} from {image}: {_first_line(exc)}") from exc
         dest.mkdir(parents=True, exist_ok=True)
-        with tarfile.open(fileobj=_ChunkReader(chunks), mode="r|") as archive:
-            archive.extractall(dest, filter=_strip_top_dir)
+        left = [max_bytes]
+
+        def capped(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
+            kept = _strip_top_dir(member, dest)
+            if kept is not None and left[0] is not None:
+                left[0] -= member.size
+                if left[0] < 0:
+                    raise SandboxError(
+                        f"[disk-quota] {path} of {image} is over {max_bytes} bytes "
+                        f"(at {member.name!r})"
+                    )
+            return kept
+
+        try:
+            with tarfile.open(fileobj=_ChunkReader(chunks), mode="r|") as archive:
+                archive.extractall(dest, filter=capped)
+        except SandboxError:
+            # Read the rest (written nowhere): the engine removes no container whose archive
+            # it is still sending.
+            for _chunk in chunks:
+                pass
+            raise
     finally:
         if container is not None:
-            with contextlib.suppress(docker.errors.DockerException):
+            with contextlib.suppress(Exception):  # requests errors surface raw
                 container.remove(force=True)
         client.close()
 

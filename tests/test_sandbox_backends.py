@@ -208,6 +208,20 @@ def test_export_image_dir_copies_a_directory_out_without_running_it(
 
 
 @pytest.mark.docker
+def test_export_image_dir_stops_at_its_byte_cap(
+    tmp_path: Path, engine: docker.DockerClient
+) -> None:
+    """A testbed that could not fit the sandbox's disk quota is refused while it streams."""
+    with pytest.raises(SandboxError, match=r"^\[disk-quota\] /usr/lib/python3 of .* is over"):
+        export_image_dir(
+            "agentbench/py-runner:0.1.0", "/usr/lib/python3", tmp_path / "out", max_bytes=100_000
+        )
+    written = sum(p.stat().st_size for p in (tmp_path / "out").rglob("*") if p.is_file())
+    assert written <= 100_000
+    assert engine.api.containers(all=True, filters={"label": EXPORT_LABEL}) == []
+
+
+@pytest.mark.docker
 def test_export_image_dir_reports_a_missing_path(tmp_path: Path) -> None:
     with pytest.raises(SandboxError, match="cannot export /no/such/dir"):
         export_image_dir("agentbench/py-runner:0.1.0", "/no/such/dir", tmp_path / "out")

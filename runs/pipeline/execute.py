@@ -188,7 +188,8 @@ class _Execution:
         timeout = settings.GIT_CLONE_TIMEOUT_SEC
         if plan.is_swebench:
             self.current = ("export_testbed", Stage.GIT_CLONE)
-            return self._record(swebench.export_stage(plan, ws)).reason is None
+            quota = settings.SANDBOX_DISK_MB * 1024 * 1024 or None
+            return self._record(swebench.export_stage(plan, ws, max_bytes=quota)).reason is None
         if self._record(stages.clone_stage(plan, repo_dir, timeout=timeout)).reason is not None:
             return False
         self._checkpoint("git_checkout", Stage.GIT_CHECKOUT)
