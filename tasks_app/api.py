@@ -37,7 +37,7 @@ from tasks_app.spec import SpecProblem, TaskSpecError, load_task_dir
 from tasks_app.swebench.importer import swebench_import
 from tasks_app.swebench.predictions import predictions_import
 from tasks_app.swebench.results import results_import
-from tasks_app.uploads import read_upload, unpack_upload
+from tasks_app.uploads import read_upload, unpack_upload, upload_source
 
 router = Router(tags=["tasks"])
 
@@ -273,7 +273,7 @@ def swebench_import_endpoint(
     request: HttpRequest, payload: Form[SwebenchImportIn], file: File[UploadedFile]
 ):
     report = swebench_import(
-        source=read_upload(file),
+        source=upload_source(file),
         filename=file.name or "upload.jsonl",
         suite_name=payload.suite,
         dataset_version=payload.dataset_version,
@@ -317,7 +317,7 @@ def predictions_import_endpoint(
 ):
     _check_external_name(payload.model)
     report = predictions_import(
-        source=read_upload(file),
+        source=upload_source(file),
         filename=file.name or "predictions.jsonl",
         suite_name=payload.suite,
         model_name=payload.model,

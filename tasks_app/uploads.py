@@ -103,6 +103,14 @@ def read_upload(upload: UploadedFile) -> bytes:
     return upload.read()
 
 
+def upload_source(upload: UploadedFile) -> Path | bytes:
+    """The file for an importer that reads paths: where Django spooled it on disk (a large
+    upload, read from there line by line), else its bytes (a small one, in memory already)."""
+    check_upload_size(upload)
+    temporary = getattr(upload, "temporary_file_path", None)
+    return Path(temporary()) if temporary is not None else upload.read()
+
+
 def check_upload_size(upload: UploadedFile) -> None:
     if upload.size is not None and upload.size > settings.API_UPLOAD_MAX_BYTES:
         limit = settings.API_UPLOAD_MAX_BYTES
