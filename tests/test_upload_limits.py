@@ -8,12 +8,14 @@ server reads any unread request body into memory itself, so it cannot show the a
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import zipfile
 from collections.abc import Iterator
@@ -41,11 +43,35 @@ def peak_rss_mb(pid: int) -> float:
 
 
 class Server:
-    def __init__(self, url: str, token: str, proc: subprocess.Popen, uploads: Path):
+    def __init__(self, url: str, token: str, proc: subprocess.Popen, uploads: Path, spool: Path):
         self.url = url
         self.token = token
         self.proc = proc
         self.uploads = uploads
+        self.spool = spool
+
+    @contextlib.contextmanager
+    def largest_spool(self) -> Iterator[list[int]]:
+        """The most bytes the server's spooled upload files held at once, while in the block."""
+        largest = [0]
+        done = threading.Event()
+
+        def watch() -> None:
+            while not done.is_set():
+                total = 0
+                for path in self.spool.iterdir():
+                    with contextlib.suppress(FileNotFoundError):
+                        total += path.stat().st_size
+                largest[0] = max(largest[0], total)
+                time.sleep(0.01)
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        try:
+            yield largest
+        finally:
+            done.set()
+            watcher.join(5)
 
     def worker_pid(self) -> int:
         children = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text()
@@ -70,7 +96,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         "DJANGO_SETTINGS_MODULE": "benchsite.settings",
         "PYTHONPATH": str(REPO),
         "API_WRITE_RATE": "1000/min",
+        # Where Django spools large uploads (tempfile honours TMPDIR): watched by the tests.
+        "TMPDIR": str(var / "spool"),
     }
+    (var / "spool").mkdir()
     manage = [sys.executable, str(REPO / "manage.py")]
     subprocess.run([*manage, "migrate", "-v", "0"], env=env, check=True, cwd=REPO)
     script = (
@@ -99,7 +128,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
             except requests.ConnectionError:
                 assert time.monotonic() < deadline, "gunicorn did not answer"
                 time.sleep(0.2)
-        yield Server(url, token, proc, var / "uploads")
+        yield Server(url, token, proc, var / "uploads", var / "spool")
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
@@ -165,15 +194,22 @@ class MultipartBody(io.RawIOBase):
 
 
 @pytest.mark.parametrize(
-    "size",
-    [250 * MB, 200 * MB + 512 * 1024],  # refused by its length; counted while it streams in
+    ("size", "spooled_at_most"),
+    [
+        (250 * MB, 0),  # refused by its length: nothing of it is written anywhere
+        (200 * MB + 512 * 1024, 200 * MB),  # counted while it streams in: stopped at the limit
+    ],
     ids=["over-by-length", "counted-while-streaming"],
 )
-def test_it_refuses_an_oversized_upload_while_it_streams_in(server: Server, size: int) -> None:
+def test_it_refuses_an_oversized_upload_while_it_streams_in(
+    server: Server, size: int, spooled_at_most: int
+) -> None:
     body = MultipartBody(size)
-    response = server.post(
-        "/api/imports/swebench", data=body, headers={"Content-Type": body.content_type}
-    )
+    with server.largest_spool() as spooled:
+        response = server.post(
+            "/api/imports/swebench", data=body, headers={"Content-Type": body.content_type}
+        )
+    assert spooled[0] <= spooled_at_most
     assert response.status_code == 413, response.text
     assert "API_UPLOAD_MAX_BYTES" in response.json()["detail"]
     assert response.json()["errors"][0]["field"] == "file"
