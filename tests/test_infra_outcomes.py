@@ -185,3 +185,51 @@ def test_an_engine_stopped_mid_attempt_is_a_sandbox_error_and_leaves_no_containe
     report = leftovers_remove()
     assert containers() == []
     assert report.containers in ([], [str(attempt.public_id)])
+
+
+@pytest.mark.django_db
+def test_the_reaper_removes_workspaces_of_finished_attempts_only(
+    artifacts_root: Path, tmp_path: Path
+) -> None:
+    from django.utils import timezone
+
+    from runs.leftovers import KEEP_MARKER, leftovers_remove
+    from runs.models import Attempt, AttemptStatus
+    from runs.pipeline.adhoc import attempt_create_adhoc, model_config_for_variant
+
+    commit = git_repo(tmp_path / "repo", {"a.txt": "a\n"})
+    write_task(
+        tmp_path / "tasks",
+        "leftover_ws",
+        f"""
+        repo: {{url: {tmp_path / "repo"}, commit: {commit}}}
+        environment: {{docker_image: agentbench/py-runner:0.1.0, workdir: /workspace,
+                       timeout_sec: 60}}
+        run: {{command: "false"}}
+        """,
+    )
+    import_tasks(tmp_path / "tasks")
+    from tasks_app.models import Task
+
+    task = Task.objects.get(task_id="leftover_ws")
+    config = model_config_for_variant("baseline")
+    workspaces = {}
+    for name, status in [("finished", AttemptStatus.FINISHED), ("kept", AttemptStatus.FINISHED),
+                         ("running", AttemptStatus.RUNNING)]:  # fmt: skip
+        attempt = attempt_create_adhoc(task=task, model_config=config)
+        folder = artifacts_root / f"run-{name}" / "leftover_ws__0"
+        (folder / "workspace" / "repo").mkdir(parents=True)
+        if name == "kept":
+            (folder / KEEP_MARKER).touch()
+        Attempt.objects.filter(pk=attempt.pk).update(
+            status=status,
+            artifacts_dir=f"run-{name}/leftover_ws__0",
+            finished_at=timezone.now() if status == AttemptStatus.FINISHED else None,
+        )
+        workspaces[name] = folder / "workspace"
+
+    report = leftovers_remove()
+
+    assert report.workspaces == ["run-finished/leftover_ws__0"]
+    assert not workspaces["finished"].exists()
+    assert workspaces["kept"].exists() and workspaces["running"].exists()

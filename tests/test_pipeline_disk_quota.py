@@ -73,3 +73,35 @@ def test_filling_the_disk_in_setup_is_a_named_sandbox_error(
     record = run_json(attempt)
     assert record["sandbox"]["disk_quota"].startswith(f"ext4 image of {QUOTA_MB} MiB")
     assert list(disk_root().glob(f"*{attempt.public_id}*")) == []
+
+
+def test_a_kept_workspace_comes_back_from_the_quota(
+    tmp_path: Path, backend: str, artifacts_root: Path, settings
+) -> None:
+    from runs.pipeline.artifacts import folder_of
+    from tasks_app.models import Task
+
+    settings.SANDBOX_DISK_MB = QUOTA_MB
+    commit = git_repo(tmp_path / "repo", {"test_x.py": "def test_x():\n    assert False\n"})
+    write_task(
+        tmp_path / "tasks",
+        "keeps_ws",
+        f"""
+        repo: {{url: {tmp_path / "repo"}, commit: {commit}}}
+        environment: {{docker_image: agentbench/py-runner:0.1.0, workdir: /workspace,
+                       timeout_sec: 60}}
+        setup: {{commands: ["echo made-inside > /workspace/made.txt"], network: false}}
+        run: {{command: "python3 -m pytest -q test_x.py"}}
+        validation: {{enforce_clean_setup: false, check_flaky: false}}
+        """,
+    )
+    import_tasks(tmp_path / "tasks")
+    attempt = run_attempt(
+        Task.objects.get(task_id="keeps_ws"), backend=backend, keep_workspace=True
+    )
+    assert attempt.failure_reason_id is None, attempt.error_text
+    folder = folder_of(attempt.artifacts_dir)
+    assert (folder / "workspace" / "made.txt").read_text() == "made-inside\n"
+    assert (folder / "workspace" / "test_x.py").exists()
+    assert (folder / "workspace.kept").exists()  # the reaper's clean-up leaves it
+    assert list(disk_root().glob(f"*{attempt.public_id}*")) == []
