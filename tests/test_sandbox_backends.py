@@ -20,9 +20,9 @@ from sandbox.docker_backend import (
     EXPORT_LABEL,
     MANAGED_LABEL,
     DockerSandbox,
-    export_image_dir,
     remove_stale_containers,
 )
+from sandbox.docker_images import export_image_dir
 from sandbox.errors import SandboxError, SandboxUnavailable
 
 UNREACHABLE_DOCKER = "unix:///nonexistent/docker.sock"

@@ -27,7 +27,7 @@ def export_stage(plan: TaskPlan, ws: Path, *, max_bytes: int | None = None) -> S
     ``max_bytes`` (the sandbox's disk quota: it could not fit); a copy without a git
     repository is GIT_CLONE_FAILED.
     """
-    from sandbox.docker_backend import export_image_dir
+    from sandbox.docker_images import export_image_dir
 
     result = StageResult("export_testbed", Stage.GIT_CLONE)
     started = time.monotonic()
