@@ -217,7 +217,10 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
         # Imported here: docker_images builds on this module's engine helpers.
         from sandbox.docker_images import image_accounts
 
-        passwd, group = image_accounts(self._client, image_id)
+        try:
+            passwd, group = image_accounts(self._client, image_id)
+        except Exception as exc:  # requests errors surface raw when the engine is gone
+            raise self._failure(exc, f"cannot read the accounts of {self.config.image}") from exc
         try:
             return accounts.AccountFiles.write(self.name, image_passwd=passwd, image_group=group)
         except OSError as exc:
