@@ -66,9 +66,12 @@ def read_records(
         # A file (an upload is one on disk) is read line by line when it is JSONL: the whole
         # text never sits in memory beside its records.
         with open(source, "rb") as fh:
-            if detect_format(filename, fh.read(HEAD_BYTES)) == "jsonl":
+            fmt = detect_format(filename, fh.read(HEAD_BYTES))
+            if fmt == "jsonl":
                 fh.seek(0)
                 return _jsonl_records(fh, filename)
+        if fmt == "parquet":  # pyarrow reads the file itself
+            return _read_parquet(Path(source), filename)
     content = read_source(source)
     fmt = detect_format(filename, content)
     if fmt == "parquet":
@@ -157,11 +160,11 @@ def _read_json(content: bytes, filename: str, *, allow_keyed: bool) -> list[Reco
     return records
 
 
-def _read_parquet(content: bytes, filename: str) -> list[Record]:
+def _read_parquet(content: bytes | Path, filename: str) -> list[Record]:
     import pyarrow.parquet as pq
 
     try:
-        table = pq.read_table(io.BytesIO(content))
+        table = pq.read_table(io.BytesIO(content) if isinstance(content, bytes) else content)
     except Exception as exc:  # pyarrow raises several unrelated types for a broken file
         raise SwebenchInputError(
             [Problem("file", f"not a readable parquet file ({exc})")], filename
