@@ -16,7 +16,8 @@ as_root() {
 
 # Debian packages the whole test suite needs: real engines, not mocks.
 SYSTEM_PACKAGES=(git ripgrep bubblewrap docker.io debootstrap redis-server postgresql
-                 chromium chromium-driver procps iproute2 slirp4netns iptables)
+                 chromium chromium-driver procps iproute2 slirp4netns iptables
+                 e2fsprogs util-linux mount)
 
 ensure_system_packages() {
   local missing=()

@@ -16,6 +16,7 @@ from ninja.errors import AuthenticationError, HttpError, Throttled
 from ninja.errors import ValidationError as NinjaValidationError
 
 from benchsite.accounts.services import TokenError
+from tasks_app.archives import ArchiveLimitError
 from tasks_app.spec import TaskSpecError
 from tasks_app.swebench.errors import SwebenchInputError
 
@@ -83,6 +84,11 @@ def install_error_handlers(api: NinjaAPI) -> None:
     def input_error(request: HttpRequest, exc: ApiInputError) -> HttpResponse:
         error = FieldError(field=exc.field, location=exc.location, message=exc.message)
         return _respond(api, request, exc.status, f"{exc.field}: {exc.message}", [error])
+
+    @api.exception_handler(ArchiveLimitError)
+    def archive_limit(request: HttpRequest, exc: ArchiveLimitError) -> HttpResponse:
+        error = FieldError(field="file", location=exc.member, message=str(exc))
+        return _respond(api, request, 413, f"file: {exc}", [error])
 
     @api.exception_handler(TokenError)
     def token_error(request: HttpRequest, exc: TokenError) -> HttpResponse:

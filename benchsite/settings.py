@@ -35,6 +35,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Before anything reads the body (CSRF does): upload size limits while it streams in.
+    "tasks_app.uploads.UploadLimitMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -160,6 +162,8 @@ SANDBOX_MEMORY_MB = envint("SANDBOX_MEMORY_MB", 2048)
 SANDBOX_CPUS = envfloat("SANDBOX_CPUS", 1.0)
 SANDBOX_PIDS_LIMIT = envint("SANDBOX_PIDS_LIMIT", 256)
 SANDBOX_OUTPUT_CAP_BYTES = envint("SANDBOX_OUTPUT_CAP_BYTES", 1_000_000)
+# Disk quota per sandbox (workspace, /tmp and home share it; sandbox/disk.py); 0 turns it off.
+SANDBOX_DISK_MB = envint("SANDBOX_DISK_MB", 10240)
 # bubblewrap's root filesystem: the tree the runner image is imported from, left here by
 # docker/py-runner/build-offline.sh (pass it to sandbox.open_sandbox(bwrap_rootfs=...)).
 SANDBOX_BWRAP_ROOTFS = Path(envstr("SANDBOX_BWRAP_ROOTFS", "/var/lib/agentbench/rootfs/py-runner"))
@@ -196,10 +200,16 @@ ANONYMOUS_READ_ARTIFACTS = envbool("ANONYMOUS_READ_ARTIFACTS", False)
 API_WRITE_RATE = envstr("API_WRITE_RATE", "30/min")
 # Uploaded task archives are unpacked here and kept: imported tasks point at their files.
 API_UPLOADS_ROOT = Path(envstr("API_UPLOADS_ROOT", str(VAR_DIR / "uploads")))
+# Applied while the body arrives (tasks_app.uploads.UploadLimitMiddleware), never after.
 API_UPLOAD_MAX_BYTES = envint("API_UPLOAD_MAX_BYTES", 200 * 1024 * 1024)
 # One file of an imported run folder (a trajectory, a report, an Inspect sample) is parsed in
 # memory; a larger one is refused naming it (ab import-run, POST /api/imports/run).
 IMPORT_FILE_MAX_BYTES = envint("IMPORT_FILE_MAX_BYTES", 64 * 1024 * 1024)
+# What opening one uploaded archive may unpack (tasks_app/archives.py): files, bytes per file,
+# bytes in total. Declared sizes are checked first, actual bytes counted while reading.
+API_ARCHIVE_MAX_MEMBERS = envint("API_ARCHIVE_MAX_MEMBERS", 10_000)
+API_ARCHIVE_MEMBER_MAX_BYTES = envint("API_ARCHIVE_MEMBER_MAX_BYTES", 100 * 1024 * 1024)
+API_ARCHIVE_TOTAL_MAX_BYTES = envint("API_ARCHIVE_TOTAL_MAX_BYTES", 400 * 1024 * 1024)
 
 
 def _cache_from_url(url: str) -> dict:

@@ -190,6 +190,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         ("Docker engine reachable", _check_docker_engine),
         (f"runner image {settings.SANDBOX_IMAGE} present", _check_runner_image),
         ("bubblewrap works", _check_bwrap),
+        ("sandbox user has no host account", _check_sandbox_user),
+        ("sandbox disk quota can be made", _check_disk_quota),
         ("network isolation holds", _check_network_isolation),
         ("smoke task toy_fail_pytest baseline", lambda: _check_smoke(args.tasks)),
     ]
@@ -253,6 +255,39 @@ def _check_bwrap() -> str:
         )
     version = subprocess.run(["bwrap", "--version"], capture_output=True, text=True, check=False)
     return version.stdout.strip()
+
+
+def _check_sandbox_user() -> str:
+    from sandbox.accounts import check_no_host_account
+    from sandbox.base import AGENT_UID
+    from sandbox.errors import SandboxUnavailable
+
+    try:
+        check_no_host_account()
+    except SandboxUnavailable as exc:
+        raise _CheckFailed(str(exc)) from exc
+    return f"uid {AGENT_UID}"
+
+
+def _check_disk_quota() -> str:
+    from sandbox.disk import SandboxDisk
+
+    if not settings.SANDBOX_DISK_MB:
+        return "off: SANDBOX_DISK_MB=0, sandboxes may fill the host's disk"
+    with tempfile.TemporaryDirectory(prefix="ab-doctor-") as tmp:
+        workspace = Path(tmp) / "workspace"
+        workspace.mkdir()
+        disk = SandboxDisk(f"ab-doctor-{uuid.uuid4().hex[:12]}", 16)
+        try:
+            disk.create(workspace)
+        except OSError as exc:
+            raise _CheckFailed(
+                f"{exc}. Sandboxes run without one (the workspace unbounded): run as root with "
+                "loop devices and e2fsprogs, or set SANDBOX_DISK_MB=0 to accept that"
+            ) from exc
+        finally:
+            disk.remove(workspace=workspace)
+    return f"{settings.SANDBOX_DISK_MB} MiB per sandbox under {disk.root}"
 
 
 # Lists the network interfaces a sandboxed process sees: with no network, only loopback.

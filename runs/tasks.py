@@ -21,6 +21,7 @@ from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connection
 from django.utils import timezone
 
+from runs.leftovers import leftovers_remove
 from runs.models import Attempt, AttemptStatus, Run, RunStatus
 from runs.services import attempts_remove_containers
 from runs.services_worker import attempt_claim, attempts_reap, run_attempt_done
@@ -281,9 +282,14 @@ def attempts_reap_task() -> dict:
     report = attempts_reap()
     if report.requeued or report.ended or report.resent or report.settled:
         log.warning("reaper: %s", report)
+    leftovers = leftovers_remove()
+    if leftovers.containers or leftovers.workspaces:
+        log.warning("reaper removed leftovers of finished attempts: %s", leftovers)
     return {
         "requeued": report.requeued,
         "ended": report.ended,
         "resent": report.resent,
         "settled": report.settled,
+        "leftover_containers": leftovers.containers,
+        "leftover_workspaces": leftovers.workspaces,
     }

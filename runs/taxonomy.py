@@ -145,8 +145,16 @@ def from_stage(
     exit_code: int | None = None,
     *,
     exception: BaseException | None = None,
+    timed_out: bool | None = None,
 ) -> Reason | None:
-    """The stage-aware mapping: exceptions first, then timeout codes, then the stage's rule."""
+    """The stage-aware mapping: exceptions first, then timeout codes, then the stage's rule.
+
+    ``timed_out`` is whether the harness itself timed the command out. The harness always
+    says; only when it is unknown (None) are 124 and 137 read as timeouts, as the reference
+    table does. Told False, a 137 is a SIGKILL from elsewhere (the OOM killer, or the command
+    itself: the caller names which) and 124 the command's own exit code: the stage's rule
+    applies, and in a test stage either is UNKNOWN rather than a timeout.
+    """
     stage = Stage(stage)
     if exception is not None:
         if isinstance(exception, KeyboardInterrupt):
@@ -156,8 +164,12 @@ def from_stage(
         return Reason.UNKNOWN
     if exit_code is None:
         raise ValueError("from_stage needs an exit code or an exception")
-    if exit_code in TIMEOUT_EXIT_CODES:
+    if exit_code in TIMEOUT_EXIT_CODES and timed_out is not False:
         return Reason.SETUP_TIMEOUT if stage is Stage.SETUP else Reason.TIMEOUT
+    if timed_out and exit_code != 0:
+        return Reason.SETUP_TIMEOUT if stage is Stage.SETUP else Reason.TIMEOUT
+    if exit_code in TIMEOUT_EXIT_CODES and stage in TEST_STAGES:
+        return Reason.UNKNOWN
     if exit_code == SIGINT_EXIT_CODE:
         return Reason.INTERRUPTED
     if stage is Stage.GIT_CLONE:

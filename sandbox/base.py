@@ -7,15 +7,28 @@ with a workspace directory as their only writable place besides a tmpfs /tmp.
 from __future__ import annotations
 
 import abc
+import logging
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
+log = logging.getLogger(__name__)
+
 TIMEOUT_EXIT_CODE = 124
 KILLED_EXIT_CODE = 137
-# The runner image's non-root user ``agent``; commands run as this uid in every backend and the
-# workspace is handed to it.
-AGENT_UID = 1000
+DEFAULT_AGENT_UID = 64000
+
+
+def _agent_uid() -> int:
+    raw = os.environ.get("SANDBOX_UID", "").strip()
+    return int(raw) if raw else DEFAULT_AGENT_UID
+
+
+# The uid (and gid) commands run as in every backend, named ``agent`` inside the sandbox; the
+# workspace is handed to it. It must have no account on the host (sandbox.accounts checks): a
+# process that escapes lands on a uid that owns nothing there. ``SANDBOX_UID`` overrides it.
+AGENT_UID = _agent_uid()
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +41,8 @@ class ExecResult:
     oom_killed: bool = False
     # True when stdout or stderr was cut at the configured output cap.
     truncated: bool = False
+    # True when the sandbox's disk quota (workspace, /tmp, home) was full as the command ended.
+    disk_full: bool = False
 
     @property
     def ok(self) -> bool:
@@ -51,6 +66,12 @@ class SandboxConfig:
     # False: no command of this sandbox may use the network (``exec(network=True)`` raises), so
     # the backend need not prepare any (Docker creates the container with no network at all).
     allow_network: bool = True
+    # The disk quota in MiB for everything the sandbox may write (workspace, /tmp, home): one
+    # filesystem of that size (sandbox/disk.py). None: no quota (tmpfs /tmp and home).
+    disk_mb: int | None = None
+    # With a quota, copy the workspace's tree back into ``workspace`` at close (False when the
+    # caller deletes it anyway).
+    disk_copy_back: bool = True
 
     def resolve_cwd(self, cwd: str | None) -> str:
         """A command's working directory inside the sandbox: relative ones are taken from the
@@ -69,6 +90,8 @@ class Sandbox(abc.ABC):
 
     def __init__(self, config: SandboxConfig):
         self.config = config
+        # What bounds the sandbox's disk use, once started: the quota, or why there is none.
+        self.disk_quota = "none (not asked for)"
 
     @abc.abstractmethod
     def start(self) -> None: ...
@@ -116,4 +139,13 @@ class Sandbox(abc.ABC):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.close()
+        if exc is None:
+            self.close()
+            return
+        # Leaving on an error: that error is what went wrong (an engine gone mid-command, say),
+        # not the clean-up that fails after it for the same reason.
+        try:
+            self.close()
+        except Exception as close_error:
+            log.warning("closing sandbox %s after an error failed too: %s", self.config.name,
+                        close_error)  # fmt: skip

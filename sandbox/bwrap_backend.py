@@ -7,8 +7,9 @@ namespaces. An exec with ``network=True`` keeps its own network namespace too: s
 gives it a user-mode network whose connections the host firewall keeps off every address of
 the host (sandbox/slirp.py, sandbox/host_fence.py).
 
-Privileges: run as root, the host runs bwrap as the unprivileged host uid 1000 (the uid
-Docker's ``agent`` user has), so a breakout lands on an ordinary user, never root. Workspaces
+Privileges: run as root, the host runs bwrap as the sandbox uid (``AGENT_UID``, 64000: no
+host account has it, see sandbox/accounts.py), so a breakout lands on a uid that owns nothing,
+never root. Workspaces
 often sit below directories that uid cannot enter (pytest's ``tmp_path``), so root bind-mounts
 each workspace once at ``/run/agentbench/ws/<name>`` for the sandbox's lifetime.
 
@@ -34,9 +35,9 @@ import threading
 import time
 from pathlib import Path
 
-from sandbox import cgroups, filesystem, host_fence, mounts, slirp
+from sandbox import accounts, cgroups, disk, filesystem, host_fence, mounts, slirp
 from sandbox.base import AGENT_UID, KILLED_EXIT_CODE, ExecResult, Sandbox, SandboxConfig
-from sandbox.errors import SandboxError, SandboxUnavailable
+from sandbox.errors import SandboxClosed, SandboxError, SandboxUnavailable
 from sandbox.output import CappedOutput, build_result, pump
 from sandbox.spawner import Spawner, SpawnerError
 
@@ -109,6 +110,10 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
         self._host_uid = AGENT_UID if os.geteuid() == 0 else None
         self._exposed: Path | None = None
         self._workspace_source = config.workspace
+        self._accounts: accounts.AccountFiles | None = None
+        self._disk: disk.SandboxDisk | None = None
+        # Set by close(): a command killed from now on was killed by us.
+        self._closing = False
 
     @property
     def limits_mode(self) -> str:
@@ -125,7 +130,14 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
             self.config.workspace.mkdir(parents=True, exist_ok=True)
             filesystem.chown_tree_for_agent(self.config.workspace)
             if self._host_uid is not None:
+                accounts.check_no_host_account()
+                self._accounts = self._write_accounts()
+                self._disk, self.disk_quota = disk.open_quota(
+                    f"ab-{self.config.name}", self.config.workspace, self.config.disk_mb
+                )
                 self._expose_workspace()
+            elif self.config.disk_mb:
+                self.disk_quota = "none (a disk quota needs root)"
             if self._use_cgroups is not False and cgroups.detect() is None:
                 self._cgroup = self._create_cgroup()
         spawner = Spawner(user=self._host_uid, label=f"ab-{self.config.name}")
@@ -159,11 +171,23 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
             return None
         return group
 
+    def _write_accounts(self) -> accounts.AccountFiles:
+        """The rootfs's passwd and group with ``agent`` at the sandbox uid."""
+        etc = self.rootfs / "etc"
+        try:
+            return accounts.AccountFiles.write(
+                f"ab-{self.config.name}",
+                image_passwd=(etc / "passwd").read_text(errors="replace"),
+                image_group=(etc / "group").read_text(errors="replace"),
+            )
+        except OSError as exc:
+            raise SandboxError(f"cannot write the sandbox user's account files: {exc}") from exc
+
     def _expose_workspace(self) -> None:
-        """bwrap running as uid 1000 must reach the workspace by path, and workspaces often sit
-        below directories only root may enter (pytest's tmp_path is under a 0700 directory).
-        Root binds the workspace once per sandbox at /run/agentbench/ws/<name>, reachable by
-        everyone; the sandbox gets it from there."""
+        """bwrap running as the sandbox uid must reach the workspace by path, and workspaces
+        often sit below directories only root may enter (pytest's tmp_path is under a 0700
+        directory). Root binds the workspace once per sandbox at /run/agentbench/ws/<name>,
+        reachable by everyone; the sandbox gets it from there."""
         target = EXPOSE_ROOT / f"ab-{self.config.name}"
         try:
             mounts.unbind(target)  # left by a crashed worker under the same name
@@ -178,6 +202,7 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
 
     def close(self) -> None:
         with self._lock:
+            self._closing = bool(self._running)
             running = list(self._running.values())
         for pidfd in running:
             _kill(pidfd)
@@ -191,6 +216,12 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
             mounts.unbind(self._exposed)
             self._exposed = None
             self._workspace_source = self.config.workspace
+        if self._accounts is not None:
+            self._accounts.remove()
+            self._accounts = None
+        if self._disk is not None:
+            self._disk.remove(workspace=self.config.workspace, copy_back=self.config.disk_copy_back)
+            self._disk = None
 
     # -- commands ---------------------------------------------------------------------------
 
@@ -272,6 +303,10 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
             if network_stack is not None:
                 network_stack.close()
         exit_code = _exit_code(bytes(status))
+        if exit_code is None and not timed_out and self._closing:
+            raise SandboxClosed(
+                f"[killed] sandbox {self.config.name} was closed while a command ran"
+            )
         if exit_code is None and not timed_out:
             # No exit code: bwrap died before the command ran, or was killed from outside.
             stderr = output.text("stderr").strip()
@@ -292,6 +327,7 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
             duration_sec=time.monotonic() - started,
             timed_out=timed_out,
             oom_killed=oom,
+            disk_full=self._disk is not None and self._disk.full(),
         )
 
     def _fence_network(self) -> None:
@@ -339,10 +375,19 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
             "--ro-bind", str(self.rootfs), "/",
             "--proc", "/proc",
             "--dev", "/dev",
-            "--perms", "1777", "--size", tmp_size, "--tmpfs", "/tmp",
-            "--size", tmp_size, "--tmpfs", "/home/agent",
+        ]  # fmt: skip
+        if self._disk is not None:  # on the quota's filesystem instead of in memory
+            args += ["--bind", str(self._disk.tmp), "/tmp",
+                     "--bind", str(self._disk.home), "/home/agent"]  # fmt: skip
+        else:
+            args += ["--perms", "1777", "--size", tmp_size, "--tmpfs", "/tmp",
+                     "--size", tmp_size, "--tmpfs", "/home/agent"]  # fmt: skip
+        args += [
             "--bind", str(self._workspace_source), self.config.workspace_path,
         ]  # fmt: skip
+        if self._accounts is not None:
+            for host_file, inside in self._accounts.binds.items():
+                args += ["--ro-bind", host_file, inside]
         if network:
             # The network namespace stays unshared: the command waits on fd 4 until slirp4netns
             # gave it a tap device (see _attach_network), and resolves names through slirp.

@@ -172,9 +172,8 @@ class SandboxCgroup:
                     time.sleep(0.01)
 
 
-def oom_counter_file(pid: int) -> Path | None:
-    """The file holding the ``oom_kill`` count of the memory cgroup ``pid`` belongs to (how the
-    Docker backend learns, synchronously, that the kernel OOM-killed a command), if readable."""
+def _memory_cgroup_dir(pid: int) -> Path | None:
+    """The directory of the memory cgroup ``pid`` belongs to (the unified one in v2)."""
     found = _hierarchies()
     if isinstance(found, str):
         return None
@@ -185,14 +184,43 @@ def oom_counter_file(pid: int) -> Path | None:
         return None
     for line in lines:
         _id, controllers, path = line.split(":", 2)
-        if version == 2 and controllers == "":
-            candidate = roots["memory"] / path.lstrip("/") / "memory.events"
-        elif version == 1 and "memory" in controllers.split(","):
-            candidate = roots["memory"] / path.lstrip("/") / "memory.oom_control"
-        else:
-            continue
-        return candidate if candidate.exists() else None
+        if (version == 2 and controllers == "") or (
+            version == 1 and "memory" in controllers.split(",")
+        ):
+            candidate = roots["memory"] / path.lstrip("/")
+            return candidate if candidate.is_dir() else None
     return None
+
+
+def oom_counter_file(pid: int) -> Path | None:
+    """The file holding the ``oom_kill`` count of the memory cgroup ``pid`` belongs to (how the
+    Docker backend learns, synchronously, that the kernel OOM-killed a command), if readable."""
+    directory = _memory_cgroup_dir(pid)
+    if directory is None:
+        return None
+    candidate = directory / ("memory.events" if _version() == 2 else "memory.oom_control")
+    return candidate if candidate.exists() else None
+
+
+def procs_file(pid: int) -> Path | None:
+    """The ``cgroup.procs`` listing every process of ``pid``'s cgroup (a container's), if
+    readable here."""
+    directory = _memory_cgroup_dir(pid)
+    if directory is None or not (directory / "cgroup.procs").exists():
+        return None
+    return directory / "cgroup.procs"
+
+
+def read_pids(procs: Path) -> list[int]:
+    try:
+        return [int(p) for p in procs.read_text().split()]
+    except OSError:
+        return []
+
+
+def _version() -> int | None:
+    found = _hierarchies()
+    return None if isinstance(found, str) else found[0]
 
 
 def read_oom_kills(counter: Path) -> int:

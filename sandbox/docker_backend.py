@@ -2,7 +2,8 @@
 
 Hardening (see README "Sandboxes"): all capabilities dropped, no-new-privileges, a PID limit,
 a memory limit with no extra swap, a CPU quota, read-only root filesystem, tmpfs ``/tmp`` and
-``/home/agent``, the non-root user uid 1000, an init process reaping orphans.
+``/home/agent``, the sandbox user (``AGENT_UID``, no host account: sandbox/accounts.py), an
+init process reaping orphans.
 
 Commands: the container's main program is a small exec server (sandbox/docker_exec_server.py)
 that starts each command as the container's user on a request over a Unix socket: a few
@@ -20,8 +21,9 @@ sandbox whose config does not allow network is created with none at all (and sta
 from __future__ import annotations
 
 import contextlib
-import io
-import tarfile
+import logging
+import os
+import select
 import threading
 import time
 from collections.abc import Iterator
@@ -33,7 +35,7 @@ import docker.errors
 from docker.models.containers import Container
 from docker.models.networks import Network
 
-from sandbox import cgroups, docker_network, filesystem
+from sandbox import accounts, cgroups, disk, docker_network, filesystem, orphans
 from sandbox.base import AGENT_UID, KILLED_EXIT_CODE, ExecResult, Sandbox, SandboxConfig
 from sandbox.docker_exec_client import (
     LAUNCHER,
@@ -42,8 +44,10 @@ from sandbox.docker_exec_client import (
     ServerGone,
     remove_socket_dir,
 )
-from sandbox.errors import SandboxError, SandboxUnavailable
+from sandbox.errors import SandboxClosed, SandboxError, SandboxUnavailable
 from sandbox.output import CappedOutput, build_result
+
+log = logging.getLogger(__name__)
 
 MANAGED_LABEL = "agentbench.managed"
 EXPORT_LABEL = "agentbench.export"
@@ -57,6 +61,10 @@ EXEC_WRAPPER = (
     'kill -KILL -"$pid" 2>/dev/null; exit "$rc"'
 )
 OCI_FAILURE = "OCI runtime exec failed"
+# Exit codes above this are deaths by a signal (128 + N).
+SIGNAL_EXIT_BASE = 128
+# How long a command's unreported death may precede its container's init's exit.
+INIT_EXIT_WAIT_SEC = 1.0
 # After the in-container `timeout` should have fired, how long to wait for the exec to end.
 HARD_DEADLINE_GRACE_SEC = 10.0
 ENGINE_TIMEOUT_SEC = 30
@@ -139,6 +147,16 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
         # False: always ``docker exec`` (how tests reach that path with the runner image).
         self._use_exec_server = exec_server
         self._server: ExecServer | None = None
+        self._accounts: accounts.AccountFiles | None = None
+        self._disk: disk.SandboxDisk | None = None
+        # The container's init (host pid) and its cgroup's process list, for orphans.sweep.
+        self._init_pid: int | None = None
+        self._init_pidfd: int | None = None
+        self._procs: Path | None = None
+        self._running = 0
+        self._running_lock = threading.Lock()
+        # Set by close(): a command failing from now on was killed by us, not lost.
+        self._closing = False
 
     @property
     def exec_mode(self) -> str:
@@ -156,15 +174,20 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
                 f"the Docker engine does not answer: {_first_line(exc)}"
             ) from exc
         try:
-            self._client.images.get(self.config.image)
+            image = self._client.images.get(self.config.image)
         except docker.errors.ImageNotFound as exc:
             raise SandboxError(
                 f"image {self.config.image} is not on this Docker engine; build it with "
                 "bash docker/py-runner/build-offline.sh"
             ) from exc
+        accounts.check_no_host_account()
         self.config.workspace.mkdir(parents=True, exist_ok=True)
         filesystem.chown_tree_for_agent(self.config.workspace)
         self._remove_leftover()
+        self._accounts = self._write_accounts(image.id)
+        self._disk, self.disk_quota = disk.open_quota(
+            self.name, self.config.workspace, self.config.disk_mb
+        )
         if self._use_exec_server:
             self._server = ExecServer.listen(self.name)
         try:
@@ -174,7 +197,11 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
             if self._network is not None:
                 self._network.disconnect(self._container, force=True)
             self._container.reload()
-            self._oom_counter = cgroups.oom_counter_file(self._container.attrs["State"]["Pid"])
+            self._init_pid = self._container.attrs["State"]["Pid"]
+            with contextlib.suppress(OSError):  # a remote engine's pids are not ours
+                self._init_pidfd = os.pidfd_open(self._init_pid)
+            self._oom_counter = cgroups.oom_counter_file(self._init_pid)
+            self._procs = cgroups.procs_file(self._init_pid)
         except docker.errors.DockerException as exc:
             raise SandboxError(f"cannot start container {self.name}: {_first_line(exc)}") from exc
         # Usually connected by now: the server starts while the engine sets the network up.
@@ -183,6 +210,23 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
             self._server.close()
             self._server = None
 
+    def _write_accounts(self, image_id: str) -> accounts.AccountFiles | None:
+        """The image's passwd and group with ``agent`` at the sandbox uid; None where this host
+        cannot write them (not root), and the uid then has no name inside."""
+        assert self._client is not None
+        # Imported here: docker_images builds on this module's engine helpers.
+        from sandbox.docker_images import image_accounts
+
+        try:
+            passwd, group = image_accounts(self._client, image_id)
+        except Exception as exc:  # requests errors surface raw when the engine is gone
+            raise self._failure(exc, f"cannot read the accounts of {self.config.image}") from exc
+        try:
+            return accounts.AccountFiles.write(self.name, image_passwd=passwd, image_group=group)
+        except OSError as exc:
+            log.warning("no account files for %s: %s", self.name, exc)
+            return None
+
     def _run_kwargs(self) -> dict[str, Any]:
         cfg = self.config
         tmp_size = cfg.memory_mb * 1024 * 1024 // 2
@@ -190,6 +234,14 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
         volumes = {str(cfg.workspace.resolve()): {"bind": cfg.workspace_path, "mode": "rw"}}
         if self._server is not None:
             volumes.update(self._server.volume)
+        if self._accounts is not None:
+            for host_file, inside in self._accounts.binds.items():
+                volumes[host_file] = {"bind": inside, "mode": "ro"}
+        tmpfs = {"/tmp": tmpfs_opts + ",mode=1777", "/home/agent": tmpfs_opts + ",mode=0755"}
+        if self._disk is not None:  # on the quota's filesystem instead of in memory
+            tmpfs = {}
+            volumes[str(self._disk.tmp)] = {"bind": "/tmp", "mode": "rw"}
+            volumes[str(self._disk.home)] = {"bind": "/home/agent", "mode": "rw"}
         return {
             "image": cfg.image,
             "command": LAUNCHER if self._server is not None else ["sleep", "infinity"],
@@ -199,7 +251,8 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
             "init": True,
             "user": f"{AGENT_UID}:{AGENT_UID}",
             "working_dir": cfg.workspace_path,
-            "environment": cfg.env,
+            # The engine cannot look the uid up in the image: say who and where home is.
+            "environment": {"HOME": accounts.AGENT_HOME, "USER": "agent", **cfg.env},
             "hostname": "sandbox",
             **(
                 {"network": docker_network.NETWORK}
@@ -213,7 +266,7 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
             "memswap_limit": cfg.memory_mb * 1024 * 1024,
             "nano_cpus": int(cfg.cpus * 1_000_000_000),
             "read_only": True,
-            "tmpfs": {"/tmp": tmpfs_opts + ",mode=1777", "/home/agent": tmpfs_opts + ",mode=0755"},
+            "tmpfs": tmpfs,
             "volumes": volumes,
         }
 
@@ -233,6 +286,7 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
     def close(self) -> None:
         if self._client is None:
             return
+        self._closing = True
         try:
             with contextlib.suppress(docker.errors.NotFound):
                 if self._container is not None:
@@ -243,8 +297,8 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
                         found.labels.get(k) == v for k, v in self.config.labels.items()
                     ):
                         found.remove(force=True)
-        except docker.errors.DockerException as exc:
-            raise SandboxError(f"cannot remove container {self.name}: {_first_line(exc)}") from exc
+        except Exception as exc:  # requests errors surface raw when the engine is gone
+            raise self._close_failure(exc) from exc
         finally:
             self._container = None
             if self._server is not None:
@@ -252,6 +306,17 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
                 self._server = None
             self._client.close()
             self._client = None
+            if self._accounts is not None:
+                self._accounts.remove()
+                self._accounts = None
+            if self._init_pidfd is not None:
+                os.close(self._init_pidfd)
+                self._init_pidfd = None
+            if self._disk is not None:
+                self._disk.remove(
+                    workspace=self.config.workspace, copy_back=self.config.disk_copy_back
+                )
+                self._disk = None
 
     # -- commands ---------------------------------------------------------------------------
 
@@ -266,6 +331,34 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
     ) -> ExecResult:
         if self._container is None or self._client is None:
             raise SandboxError("exec on a docker sandbox that is not started")
+        with self._running_lock:
+            self._running += 1
+        try:
+            return self._exec_gated(cmd, timeout=timeout, cwd=cwd, env=env, network=network)
+        finally:
+            with self._running_lock:  # held while sweeping: no exec starts meanwhile
+                self._running -= 1
+                if self._running == 0:
+                    self._sweep()
+
+    def _sweep(self) -> None:
+        """The last running exec ended: kill whatever commands left in the container
+        (``setsid`` processes outside every exec's group), as bubblewrap's PID namespace
+        does. Best effort: a gone container has nothing left to kill."""
+        if self._procs is not None and self._init_pid is not None:
+            with contextlib.suppress(OSError):
+                orphans.sweep(self._init_pid, self._procs)
+
+    def _exec_gated(
+        self,
+        cmd: str | list[str],
+        *,
+        timeout: float,
+        cwd: str | None,
+        env: dict[str, str] | None,
+        network: bool,
+    ) -> ExecResult:
+        assert self._client is not None and self._container is not None
         if network:
             if self._network is None:
                 raise SandboxError(f"sandbox {self.config.name} was created without network")
@@ -301,6 +394,12 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
                 )
         if finished is None:
             finished = self._docker_exec(argv, timeout=timeout, workdir=workdir, env=env)
+        if finished.exit_code is None or (
+            finished.exit_code >= SIGNAL_EXIT_BASE and finished.duration_sec < timeout
+        ):
+            # Killed without reporting, or by a signal: the container (or the engine with it)
+            # may have gone. Only a living container makes this the command's own death.
+            self._check_alive(wait=INIT_EXIT_WAIT_SEC if finished.exit_code is None else 0.2)
         if finished.stuck:
             return build_result(
                 output=finished.output,
@@ -324,6 +423,7 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
             duration_sec=finished.duration_sec,
             timed_out=timed_out,
             oom_killed=oom,
+            disk_full=self._disk is not None and self._disk.full(),
         )
 
     def _docker_exec(
@@ -341,8 +441,8 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
                 workdir=workdir,
                 environment=env or None,
             )["Id"]
-        except docker.errors.DockerException as exc:
-            raise SandboxError(f"exec in {self.name} failed: {_first_line(exc)}") from exc
+        except Exception as exc:  # requests errors surface raw when the engine is gone
+            raise self._failure(exc, f"exec in {self.name} failed") from exc
         output = CappedOutput(self.config.output_cap_bytes)
         errors: list[BaseException] = []
         reader = threading.Thread(
@@ -358,8 +458,11 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
             # The engine hung; the thread ends when close() removes the container.
             return Finished(output=output, exit_code=None, duration_sec=duration, stuck=True)
         if errors:
-            raise SandboxError(f"exec in {self.name} failed: {_first_line(errors[0])}")
-        exit_code = api.exec_inspect(exec_id)["ExitCode"]
+            raise self._failure(errors[0], f"exec in {self.name} failed") from errors[0]
+        try:
+            exit_code = api.exec_inspect(exec_id)["ExitCode"]
+        except Exception as exc:
+            raise self._failure(exc, f"exec in {self.name} failed") from exc
         if exit_code is None:
             raise SandboxError(f"exec in {self.name} ended without an exit code")
         if exit_code == CANNOT_EXECUTE and output.text("stdout").startswith(OCI_FAILURE):
@@ -367,6 +470,56 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
             # stderr, where bubblewrap reports it too, not on the command's stdout.
             output = _moved_to_stderr(output)
         return Finished(output=output, exit_code=exit_code, duration_sec=duration, stuck=False)
+
+    def _close_failure(self, exc: BaseException) -> SandboxError:
+        self._closing = False  # it is the engine's failure, not ours
+        try:
+            return self._failure(exc, f"cannot remove container {self.name}")
+        finally:
+            self._closing = True
+
+    def _check_alive(self, *, wait: float) -> None:
+        """Raise SandboxError (``[engine-gone]``, ``[container-gone]`` or ``[killed]``) unless
+        the container still runs. The host watches the container's init (its exit is the
+        truth; the engine may lag or be stopping); without that view, the engine is asked."""
+        if self._closing or self._container is None:
+            raise SandboxClosed(f"[killed] sandbox {self.name} was closed while a command ran")
+        init_exited = None
+        if self._init_pidfd is not None:
+            init_exited = bool(select.select([self._init_pidfd], [], [], wait)[0])
+            if not init_exited:
+                return
+        if self._closing:
+            raise SandboxClosed(f"[killed] sandbox {self.name} was closed while a command ran")
+        try:
+            self._container.reload()
+        except Exception as exc:
+            raise self._failure(exc, f"container {self.name}") from exc
+        state = self._container.attrs.get("State") or {}
+        if init_exited or not state.get("Running"):
+            detail = (
+                f"the engine says: status {state.get('Status')}, exit code {state.get('ExitCode')}"
+            )
+            if init_exited:
+                detail = f"its init exited; {detail}"
+            if state.get("OOMKilled"):
+                detail += ", OOM-killed"
+            if state.get("Error"):
+                detail += f", {state['Error']}"
+            raise SandboxError(f"[container-gone] container {self.name} stopped ({detail})")
+
+    def _failure(self, exc: BaseException, doing: str) -> SandboxError:
+        """The SandboxError for an engine call that failed, saying whose fault it was: the
+        container gone (``[container-gone]``), the engine gone (``[engine-gone]``), or the
+        harness closing the sandbox meanwhile (``[killed]``). The engine's error is kept."""
+        if self._closing:
+            return SandboxClosed(f"[killed] sandbox {self.name} was closed while a command ran")
+        if isinstance(exc, docker.errors.NotFound):
+            return SandboxError(f"[container-gone] {doing}: {_first_line(exc)}")
+        if unavailable_reason() is not None:
+            return SandboxError(f"[engine-gone] {doing}: the Docker engine went away: "
+                                f"{_first_line(exc)}")  # fmt: skip
+        return SandboxError(f"{doing}: {_first_line(exc)}")
 
     def _kill_groups(self, groups: list[int]) -> None:
         """The backstop when a command outlived its timeout by the grace period (its
@@ -441,65 +594,14 @@ def remove_stale_containers(label_filter: dict[str, str]) -> int:
     return removed
 
 
-def export_image_dir(image: str, path: str, dest: Path) -> None:
-    """Copy the contents of directory ``path`` of ``image`` into ``dest`` without running the
-    image (create a container, stream its archive, remove the container)."""
+def managed_label_values(label: str) -> set[str]:
+    """The values of ``label`` on this engine's AgentBench containers (running or not), e.g.
+    the attempt ids that still have a container; empty when no engine answers."""
+    if unavailable_reason() is not None:
+        return set()
+    client = _client()
     try:
-        client = _client()
-        client.ping()
-    except Exception as exc:
-        raise SandboxUnavailable(f"the Docker engine does not answer: {_first_line(exc)}") from exc
-    container = None
-    try:
-        try:
-            container = client.containers.create(
-                image,
-                command=["true"],
-                labels={MANAGED_LABEL: "1", EXPORT_LABEL: "1"},
-                network_disabled=True,
-            )
-            chunks, _stat = container.get_archive(path)
-        except docker.errors.DockerException as exc:
-            raise SandboxError(f"cannot export {path} from {image}: {_first_line(exc)}") from exc
-        dest.mkdir(parents=True, exist_ok=True)
-        with tarfile.open(fileobj=_ChunkReader(chunks), mode="r|") as archive:
-            archive.extractall(dest, filter=_strip_top_dir)
+        found = client.containers.list(all=True, filters={"label": [f"{MANAGED_LABEL}=1", label]})
+        return {c.labels[label] for c in found if label in c.labels}
     finally:
-        if container is not None:
-            with contextlib.suppress(docker.errors.DockerException):
-                container.remove(force=True)
         client.close()
-
-
-def _strip_top_dir(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
-    """The archive holds ``<basename>/...``: extract its contents, not the directory, and
-    apply tarfile's ``data`` filter (no absolute paths, no links leaving ``dest``)."""
-    _head, _, rest = member.name.partition("/")
-    if not rest:
-        return None
-    changes: dict[str, Any] = {"name": rest}
-    if member.islnk():  # hard links name another member, which moved too
-        changes["linkname"] = member.linkname.partition("/")[2]
-    return tarfile.data_filter(member.replace(**changes, deep=False), dest)
-
-
-class _ChunkReader(io.RawIOBase):
-    """A file object over the engine's chunk iterator, so the archive streams to disk."""
-
-    def __init__(self, chunks: Iterator[bytes]):
-        self._chunks = iter(chunks)
-        self._pending = b""
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        while not self._pending:
-            try:
-                self._pending = next(self._chunks)
-            except StopIteration:
-                return 0
-        size = min(len(buffer), len(self._pending))
-        buffer[:size] = self._pending[:size]
-        self._pending = self._pending[size:]
-        return size

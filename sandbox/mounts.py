@@ -36,8 +36,8 @@ def bind(source: Path, target: Path) -> None:
     )
 
 
-def unbind(target: Path) -> None:
-    """Detach whatever is mounted on ``target`` and remove the directory. Safe to repeat.
+def unmount(target: Path) -> None:
+    """Detach whatever is mounted on ``target`` (the directory stays). Safe to repeat.
 
     (``os.path.ismount`` cannot tell: a bind mount from the same filesystem looks like a
     plain directory to it. umount2 says EINVAL once nothing is mounted there any more.)"""
@@ -48,5 +48,10 @@ def unbind(target: Path) -> None:
         if code in (errno.EINVAL, errno.ENOENT):
             break
         raise OSError(code, f"unmount {target}: {os.strerror(code)}")
+
+
+def unbind(target: Path) -> None:
+    """Detach whatever is mounted on ``target`` and remove the directory. Safe to repeat."""
+    unmount(target)
     with contextlib.suppress(FileNotFoundError):
         target.rmdir()

@@ -87,6 +87,7 @@ def build_result(
     duration_sec: float,
     timed_out: bool,
     oom_killed: bool = False,
+    disk_full: bool = False,
 ) -> ExecResult:
     """The one place that turns a finished command into an ExecResult, so that both backends
     report a timeout as 124 and a SIGKILL (OOM or not) as 137 the same way."""
@@ -103,4 +104,5 @@ def build_result(
         timed_out=timed_out,
         oom_killed=oom_killed,
         truncated=output.truncated,
+        disk_full=disk_full,
     )

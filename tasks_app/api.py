@@ -39,7 +39,7 @@ from tasks_app.spec import SpecProblem, TaskSpecError, load_task_dir
 from tasks_app.swebench.importer import swebench_import
 from tasks_app.swebench.predictions import predictions_import
 from tasks_app.swebench.results import results_import
-from tasks_app.uploads import read_upload, unpack_upload
+from tasks_app.uploads import read_upload, unpack_upload, upload_source
 
 router = Router(tags=["tasks"])
 
@@ -170,6 +170,9 @@ def task_import(request: HttpRequest, file: File[UploadedFile]):
     except BaseException:
         shutil.rmtree(target, ignore_errors=True)
         raise
+    if not (report.created or report.updated):
+        # Nothing points into the unpacked files: keep none of them.
+        shutil.rmtree(target, ignore_errors=True)
     audit_event_record(
         actor=request.user,
         action=AuditAction.TASKS_IMPORT,
@@ -296,7 +299,7 @@ def swebench_import_endpoint(
     request: HttpRequest, payload: Form[SwebenchImportIn], file: File[UploadedFile]
 ):
     report = swebench_import(
-        source=read_upload(file),
+        source=upload_source(file),
         filename=file.name or "upload.jsonl",
         suite_name=payload.suite,
         dataset_version=payload.dataset_version,
@@ -340,7 +343,7 @@ def predictions_import_endpoint(
 ):
     _check_external_name(payload.model)
     report = predictions_import(
-        source=read_upload(file),
+        source=upload_source(file),
         filename=file.name or "predictions.jsonl",
         suite_name=payload.suite,
         model_name=payload.model,

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from benchsite.cli import CommandError
+from tasks_app.archives import ArchiveLimitError
 from tasks_app.swebench.errors import SwebenchInputError
 
 
@@ -158,6 +159,8 @@ def cmd_import_results(args: argparse.Namespace) -> int:
         )
     except SwebenchInputError as exc:
         raise _fail(exc) from exc
+    except ArchiveLimitError as exc:  # a zip over the API_ARCHIVE_* caps
+        raise CommandError(f"nothing imported: {args.path}: {exc}") from exc
     for name in report.ignored_unknown:
         print(f"ignored (not in suite)  {name}")
     for name in report.skipped_files:

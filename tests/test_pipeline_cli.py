@@ -146,6 +146,8 @@ def test_doctor_checks_everything_and_passes_here(tmp_path):
         "Docker engine reachable",
         "runner image agentbench/py-runner:0.1.0 present",
         "bubblewrap works",
+        "sandbox user has no host account (uid 64000)",
+        "sandbox disk quota can be made (10240 MiB per sandbox",
         "network isolation holds (docker: only lo, host unreachable with network, "
         "bwrap: only lo, host unreachable with network)",
         "smoke task toy_fail_pytest baseline",

@@ -14,15 +14,15 @@ import docker
 import pytest
 
 from sandbox import available_backends, open_sandbox
-from sandbox.base import SandboxConfig
+from sandbox.base import AGENT_UID, SandboxConfig
 from sandbox.bwrap_backend import BwrapSandbox, default_rootfs
 from sandbox.docker_backend import (
     EXPORT_LABEL,
     MANAGED_LABEL,
     DockerSandbox,
-    export_image_dir,
     remove_stale_containers,
 )
+from sandbox.docker_images import export_image_dir
 from sandbox.errors import SandboxError, SandboxUnavailable
 
 UNREACHABLE_DOCKER = "unix:///nonexistent/docker.sock"
@@ -118,7 +118,7 @@ def test_the_container_is_named_labelled_and_hardened(
         assert host["NanoCpus"] == 500_000_000
         assert host["ReadonlyRootfs"] is True
         assert set(host["Tmpfs"]) == {"/tmp", "/home/agent"}
-        assert container.attrs["Config"]["User"] == "1000:1000"
+        assert container.attrs["Config"]["User"] == f"{AGENT_UID}:{AGENT_UID}"
         # Created on the bridge, disconnected before the first command.
         assert container.attrs["NetworkSettings"]["Networks"] == {}
         caps = sb.exec("grep CapEff /proc/self/status", timeout=10).stdout.split()
@@ -204,6 +204,20 @@ def test_export_image_dir_copies_a_directory_out_without_running_it(
     exported = sorted(p.relative_to(dest) for p in dest.rglob("*"))
     assert exported == sorted(p.relative_to(source) for p in source.rglob("*"))
     assert (dest / "python_api.py").read_bytes() == (source / "python_api.py").read_bytes()
+    assert engine.api.containers(all=True, filters={"label": EXPORT_LABEL}) == []
+
+
+@pytest.mark.docker
+def test_export_image_dir_stops_at_its_byte_cap(
+    tmp_path: Path, engine: docker.DockerClient
+) -> None:
+    """A testbed that could not fit the sandbox's disk quota is refused while it streams."""
+    with pytest.raises(SandboxError, match=r"^\[disk-quota\] /usr/lib/python3 of .* is over"):
+        export_image_dir(
+            "agentbench/py-runner:0.1.0", "/usr/lib/python3", tmp_path / "out", max_bytes=100_000
+        )
+    written = sum(p.stat().st_size for p in (tmp_path / "out").rglob("*") if p.is_file())
+    assert written <= 100_000
     assert engine.api.containers(all=True, filters={"label": EXPORT_LABEL}) == []
 
 

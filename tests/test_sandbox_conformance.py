@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import pwd
 import socket
 import threading
 import time
@@ -232,6 +233,58 @@ def test_a_background_job_does_not_outlive_its_exec(sb: Sandbox) -> None:
     while host_processes_with(f"sleep {marker}") and time.monotonic() < deadline:
         time.sleep(0.05)
     assert host_processes_with(f"sleep {marker}") == []
+
+
+def test_a_setsid_process_does_not_outlive_its_exec(sb: Sandbox) -> None:
+    """A process that leaves the exec's process group and session (a daemon) is gone before
+    the next command of the same sandbox runs, as if each exec had its own PID namespace."""
+    marker = f"{uuid.uuid4().int % 10**6 + 10**6}.5"
+    started = sb.exec(
+        f"setsid sh -c 'sleep {marker}' </dev/null >/dev/null 2>&1 & "
+        f"setsid -f sleep {marker} </dev/null >/dev/null 2>&1; echo started",
+        timeout=10,
+    )
+    assert started.ok and started.stdout == "started\n"
+    deadline = time.monotonic() + 3  # bubblewrap's PID namespace dies a moment after bwrap
+    while host_processes_with(f"sleep {marker}") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert host_processes_with(f"sleep {marker}") == []
+    later = sb.exec(f"ps -eo args | grep -c '^sleep {marker}' || true", timeout=10)
+    assert later.stdout.strip() == "0"
+
+
+def test_it_runs_as_a_uid_without_a_host_account(sb: Sandbox) -> None:
+    result = sb.exec("id -u; id -un; id -g; echo $HOME; touch /workspace/mine", timeout=10)
+    assert result.ok, result.stderr
+    assert result.stdout.split() == [str(AGENT_UID), "agent", str(AGENT_UID), "/home/agent"]
+    assert AGENT_UID != 1000
+    with pytest.raises(KeyError):
+        pwd.getpwuid(AGENT_UID)
+    assert (sb.config.workspace / "mine").stat().st_uid == AGENT_UID
+
+
+def test_a_disk_quota_stops_writes_to_the_workspace_and_tmp(make_sandbox: MakeSandbox) -> None:
+    """Everything the sandbox writes shares one quota; hitting it is ENOSPC for the command,
+    ``disk_full`` on the result, and host disk use bounded by the quota. The workspace's tree
+    is there inside and back on the host afterwards."""
+    sb = make_sandbox(disk_mb=64)
+    sb.config.workspace.mkdir(parents=True)
+    (sb.config.workspace / "kept.txt").write_text("before\n")
+    with sb:
+        assert sb.disk_quota.startswith("ext4 image of 64 MiB"), sb.disk_quota
+        ok = sb.exec("cat kept.txt; echo after >> kept.txt; head -c 1000000 /dev/zero > /tmp/t",
+                     timeout=20)  # fmt: skip
+        assert ok.ok and ok.stdout == "before\n" and not ok.disk_full, ok.stderr
+        image = next(Path("/var/lib/agentbench/sandbox-disks").glob(f"*{sb.config.name}.img"))
+        for target in ("/workspace/big", "/tmp/big", "/home/agent/big"):
+            full = sb.exec(f"head -c 200000000 /dev/zero > {target}", timeout=60)
+            assert full.exit_code != 0 and full.disk_full, (target, full)
+            assert "No space left on device" in full.stderr
+            assert image.stat().st_blocks * 512 <= 64 * 1024 * 1024
+            sb.exec(f"rm -f {target}", timeout=10)
+        assert not sb.exec("true", timeout=10).disk_full
+    assert (sb.config.workspace / "kept.txt").read_text() == "before\nafter\n"
+    assert not image.exists()
 
 
 def test_it_caps_output_and_marks_it_truncated(make_sandbox: MakeSandbox) -> None:

@@ -154,3 +154,18 @@ def test_it_treats_pre_agent_failures_as_infrastructure():
     assert is_infrastructure(R.TIMEOUT, "agent_run") is True
     assert is_infrastructure(R.LLM_ERROR) is True
     assert is_infrastructure(None, "setup") is False
+
+
+@pytest.mark.parametrize(
+    ("stage", "expected"),
+    [
+        ("setup", R.SETUP_FAILED),
+        ("baseline_run", R.UNKNOWN),
+        ("agent_run", R.UNKNOWN),
+        ("final_test", R.UNKNOWN),
+    ],
+)
+def test_exit_137_is_a_timeout_only_when_the_harness_timed_the_command_out(stage, expected):
+    assert from_stage(stage, 137, timed_out=False) is expected
+    assert from_stage(stage, 137, timed_out=True) in (R.SETUP_TIMEOUT, R.TIMEOUT)
+    assert from_stage(stage, 124, timed_out=True) in (R.SETUP_TIMEOUT, R.TIMEOUT)

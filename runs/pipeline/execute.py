@@ -24,7 +24,7 @@ from runs.pipeline.record import BaselineRecord, attempt_record
 from runs.pipeline.stages import StageResult
 from runs.taxonomy import Reason, Stage
 from sandbox.base import SandboxConfig
-from sandbox.errors import SandboxError
+from sandbox.errors import SandboxClosed, SandboxError
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,10 @@ class _Execution:
             self.status = AttemptStatus.CANCELLED
             self._fail(Reason.INTERRUPTED, "interrupted (Ctrl+C)")
             interrupt = exc
-        except SandboxError as exc:
+        except SandboxClosed as exc:  # a kill by us (cancel, shutdown), not a broken sandbox
+            self.status = AttemptStatus.CANCELLED
+            self._fail(Reason.INTERRUPTED, f"{type(exc).__name__}: {exc}")
+        except SandboxError as exc:  # the engine's own error is in the message
             self._fail(Reason.SANDBOX_ERROR, f"{type(exc).__name__}: {exc}")
         except SoftTimeLimitExceeded:
             self._fail(
@@ -139,6 +142,7 @@ class _Execution:
                 "name": config.name,
                 "workspace_path": config.workspace_path,
                 "workdir": plan.workdir,
+                "disk_quota": sandbox.disk_quota,
             }
             if not self._setup(sandbox, plan, repo_dir, excludes):
                 return
@@ -198,7 +202,8 @@ class _Execution:
         timeout = settings.GIT_CLONE_TIMEOUT_SEC
         if plan.is_swebench:
             self.current = ("export_testbed", Stage.GIT_CLONE)
-            return self._record(swebench.export_stage(plan, ws)).reason is None
+            quota = settings.SANDBOX_DISK_MB * 1024 * 1024 or None
+            return self._record(swebench.export_stage(plan, ws, max_bytes=quota)).reason is None
         if self._record(stages.clone_stage(plan, repo_dir, timeout=timeout)).reason is not None:
             return False
         self._checkpoint("git_checkout", Stage.GIT_CHECKOUT)
@@ -302,6 +307,9 @@ class _Execution:
             cpus=settings.SANDBOX_CPUS,
             pids_limit=settings.SANDBOX_PIDS_LIMIT,
             output_cap_bytes=settings.SANDBOX_OUTPUT_CAP_BYTES,
+            disk_mb=settings.SANDBOX_DISK_MB or None,
+            # The workspace is deleted after the attempt unless kept: no need to copy it back.
+            disk_copy_back=self.keep_workspace,
             # Only setup may use the network, and only when the task says so; otherwise the
             # sandbox gets none at all.
             allow_network=plan.setup_network and bool(plan.setup_commands),
@@ -344,7 +352,10 @@ class _Execution:
             self.stages.append((result, ""))
 
     def _remove_workspace(self) -> None:
-        if self.keep_workspace or self.folder is None:
+        if self.folder is None:
+            return
+        if self.keep_workspace:  # tells the reaper's clean-up (runs/leftovers.py) to keep it
+            (self.folder / "workspace.kept").touch()
             return
         shutil.rmtree(self.folder / artifacts.WORKSPACE_DIR, ignore_errors=True)
 

@@ -85,6 +85,10 @@ def error_text(
     for tag in (TIMEOUT_TAG, EMPTY_RUN_TAG):
         why = why.removeprefix(tag).strip()
     tag = TIMEOUT_TAG + " " if is_timeout else EMPTY_RUN_TAG + " " if is_empty_run else ""
+    # The sandbox's own failures lead the text like [timeout] does, whether the note or the
+    # exception's message carried the tag (other tags stay where their stage put them).
+    if not tag and (leading := _LEADING_TAG.match(why)) and leading.group(2) in SANDBOX_TAGS:
+        tag, why = leading.group(2) + " ", ((leading.group(1) or "") + leading.group(3)).strip()
     head = f"{tag}{reason.value} in {stage.name}: {why}"
     if stage.traceback:
         return f"{head}\n{stage.traceback.rstrip()}"
@@ -92,6 +96,9 @@ def error_text(
     return head + ("\n" + "\n".join(detail) if detail else "")
 
 
+SANDBOX_TAGS = frozenset({"[oom]", "[disk-quota]", "[engine-gone]", "[container-gone]", "[killed]"})
+# "[tag] rest" or "SandboxError: [tag] rest".
+_LEADING_TAG = re.compile(r"^(?:(\w+: ))?(\[[a-z-]+\]) ?(.*)$", re.DOTALL)
 _UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b")
 _PATH = re.compile(r"(?:[a-z]:)?(?:/[\w.@+\-]+){2,}/?|(?:\.{1,2}/)(?:[\w.@+\-]+/?)+")
 # Hex words with at least one digit and one letter (commit ids, addresses), or 0x...

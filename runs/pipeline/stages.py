@@ -19,7 +19,7 @@ from pathlib import Path
 from runs.pipeline import workspace
 from runs.pipeline.plan import TaskPlan
 from runs.taxonomy import Reason, Stage, from_stage
-from sandbox.base import TIMEOUT_EXIT_CODE, ExecResult, Sandbox
+from sandbox.base import KILLED_EXIT_CODE, TIMEOUT_EXIT_CODE, ExecResult, Sandbox
 
 Heartbeat = Callable[[], None]
 
@@ -34,6 +34,8 @@ class CommandRun:
     timed_out: bool = False
     truncated: bool = False
     where: str = "sandbox"  # or "host"
+    oom_killed: bool = False
+    disk_full: bool = False
 
     @classmethod
     def of(cls, command: str, result: ExecResult | workspace.HostResult) -> CommandRun:
@@ -55,6 +57,8 @@ class CommandRun:
             result.duration_sec,
             result.timed_out,
             result.truncated,
+            oom_killed=result.oom_killed,
+            disk_full=result.disk_full,
         )
 
 
@@ -104,6 +108,37 @@ class StageResult:
     @property
     def stderr(self) -> str:
         return "".join(r.stderr for r in self.runs)
+
+
+OOM_TAG = "[oom]"
+DISK_QUOTA_TAG = "[disk-quota]"
+
+
+def command_reason(stage: Stage, run: CommandRun | None) -> tuple[Reason | None, str]:
+    """(reason, note) for a stage whose last command was ``run``. The sandbox's own limits
+    come first: an OOM kill is SANDBOX_ERROR ``[oom]``, a failed command with the disk quota
+    full SANDBOX_ERROR ``[disk-quota]``. Then the exit
+    code, read as a timeout only when the harness timed the command out (a SIGKILL from the
+    command itself is 137 too)."""
+    if run is None:
+        return from_stage(stage, 0), ""
+    if run.oom_killed:
+        return Reason.SANDBOX_ERROR, (
+            f"{OOM_TAG} the kernel's OOM killer ended the command (the sandbox's memory limit, "
+            f"SANDBOX_MEMORY_MB): {run.command}"
+        )
+    if run.disk_full and run.exit_code != 0:
+        return Reason.SANDBOX_ERROR, (
+            f"{DISK_QUOTA_TAG} the command filled the sandbox's disk quota (workspace, /tmp "
+            f"and home: SANDBOX_DISK_MB): {run.command}"
+        )
+    reason = from_stage(stage, run.exit_code, timed_out=run.timed_out)
+    if run.exit_code == KILLED_EXIT_CODE and not run.timed_out and reason is not None:
+        return (
+            reason,
+            f"killed by SIGKILL (exit 137; not a timeout, not the OOM killer): {run.command}",
+        )
+    return reason, ""
 
 
 @contextlib.contextmanager
@@ -209,10 +244,12 @@ def setup_stage(
         if not run.ok:
             break
     code = result.exit_code if result.runs else 0
-    result.reason = from_stage(Stage.SETUP, code)
+    result.reason, result.note = command_reason(
+        Stage.SETUP, result.runs[-1] if result.runs else None
+    )
     if result.reason is Reason.SETUP_TIMEOUT:
         result.note = f"[timeout] setup exceeded {plan.setup_timeout_sec}s"
-    elif result.reason is not None:
+    elif result.reason is not None and not result.note:
         result.note = f"setup command exited {code}: {result.runs[-1].command}"
     return result
 
@@ -270,7 +307,7 @@ def tests_stage(
             network=False,
         )
     result.runs.append(CommandRun.of(command, run))
-    result.reason = from_stage(stage, run.exit_code)
+    result.reason, result.note = command_reason(stage, result.runs[-1])
     if run.timed_out or result.reason is Reason.TIMEOUT:
         result.note = f"[timeout] {name} exceeded {plan.timeout_sec}s"
     return result

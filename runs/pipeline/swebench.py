@@ -24,18 +24,19 @@ class Grading:
     test_results: dict = field(default_factory=dict)
 
 
-def export_stage(plan: TaskPlan, ws: Path) -> StageResult:
+def export_stage(plan: TaskPlan, ws: Path, *, max_bytes: int | None = None) -> StageResult:
     """The "clone" of an instance: copy /testbed out of its image into the host workspace.
 
-    A missing image or engine raises SandboxError (SANDBOX_ERROR); a copy without a git
+    A missing image or engine raises SandboxError (SANDBOX_ERROR), and so does a testbed over
+    ``max_bytes`` (the sandbox's disk quota: it could not fit); a copy without a git
     repository is GIT_CLONE_FAILED.
     """
-    from sandbox.docker_backend import export_image_dir
+    from sandbox.docker_images import export_image_dir
 
     result = StageResult("export_testbed", Stage.GIT_CLONE)
     started = time.monotonic()
     ws.mkdir(parents=True, exist_ok=True)
-    export_image_dir(plan.image, plan.workspace_path, ws)
+    export_image_dir(plan.image, plan.workspace_path, ws, max_bytes=max_bytes)
     command = f"export {plan.image}:{plan.workspace_path} -> workspace"
     ok = (ws / ".git").exists()
     result.runs.append(

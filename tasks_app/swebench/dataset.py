@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,8 @@ from typing import Any
 from tasks_app.swebench.errors import Problem, SwebenchInputError
 
 FORMATS = ("jsonl", "json", "parquet")
+# How much of a file tells its format when its name does not.
+HEAD_BYTES = 65536
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +62,16 @@ def read_records(
     """
     if not filename and not isinstance(source, bytes):
         filename = Path(source).name
+    if not isinstance(source, bytes):
+        # A file (an upload is one on disk) is read line by line when it is JSONL: the whole
+        # text never sits in memory beside its records.
+        with open(source, "rb") as fh:
+            fmt = detect_format(filename, fh.read(HEAD_BYTES))
+            if fmt == "jsonl":
+                fh.seek(0)
+                return _jsonl_records(fh, filename)
+        if fmt == "parquet":  # pyarrow reads the file itself
+            return _read_parquet(Path(source), filename)
     content = read_source(source)
     fmt = detect_format(filename, content)
     if fmt == "parquet":
@@ -79,9 +92,18 @@ def _decode(content: bytes, filename: str) -> str:
 
 def _read_jsonl(content: bytes, filename: str) -> list[Record]:
     text = _decode(content, filename)
+    return _jsonl_records((line.encode() for line in text.splitlines()), filename)
+
+
+def _jsonl_records(lines: Iterable[bytes], filename: str) -> list[Record]:
     records: list[Record] = []
     problems: list[Problem] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, raw in enumerate(lines, start=1):
+        try:
+            line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+        except UnicodeDecodeError as exc:
+            problems.append(Problem(f"line {number}", f"not UTF-8 text (byte {exc.start})"))
+            continue
         if not line.strip():
             continue
         where = f"line {number}"
@@ -138,11 +160,11 @@ def _read_json(content: bytes, filename: str, *, allow_keyed: bool) -> list[Reco
     return records
 
 
-def _read_parquet(content: bytes, filename: str) -> list[Record]:
+def _read_parquet(content: bytes | Path, filename: str) -> list[Record]:
     import pyarrow.parquet as pq
 
     try:
-        table = pq.read_table(io.BytesIO(content))
+        table = pq.read_table(io.BytesIO(content) if isinstance(content, bytes) else content)
     except Exception as exc:  # pyarrow raises several unrelated types for a broken file
         raise SwebenchInputError(
             [Problem("file", f"not a readable parquet file ({exc})")], filename

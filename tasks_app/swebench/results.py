@@ -31,6 +31,7 @@ from django.utils import timezone
 
 from runs.models import Run, RunSource, RunStatus
 from runs.services import run_refresh_totals
+from tasks_app.archives import ArchiveLimits, zip_budget
 from tasks_app.models import Suite, Task
 from tasks_app.swebench.bulk import insert_rows
 from tasks_app.swebench.dataset import kind_of
@@ -116,11 +117,19 @@ def _files_of_zip(content: bytes, filename: str) -> list[_File]:
         archive = zipfile.ZipFile(io.BytesIO(content))
     except zipfile.BadZipFile as exc:
         raise SwebenchInputError([Problem(filename, "not a readable zip file")]) from exc
-    return [
-        _File(info.filename, archive.read(info))
-        for info in archive.infolist()
-        if not info.is_dir() and info.filename.endswith((".json", ".jsonl", ".diff"))
-    ]
+    with archive:
+        budget = zip_budget(archive, ArchiveLimits.from_settings())
+        files = []
+        for info in archive.infolist():
+            if info.is_dir() or not info.filename.endswith((".json", ".jsonl", ".diff")):
+                continue
+            try:
+                with archive.open(info) as src:
+                    files.append(_File(info.filename, budget.read(info.filename, src)))
+            except (zipfile.BadZipFile, OSError, NotImplementedError) as exc:
+                raise SwebenchInputError([Problem(f"{filename}: {info.filename}",
+                                                  f"cannot read: {exc}")]) from None  # fmt: skip
+        return files
 
 
 def _id_from_path(path: str) -> str:

@@ -1,0 +1,153 @@
+"""A disk quota per sandbox: one ext4 filesystem of a fixed size holds everything the sandbox
+may write (the workspace, ``/tmp`` and the agent's home), so a command that writes without end
+stops at ``ENOSPC`` and the host's disk use stays bounded by the quota.
+
+The filesystem lives in a sparse image file under ``SANDBOX_DISK_ROOT`` (default
+/var/lib/agentbench/sandbox-disks), loop-mounted at ``<root>/ab-<name>``: it takes host disk
+only as it fills, up to its size. At start the workspace's contents are copied into it and the
+filesystem's ``ws`` folder is bound over the workspace directory, so the host side (file
+methods, the pipeline's git) and both backends see the same tree; ``tmp`` and ``home`` replace
+the tmpfs mounts. At close the tree is copied back when asked (``disk_copy_back``), then
+everything is unmounted and the image deleted.
+
+It needs root, a loop device and ``mkfs.ext4``. Where any is missing the sandbox runs without
+a quota (logged, and ``Sandbox.disk_quota`` says why): ``/tmp`` and the home stay tmpfs (they
+count against the memory limit), the workspace is unbounded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from sandbox import mounts
+from sandbox.base import AGENT_UID
+
+log = logging.getLogger(__name__)
+
+DEFAULT_ROOT = Path("/var/lib/agentbench/sandbox-disks")
+# Below this much free space (or with no free inode) the quota counts as full.
+FULL_BELOW_BYTES = 1024 * 1024
+TOOL_TIMEOUT_SEC = 60
+
+
+def disk_root() -> Path:
+    return Path(os.environ.get("SANDBOX_DISK_ROOT") or DEFAULT_ROOT)
+
+
+def _run(args: list[str]) -> None:
+    done = subprocess.run(args, capture_output=True, text=True, timeout=TOOL_TIMEOUT_SEC)
+    if done.returncode != 0:
+        lines = (done.stderr or done.stdout).strip().splitlines()
+        raise OSError(f"{args[0]} failed: {lines[-1] if lines else done.returncode}")
+
+
+class SandboxDisk:
+    """One sandbox's quota filesystem (see the module docstring)."""
+
+    def __init__(self, name: str, size_mb: int, *, root: Path | None = None):
+        self.name = name
+        self.size_mb = size_mb
+        self.root = root or disk_root()
+        self.image = self.root / f"{name}.img"
+        self.mountpoint = self.root / name
+        self._bound: Path | None = None
+
+    @property
+    def workspace(self) -> Path:
+        return self.mountpoint / "ws"
+
+    @property
+    def tmp(self) -> Path:
+        return self.mountpoint / "tmp"
+
+    @property
+    def home(self) -> Path:
+        return self.mountpoint / "home"
+
+    def describe(self) -> str:
+        return f"ext4 image of {self.size_mb} MiB ({self.image})"
+
+    def create(self, workspace: Path) -> None:
+        """Make and mount the filesystem, copy ``workspace`` into it and bind it over
+        ``workspace``. Raises OSError (nothing left behind) when this host cannot."""
+        if os.geteuid() != 0:
+            raise OSError("a disk quota needs root (a loop mount)")
+        if shutil.which("mkfs.ext4") is None:
+            raise OSError("mkfs.ext4 is not installed (apt-get install e2fsprogs)")
+        self.remove(workspace=None)  # left by a crashed worker under the same name
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            self.root.chmod(0o755)  # bwrap, as the sandbox uid, passes through it
+            with open(self.image, "wb") as image:
+                image.truncate(self.size_mb * 1024 * 1024)
+            # No journal (a throw-away filesystem), nothing reserved for root, inode tables
+            # left to read as the sparse file's zeros (noinit_itable below).
+            _run(["mkfs.ext4", "-q", "-F", "-m", "0", "-O", "^has_journal",
+                  "-E", "lazy_itable_init=1,nodiscard", str(self.image)])  # fmt: skip
+            self.mountpoint.mkdir(mode=0o755, exist_ok=True)
+            _run(["mount", "-o", "loop,nosuid,nodev,noinit_itable",
+                  str(self.image), str(self.mountpoint)])  # fmt: skip
+            self.mountpoint.chmod(0o755)
+            self.tmp.mkdir(mode=0o1777)
+            self.tmp.chmod(0o1777)
+            self.home.mkdir(mode=0o755)
+            os.chown(self.tmp, AGENT_UID, AGENT_UID)
+            os.chown(self.home, AGENT_UID, AGENT_UID)
+            # cp -a keeps modes, owners, links and times; the backends hand it to the agent.
+            _run(["cp", "-a", "--", f"{workspace}/.", f"{self.workspace}/"])
+            os.chown(self.workspace, AGENT_UID, AGENT_UID)
+            mounts.bind(self.workspace, workspace)
+            self._bound = workspace
+        except BaseException:
+            self.remove(workspace=None)
+            raise
+
+    def full(self) -> bool:
+        """Whether the quota is (nearly) used up: what a command's ENOSPC came from."""
+        try:
+            st = os.statvfs(self.mountpoint)
+        except OSError:
+            return False
+        return st.f_bavail * st.f_frsize < FULL_BELOW_BYTES or bool(st.f_files and not st.f_favail)
+
+    def remove(self, *, workspace: Path | None, copy_back: bool = False) -> None:
+        """Unbind the workspace (copying the tree back into it first when ``copy_back``),
+        unmount the filesystem and delete its image. Safe to repeat."""
+        if self._bound is not None:
+            mounts.unmount(self._bound)
+            if copy_back and workspace is not None:
+                _clear(workspace)
+                _run(["cp", "-a", "--", f"{self.workspace}/.", f"{workspace}/"])
+            self._bound = None
+        with contextlib.suppress(FileNotFoundError):
+            mounts.unmount(self.mountpoint)
+            self.mountpoint.rmdir()
+        with contextlib.suppress(FileNotFoundError):
+            self.image.unlink()
+
+
+def _clear(directory: Path) -> None:
+    for entry in directory.iterdir():
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+
+
+def open_quota(name: str, workspace: Path, size_mb: int | None) -> tuple[SandboxDisk | None, str]:
+    """The sandbox's quota filesystem, set up over ``workspace``, and a description for the
+    record; (None, why not) when none was asked for or this host cannot make one."""
+    if not size_mb:
+        return None, "none (not asked for)"
+    disk = SandboxDisk(name, size_mb)
+    try:
+        disk.create(workspace)
+    except OSError as exc:
+        log.warning("sandbox %s runs without a disk quota: %s", name, exc)
+        return None, f"none ({exc})"
+    return disk, disk.describe()
