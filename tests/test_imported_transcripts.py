@@ -48,7 +48,8 @@ def transcript_html(body: str) -> str:
 
 
 def test_it_shows_an_imported_mini_swe_agent_attempt_with_commands_outputs_and_cost(
-    reader, artifacts_root  # noqa: F811
+    reader,
+    artifacts_root,  # noqa: F811
 ):
     run_folder_import(path=MINI, suite_name="verified-mini", model_name="mini-swe-agent")
     attempt = Attempt.objects.get(task__task_id=MINI_INSTANCE)
