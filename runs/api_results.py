@@ -66,7 +66,7 @@ LEADERBOARD_CSV = (
     "rank", "model", "slug", "agent_variant", "published", "attempts", "scored", "resolved",
     "infra", "missing", "tasks", "denominator", "resolved_pct", "ci_low_pct", "ci_high_pct",
     "k", "pass_at_1", "pass_at_k", "mean_cost_usd", "total_cost_usd", "cost_per_resolved_usd",
-    "mean_tokens", "mean_wall_sec", "leader", "tied_with_leader", "p_value_vs_leader",
+    "mean_tokens", "mean_calls", "mean_wall_sec", "leader", "tied_with_leader", "p_value_vs_leader",
 )  # fmt: skip
 
 
@@ -99,6 +99,7 @@ def leaderboard_row_out(row: LeaderboardRow) -> dict:
         "total_cost_usd": row.total_cost_usd,
         "cost_per_resolved_usd": row.cost_per_resolved_usd,
         "mean_tokens": row.mean_tokens,
+        "mean_calls": row.mean_calls,
         "mean_wall_sec": row.mean_wall_sec,
         "is_leader": row.is_leader,
         "tied_with_leader": row.tied_with_leader,
@@ -127,7 +128,7 @@ def _leaderboard_csv_row(r: LeaderboardRow) -> list:
         r.scored, r.resolved, r.infra, r.missing, r.tasks, r.denominator, _pct(r.rate),
         _pct(r.ci_low), _pct(r.ci_high), r.k, r.pass_at_1, r.pass_at_k,
         r.mean_cost_usd, r.total_cost_usd, r.cost_per_resolved_usd, r.mean_tokens,
-        r.mean_wall_sec, r.is_leader, r.tied_with_leader, r.p_value_vs_leader,
+        r.mean_calls, r.mean_wall_sec, r.is_leader, r.tied_with_leader, r.p_value_vs_leader,
     ]  # fmt: skip
 
 

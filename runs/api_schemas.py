@@ -321,6 +321,7 @@ class LeaderboardRowOut(Schema):
     total_cost_usd: float
     cost_per_resolved_usd: float | None
     mean_tokens: float | None
+    mean_calls: float | None = Field(description="model API calls (steps) per attempt")
     mean_wall_sec: float | None
     is_leader: bool
     tied_with_leader: bool

@@ -32,6 +32,7 @@ SORT_KEYS = (
     "infra",
     "mean_cost",
     "mean_tokens",
+    "mean_calls",
     "mean_wall",
     "cost_per_resolved",
 )
@@ -60,6 +61,9 @@ class LeaderboardRow:
     pass_at_k: float | None
     mean_cost_usd: float | None
     mean_tokens: float | None
+    # Model API calls (an attempt's ``steps``: an imported trajectory's ``api_calls``), over
+    # the attempts that recorded them.
+    mean_calls: float | None
     mean_wall_sec: float | None
     cost_per_resolved_usd: float | None
     total_cost_usd: float
@@ -86,6 +90,7 @@ class LeaderboardRow:
             "infra": self.infra,
             "mean_cost": self.mean_cost_usd,
             "mean_tokens": self.mean_tokens,
+            "mean_calls": self.mean_calls,
             "mean_wall": self.mean_wall_sec,
             "cost_per_resolved": self.cost_per_resolved_usd,
         }[key]
@@ -135,6 +140,8 @@ class ModelTotals:
     missing: int = 0
     cost: float = 0.0
     tokens: int = 0
+    calls: int = 0
+    called: int = 0
     wall: float = 0.0
     walled: int = 0
     # (scored samples, resolved samples, task pks): the tasks sharing those counts.
@@ -164,6 +171,8 @@ def grouped_totals(attempts: QuerySet[Attempt]) -> dict[int, ModelTotals]:
             missing=Sum(Cast("is_missing", IntegerField())),
             cost=Sum("cost_usd"),
             tokens=Sum(F("tokens_in") + F("tokens_out")),
+            calls=Sum("steps"),
+            called=Count("steps"),
             wall=Sum("duration_sec"),
             walled=Count("duration_sec"),
         )
@@ -176,14 +185,27 @@ def grouped_totals(attempts: QuerySet[Attempt]) -> dict[int, ModelTotals]:
         task_list = "GROUP_CONCAT(task_id)"
     outer = (
         "SELECT model_config_id, n, infra, resolved, SUM(missing), SUM(cost), SUM(tokens),"
-        f" SUM(wall), SUM(walled), {task_list} FROM ({sql}) per_task"
+        f" SUM(calls), SUM(called), SUM(wall), SUM(walled), {task_list} FROM ({sql}) per_task"
         " GROUP BY model_config_id, n, infra, resolved"
     )
     totals: dict[int, ModelTotals] = defaultdict(ModelTotals)
     with connection.cursor() as cursor:
         cursor.execute(outer, params)
         rows = cursor.fetchall()
-    for model_id, n, infra, resolved, missing, cost, tokens, wall, walled, tasks in rows:
+    for (
+        model_id,
+        n,
+        infra,
+        resolved,
+        missing,
+        cost,
+        tokens,
+        calls,
+        called,
+        wall,
+        walled,
+        tasks,
+    ) in rows:
         t = totals[model_id]
         task_ids = [int(x) for x in str(tasks).split(",")] if tasks else []
         infra = infra or 0
@@ -195,6 +217,8 @@ def grouped_totals(attempts: QuerySet[Attempt]) -> dict[int, ModelTotals]:
         t.missing += missing or 0
         t.cost += float(cost or 0)
         t.tokens += int(tokens or 0)
+        t.calls += int(calls or 0)
+        t.called += int(called or 0)
         t.wall += float(wall or 0)
         t.walled += walled or 0
         t.buckets.append((scored, resolved, task_ids))
@@ -249,7 +273,14 @@ def leaderboard_rows(
     _rank(rows)
     key = sort if sort in SORT_KEYS else "rate"
     if descending is None:
-        descending = key not in ("name", "mean_cost", "mean_wall", "cost_per_resolved", "infra")
+        descending = key not in (
+            "name",
+            "mean_cost",
+            "mean_calls",
+            "mean_wall",
+            "cost_per_resolved",
+            "infra",
+        )
     present = [r for r in rows if r.sort_value(key)[1] is not None]
     absent = [r for r in rows if r.sort_value(key)[1] is None]
     present.sort(key=lambda r: r.sort_value(key), reverse=descending)
@@ -338,6 +369,7 @@ def _build_row(
         pass_at_k=pk,
         mean_cost_usd=total.cost / attempts if attempts else None,
         mean_tokens=total.tokens / attempts if attempts else None,
+        mean_calls=total.calls / total.called if total.called else None,
         mean_wall_sec=total.wall / total.walled if total.walled else None,
         cost_per_resolved_usd=total.cost / resolved if resolved else None,
         total_cost_usd=total.cost,
