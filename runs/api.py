@@ -23,7 +23,6 @@ from benchsite.api_errors import ApiConflict, ApiInputError, ErrorOut
 from runs import artifacts
 from runs.access import can_read_artifacts
 from runs.api_results import router as results_router
-from runs.api_transcript import TranscriptOut
 from runs.api_schemas import (
     AttemptDetailOut,
     AttemptFilter,
@@ -38,6 +37,7 @@ from runs.api_schemas import (
     RunLaunchIn,
     RunOut,
 )
+from runs.api_transcript import TranscriptOut
 from runs.model_configs import model_config_by_ref, model_config_create
 from runs.models import Attempt, AttemptStatus, FailureReason, ModelConfig, Run
 from runs.services import LaunchError, run_cancel, run_evaluate, run_launch, run_retry_infra
