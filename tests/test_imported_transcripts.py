@@ -22,7 +22,7 @@ from tasks_app.swebench.importer import swebench_import
 from tasks_app.swebench.run_import import run_folder_import
 from tests.pages_fixtures import artifacts_root  # noqa: F401 - a fixture
 from tests.swebench_fixtures import LITE_DEV
-from tests.test_run_import import IMPORTS, INSPECT_LOG, MINI
+from tests.test_run_import import IMPORTS, INSPECT_JSON_LOG, INSPECT_LOG, MINI
 
 pytestmark = pytest.mark.django_db
 
@@ -123,3 +123,17 @@ def test_it_shows_an_imported_inspect_sample_with_its_score_and_tokens(reader, a
     transcript = read_transcript(attempt)
     assert transcript is not None
     assert (attempt.tokens_in, attempt.tokens_out) == (transcript.tokens_in, transcript.tokens_out)
+
+
+def test_it_shows_a_sample_of_an_inspect_json_log_with_its_tool_call(reader, artifacts_root):  # noqa: F811
+    swebench_import(source=MINI / "instances.jsonl", suite_name="verified-mini")
+    run_folder_import(path=INSPECT_JSON_LOG, suite_name="verified-mini", model_name="insp-json")
+    attempt = Attempt.objects.get(task__task_id="psf__requests-1142")
+    shown = transcript_html(attempt_page(reader, attempt))
+
+    assert "Inspect AI sample" in shown and "1 tool call" in shown
+    assert "ls # sample 0" in shown  # the call's arguments
+    assert "$ ls # sample 0\nrequests/\nsetup.py" in html.unescape(shown)  # its result
+    assert "Patched it (sample 0)." in shown
+    assert "800 in · 40 out" in shown and "900 in · 60 out" in shown
+    assert attempt.tool_calls == read_transcript(attempt).tool_call_count == 1
