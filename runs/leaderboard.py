@@ -61,8 +61,8 @@ class LeaderboardRow:
     pass_at_k: float | None
     mean_cost_usd: float | None
     mean_tokens: float | None
-    # Model API calls (an attempt's ``steps``: an imported trajectory's ``api_calls``), over
-    # the attempts that recorded them.
+    # Model API calls (an attempt's ``steps``: an imported trajectory's ``api_calls``); None
+    # when no attempt recorded any.
     mean_calls: float | None
     mean_wall_sec: float | None
     cost_per_resolved_usd: float | None
@@ -141,7 +141,8 @@ class ModelTotals:
     cost: float = 0.0
     tokens: int = 0
     calls: int = 0
-    called: int = 0
+    # Attempts that ran: a missing instance of published results has no cost, tokens or calls.
+    ran: int = 0
     wall: float = 0.0
     walled: int = 0
     # (scored samples, resolved samples, task pks): the tasks sharing those counts.
@@ -172,7 +173,6 @@ def grouped_totals(attempts: QuerySet[Attempt]) -> dict[int, ModelTotals]:
             cost=Sum("cost_usd"),
             tokens=Sum(F("tokens_in") + F("tokens_out")),
             calls=Sum("steps"),
-            called=Count("steps"),
             wall=Sum("duration_sec"),
             walled=Count("duration_sec"),
         )
@@ -185,27 +185,14 @@ def grouped_totals(attempts: QuerySet[Attempt]) -> dict[int, ModelTotals]:
         task_list = "GROUP_CONCAT(task_id)"
     outer = (
         "SELECT model_config_id, n, infra, resolved, SUM(missing), SUM(cost), SUM(tokens),"
-        f" SUM(calls), SUM(called), SUM(wall), SUM(walled), {task_list} FROM ({sql}) per_task"
+        f" SUM(calls), SUM(wall), SUM(walled), {task_list} FROM ({sql}) per_task"
         " GROUP BY model_config_id, n, infra, resolved"
     )
     totals: dict[int, ModelTotals] = defaultdict(ModelTotals)
     with connection.cursor() as cursor:
         cursor.execute(outer, params)
         rows = cursor.fetchall()
-    for (
-        model_id,
-        n,
-        infra,
-        resolved,
-        missing,
-        cost,
-        tokens,
-        calls,
-        called,
-        wall,
-        walled,
-        tasks,
-    ) in rows:
+    for model_id, n, infra, resolved, missing, cost, tokens, calls, wall, walled, tasks in rows:
         t = totals[model_id]
         task_ids = [int(x) for x in str(tasks).split(",")] if tasks else []
         infra = infra or 0
@@ -218,7 +205,7 @@ def grouped_totals(attempts: QuerySet[Attempt]) -> dict[int, ModelTotals]:
         t.cost += float(cost or 0)
         t.tokens += int(tokens or 0)
         t.calls += int(calls or 0)
-        t.called += int(called or 0)
+        t.ran += n * len(task_ids) - (missing or 0)
         t.wall += float(wall or 0)
         t.walled += walled or 0
         t.buckets.append((scored, resolved, task_ids))
@@ -367,11 +354,14 @@ def _build_row(
         k=k,
         pass_at_1=p1,
         pass_at_k=pk,
-        mean_cost_usd=total.cost / attempts if attempts else None,
-        mean_tokens=total.tokens / attempts if attempts else None,
-        mean_calls=total.calls / total.called if total.called else None,
+        # Per attempt that ran (missing instances of published results apart); None ("—")
+        # rather than 0 when nothing was recorded (reports without trajectories, an Inspect
+        # log without costs, the oracle).
+        mean_cost_usd=total.cost / total.ran if total.ran and total.cost else None,
+        mean_tokens=total.tokens / total.ran if total.ran and total.tokens else None,
+        mean_calls=total.calls / total.ran if total.ran and total.calls else None,
         mean_wall_sec=total.wall / total.walled if total.walled else None,
-        cost_per_resolved_usd=total.cost / resolved if resolved else None,
+        cost_per_resolved_usd=total.cost / resolved if resolved and total.cost else None,
         total_cost_usd=total.cost,
         denominator=denominator,
         outcome_tasks=outcome_tasks,

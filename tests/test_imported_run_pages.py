@@ -21,7 +21,7 @@ from runs.templatetags.results import usd
 from tasks_app.models import Suite, Task
 from tasks_app.swebench.run_import import run_folder_import
 from tests.pages_fixtures import artifacts_root, make_attempt, make_model, make_run  # noqa: F401
-from tests.test_run_import import MINI
+from tests.test_run_import import INSPECT_LOG, MINI
 
 pytestmark = pytest.mark.django_db
 
@@ -122,3 +122,19 @@ def test_the_taxonomy_counts_the_imported_run_by_reason(reader, suite):
     assert by_name[OURS].counts == {"TESTS_FAILED": 15}
     body = reader.get(reverse("suite-taxonomy", args=[suite.name])).content.decode()
     assert IMPORTED in body and OURS in body
+
+
+def test_an_imported_run_without_costs_shows_dashes_and_its_calls_per_sample(reader, suite):
+    # The Inspect log: 3 of the 20 instances, one model call each, tokens but no cost.
+    run_folder_import(path=INSPECT_LOG, suite_name=suite.name, model_name="insp")
+    row = {r.name: r for r in leaderboard_rows(suite=suite)}["insp"]
+    assert (row.attempts, row.missing) == (20, 17)
+    # Per attempt that ran: the 17 missing instances did no work.
+    assert row.mean_calls == 1
+    assert row.mean_tokens == pytest.approx((1200 + 300 + 1201 + 301 + 1202 + 302) / 3)
+    assert row.mean_cost_usd is None and row.cost_per_resolved_usd is None
+
+    body = reader.get(reverse("suite-leaderboard", args=[suite.name])).content.decode()
+    cells = body[body.index(f'data-model="{row.slug}"') :]
+    cells = cells[: cells.index("</tr>")]
+    assert "$0.0000" not in cells and ">—<" in cells and ">1.0<" in cells
