@@ -37,6 +37,7 @@ from runs.api_schemas import (
     RunLaunchIn,
     RunOut,
 )
+from runs.api_transcript import TranscriptOut
 from runs.model_configs import model_config_by_ref, model_config_create
 from runs.models import Attempt, AttemptStatus, FailureReason, ModelConfig, Run
 from runs.services import LaunchError, run_cancel, run_evaluate, run_launch, run_retry_infra
@@ -309,6 +310,26 @@ def attempt_detail(request: HttpRequest, public_id: uuid.UUID):
         Attempt.objects.select_related(*_ATTEMPT_RELATED), public_id=public_id
     )
     return attempt
+
+
+@router.get(
+    "/attempts/{public_id}/transcript",
+    response={200: TranscriptOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut},
+    auth=ARTIFACT_READ,
+    summary="An attempt's conversation, normalised as on the attempt page",
+    description="Read from its trajectory (mini-swe-agent .traj.json, SWE-agent .traj, an "
+    "Inspect sample) or our agents' llm_messages.jsonl / events.jsonl, the first present. "
+    "404 when the attempt has none; a file that cannot be read gives 200 with `error` set.",
+)
+def attempt_transcript(request: HttpRequest, public_id: uuid.UUID):
+    _require_reader(request)
+    attempt = get_object_or_404(Attempt, public_id=public_id)
+    transcript = artifacts.read_transcript(attempt)
+    if transcript is None:
+        raise ApiInputError(
+            "public_id", "this attempt has no transcript", status=404, location="path"
+        )
+    return transcript
 
 
 @router.get(

@@ -360,6 +360,7 @@ class LeaderboardRowOut(ScoreFields):
     total_cost_usd: float | None
     cost_per_resolved_usd: float | None
     mean_tokens: float | None
+    mean_calls: float | None = Field(description="model API calls (steps) per attempt")
     mean_wall_sec: float | None
     is_leader: bool
     tied_with_leader: bool

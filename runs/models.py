@@ -358,6 +358,7 @@ class Attempt(models.Model):
                     "cost_usd",
                     "tokens_in",
                     "tokens_out",
+                    "steps",
                     "duration_sec",
                 ],
                 name="attempt_results_cover_idx",

@@ -166,6 +166,13 @@ class TranscriptError(ValueError):
 _BASH_BLOCK = re.compile(r"```bash\s*\n(.*?)\n```", re.DOTALL)  # mini-swe-agent's action_regex
 
 
+def mini_swe_agent_command(content: Any) -> str | None:
+    """The command a mini-swe-agent assistant message ran: its one bash block. None for zero
+    or several blocks: mini-swe-agent runs nothing then and answers with a format error."""
+    commands = _BASH_BLOCK.findall(content if isinstance(content, str) else _content_text(content))
+    return commands[0] if len(commands) == 1 else None
+
+
 def parse_mini_swe_agent(data: Any, file: str = TRAJ_JSON) -> Transcript:
     """mini-swe-agent's ``.traj.json``: ``info`` (exit status, submission, model stats) and
     ``messages``, where an assistant message holds a THOUGHT and one bash block and the user
@@ -207,11 +214,11 @@ def _mini_swe_turn(index: int, message: dict) -> Turn:
         reply = _obj(first.get("message"))
         if reply.get("reasoning"):
             turn.reasoning = block(reply.get("reasoning"))
-        commands = _BASH_BLOCK.findall(content)
-        if len(commands) == 1:
+        command = mini_swe_agent_command(content)
+        if command is not None:
             # The command is shown as the tool call; the text keeps the THOUGHT.
             turn.text = block(_BASH_BLOCK.sub("", content, count=1).rstrip())
-            turn.tool_calls.append(ToolCall(name="bash", arguments=block(commands[0])))
+            turn.tool_calls.append(ToolCall(name="bash", arguments=block(command)))
     return turn
 
 
@@ -268,13 +275,32 @@ def parse_swe_agent(data: Any, file: str = SWE_AGENT_TRAJ) -> Transcript:
         tokens_out=_int(stats.get("tokens_received")),
     )
     history = _messages(data.get("history") or [])
-    if history:
-        if any(m.get("role") == "tool" for m in history):
+    steps = _messages(data.get("trajectory") or [])
+    history_actions = sum(
+        1
+        for m in history
+        if m.get("role") == "assistant" and (m.get("action") or m.get("tool_calls"))
+    )
+    step_actions = sum(1 for s in steps if s.get("action"))
+    if history and history_actions >= step_actions:
+        if any(m.get("tool_calls") for m in history):
             _openai_turns(transcript, history, _swe_agent_arguments)
         else:
+            # Observations come back as "user" or, in SWE-agent 1.x, "tool" messages.
             _paired_observations(transcript, history, _swe_agent_turn)
     else:
-        for step in _messages(data.get("trajectory") or []):
+        # A history cut short (or none): the steps hold every action and observation; the
+        # history's opening prompts still come first.
+        if history:
+            transcript.notes.append(
+                f"The history holds {history_actions} of the {step_actions} actions; "
+                "shown from the trajectory's steps."
+            )
+        for message in history:
+            if message.get("role") == "assistant":
+                break
+            transcript.turns.append(_swe_agent_turn(len(transcript.turns), message))
+        for step in steps:
             turn = Turn(
                 index=len(transcript.turns),
                 role="assistant",

@@ -42,3 +42,34 @@ def test_it_opens_an_imported_attempt_from_the_leaderboard(page, live_server, ar
     assert json.loads(response.body()) == json.loads(
         (MINI / "logs" / INSTANCE / "report.json").read_text()
     )
+
+
+def test_it_shows_the_imported_trajectory_and_finds_a_command_in_it(
+    page, live_server, artifacts_root
+):
+    run_folder_import(path=MINI, suite_name="verified-mini", model_name="mini-swe-agent")
+    attempt = Attempt.objects.get(task__task_id=INSTANCE)
+    trajectory = json.loads((MINI / "trajs" / INSTANCE / f"{INSTANCE}.traj.json").read_text())
+    stats = trajectory["info"]["model_stats"]
+    # The reproduction script the model ran, a command found later in the conversation.
+    command = "python3 tests/runtests.py urlpatterns_reverse"
+
+    page.goto(f"{live_server.url}{attempt.get_absolute_url()}")
+    page.wait_for_selector("#transcript")
+    summary = page.locator(".transcript-summary").text_content()
+    assert "mini-swe-agent trajectory" in summary
+    assert f"{stats['api_calls']} API calls" in summary
+    assert f"${stats['instance_cost']:.4f}" in summary
+    # One turn a message, less the command outputs shown inside the call they answer.
+    turns = page.locator("#transcript-turns .turn")
+    calls = page.locator("#transcript-turns .tool-call")
+    assert turns.count() + calls.count() == len(trajectory["messages"])
+    assert calls.count() == attempt.tool_calls
+
+    page.fill("#transcript-search", command)
+    page.wait_for_selector("mark.hit.current")
+    current = page.locator("mark.hit.current")
+    assert current.text_content() == command and current.is_visible()
+    assert current.locator("xpath=ancestor::*[contains(@class, 'tool-call')]").count() == 1
+    assert page.locator("#transcript-hits").text_content().startswith("1 of ")
+    shot(page, "imported-attempt-transcript")

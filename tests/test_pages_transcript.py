@@ -190,6 +190,26 @@ def test_it_reads_swe_agent_histories_with_and_without_function_calling():
     assert t.turns[0].tool_calls[0].result.text == "setup.py\nsrc"
 
 
+def test_it_reads_swe_agent_1_observations_as_tool_messages_and_a_short_history_from_steps():
+    # SWE-agent 1.x without function calling: the observation is a "tool" message.
+    history = [dict(m) for m in SWE_AGENT_TRAJ["history"]]
+    history[3] = {"role": "tool", "content": "setup.py\nsrc", "message_type": "observation"}
+    t = from_files({"trajectory.traj": json.dumps({**SWE_AGENT_TRAJ, "history": history}).encode()})
+    assert [turn.role for turn in t.turns] == ["system", "user", "assistant", "assistant"]
+    assert t.turns[2].tool_calls[0].result.text == "setup.py\nsrc"
+
+    # A history that stops before the steps do: the steps are shown, after its prompts.
+    steps = [
+        {"action": "ls", "observation": "src", "thought": "Look."},
+        {"action": "cat src/m.py", "observation": "def mean(v): ...", "thought": "Read."},
+    ]
+    short = {"trajectory": steps, "history": SWE_AGENT_TRAJ["history"][:3], "info": {}}
+    t = from_files({"trajectory.traj": json.dumps(short).encode()})
+    assert [turn.role for turn in t.turns] == ["system", "user", "assistant", "assistant"]
+    assert [turn.tool_calls[0].result.text for turn in t.turns[2:]] == ["src", "def mean(v): ..."]
+    assert t.notes == ["The history holds 1 of the 2 actions; shown from the trajectory's steps."]
+
+
 def test_it_reads_an_inspect_sample_with_tool_errors_reasoning_and_scores():
     t = from_files({"trajectory.inspect.json": json.dumps(INSPECT_SAMPLE).encode()})
     assert t.source == "inspect"

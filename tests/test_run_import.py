@@ -30,6 +30,7 @@ MINI = REPO_ROOT / "examples" / "swebench" / "mini_swe_agent_run"
 IMPORTS = REPO_ROOT / "examples" / "imports"
 LEGACY = IMPORTS / "legacy_v1"
 INSPECT_LOG = IMPORTS / "inspect" / "swe-mini.eval"
+INSPECT_JSON_LOG = IMPORTS / "inspect" / "swe-tools.json"
 MODEL = "mini-swe-agent + Gemini 3 Pro"
 
 
@@ -191,7 +192,7 @@ def test_a_file_of_no_known_format_is_named_with_the_formats_tried(tmp_path):
         run_folder_import(path=tmp_path, suite_name="lite-dev", model_name="m")
     message = str(caught.value)
     assert "notes.json" in message and "formats tried" in message
-    assert "legacy v1 report" in message and "Inspect AI log (.eval)" in message
+    assert "legacy v1 report" in message and "Inspect AI log (.eval, or .json" in message
 
 
 @pytest.fixture
@@ -267,6 +268,34 @@ def test_an_inspect_log_gives_one_attempt_per_sample_scored_by_its_scorer():
     assert read_artifact(resolved, "trajectory.inspect.json") == read_member(
         INSPECT_LOG, member, 10**7
     )
+
+
+@pytest.mark.django_db
+def test_an_inspect_json_log_imports_like_an_eval_log(tmp_path):
+    swebench_import(source=MINI / "instances.jsonl", suite_name="verified-mini")
+    log = json.loads(INSPECT_JSON_LOG.read_text())
+    report = run_folder_import(path=INSPECT_JSON_LOG, suite_name="verified-mini", model_name="j")
+    assert report.counts == {"resolved": 1, "TESTS_FAILED": 1, "missing": 18}
+    by_id = attempts("verified-mini", "j")
+    resolved, failed = by_id["psf__requests-1142"], by_id["psf__requests-1724"]
+    assert resolved.resolved and resolved.final_patch.startswith("diff --git a/x.py")
+    assert failed.failure_reason_id == Reason.TESTS_FAILED
+    # Two model calls, one tool call; tokens from the sample's model_usage.
+    assert (resolved.tokens_in, resolved.tokens_out) == (1700, 100)
+    assert (resolved.steps, resolved.tool_calls) == (2, 1)
+    # The sample object is the attempt's trajectory.
+    stored = json.loads(read_artifact(resolved, "trajectory.inspect.json"))
+    assert stored == log["samples"][0]
+    again = run_folder_import(path=INSPECT_JSON_LOG, suite_name="verified-mini", model_name="j")
+    assert (again.added, again.updated, again.unchanged) == (0, 0, 20)
+
+    # A log written header-only has no samples: named, nothing imported.
+    header_only = tmp_path / "header.json"
+    header_only.write_text(json.dumps({k: v for k, v in log.items() if k != "samples"}))
+    with pytest.raises(
+        SwebenchInputError, match=r"header\.json: an Inspect log .* without samples"
+    ):
+        run_folder_import(path=header_only, suite_name="verified-mini", model_name="h")
 
 
 def test_exit_statuses_map_onto_our_reasons():

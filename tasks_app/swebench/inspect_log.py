@@ -1,4 +1,4 @@
-"""Reading an Inspect AI ``.eval`` log without Inspect: a zip of JSON files.
+"""Reading an Inspect AI log without Inspect: an ``.eval`` zip of JSON files, or a ``.json``.
 
 The documented layout: ``header.json`` (``eval``: task, model, created; ``results``),
 ``samples/<id>_epoch_<n>.json`` (one sample each: ``id``, ``epoch``, ``messages``, ``scores``,
@@ -6,11 +6,17 @@ The documented layout: ``header.json`` (``eval``: task, model, created; ``result
 ``_journal/`` folder. Members are read one at a time. Inspect compresses them with zstd
 (zip method 93) since 2025, which Python's ``zipfile`` cannot read before 3.14; such a
 member is decompressed as a stream with ``zstandard``.
+
+The single-file ``.json`` format (``log_format="json"``) is one object: ``version``, ``status``,
+``eval`` (the header's spec), ``plan``, ``results``, ``stats`` and ``samples``, a list of the
+same sample objects. A sample has no file of its own there: it is named ``samples[<i>]`` and
+stored as its JSON (``sample_bytes``), the same bytes at reading and at copying.
 """
 
 from __future__ import annotations
 
 import io
+import json
 import struct
 import zipfile
 from pathlib import Path
@@ -23,6 +29,34 @@ _LOCAL_HEADER = struct.Struct("<4s5H3L2H")  # the zip local file header, 30 byte
 
 class EvalLogError(ValueError):
     """Not a readable .eval log (not a zip, or a member that cannot be read)."""
+
+
+def is_json_log(data: object) -> bool:
+    """An Inspect log in the single-file JSON format: its ``version``, ``eval`` spec, samples."""
+    return (
+        isinstance(data, dict)
+        and isinstance(data.get("version"), int)
+        and isinstance(data.get("eval"), dict)
+        and "task" in data["eval"]
+        and isinstance(data.get("samples", []), list)
+    )
+
+
+def json_member(index: int) -> str:
+    """The name of a .json log's ``index``-th sample (as a zip member names an .eval's)."""
+    return f"samples[{index}]"
+
+
+def json_member_index(member: str) -> int | None:
+    """``json_member``'s index back, None for a zip member's name."""
+    if member.startswith("samples[") and member.endswith("]"):
+        return int(member[len("samples[") : -1])
+    return None
+
+
+def sample_bytes(sample: object) -> bytes:
+    """A .json log's sample as stored: its JSON, keys in the log's order."""
+    return json.dumps(sample, ensure_ascii=False).encode()
 
 
 def sample_members(path: Path) -> list[zipfile.ZipInfo]:

@@ -46,7 +46,7 @@ from tasks_app.swebench.trajectories import (
 FORMATS_TRIED = (
     "mini-swe-agent trajectory (<id>.traj.json)",
     "SWE-agent trajectory (<id>.traj)",
-    "Inspect AI log (.eval)",
+    "Inspect AI log (.eval, or .json with version, eval, samples)",
     "per-instance report.json (wrapped {id: report} or not)",
     "harness run report (resolved_ids, ...)",
     "legacy v1 report (resolved, no_generation, ... id lists)",
@@ -253,11 +253,7 @@ class _Reader:
         header = inspect_log.read_header(path, self.max_bytes)
         if header is not None:
             meta = parse_json(header, f"{relative}:header.json")
-            spec = meta.get("eval", {}) if isinstance(meta, dict) else {}
-            if isinstance(spec, dict):
-                for key in ("task", "model", "created"):
-                    if isinstance(spec.get(key), str):
-                        self.folder.metadata.setdefault(f"inspect_{key}", spec[key])
+            self._inspect_metadata(meta.get("eval", {}) if isinstance(meta, dict) else {})
         for info in members:
             where = f"{relative}:{info.filename}"
             try:
@@ -271,6 +267,37 @@ class _Reader:
                 continue
             self.folder.formats["Inspect AI sample"] += 1
             self._add_trajectory(facts, self._source(path, relative, content, info.filename))
+
+    def _inspect_metadata(self, spec: Any) -> None:
+        if isinstance(spec, dict):
+            for key in ("task", "model", "created"):
+                if isinstance(spec.get(key), str):
+                    self.folder.metadata.setdefault(f"inspect_{key}", spec[key])
+
+    def _json_log(self, data: dict, path: Path, relative: str) -> None:
+        self._inspect_metadata(data["eval"])
+        samples = data.get("samples") or []
+        if not samples:
+            self._bad(
+                relative,
+                Problem(
+                    relative,
+                    f"an Inspect log (status {data.get('status')!r}) without samples: "
+                    "write it again without header_only, or import its .eval",
+                ),
+            )
+            return
+        for index, sample in enumerate(samples):
+            member = inspect_log.json_member(index)
+            where = f"{relative}:{member}"
+            try:
+                facts = read_inspect_sample(sample, where)
+            except NotThisFormat as exc:
+                self._bad(where, exc.problem)
+                continue
+            self.folder.formats["Inspect AI sample"] += 1
+            content = inspect_log.sample_bytes(sample)
+            self._add_trajectory(facts, self._source(path, relative, content, member))
 
     def _metadata_yaml(self, path: Path, relative: str) -> None:
         try:
@@ -335,7 +362,9 @@ class _Reader:
         content = self._bytes(path, relative)
         data = parse_json(content, relative)
         problems: list[Problem] = []
-        if is_legacy_report(data):
+        if inspect_log.is_json_log(data):
+            self._json_log(data, path, relative)
+        elif is_legacy_report(data):
             self.from_run_reports.update(read_legacy_report(data, relative, problems))
             self.folder.run_reports.append(relative)
             self.folder.formats["legacy v1 report"] += 1

@@ -24,6 +24,7 @@ from datetime import datetime
 from pathlib import Path
 
 from django.core.files import File
+from django.core.files.base import ContentFile
 from django.core.files.storage import storages
 from django.db import transaction
 from django.utils import timezone
@@ -35,6 +36,7 @@ from tasks_app.models import Suite, Task
 from tasks_app.swebench import inspect_log
 from tasks_app.swebench.bulk import insert_rows
 from tasks_app.swebench.errors import Problem, SwebenchInputError
+from tasks_app.swebench.jsonfile import parse_json
 from tasks_app.swebench.outcomes import KINDS, Kind, external_model, finished_attempt
 from tasks_app.swebench.run_folder import InstanceEntry, Progress, RunFolder, read_run_folder
 from tasks_app.swebench.trajectories import ARTIFACT_NAMES, REPORT_ARTIFACT, TrajFormat
@@ -394,6 +396,7 @@ def _copy_artifacts(
 ) -> None:
     """Each trajectory and report, byte for byte, streamed into the attempt's folder."""
     storage = storages["artifacts"]
+    json_log = _JsonLogSamples()
     with_files = [e for e in entries if folders[e.key]]
     for index, entry in enumerate(with_files, start=1):
         root = folders[entry.key]
@@ -403,7 +406,10 @@ def _copy_artifacts(
         if entry.trajectory_file is not None and entry.trajectory is not None:
             source = entry.trajectory_file
             name = f"{root}/{ARTIFACT_NAMES[entry.trajectory.format]}"
-            if source.member:
+            json_index = inspect_log.json_member_index(source.member)
+            if json_index is not None:
+                storage.save(name, ContentFile(json_log.sample(source.path, json_index)))
+            elif source.member:
                 with zipfile.ZipFile(source.path) as archive:
                     info = archive.getinfo(source.member)
                 with inspect_log.open_member(source.path, info) as handle:
@@ -416,6 +422,20 @@ def _copy_artifacts(
                 storage.save(f"{root}/{REPORT_ARTIFACT}", File(handle, name=REPORT_ARTIFACT))
         if progress is not None:
             progress("copying", index, len(with_files))
+
+
+class _JsonLogSamples:
+    """The samples of an Inspect .json log, parsed once for all its attempts (one log kept)."""
+
+    def __init__(self) -> None:
+        self._path: Path | None = None
+        self._samples: list = []
+
+    def sample(self, path: Path, index: int) -> bytes:
+        if path != self._path:
+            data = parse_json(path.read_bytes(), path.name)
+            self._path, self._samples = path, data["samples"]
+        return inspect_log.sample_bytes(self._samples[index])
 
 
 def _attempt(

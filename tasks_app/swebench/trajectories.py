@@ -18,6 +18,7 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
+from runs.transcript import mini_swe_agent_command
 from tasks_app.swebench.errors import Problem
 
 
@@ -105,8 +106,11 @@ def read_mini_swe_agent(data: Any, where: str, instance_id: str) -> TrajectoryFa
         submission=_text(info.get("submission")),
         cost_usd=_number(stats.get("instance_cost")),
         api_calls=int(_number(stats.get("api_calls"))),
-        # One bash block an assistant turn: each turn is one command run.
-        tool_calls=len(assistant),
+        # The commands that ran: a turn with no or several bash blocks ran nothing (a format
+        # error), counted as the transcript viewer counts them.
+        tool_calls=sum(
+            1 for m in assistant if mini_swe_agent_command(m.get("content")) is not None
+        ),
         tokens_in=tokens_in,
         tokens_out=tokens_out,
         # From the first model response to the last: the run's wall time, less its last step.
