@@ -13,6 +13,7 @@ COMMAND_MODULES = (
     "tasks_app.cli",
     "tasks_app.cli_swebench",
     "runs.cli_runs",
+    "runs.cli_worker",
     "runs.cli_pipeline",
     "runs.cli_agents",
 )

@@ -2,8 +2,10 @@ from django.contrib import admin
 from django.urls import include, path
 
 from benchsite.api import api
+from benchsite.health import healthz
 
 urlpatterns = [
+    path("healthz", healthz, name="healthz"),
     # Before admin/: the admin's catch-all would answer these paths with a 404.
     path("admin/swebench/", include("tasks_app.admin_swebench")),
     path("admin/", admin.site.urls),
