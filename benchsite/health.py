@@ -22,13 +22,18 @@ def _database() -> None:
 
 
 def _broker() -> None:
-    """Open (or reuse) a broker connection and declare the attempt queue passively: it
-    reaches the server for real on every transport (Redis, AMQP, the SQL transport)."""
+    """Open (or reuse) a broker connection and make one round trip to the server: PING on
+    Redis (an empty queue does not exist there, so a passive declare would fail), a passive
+    declare of the attempt queue elsewhere (AMQP, the SQL transport)."""
     from benchsite.celery import app
 
     with app.connection_for_write() as conn:
         conn.ensure_connection(max_retries=1, interval_start=0.2, timeout=3)
-        conn.default_channel.queue_declare(queue=app.conf.task_default_queue, passive=True)
+        channel = conn.default_channel
+        if conn.transport.driver_type == "redis":
+            channel.client.ping()
+        else:
+            channel.queue_declare(queue=app.conf.task_default_queue, passive=True)
 
 
 CHECKS: dict[str, Callable[[], None]] = {"database": _database, "broker": _broker}

@@ -105,15 +105,18 @@ WHITENOISE_USE_FINDERS = envbool("WHITENOISE_USE_FINDERS", True)
 # Artifacts (stage logs, patches, events) go through Django's storage API, so S3-compatible
 # storage is a matter of setting ARTIFACTS_STORAGE_BACKEND (for example django-storages').
 ARTIFACTS_ROOT = Path(envstr("ARTIFACTS_ROOT", str(VAR_DIR / "artifacts")))
+_FILE_STORAGE = "django.core.files.storage.FileSystemStorage"
+ARTIFACTS_STORAGE_BACKEND = envstr("ARTIFACTS_STORAGE_BACKEND", "") or _FILE_STORAGE
+# A FileSystemStorage elsewhere than ARTIFACTS_ROOT, e.g. a mount every machine shares: the
+# workers copy each attempt's folder there and the web app reads it (runs/artifacts_sync.py).
+ARTIFACTS_STORAGE_LOCATION = envstr("ARTIFACTS_STORAGE_LOCATION", "")
 STORAGES = {
-    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "default": {"BACKEND": _FILE_STORAGE},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
     "artifacts": {
-        "BACKEND": envstr(
-            "ARTIFACTS_STORAGE_BACKEND", "django.core.files.storage.FileSystemStorage"
-        ),
-        "OPTIONS": {"location": str(ARTIFACTS_ROOT)}
-        if envstr("ARTIFACTS_STORAGE_BACKEND", "") == ""
+        "BACKEND": ARTIFACTS_STORAGE_BACKEND,
+        "OPTIONS": {"location": ARTIFACTS_STORAGE_LOCATION or str(ARTIFACTS_ROOT)}
+        if ARTIFACTS_STORAGE_BACKEND == _FILE_STORAGE
         else {},
     },
 }
