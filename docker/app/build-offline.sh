@@ -18,6 +18,8 @@ CACHE=${AB_BUILD_CACHE:-/var/lib/agentbench/compose}
 SUITE=bookworm
 PACKAGES=python3,python3-pip,git,ca-certificates,postgresql,redis-server,procps
 RECIPE_VERSION=1
+# The python3 of Debian bookworm, which the base image gets.
+IMAGE_PYTHON=3.11.2
 
 log() { printf '== %s\n' "$*" >&2; }
 [ "$(id -u)" = 0 ] || { echo "build-offline.sh must run as root (debootstrap, docker)" >&2; exit 1; }
@@ -66,13 +68,16 @@ build_base() {
   trap - EXIT
 }
 
-# The runtime dependencies of pyproject.toml, one per line.
+# The runtime dependencies of pyproject.toml, one per line, plus what their environment
+# markers add on the image's Python but not on this host's (pip download evaluates markers
+# with the running interpreter): redis needs async-timeout below Python 3.11.3.
 requirements() {
   python3 - "$ROOT/pyproject.toml" <<'PY'
 import sys, tomllib
 with open(sys.argv[1], "rb") as f:
     print("\n".join(tomllib.load(f)["project"]["dependencies"]))
 PY
+  echo "async-timeout>=4.0.3"
 }
 
 build_wheels() {
@@ -86,7 +91,13 @@ build_wheels() {
   log "fetching wheels into $dir"
   local pip=${AB_PIP:-$ROOT/.venv/bin/pip}
   [ -x "$pip" ] || pip=pip3
-  "$pip" wheel -q --prefer-binary --wheel-dir "$dir" -r "$CACHE/requirements-$key.txt" >&2
+  # Binary wheels for the image's Python and platform, never built on this host.
+  "$pip" download -q --only-binary=:all: --python-version "$IMAGE_PYTHON" --implementation cp \
+    --abi cp311 --abi abi3 --abi none --platform manylinux_2_36_x86_64 \
+    --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform linux_x86_64 \
+    --dest "$dir" -r "$CACHE/requirements-$key.txt" \
+    >"$dir.log" 2>&1 || { grep -v "is ignored: it is neither" "$dir.log" | tail -30 >&2; exit 1; }
+  rm -f "$dir.log"
   touch "$dir/.complete"
   echo "$dir"
 }
@@ -117,4 +128,9 @@ else
   trap - EXIT
 fi
 docker tag "$IMAGE" agentbench/app:local
+# Older builds of the app (another source tree) only take disk: their layers below the
+# project's files are shared with this one anyway.
+for old in $(docker images agentbench/app --format '{{.Tag}}'); do
+  case $old in local|"$APP_KEY") ;; *) docker rmi "agentbench/app:$old" >/dev/null 2>&1 || true ;; esac
+done
 echo "$IMAGE"

@@ -10,7 +10,7 @@ chown -R postgres:postgres "$DATA" /run/postgresql
 if [ ! -s "$DATA/PG_VERSION" ]; then
   printf '%s\n' "${POSTGRES_PASSWORD:?set POSTGRES_PASSWORD}" >/tmp/pwfile
   chown postgres /tmp/pwfile
-  su postgres -s /bin/sh -c "$BIN/initdb -D $DATA -U postgres --pwfile=/tmp/pwfile -A scram-sha-256" >/dev/null
+  su postgres -s /bin/sh -c "$BIN/initdb -D $DATA -U postgres --pwfile=/tmp/pwfile --auth-local=peer --auth-host=scram-sha-256" >/dev/null
   rm -f /tmp/pwfile
   echo "host all all 0.0.0.0/0 scram-sha-256" >>"$DATA/pg_hba.conf"
   su postgres -s /bin/sh -c "$BIN/pg_ctl -D $DATA -o '-c listen_addresses=' -w start" >/dev/null
