@@ -26,6 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from proc_stats import tree_cpu_seconds
+
 ROOT = Path(__file__).resolve().parent.parent
 HOST = "127.0.0.1"
 MAX_SECONDS = 120  # a hard bound on --seconds
@@ -68,28 +70,6 @@ print("PAGES", suite.name, ",".join(slugs), attempt.public_id)
         "compare": f"/suites/{suite}/compare/?models={models}",
         "attempt": f"/attempts/{attempt}/",
     }
-
-
-def tree_cpu_seconds(pid: int) -> float:
-    """CPU time (user + system, children included) of ``pid`` and every process below it."""
-    stats: dict[int, tuple[int, int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            ticks = sum(int(f) for f in fields[11:15])
-            stats[int(entry.name)] = (int(fields[1]), ticks)
-    total, frontier, seen = stats.get(pid, (0, 0))[1], [pid], {pid}
-    while frontier:
-        parent = frontier.pop()
-        for child, (ppid, ticks) in stats.items():
-            if ppid == parent and child not in seen:
-                seen.add(child)
-                total += ticks
-                frontier.append(child)
-    return total / os.sysconf("SC_CLK_TCK")
 
 
 def free_port() -> int:
