@@ -75,10 +75,10 @@ class Measure:
 
     per_min: float
     resolved: int
-    wall: float  # median seconds from an attempt's start to its end
-    in_sandbox: float  # median seconds inside sandboxed commands (setup, tests, agent)
-    on_host: float  # median seconds of host-side stages (git clone, checkout)
-    harness: float  # median seconds outside any stage: sandbox start/stop, records, artifacts
+    wall: float  # mean seconds from an attempt's start to its end (means add up)
+    in_sandbox: float  # mean seconds from setup's start to the final tests' end
+    on_host: float  # mean seconds of host-side stages (git clone, checkout)
+    harness: float  # the rest: sandbox start before setup, removal and records after the tests
     worker_cpu: float  # CPU seconds per attempt of the worker process trees
     machine_cpu: float  # CPU seconds per attempt of the whole machine (every process)
     machine_share: float  # cores the machine had busy during the run, over its cores
@@ -106,9 +106,14 @@ def throughput(stack: Stack, workers: int, samples: int) -> Measure:
     walls, sandbox, host, harness = [], [], [], []
     for attempt in attempts:
         wall = (attempt.finished_at - attempt.started_at).total_seconds()
-        stages = AttemptStage.objects.filter(attempt=attempt).values_list("name", "duration_sec")
-        on_host = sum(d or 0 for n, d in stages if n in HOST_STAGES)
-        in_sandbox = sum(d or 0 for n, d in stages if n not in HOST_STAGES)
+        rows = AttemptStage.objects.filter(attempt=attempt, started_at__isnull=False)
+        stages = list(rows.values_list("name", "started_at", "duration_sec"))
+        on_host = sum(d or 0 for n, _, d in stages if n in HOST_STAGES)
+        # From the first sandbox stage's start to the last stage's end: setup, baseline, the
+        # agent and the final tests (the agent stage's row is stamped when it ends, so its
+        # own duration cannot be summed).
+        inside = [(t, t.timestamp() + (d or 0)) for n, t, d in stages if n not in HOST_STAGES]
+        in_sandbox = max(e for _, e in inside) - min(t for t, _ in inside).timestamp()
         walls.append(wall)
         host.append(on_host)
         sandbox.append(in_sandbox)
@@ -117,10 +122,10 @@ def throughput(stack: Stack, workers: int, samples: int) -> Measure:
     return Measure(
         per_min=count * 60 / (last - first).total_seconds(),
         resolved=resolved,
-        wall=statistics.median(walls),
-        in_sandbox=statistics.median(sandbox),
-        on_host=statistics.median(host),
-        harness=statistics.median(harness),
+        wall=statistics.mean(walls),
+        in_sandbox=statistics.mean(sandbox),
+        on_host=statistics.mean(host),
+        harness=statistics.mean(harness),
         worker_cpu=worker_cpu / count,
         machine_cpu=busy / count,
         machine_share=busy / elapsed / (os.cpu_count() or 1),
@@ -130,9 +135,9 @@ def throughput(stack: Stack, workers: int, samples: int) -> Measure:
 def describe(label: str, m: Measure, samples: int) -> None:
     print(f"{label}: {m.per_min:6.1f} attempts/min  ({m.resolved}/{samples} resolved)")
     print(
-        f"    per attempt (median): {m.wall:.2f} s wall = {m.in_sandbox:.2f} s in sandboxed "
-        f"commands + {m.on_host:.2f} s git on the host + {m.harness:.2f} s harness "
-        f"(sandbox start/stop, records)"
+        f"    per attempt (mean): {m.wall:.2f} s wall = {m.in_sandbox:.2f} s setup to final "
+        f"tests (sandboxed commands, agent) + {m.on_host:.2f} s git on the host + "
+        f"{m.harness:.2f} s harness (sandbox start before setup, removal and records after)"
     )
     print(
         f"    CPU per attempt: {m.worker_cpu:.2f} s in the worker processes, "
