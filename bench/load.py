@@ -3,10 +3,11 @@
     python bench/load.py [--clients 8] [--seconds 30]
 
 Seeds the demo data (``ab setup-demo``) into a temporary folder (SQLite, the embedded
-default), then for each server in turn starts ``ab serve --no-worker`` (``--dev`` for
-Django's development server) on a free loopback port and runs ``--clients`` client processes
-for ``--seconds`` seconds, each requesting the leaderboard, compare and attempt pages in turn
-over one keep-alive connection. Prints requests/s and median/p95 latency per page and server,
+default), starts ``ab serve --no-worker`` twice on free loopback ports (gunicorn, and with
+``--dev`` Django's development server), and lets them take turns in 5-second windows until
+each had ``--seconds`` seconds of ``--clients`` client processes, each client requesting the
+leaderboard, compare and attempt pages in turn over one keep-alive connection.
+Prints requests/s and median/p95 latency per page and server,
 the ratio (target >= 4x), and the load average (the machine is shared: other processes' load
 lowers both figures). Bounded: loopback only, a fixed number of clients, stops by itself.
 """
@@ -31,6 +32,7 @@ from proc_stats import tree_cpu_seconds
 ROOT = Path(__file__).resolve().parent.parent
 HOST = "127.0.0.1"
 MAX_SECONDS = 120  # a hard bound on --seconds
+WINDOW_SECONDS = 5  # the servers take turns in windows this long
 
 
 def ab_env(var: Path) -> dict[str, str]:
@@ -103,50 +105,64 @@ def client(port: int, paths: dict[str, str], until: float, queue) -> None:
     queue.put((timings, errors))
 
 
-def measure(var: Path, paths: dict[str, str], *, dev: bool, clients: int, seconds: float):
-    port = free_port()
-    args = ["serve", "--no-worker", "--addr", f"{HOST}:{port}"] + (["--dev"] if dev else [])
-    log = open(var / f"serve-{'dev' if dev else 'prod'}.log", "wb")  # noqa: SIM115
-    server = subprocess.Popen(
-        [sys.executable, "-m", "benchsite.cli", *args],
-        env=ab_env(var), cwd=ROOT, stdout=subprocess.PIPE, stderr=log,
-    )  # fmt: skip
-    try:
-        for line in server.stdout:  # type: ignore[union-attr]
+class Server:
+    """One ``ab serve --no-worker`` (``--dev`` for Django's development server), warmed up."""
+
+    def __init__(self, var: Path, paths: dict[str, str], *, dev: bool):
+        self.name = "dev" if dev else "prod"
+        self.port = free_port()
+        args = ["serve", "--no-worker", "--addr", f"{HOST}:{self.port}"]
+        log = open(var / f"serve-{self.name}.log", "wb")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "benchsite.cli", *args, *(["--dev"] if dev else [])],
+            env=ab_env(var), cwd=ROOT, stdout=subprocess.PIPE, stderr=log,
+        )  # fmt: skip
+        for line in self.proc.stdout:  # type: ignore[union-attr]
             if b"AgentBench is up" in line:
                 break
         else:
-            raise SystemExit(f"the server did not start; see {log.name}")
-        # One warm-up round per page (templates, first queries), not counted.
-        conn = http.client.HTTPConnection(HOST, port, timeout=60)
-        for path in paths.values():
-            conn.request("GET", path)
-            response = conn.getresponse()
-            response.read()
-            if response.status != 200:
-                raise SystemExit(f"GET {path} answered {response.status}")
+            raise SystemExit(f"the {self.name} server did not start; see {log.name}")
+        # Warm-up requests per page (templates, first queries), not counted.
+        conn = http.client.HTTPConnection(HOST, self.port, timeout=60)
+        for _ in range(3):
+            for path in paths.values():
+                conn.request("GET", path)
+                response = conn.getresponse()
+                response.read()
+                if response.status != 200:
+                    raise SystemExit(f"GET {path} answered {response.status}")
         conn.close()
+        self.per_page: dict[str, list[float]] = {name: [] for name in paths}
+        self.errors = 0
+        self.cpu = 0.0
+        self.seconds = 0.0
+        self.loads: list[float] = []
+
+    def window(self, paths: dict[str, str], *, clients: int, seconds: float) -> None:
+        """``clients`` client processes for ``seconds``; adds to this server's figures."""
         queue: multiprocessing.Queue = multiprocessing.Queue()
         until = time.time() + seconds
         procs = [
-            multiprocessing.Process(target=client, args=(port, paths, until, queue))
+            multiprocessing.Process(target=client, args=(self.port, paths, until, queue))
             for _ in range(clients)
         ]
-        load_before = os.getloadavg()[0]
-        cpu_before = tree_cpu_seconds(server.pid)
+        self.loads.append(os.getloadavg()[0])
+        cpu_before = tree_cpu_seconds(self.proc.pid)
         for proc in procs:
             proc.start()
         results = [queue.get(timeout=seconds + 120) for _ in procs]
-        cpu = tree_cpu_seconds(server.pid) - cpu_before
+        self.cpu += tree_cpu_seconds(self.proc.pid) - cpu_before
+        self.seconds += seconds
         for proc in procs:
             proc.join()
-        load_after = os.getloadavg()[0]
-    finally:
-        server.send_signal(signal.SIGTERM)
-        server.wait(timeout=120)
-    per_page = {name: [t for timings, _ in results for t in timings[name]] for name in paths}
-    errors = sum(e for _, e in results)
-    return per_page, errors, load_before, load_after, cpu
+        for timings, errors in results:
+            self.errors += errors
+            for name, times in timings.items():
+                self.per_page[name].extend(times)
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=120)
 
 
 def report(name: str, per_page: dict[str, list[float]], errors: int, seconds: float) -> float:
@@ -168,7 +184,6 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=30.0)
-    parser.add_argument("--prod-only", action="store_true", help="skip the development server")
     args = parser.parse_args()
     seconds = min(args.seconds, MAX_SECONDS)
     with tempfile.TemporaryDirectory(prefix="ab-load-") as tmp:
@@ -181,20 +196,29 @@ def main() -> int:
         print(f"{args.clients} clients x {seconds:.0f} s per server on {HOST}, SQLite; pages:")
         for name, path in paths.items():
             print(f"  {name:12} {path}")
+        # Both servers run at once and take turns in short windows, so a load that other
+        # processes put on the machine weighs on both alike.
+        servers = [Server(var, paths, dev=True), Server(var, paths, dev=False)]
+        rounds = max(1, round(seconds / WINDOW_SECONDS))
+        try:
+            for _ in range(rounds):
+                for server in servers:
+                    server.window(paths, clients=args.clients, seconds=seconds / rounds)
+        finally:
+            for server in servers:
+                server.stop()
         rates = {}
-        for name, dev in (("dev", True), ("prod", False))[0 if not args.prod_only else 1 :]:
-            per_page, errors, before, after, cpu = measure(
-                var, paths, dev=dev, clients=args.clients, seconds=seconds
-            )
-            label = "development server (--dev)" if dev else "gunicorn (ab serve)"
-            print(f"{label}: load average {before:.2f} before, {after:.2f} after")
-            rates[name] = report(name, per_page, errors, seconds)
-            served = sum(len(v) for v in per_page.values())
+        for server in servers:
+            label = "development server (--dev)" if server.name == "dev" else "gunicorn (ab serve)"
+            loads = f"{min(server.loads):.2f}-{max(server.loads):.2f}"
+            print(f"{label}: {rounds} windows of {seconds / rounds:.0f} s; load average {loads}")
+            rates[server.name] = report(server.name, server.per_page, server.errors, seconds)
+            served = sum(len(v) for v in server.per_page.values())
             print(
-                f"  {name:5} server CPU {cpu / seconds:5.2f} cores, "
-                f"{cpu * 1000 / max(served, 1):.1f} ms CPU per request"
+                f"  {server.name:5} server CPU {server.cpu / seconds:5.2f} cores, "
+                f"{server.cpu * 1000 / max(served, 1):.1f} ms CPU per request"
             )
-        ratio = rates["prod"] / rates["dev"] if rates.get("dev") else float("nan")
+        ratio = rates["prod"] / rates["dev"]
         print(f"production / development: {ratio:.2f}x requests/s (target >= 4x)")
         print(f"cores: {os.cpu_count()}; load average now {os.getloadavg()[0]:.2f}")
     return 0
