@@ -15,8 +15,9 @@ as_root() {
 }
 
 # Debian packages the whole test suite needs: real engines, not mocks.
+# docker-compose: tests/test_deploy_compose.py runs docker/compose.yaml.
 SYSTEM_PACKAGES=(git ripgrep bubblewrap docker.io debootstrap redis-server postgresql
-                 chromium chromium-driver procps iproute2 slirp4netns iptables
+                 chromium chromium-driver procps iproute2 slirp4netns iptables docker-compose
                  e2fsprogs util-linux mount)
 
 ensure_system_packages() {

@@ -21,13 +21,17 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from proc_stats import machine_busy_seconds, tree_cpu_seconds  # noqa: E402
 
 from tests.worker_stack import KINDS, Stack, create_stack, wait_until  # noqa: E402
 
@@ -61,19 +65,97 @@ def wait_run(stack: Stack, run, timeout: float = 1800) -> list:
     return list(attempts)
 
 
-def throughput(stack: Stack, workers: int, samples: int) -> tuple[float, int]:
-    """Attempts per minute from the first start to the last finish; and resolved count."""
+# Stages that run on the host (git) rather than in the sandbox.
+HOST_STAGES = ("git_clone", "git_checkout", "export_testbed")
+
+
+@dataclass
+class Measure:
+    """One throughput run: its rate, and where each attempt's time and CPU went."""
+
+    per_min: float
+    resolved: int
+    wall: float  # mean seconds from an attempt's start to its end (means add up)
+    in_sandbox: float  # mean seconds from setup's start to the final tests' end
+    on_host: float  # mean seconds of host-side stages (git clone, checkout)
+    harness: float  # the rest: sandbox start before setup, removal and records after the tests
+    worker_cpu: float  # CPU seconds per attempt of the worker process trees
+    machine_cpu: float  # CPU seconds per attempt of the whole machine (every process)
+    machine_share: float  # cores the machine had busy during the run, over its cores
+
+
+def throughput(stack: Stack, workers: int, samples: int) -> Measure:
+    """Attempts per minute from the first start to the last finish, and where time went."""
+    from runs.models import AttemptStage
+
     procs = [stack.start_worker(f"tp{workers}-{i}") for i in range(workers)]
     time.sleep(3)  # let the workers connect before the messages arrive
+    cpu_before = sum(tree_cpu_seconds(p.pid) for p in procs)
+    busy_before, clock_before = machine_busy_seconds(), time.monotonic()
     run = launch(stack, samples)
     attempts = wait_run(stack, run)
+    worker_cpu = sum(tree_cpu_seconds(p.pid) for p in procs) - cpu_before
+    busy = machine_busy_seconds() - busy_before
+    elapsed = time.monotonic() - clock_before
     for proc in procs:
         stack.kill_worker(proc, sig=15)
     stack.workers.clear()
     first = min(a.started_at for a in attempts)
     last = max(a.finished_at for a in attempts)
     resolved = sum(1 for a in attempts if a.failure_reason_id is None)
-    return len(attempts) * 60 / (last - first).total_seconds(), resolved
+    walls, sandbox, host, harness = [], [], [], []
+    for attempt in attempts:
+        wall = (attempt.finished_at - attempt.started_at).total_seconds()
+        rows = AttemptStage.objects.filter(attempt=attempt, started_at__isnull=False)
+        stages = list(rows.values_list("name", "started_at", "duration_sec"))
+        on_host = sum(d or 0 for n, _, d in stages if n in HOST_STAGES)
+        # From the first sandbox stage's start to the last stage's end: setup, baseline, the
+        # agent and the final tests (the agent stage's row is stamped when it ends, so its
+        # own duration cannot be summed).
+        inside = [(t, t.timestamp() + (d or 0)) for n, t, d in stages if n not in HOST_STAGES]
+        in_sandbox = max(e for _, e in inside) - min(t for t, _ in inside).timestamp()
+        walls.append(wall)
+        host.append(on_host)
+        sandbox.append(in_sandbox)
+        harness.append(wall - on_host - in_sandbox)
+    count = len(attempts)
+    return Measure(
+        per_min=count * 60 / (last - first).total_seconds(),
+        resolved=resolved,
+        wall=statistics.mean(walls),
+        in_sandbox=statistics.mean(sandbox),
+        on_host=statistics.mean(host),
+        harness=statistics.mean(harness),
+        worker_cpu=worker_cpu / count,
+        machine_cpu=busy / count,
+        machine_share=busy / elapsed / (os.cpu_count() or 1),
+    )
+
+
+def describe(label: str, m: Measure, samples: int) -> None:
+    print(f"{label}: {m.per_min:6.1f} attempts/min  ({m.resolved}/{samples} resolved)")
+    print(
+        f"    per attempt (mean): {m.wall:.2f} s wall = {m.in_sandbox:.2f} s setup to final "
+        f"tests (sandboxed commands, agent) + {m.on_host:.2f} s git on the host + "
+        f"{m.harness:.2f} s harness (sandbox start before setup, removal and records after)"
+    )
+    print(
+        f"    CPU per attempt: {m.worker_cpu:.2f} s in the worker processes, "
+        f"{m.machine_cpu:.2f} s on the whole machine; machine {m.machine_share:.0%} busy"
+    )
+
+
+def competing_load(count: int) -> list[subprocess.Popen]:
+    """``count`` processes that spin on a core each (the "other process" of the issue);
+    they stop with this script (SIGTERM from ``stop_load``, or their own 1-hour bound)."""
+    spin = "import time\nend = time.time() + 3600\nwhile time.time() < end: pass"
+    return [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(count)]
+
+
+def stop_load(procs: list[subprocess.Popen]) -> None:
+    for proc in procs:
+        proc.terminate()
+        proc.wait(timeout=30)
 
 
 def latency(stack: Stack, count: int) -> list[float]:
@@ -97,6 +179,9 @@ def main() -> int:
     parser.add_argument("--stack", choices=KINDS, default="postgres+redis")
     parser.add_argument("--attempts", type=int, default=16, help="samples per throughput run")
     parser.add_argument("--latency", type=int, default=15, help="single attempts timed")
+    parser.add_argument(
+        "--compete", type=int, default=0, help="processes spinning on a core meanwhile"
+    )
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="ab-throughput-") as tmp:
@@ -113,11 +198,20 @@ def main() -> int:
         try:
             print(f"stack: {args.stack}; {args.attempts} attempts of {TASK} (scripted agent)")
             print(f"load average before: {os.getloadavg()[0]:.2f}")
-            one, ok1 = throughput(stack, 1, args.attempts)
-            print(f"1 worker : {one:6.1f} attempts/min  ({ok1}/{args.attempts} resolved)")
-            two, ok2 = throughput(stack, 2, args.attempts)
-            print(f"2 workers: {two:6.1f} attempts/min  ({ok2}/{args.attempts} resolved)")
-            print(f"speed-up : {two / one:6.2f}x  (target >= 1.8)")
+            load = competing_load(args.compete)
+            if args.compete:
+                print(f"competing load: {args.compete} process(es) spinning on a core each")
+            try:
+                one = throughput(stack, 1, args.attempts)
+                describe("1 worker ", one, args.attempts)
+                two = throughput(stack, 2, args.attempts)
+                describe("2 workers", two, args.attempts)
+            finally:
+                stop_load(load)
+            print(f"speed-up : {two.per_min / one.per_min:6.2f}x  (target >= 1.8)")
+            if args.latency == 0:
+                print(f"load average after: {os.getloadavg()[0]:.2f}")
+                return 0
             times = latency(stack, args.latency)
             print(
                 f"enqueue-to-start: median {statistics.median(times):.1f} ms, "

@@ -14,6 +14,7 @@ COMMAND_MODULES = (
     "tasks_app.cli_swebench",
     "runs.cli_runs",
     "runs.cli_results",
+    "runs.cli_worker",
     "runs.cli_pipeline",
     "runs.cli_agents",
 )

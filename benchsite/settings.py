@@ -34,6 +34,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First, so its one line per request covers static files and every other middleware.
+    "benchsite.request_log.request_log_middleware",
     "django.middleware.security.SecurityMiddleware",
     # Before anything reads the body (CSRF does): upload size limits while it streams in.
     "tasks_app.uploads.UploadLimitMiddleware",
@@ -69,7 +71,10 @@ TEMPLATES = [
 DATABASES = {
     "default": dj_database_url.parse(
         envstr("DATABASE_URL", f"sqlite:///{VAR_DIR / 'db.sqlite3'}"),
-        conn_max_age=envint("DATABASE_CONN_MAX_AGE", 0),
+        # Kept open between requests (and checked before reuse): opening a connection per
+        # request costs PostgreSQL a backend fork and SQLite its PRAGMAs.
+        conn_max_age=envint("DATABASE_CONN_MAX_AGE", 60),
+        conn_health_checks=True,
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -106,15 +111,18 @@ WHITENOISE_IMMUTABLE_FILE_TEST = r"/vendor/[^/]*-\d+\.\d+\.\d+[^/]*$"
 # Artifacts (stage logs, patches, events) go through Django's storage API, so S3-compatible
 # storage is a matter of setting ARTIFACTS_STORAGE_BACKEND (for example django-storages').
 ARTIFACTS_ROOT = Path(envstr("ARTIFACTS_ROOT", str(VAR_DIR / "artifacts")))
+_FILE_STORAGE = "django.core.files.storage.FileSystemStorage"
+ARTIFACTS_STORAGE_BACKEND = envstr("ARTIFACTS_STORAGE_BACKEND", "") or _FILE_STORAGE
+# A FileSystemStorage elsewhere than ARTIFACTS_ROOT, e.g. a mount every machine shares: the
+# workers copy each attempt's folder there and the web app reads it (runs/artifacts_sync.py).
+ARTIFACTS_STORAGE_LOCATION = envstr("ARTIFACTS_STORAGE_LOCATION", "")
 STORAGES = {
-    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "default": {"BACKEND": _FILE_STORAGE},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
     "artifacts": {
-        "BACKEND": envstr(
-            "ARTIFACTS_STORAGE_BACKEND", "django.core.files.storage.FileSystemStorage"
-        ),
-        "OPTIONS": {"location": str(ARTIFACTS_ROOT)}
-        if envstr("ARTIFACTS_STORAGE_BACKEND", "") == ""
+        "BACKEND": ARTIFACTS_STORAGE_BACKEND,
+        "OPTIONS": {"location": ARTIFACTS_STORAGE_LOCATION or str(ARTIFACTS_ROOT)}
+        if ARTIFACTS_STORAGE_BACKEND == _FILE_STORAGE
         else {},
     },
 }
@@ -123,6 +131,10 @@ STORAGES = {
 LOGIN_URL = "account-login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "home"
+
+# `ab serve`: gunicorn finishes the requests in flight for this long on SIGTERM (the other WEB_*
+# knobs are read by benchsite/gunicorn_conf.py).
+WEB_GRACEFUL_TIMEOUT_SEC = envint("WEB_GRACEFUL_TIMEOUT_SEC", 10)
 
 # Celery. The embedded default is kombu's SQL transport on a SQLite file: no server process.
 CELERY_BROKER_URL = envstr("CELERY_BROKER_URL", f"sqla+sqlite:///{VAR_DIR / 'broker.sqlite3'}")
@@ -138,20 +150,15 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "polling_interval": envfloat("CELERY_POLLING_INTERVAL_SEC", 0.2),
 }
 CELERY_WORKER_CONCURRENCY = envint("CELERY_WORKER_CONCURRENCY", 1)
+# Workers log through LOGGING below (JSON lines), not Celery's own format.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # The queue attempts go to: deployments (or test sessions) sharing one broker use their own.
 CELERY_TASK_DEFAULT_QUEUE = envstr("CELERY_QUEUE", "celery")
-# The reaper (runs.tasks.attempts_reap_task) runs under celery beat: `ab serve` and
-# `ab worker --beat` start it. Run beat once per deployment (it is idempotent if not).
-ATTEMPT_REAPER_INTERVAL_SEC = envint("ATTEMPT_REAPER_INTERVAL_SEC", 30)
-CELERY_BEAT_SCHEDULE = {
-    "reap-stale-attempts": {
-        "task": "runs.attempts_reap",
-        "schedule": float(ATTEMPT_REAPER_INTERVAL_SEC),
-        # A pass that waited behind busy workers longer than one interval is dropped: the
-        # next one does the same work.
-        "options": {"expires": float(ATTEMPT_REAPER_INTERVAL_SEC)},
-    },
-}
+# The reaper (runs.services_worker.attempts_reap) runs in its own process, `ab reaper`, which
+# `ab serve` and `ab worker --beat` start: not as a Celery task, which would wait in the queue
+# behind the attempts of busy workers, exactly when a lost worker needs it. Run one per
+# deployment (a second one is harmless: every step is a compare-and-set).
+ATTEMPT_REAPER_INTERVAL_SEC = envint("ATTEMPT_REAPER_INTERVAL_SEC", 10)
 
 # Harness.
 AB_TASKS_DIR = Path(envstr("AB_TASKS_DIR", str(BASE_DIR / "tasks")))
@@ -168,10 +175,15 @@ SANDBOX_DISK_MB = envint("SANDBOX_DISK_MB", 10240)
 # docker/py-runner/build-offline.sh (pass it to sandbox.open_sandbox(bwrap_rootfs=...)).
 SANDBOX_BWRAP_ROOTFS = Path(envstr("SANDBOX_BWRAP_ROOTFS", "/var/lib/agentbench/rootfs/py-runner"))
 FAIL_FAST_THRESHOLD = envint("FAIL_FAST_THRESHOLD", 3)
-ATTEMPT_HEARTBEAT_SEC = envint("ATTEMPT_HEARTBEAT_SEC", 10)
-ATTEMPT_STALE_AFTER_SEC = envint("ATTEMPT_STALE_AFTER_SEC", 120)
+# A lost worker's attempt is taken back within STALE_AFTER + REAPER_INTERVAL (40 + 10 s): eight
+# missed heartbeats, so a worker slowed by load or a database lock is not taken for dead.
+ATTEMPT_HEARTBEAT_SEC = envint("ATTEMPT_HEARTBEAT_SEC", 5)
+ATTEMPT_STALE_AFTER_SEC = envint("ATTEMPT_STALE_AFTER_SEC", 40)
 # Host-side git clone / checkout of a task's repository (each); past it the attempt is TIMEOUT.
 GIT_CLONE_TIMEOUT_SEC = envint("GIT_CLONE_TIMEOUT_SEC", 300)
+# SIGTERM/SIGINT to `ab worker` / `ab serve`: running attempts may finish for this long, then
+# the worker is killed and they go back to the queue (runs.cli_worker).
+WORKER_SHUTDOWN_GRACE_SEC = envint("WORKER_SHUTDOWN_GRACE_SEC", 30)
 # A running attempt whose worker went silent is requeued this many times, then ended.
 ATTEMPT_MAX_REQUEUES = envint("ATTEMPT_MAX_REQUEUES", 1)
 # Added to an attempt's budgets (setup + tests + agent max time) for Celery's soft time limit.
@@ -229,9 +241,25 @@ def _cache_from_url(url: str) -> dict:
 # The write rate limit counts in this cache: point it at Redis when several web processes serve.
 CACHES = {"default": _cache_from_url(envstr("CACHE_URL", "locmem://"))}
 
+# Structured logs: one JSON object a line (LOG_FORMAT=text for plain lines), on stderr.
+LOG_FORMAT = envstr("LOG_FORMAT", "json")
+if LOG_FORMAT not in ("json", "text"):
+    raise ValueError(f"LOG_FORMAT must be json or text, got {LOG_FORMAT!r}")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "formatters": {
+        "json": {"()": "benchsite.request_log.JsonFormatter"},
+        "text": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": envstr("LOG_LEVEL", "WARNING")},
+    "loggers": {
+        # One line per request (benchsite.request_log); REQUEST_LOG_LEVEL=WARNING silences it.
+        "agentbench.requests": {
+            "handlers": ["console"],
+            "level": envstr("REQUEST_LOG_LEVEL", "INFO"),
+            "propagate": False,
+        },
+    },
 }

@@ -4,8 +4,10 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 
 from benchsite.api import api
+from benchsite.health import healthz
 
 urlpatterns = [
+    path("healthz", healthz, name="healthz"),
     # Before admin/: the admin's catch-all would answer these paths with a 404.
     path("admin/swebench/", include("tasks_app.admin_swebench")),
     path("admin/", admin.site.urls),

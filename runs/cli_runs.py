@@ -1,12 +1,9 @@
-"""``ab`` commands that launch and steer runs: run-suite, cancel-run, retry-run, resume-run,
-worker."""
+"""``ab`` commands that launch and steer runs: run-suite, cancel-run, retry-run, resume-run
+(``ab worker`` is in runs.cli_worker)."""
 
 from __future__ import annotations
 
 import argparse
-import signal
-import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -14,6 +11,8 @@ from pathlib import Path
 from django.conf import settings
 
 from benchsite.cli import CommandError
+from benchsite.processes import Supervisor
+from runs.cli_worker import LocalWorker
 from runs.models import AgentVariant, ModelConfig, Run
 from runs.taxonomy import Reason
 
@@ -55,52 +54,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         p = sub.add_parser(name, help=help_text)
         p.add_argument("run_id", help="the run's public id (or its first 8+ characters)")
         p.set_defaults(handler=handler)
-
-    p = sub.add_parser("worker", help="start a Celery worker that runs attempts")
-    p.add_argument("--concurrency", type=int, default=None, help="attempts run in parallel")
-    p.add_argument("--beat", action="store_true", help="also run the periodic reaper (once)")
-    p.add_argument("--loglevel", default="INFO")
-    p.add_argument("--hostname", default=None, help="worker name, e.g. w1@%%h")
-    p.set_defaults(handler=cmd_worker)
-
-
-def worker_argv(
-    *, concurrency: int | None = None, beat: bool = False, loglevel: str = "INFO", hostname=None
-) -> list[str]:
-    """The command line of a worker process (``ab serve`` and ``--worker`` start one)."""
-    argv = [
-        sys.executable,
-        "-m",
-        "celery",
-        "-A",
-        "benchsite",
-        "worker",
-        "--loglevel",
-        loglevel,
-        "--concurrency",
-        str(concurrency or settings.CELERY_WORKER_CONCURRENCY),
-        "--prefetch-multiplier",
-        "1",
-        "-O",
-        "fair",
-    ]
-    if hostname:
-        argv += ["--hostname", hostname]
-    if beat:
-        argv += ["--beat", "--schedule", str(Path(settings.VAR_DIR) / "celerybeat-schedule")]
-    return argv
-
-
-def cmd_worker(args: argparse.Namespace) -> int:
-    argv = worker_argv(
-        concurrency=args.concurrency, beat=args.beat, loglevel=args.loglevel, hostname=args.hostname
-    )
-    proc = subprocess.Popen(argv)
-    try:
-        return proc.wait()
-    except KeyboardInterrupt:
-        proc.send_signal(signal.SIGTERM)
-        return proc.wait()
 
 
 def _suite(name: str):
@@ -167,16 +120,12 @@ def cmd_run_suite(args: argparse.Namespace) -> int:
     print(f"run {run.public_id}: {suite.name} x {config.name}, {total} attempt(s) queued")
     if not (args.wait or args.worker):
         return 0
-    worker = subprocess.Popen(worker_argv(beat=True, loglevel="WARNING")) if args.worker else None
+    worker = LocalWorker(Supervisor(), reaper=True) if args.worker else None
     try:
         _wait(run, poll=args.poll)
     finally:
         if worker is not None:
-            worker.send_signal(signal.SIGTERM)
-            try:
-                worker.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                worker.kill()
+            worker.shutdown()
     run.refresh_from_db()
     print(summary_table(run))
     return 0

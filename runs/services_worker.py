@@ -1,12 +1,13 @@
 """What workers write: the claim, run bookkeeping after each attempt, fail-fast, the reaper.
 
 Split from ``runs.services`` (launch and control) because it runs inside worker processes and
-the beat scheduler, under row locks, and has its own concurrency rules.
+the reaper (``ab reaper``), under row locks, and has its own concurrency rules.
 """
 
 from __future__ import annotations
 
 import logging
+import shutil
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -15,6 +16,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from runs.broker import broker_forget_unacked
 from runs.failfast import Breach, Outcome, failfast_settings, find_breach
 from runs.models import RUN_FINAL_STATES, Attempt, AttemptStatus, Run, RunSource, RunStatus
 from runs.services import (
@@ -173,19 +175,76 @@ def attempts_reap(*, stale_after_sec: int | None = None, max_requeues: int | Non
                 ended.append(locked.id)
             elif locked.requeue_count < max_requeues:
                 lost = locked.worker or "unknown"
-                attempt_archive_try(locked, note=f"worker lost ({lost}), requeued")
-                attempt_reset_to_queued(locked, requeue_count=locked.requeue_count + 1)
+                _take_back(locked, note=f"worker lost ({lost}), requeued", count=True)
                 requeued.append(locked.id)
             else:
                 _end_worker_lost(locked, stale_after)
                 ended.append(locked.id)
+        attempt_remove_workspace(locked)
         if locked.id in ended:
             run_attempt_done(attempt=locked)
+    broker_forget_unacked([*requeued, *ended])
     if requeued:
         attempts_enqueue(requeued)
     resent = _resend_lost_messages(stale_after)
     settled = runs_settle_idle()
     return ReapReport(requeued=requeued, ended=ended, resent=resent, settled=settled)
+
+
+def attempts_hand_back(*, worker_node: str) -> list[int]:
+    """Put back in the queue the attempts a stopped worker left ``running``.
+
+    ``ab worker`` calls it once every process of its Celery worker ``worker_node`` is gone
+    (stopped past its grace period, or crashed), so the attempts need not wait for the reaper.
+    A hand-back is not a lost worker: ``requeue_count`` stays as it was. Attempts of a run that
+    ended meanwhile end ``cancelled`` instead.
+    """
+    handed: list[int] = []
+    ended: list[Attempt] = []
+    running = Attempt.objects.filter(
+        status=AttemptStatus.RUNNING, worker__startswith=f"{worker_node}:"
+    )
+    for attempt in running.order_by("id"):
+        with transaction.atomic():
+            locked = (
+                Attempt.objects.select_for_update()
+                .filter(pk=attempt.pk, status=AttemptStatus.RUNNING, worker=attempt.worker)
+                .first()
+            )
+            if locked is None:
+                continue
+            transaction.on_commit(lambda pid=locked.public_id: attempts_remove_containers([pid]))
+            if Run.objects.filter(pk=locked.run_id, status__in=RUN_FINAL_STATES).exists():
+                text = f"[worker-stopped] worker {locked.worker} stopped after the run ended"
+                _end_worker_lost(locked, 0, run_ended=True, text=text)
+                ended.append(locked)
+            else:
+                _take_back(locked, note=f"worker {locked.worker} stopped, handed back", count=False)
+                handed.append(locked.id)
+        attempt_remove_workspace(locked)
+    for attempt in ended:
+        run_attempt_done(attempt=attempt)
+    broker_forget_unacked([*handed, *(a.id for a in ended)])
+    attempts_enqueue(handed)
+    return handed
+
+
+def _take_back(attempt: Attempt, *, note: str, count: bool) -> None:
+    """Archive the try and reset the attempt to ``queued`` (inside the caller's transaction)."""
+    attempt_archive_try(attempt, note=note)
+    attempt_reset_to_queued(attempt, requeue_count=attempt.requeue_count + (1 if count else 0))
+
+
+def attempt_remove_workspace(attempt: Attempt) -> None:
+    """Remove the workspace a taken-back try left in its artifact folder (its logs stay).
+
+    The next try gets a folder of its own and a fresh clone; on a worker of another machine
+    the folder is only here when the artifacts root is shared, else nothing is removed.
+    """
+    from runs.pipeline.artifacts import WORKSPACE_DIR, folder_of
+
+    if attempt.artifacts_dir:
+        shutil.rmtree(folder_of(attempt.artifacts_dir) / WORKSPACE_DIR, ignore_errors=True)
 
 
 def runs_settle_idle() -> list[int]:
@@ -201,14 +260,16 @@ def runs_settle_idle() -> list[int]:
     return idle
 
 
-def _end_worker_lost(attempt: Attempt, stale_after: int, *, run_ended: bool = False) -> None:
+def _end_worker_lost(
+    attempt: Attempt, stale_after: int, *, run_ended: bool = False, text: str = ""
+) -> None:
     now = timezone.now()
     # In a run already cancelled or aborted, a lost attempt is not worth another try.
     attempt.status = AttemptStatus.CANCELLED if run_ended else AttemptStatus.FINISHED
     attempt.failure_reason_id = (Reason.INTERRUPTED if run_ended else Reason.SANDBOX_ERROR).value
     attempt.is_infra = True
     attempt.error_kind = "transient"
-    attempt.error_text = (
+    attempt.error_text = text or (
         f"[worker-lost] worker {attempt.worker or 'unknown'} sent no heartbeat for over "
         f"{stale_after}s, after {attempt.requeue_count} requeue(s)"
     )
@@ -266,7 +327,7 @@ def broker_queue_size() -> int | None:
 
 
 def _stale_after() -> int:
-    return int(getattr(settings, "ATTEMPT_STALE_AFTER_SEC", 120) or 120)
+    return int(getattr(settings, "ATTEMPT_STALE_AFTER_SEC", 40) or 40)
 
 
 def _max_requeues() -> int:

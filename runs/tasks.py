@@ -2,29 +2,31 @@
 
 ``attempt_run`` is idempotent: a duplicate or redelivered message finds its attempt already
 claimed (or final) and returns. A worker that dies mid-attempt stops its heartbeat; the
-periodic ``attempts_reap`` task then requeues the attempt once, or ends it.
+reaper (``ab reaper``, runs.services_worker.attempts_reap) then requeues the attempt once, or
+ends it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
-from celery.signals import worker_init
+from celery.signals import worker_init, worker_ready
 from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connection
 from django.utils import timezone
 
-from runs.leftovers import leftovers_remove
 from runs.models import Attempt, AttemptStatus, Run, RunStatus
 from runs.services import attempts_remove_containers
-from runs.services_worker import attempt_claim, attempts_reap, run_attempt_done
+from runs.services_worker import attempt_claim, run_attempt_done
 from runs.taxonomy import Reason
 
 log = logging.getLogger(__name__)
@@ -37,6 +39,15 @@ def _warm_imports(**_kwargs) -> None:
     agent stage, where it reads as an empty run (over a second, no tokens)."""
     import runs.agents.llm
     import runs.pipeline.execute  # noqa: F401
+
+
+@worker_ready.connect
+def _announce_ready(**_kwargs) -> None:
+    """Tell the supervising ``ab`` process (runs.cli_worker) that this worker consumes now."""
+    path = os.environ.get("AB_WORKER_READY_FILE")
+    if path:
+        with contextlib.suppress(OSError):
+            Path(path).write_text(f"{os.getpid()}\n")
 
 
 def attempt_time_limits(attempt_ids: Sequence[int]) -> dict[int, tuple[int, int]]:
@@ -273,23 +284,3 @@ def _publish_artifacts(attempt: Attempt) -> None:
         attempt_publish_artifacts(attempt)
     except Exception:
         log.exception("attempt %s: could not copy artifacts to shared storage", attempt.id)
-
-
-@shared_task(name="runs.attempts_reap", ignore_result=True)
-def attempts_reap_task() -> dict:
-    """Periodic (celery beat): requeue or end attempts whose worker went silent."""
-    close_old_connections()
-    report = attempts_reap()
-    if report.requeued or report.ended or report.resent or report.settled:
-        log.warning("reaper: %s", report)
-    leftovers = leftovers_remove()
-    if leftovers.containers or leftovers.workspaces:
-        log.warning("reaper removed leftovers of finished attempts: %s", leftovers)
-    return {
-        "requeued": report.requeued,
-        "ended": report.ended,
-        "resent": report.resent,
-        "settled": report.settled,
-        "leftover_containers": leftovers.containers,
-        "leftover_workspaces": leftovers.workspaces,
-    }

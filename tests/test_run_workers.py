@@ -92,11 +92,21 @@ def test_a_worker_killed_mid_attempt_leaves_no_attempt_stuck(stack):
         timeout=120,
         what="an attempt to start",
     )
+    killed_try = wait_until(
+        lambda: Attempt.objects.using(stack.alias).get(pk=victim.pk).artifacts_dir,
+        timeout=60,
+        what="the attempt's folder",
+    )
     stack.kill_worker(doomed)  # SIGKILL to the main process and its pool children
-    stack.start_worker("rescuer", beat=True)  # beat runs the reaper
+    stack.start_worker("rescuer", beat=True)  # with the reaper
     run = wait_final(stack, run)
     victim = Attempt.objects.using(stack.alias).get(pk=victim.pk)
     assert victim.requeue_count == 1
+    # The killed try's workspace is gone; the new try ran in a folder of its own.
+    assert not (stack.var_dir / "artifacts" / killed_try / "workspace").exists()
+    assert victim.artifacts_dir != killed_try
+    # Its unacknowledged message does not wait in Redis for the visibility timeout.
+    assert stack.unacked_messages() == 0
     assert victim.status == AttemptStatus.FINISHED
     # It finished elsewhere, or (had it been lost twice) ended as infrastructure.
     assert victim.failure_reason_id in (None, "SANDBOX_ERROR")

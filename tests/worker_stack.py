@@ -15,6 +15,7 @@ the same database through an extra Django connection alias (``Stack.alias``).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -92,9 +93,18 @@ class Stack:
             "--loglevel",
             "INFO",
         ]
-        if beat:
-            argv += ["--beat", "--schedule", str(self.var_dir / f"beat-{name}")]
         log = open(self.var_dir / f"worker-{name}.log", "ab")  # noqa: SIM115 (kept by Popen)
+        if beat:  # the reaper, as `ab worker --beat` runs it: a process of its own
+            reaper = subprocess.Popen(
+                [sys.executable, "-m", "benchsite.cli", "reaper"],
+                cwd=REPO_ROOT,
+                env=self.env | (env or {}),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
+            self.workers.append(reaper)
         proc = subprocess.Popen(
             argv,
             cwd=REPO_ROOT,
@@ -139,6 +149,17 @@ class Stack:
             capture_output=True,
             timeout=60,
         )
+
+    def unacked_messages(self) -> int:
+        """Unacknowledged messages of this stack's queue held by the broker (Redis: kombu's
+        ``unacked`` hash); 0 on the SQL transport, which keeps none after a worker dies."""
+        if not self.env.get("CELERY_BROKER_URL", "").startswith("redis://"):
+            return 0
+        import redis
+
+        client = redis.Redis.from_url(self.env["CELERY_BROKER_URL"])
+        queue = self.env["CELERY_QUEUE"]
+        return sum(1 for _, raw in client.hscan_iter("unacked") if json.loads(raw)[2] == queue)
 
     # --- the database, from this process ------------------------------------------------
 
