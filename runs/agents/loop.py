@@ -136,7 +136,7 @@ class AgentLoop:
             strict_patch=self.ctx.model.strict_patch,
         )
         initial = self.run_tests()
-        if initial.exit_code == 0:
+        if initial.exit_code == 0 and not self.ctx.task.hidden_tests:
             return self.finish("tests_passed", "the tests already pass")
         self.policy.start(self.ctx, initial, self.state)
         stop, note = self._steps()

@@ -126,13 +126,16 @@ class _Execution:
             shutil.rmtree(ws)
         repo_dir = ws / plan.repo_rel if plan.repo_rel else ws
         excludes = workspace.excludes_for(repo_dir, [ws / "site-packages", ws / ".pyuser"])
+        if plan.is_swebench:
+            plan = swebench.with_local_build(plan, backend=self.backend)
         if not self._get_code(plan, ws, repo_dir):
             return
         self._checkpoint("setup", Stage.SETUP)
         config = self._sandbox_config(plan, ws)
         from sandbox import open_sandbox
 
-        with open_sandbox(config, backend=self.backend) as sandbox:
+        rootfs = Path(plan.rootfs) if plan.rootfs else None
+        with open_sandbox(config, backend=self.backend, bwrap_rootfs=rootfs) as sandbox:
             self.sandbox_info = {
                 "backend": sandbox.backend,
                 "image": config.image,
@@ -296,7 +299,10 @@ class _Execution:
                 "agentbench.run": str(self.attempt.run.public_id),
             },
             # Lets an operator (and the tests) find every process of an attempt on the host.
-            env={"AGENTBENCH_ATTEMPT": public_id},
+            # A SWE-bench instance built here: its venv first on PATH for every command, the
+            # agent's included.
+            env={"AGENTBENCH_ATTEMPT": public_id}
+            | {k: v for k, v in plan.sandbox_env().items() if k in ("PATH", "VIRTUAL_ENV")},
         )
 
     def _checkpoint(self, name: str, stage: Stage) -> None:
