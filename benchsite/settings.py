@@ -156,6 +156,9 @@ SANDBOX_OUTPUT_CAP_BYTES = envint("SANDBOX_OUTPUT_CAP_BYTES", 1_000_000)
 # bubblewrap's root filesystem: the tree the runner image is imported from, left here by
 # docker/py-runner/build-offline.sh (pass it to sandbox.open_sandbox(bwrap_rootfs=...)).
 SANDBOX_BWRAP_ROOTFS = Path(envstr("SANDBOX_BWRAP_ROOTFS", "/var/lib/agentbench/rootfs/py-runner"))
+# SWE-bench repositories for offline builds (ab swebench build): a folder of
+# <owner>__<name>.git.tar.gz archives or <owner>__<name>.git bare repositories.
+SWEBENCH_REPOS = envstr("SWEBENCH_REPOS", "")
 FAIL_FAST_THRESHOLD = envint("FAIL_FAST_THRESHOLD", 3)
 ATTEMPT_HEARTBEAT_SEC = envint("ATTEMPT_HEARTBEAT_SEC", 10)
 ATTEMPT_STALE_AFTER_SEC = envint("ATTEMPT_STALE_AFTER_SEC", 120)

@@ -11,14 +11,15 @@ import datetime as dt
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.db import connections
-from django.db.models import Count, F, IntegerField, Max, Q, QuerySet, Sum
+from django.db.models import Case, Count, F, IntegerField, Max, Q, QuerySet, Sum, Value, When
 from django.db.models.functions import Cast
 
 from runs.models import AgentVariant, Attempt, AttemptStatus, ModelConfig, Run, RunSource
 from runs.stats import majority_resolved, mcnemar_exact, pass_at_k, wilson_interval
-from tasks_app.models import Suite, Task
+from tasks_app.models import Suite, Task, invalid_task_ids
 
 # Two models whose paired test against the leader gives at least this p-value are "tied".
 TIE_ALPHA = 0.05
@@ -139,7 +140,9 @@ class ModelTotals:
     buckets: list[tuple[int, int, list[int]]] = field(default_factory=list)
 
 
-def grouped_totals(attempts: QuerySet[Attempt]) -> dict[int, ModelTotals]:
+def grouped_totals(
+    attempts: QuerySet[Attempt], *, invalid_task_ids: list[int] | None = None
+) -> dict[int, ModelTotals]:
     """Every figure of the leaderboard in one query, keyed by model configuration id.
 
     The inner query groups attempts by model x task (a few thousand groups); the outer one
@@ -150,14 +153,25 @@ def grouped_totals(attempts: QuerySet[Attempt]) -> dict[int, ModelTotals]:
     """
     # Few aggregates, sums of 0/1 columns rather than filtered counts where possible: this
     # query is most of the page's time. scored = n - infra is derived in Python.
+    # Attempts on a task its gold validation found invalid count apart, like infrastructure
+    # outcomes (``invalid_task_ids``; a filter on the attempt's own task_id column).
+    infra: Any = Cast("is_infra", IntegerField())
+    not_infra = Q(is_infra=False)
+    if invalid_task_ids:
+        infra = Case(
+            When(Q(is_infra=True) | Q(task_id__in=invalid_task_ids), then=Value(1)),
+            default=Value(0),
+            output_field=IntegerField(),
+        )
+        not_infra &= ~Q(task_id__in=invalid_task_ids)
     inner = (
         attempts.order_by()
         .values_list("model_config_id", "task_id")
         .annotate(
             n=Count("id"),
-            infra=Sum(Cast("is_infra", IntegerField())),
+            infra=Sum(infra),
             resolved=Count(
-                "id", filter=Q(is_infra=False, failure_reason__isnull=True, is_missing=False)
+                "id", filter=not_infra & Q(failure_reason__isnull=True, is_missing=False)
             ),
             missing=Sum(Cast("is_missing", IntegerField())),
             cost=Sum("cost_usd"),
@@ -218,7 +232,7 @@ def leaderboard_rows(
     leader's, and is marked tied when p >= 0.05.
     """
     attempts = finished_attempts(suite=suite, labels=labels, date_from=date_from, date_to=date_to)
-    totals = grouped_totals(attempts)
+    totals = grouped_totals(attempts, invalid_task_ids=invalid_task_ids(suite))
     if not totals:
         return []
     models = {
