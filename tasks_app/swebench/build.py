@@ -232,7 +232,9 @@ class Builder:
                     trees.hardlink_copy(env_tree, work)
                     venv = envspec.VENV.lstrip("/")
                     trees.real_copy(env_tree / venv, work / venv)
-                    trees.checkout_testbed(work, bare, recipe.base_commit, envspec.TESTBED)
+                    trees.checkout_testbed(
+                        work, bare, recipe.base_commit, envspec.TESTBED, tag=recipe.version_tag
+                    )
                     trees.run_in_tree(
                         work,
                         "\n".join(recipe.commands),
@@ -282,6 +284,17 @@ class Builder:
         tmp = folder / f".{built.instance_id}.json.tmp"
         tmp.write_text(json.dumps(asdict(built), indent=2))
         tmp.rename(folder / f"{built.instance_id}.json")
+        if previous and previous.key != built.key:
+            self._remove(previous)
+
+    def _remove(self, old: BuiltInstance) -> None:
+        """Drop an instance's previous build (its inputs changed): the instance level only;
+        base and env levels may serve other instances."""
+        with locked(f"instance-{old.key}"):
+            if Path(old.rootfs).is_dir():
+                subprocess.run(["rm", "-rf", "--one-file-system", old.rootfs], check=False)
+            if old.image and self.docker:
+                subprocess.run(["docker", "image", "rm", old.image], capture_output=True)
 
 
 def _last_line(text: str) -> str:

@@ -13,6 +13,8 @@ dropped both. Its data is used as is; what differs is how it is applied here:
 - ``requirements.txt`` is read from our git copy at ``environment_setup_commit`` (the official
   helper downloads it from GitHub), with the same ``-r`` expansion, exclusions and the official
   ``clean_requirements`` replacements.
+- The archives hold one commit, no release tags: /testbed gets a tag ``v<version>`` (the
+  instance's version) on base_commit so that setuptools_scm/versioneer versions resolve.
 - Pip resolves to today's releases unless pinned: the pins that keep an old environment working
   are listed in ``PIP_PINS`` below, the one place for them.
 """
@@ -91,6 +93,11 @@ class InstanceRecipe:
     commands: tuple[str, ...]
     env: EnvRecipe
 
+    @property
+    def version_tag(self) -> str:
+        """The tag put on base_commit in /testbed (see ``trees.checkout_testbed``)."""
+        return f"v{self.env.version}"
+
     def key(self, env_key: str) -> str:
         return _digest(
             {
@@ -99,6 +106,7 @@ class InstanceRecipe:
                 "instance": self.instance_id,
                 "commit": self.base_commit,
                 "commands": self.commands,
+                "tag": self.version_tag,
                 "recipe": RECIPE_VERSION,
             }
         )

@@ -36,8 +36,11 @@ class BuildStepError(RuntimeError):
 @contextmanager
 def staging(final: Path) -> Iterator[Path]:
     """A work folder beside ``final`` renamed to it when the block succeeds (never a half
-    tree at ``final``), removed when it fails."""
+    tree at ``final``), removed when it fails. Call it holding the level's lock."""
     final.parent.mkdir(parents=True, exist_ok=True)
+    # The caller holds the level's lock: a work folder left by a killed build is garbage.
+    for stale in final.parent.glob(f".{final.name}.*"):
+        subprocess.run(["rm", "-rf", "--one-file-system", str(stale)], check=False)
     work = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
     try:
         yield work
@@ -164,13 +167,18 @@ def host_git(*args: str, cwd: Path) -> str:
     return done.stdout
 
 
-def checkout_testbed(tree: Path, bare: Path, commit: str, path: str) -> None:
+def checkout_testbed(tree: Path, bare: Path, commit: str, path: str, *, tag: str) -> None:
     """``path`` in ``tree`` becomes a repository holding only ``commit``, checked out: no
-    remote, no tags, no other commit of the archive (another instance's base could be this
-    one's future)."""
+    remote, no other commit of the archive (another instance's base could be this one's
+    future), and one tag ``tag`` on it.
+
+    The tag stands in for the release tags of the official clone, which the one-commit archive
+    lacks: setuptools_scm and versioneer derive the package version from it (with no tag
+    pvlib installs as 0.1.dev1 and pvfactors, needing pvlib>=0.6, cannot be resolved)."""
     testbed = tree / path.lstrip("/")
     testbed.mkdir(parents=True)
     host_git("init", "-q", cwd=testbed)
     host_git("fetch", "-q", "--depth=1", "--no-tags", str(bare), commit, cwd=testbed)
     host_git("checkout", "-q", "--detach", commit, cwd=testbed)
+    host_git("tag", tag, commit, cwd=testbed)
     host_git("reflog", "expire", "--expire=now", "--all", cwd=testbed)
