@@ -159,6 +159,10 @@ SANDBOX_BWRAP_ROOTFS = Path(envstr("SANDBOX_BWRAP_ROOTFS", "/var/lib/agentbench/
 # SWE-bench repositories for offline builds (ab swebench build): a folder of
 # <owner>__<name>.git.tar.gz archives or <owner>__<name>.git bare repositories.
 SWEBENCH_REPOS = envstr("SWEBENCH_REPOS", "")
+# Output kept per stream of a SWE-bench instance's commands: graded from the test summary at
+# the end of `pytest -rA`, which a big suite pushes past SANDBOX_OUTPUT_CAP_BYTES (sqlfluff's
+# CLI tests print 2 MB); the official harness keeps the whole log.
+SWEBENCH_OUTPUT_CAP_BYTES = envint("SWEBENCH_OUTPUT_CAP_BYTES", 20_000_000)
 FAIL_FAST_THRESHOLD = envint("FAIL_FAST_THRESHOLD", 3)
 ATTEMPT_HEARTBEAT_SEC = envint("ATTEMPT_HEARTBEAT_SEC", 10)
 ATTEMPT_STALE_AFTER_SEC = envint("ATTEMPT_STALE_AFTER_SEC", 120)

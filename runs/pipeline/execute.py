@@ -290,7 +290,11 @@ class _Execution:
             memory_mb=settings.SANDBOX_MEMORY_MB,
             cpus=settings.SANDBOX_CPUS,
             pids_limit=settings.SANDBOX_PIDS_LIMIT,
-            output_cap_bytes=settings.SANDBOX_OUTPUT_CAP_BYTES,
+            output_cap_bytes=(
+                max(settings.SANDBOX_OUTPUT_CAP_BYTES, settings.SWEBENCH_OUTPUT_CAP_BYTES)
+                if plan.is_swebench
+                else settings.SANDBOX_OUTPUT_CAP_BYTES
+            ),
             # Only setup may use the network, and only when the task says so; otherwise the
             # sandbox gets none at all.
             allow_network=plan.setup_network and bool(plan.setup_commands),
