@@ -5,7 +5,8 @@
 For each instance (already built by ``ab swebench build``; default: three Lite dev instances):
 
 - cold build seconds of the base, env and instance levels, as recorded when each level was
-  first built on this machine (``<cache>/instances/<id>.json``);
+  first built on this machine (``<cache>/trees/<level>.build.json``; the base includes its
+  ``docker import``, env and instance their ``docker build``);
 - warm oracle attempt: median wall time of ``--runs`` whole attempts through the pipeline
   (copy of /testbed, sandbox, gold patch, test patch, final test command, grading);
 - bare: median wall time of the same final test command in the same image with nothing else
@@ -129,7 +130,7 @@ def main() -> int:
                 print(f"  {instance_id}: not built (run ab swebench build SUITE --instance ...)")
                 continue
             built[instance_id] = found
-            s = found.seconds
+            s = found.cold_seconds
             print(
                 f"  {instance_id:40s} {s.get('base', 0):6.0f} {s.get('env', 0):6.0f} "
                 f"{s.get('instance', 0):6.0f}"

@@ -36,8 +36,10 @@ class BuiltInstance:
     rootfs: str
     image: str = ""
     python: str = ""
-    # Seconds each level took when it was built by this build (0: it was cached).
+    # Seconds each level took in this build (0: it was cached) ...
     seconds: dict[str, float] = field(default_factory=dict)
+    # ... and when it was first built on this machine (cold: what bench/swebench_eval.py shows).
+    cold_seconds: dict[str, float] = field(default_factory=dict)
     note: str = ""
 
     def has_image(self) -> bool:
@@ -113,6 +115,11 @@ class Builder:
             tail = "\n".join(getattr(exc, "log", "").splitlines()[-25:])
             return BuildOutcome(instance_id, "failed", str(exc), log_tail=tail)
         built.seconds = seconds
+        built.cold_seconds = {
+            "base": _cold(base_tree),
+            "env": _cold(env_tree),
+            "instance": _cold(Path(built.rootfs)),
+        }
         self._record(built)
         status = "built" if any(seconds.values()) else "cached"
         return BuildOutcome(instance_id, status, built.note, built=built)
@@ -137,6 +144,7 @@ class Builder:
                 docker_images.import_base(tree, tag, key, venv_bin=f"{envspec.VENV}/bin")
                 built = True
             seconds["base"] = round(time.monotonic() - started, 1) if built else 0.0
+            _note_cold(tree, seconds["base"])
         return key, tree
 
     def _debootstrap(self, work: Path, suite: str) -> None:
@@ -181,6 +189,7 @@ class Builder:
                 docker_images.build_layer(base_tree, tree, parent, tag, key)
                 built = True
             seconds["env"] = round(time.monotonic() - started, 1) if built else 0.0
+            _note_cold(tree, seconds["env"])
         return tree, tag
 
     def _env_steps(self, work: Path, recipe: envspec.EnvRecipe) -> None:
@@ -253,6 +262,7 @@ class Builder:
                 docker_images.build_layer(env_tree, tree, env_tag, tag, key)
                 built = True
             seconds["instance"] = round(time.monotonic() - started, 1) if built else 0.0
+            _note_cold(tree, seconds["instance"])
         dirty = subprocess.run(
             ["git", "-C", str(tree / "testbed"), "status", "--porcelain", "--untracked-files=no"],
             capture_output=True, text=True,
@@ -275,12 +285,6 @@ class Builder:
         previous = built_instance(built.instance_id)
         if previous and previous.key == built.key and not built.image:
             built.image = previous.image  # a bwrap-only rebuild keeps the Docker image known
-        if previous and previous.key == built.key:
-            # Keep the cold build's times: a cached build would record zeros.
-            built.seconds = {
-                level: built.seconds.get(level) or previous.seconds.get(level, 0.0)
-                for level in ("base", "env", "instance")
-            }
         tmp = folder / f".{built.instance_id}.json.tmp"
         tmp.write_text(json.dumps(asdict(built), indent=2))
         tmp.rename(folder / f"{built.instance_id}.json")
@@ -293,8 +297,23 @@ class Builder:
         with locked(f"instance-{old.key}"):
             if Path(old.rootfs).is_dir():
                 subprocess.run(["rm", "-rf", "--one-file-system", old.rootfs], check=False)
+            Path(old.rootfs + ".build.json").unlink(missing_ok=True)
             if old.image and self.docker:
                 subprocess.run(["docker", "image", "rm", old.image], capture_output=True)
+
+
+def _note_cold(tree: Path, seconds: float) -> None:
+    """Remember how long ``tree``'s level took to build (the first time: cold)."""
+    path = tree.with_name(tree.name + ".build.json")
+    if seconds and not path.exists():
+        path.write_text(json.dumps({"seconds": seconds}))
+
+
+def _cold(tree: Path) -> float:
+    try:
+        return float(json.loads(tree.with_name(tree.name + ".build.json").read_text())["seconds"])
+    except (OSError, ValueError, KeyError):
+        return 0.0
 
 
 def _last_line(text: str) -> str:
