@@ -148,7 +148,8 @@ class AgentLoop:
             return self.finish("tests_passed", "the tests already pass")
         self.policy.start(self.ctx, initial, self.state)
         stop, note = self._steps()
-        if stop not in ("tests_passed", "time_budget", "llm_error") and self.state.tests_stale:
+        stale = self.state.tests_stale and self.auto_tests
+        if stop not in ("tests_passed", "time_budget", "llm_error") and stale:
             self.run_tests()
         return self.finish(stop, note)
 
