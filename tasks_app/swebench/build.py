@@ -152,10 +152,10 @@ class Builder:
             work, suite, envspec.BASE_PACKAGES, self.mirror, log=work.with_suffix(".log")
         )
         work.with_suffix(".log").unlink(missing_ok=True)
-        subprocess.run(
+        trees.run(
             ["chroot", str(work), "useradd", "--uid", str(trees.AGENT_UID), "--user-group",
              "--create-home", "--shell", "/bin/bash", "agent"],
-            check=True, capture_output=True,
+            what="useradd agent",
         )  # fmt: skip
         (work / "workspace").mkdir(exist_ok=True)
         os.chown(work / "workspace", trees.AGENT_UID, trees.AGENT_UID)
@@ -163,7 +163,7 @@ class Builder:
         (work / "etc/resolv.conf").write_text("")
         (work / "etc/hosts").write_text("127.0.0.1\tlocalhost\n::1\tlocalhost\n")
         (work / "etc/hostname").write_text("sandbox\n")
-        subprocess.run(["chroot", str(work), "apt-get", "clean"], check=True)
+        trees.run(["chroot", str(work), "apt-get", "clean"], what="apt-get clean")
 
     def _env(
         self,

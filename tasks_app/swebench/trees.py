@@ -54,14 +54,14 @@ def staging(final: Path) -> Iterator[Path]:
 def hardlink_copy(src: Path, dest: Path) -> None:
     """``dest`` becomes a copy of ``src`` sharing every file's data (``dest`` must be empty)."""
     dest.rmdir()
-    _run(["cp", "-al", str(src), str(dest)], what=f"hard-link copy of {src}")
+    run(["cp", "-al", str(src), str(dest)], what=f"hard-link copy of {src}")
 
 
 def real_copy(src: Path, dest: Path) -> None:
     """Replace ``dest`` (a hard-link copy) with a copy of its own of ``src``."""
     if dest.exists():
         shutil.rmtree(dest)
-    _run(["cp", "-a", str(src), str(dest)], what=f"copy of {src}")
+    run(["cp", "-a", str(src), str(dest)], what=f"copy of {src}")
 
 
 def debootstrap(tree: Path, suite: str, packages: str, mirror: str, *, log: Path) -> None:
@@ -154,7 +154,8 @@ def tree_size(tree: Path) -> int:
     return int(done.stdout.split()[0]) if done.returncode == 0 else 0
 
 
-def _run(cmd: list[str], *, what: str) -> None:
+def run(cmd: list[str], *, what: str) -> None:
+    """Run ``cmd`` on the host; BuildStepError naming ``what`` when it fails."""
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         raise BuildStepError(f"{what} failed: {done.stderr.strip()[-500:]}", done.stderr)
