@@ -193,7 +193,7 @@ class Builder:
         return tree, tag
 
     def _env_steps(self, work: Path, recipe: envspec.EnvRecipe) -> None:
-        constraints = "\n".join(envspec.pip_constraints(recipe.repo, recipe.version)) + "\n"
+        constraints = "\n".join(recipe.pins) + "\n"
         (work / "etc/agentbench-pip-constraints.txt").write_text(constraints)
         if recipe.apt_packages:
             packages = " ".join(recipe.apt_packages)

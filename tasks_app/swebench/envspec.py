@@ -45,8 +45,13 @@ BASE_PACKAGES = (
 # old code cannot run with), applied as pip constraints to every install of that repo (and
 # version, when given). Each with the reason it is needed.
 PIP_PINS: dict[str, list[tuple[str, str]]] = {
-    # setuptools 80 removed `setup.py develop`-era APIs that old setup.py files import.
-    "*": [("setuptools<70", "old setup.py files use pkg_resources/develop APIs removed since")],
+    "pylint-dev/astroid": [
+        (
+            "pip<25.3",
+            "astroid 2.13/2.14 build with setuptools~=62.6, which has no PEP 660 editable hook; "
+            "pip 25.3 dropped the `setup.py develop` fallback the official images installed with",
+        )
+    ],
 }
 
 
@@ -66,6 +71,7 @@ class EnvRecipe:
     commands: tuple[str, ...]
     apt_packages: tuple[str, ...] = ()
     spec: dict[str, Any] = field(default_factory=dict)
+    pins: tuple[str, ...] = ()  # pip constraints of every install in this env (PIP_PINS)
 
     def key(self, base_key: str, repo_id: str) -> str:
         return _digest(
@@ -79,6 +85,8 @@ class EnvRecipe:
                 "commands": self.commands,
                 "apt": self.apt_packages,
                 "recipe": RECIPE_VERSION,
+                # Only when there are any: adding the field changed no other key.
+                **({"pins": self.pins} if self.pins else {}),
             }
         )
 
@@ -188,6 +196,7 @@ def env_recipe(instance: dict[str, Any], source: RepoSource) -> EnvRecipe:
         commands=tuple(commands),
         apt_packages=tuple(apt),
         spec=spec,
+        pins=tuple(pip_constraints(repo, version)),
     )
 
 
