@@ -45,6 +45,15 @@ BASE_PACKAGES = (
 # old code cannot run with), applied as pip constraints to every install of that repo (and
 # version, when given). Each with the reason it is needed.
 PIP_PINS: dict[str, list[tuple[str, str]]] = {
+    "pvlib/pvlib-python": [
+        ("numpy<2", "pvlib's conftest uses np.Inf, removed in NumPy 2.0 (June 2024)"),
+    ],
+    "pydicom/pydicom": [
+        (
+            "pytest<8",
+            "pydicom 2.x test classes use nose-style setup(), which pytest 8 no longer calls",
+        ),
+    ],
     "pylint-dev/astroid": [
         (
             "pip<25.3",
