@@ -16,9 +16,12 @@ import pytest
 
 from benchsite.cli import main
 from runs.leaderboard import leaderboard_rows
+from runs.pipeline.adhoc import attempt_create_adhoc, model_config_for_variant
+from runs.pipeline.execute import attempt_execute
 from tasks_app.models import GoldValidation, GoldValidationStatus, Task
 from tasks_app.swebench import envspec
 from tasks_app.swebench.repos import RepoError, RepoSource
+from tests.openai_fake_server import FakeOpenAIServer, tool_call
 from tests.pages_fixtures import make_model, make_run, make_suite, outcomes
 from tests.swebench_fixtures import EXAMPLES, LITE_DEV, rows, write_jsonl
 
@@ -203,8 +206,9 @@ def test_it_leaves_tasks_found_invalid_out_of_leaderboard_rates():
 @pytest.mark.bwrap
 @pytest.mark.slow
 def test_it_builds_an_instance_offline_and_validates_it_on_both_backends(
-    tmp_path, settings, capsys
+    tmp_path, settings, capsys, monkeypatch
 ):
+    monkeypatch.setenv("AB_TEST_FAKE_KEY", "sk-test")
     settings.ARTIFACTS_ROOT = tmp_path / "artifacts"
     import_suite(tmp_path, "lite-offline", INSTANCE, "pydicom__pydicom-901")
     build = ["swebench", "build", "lite-offline", "--repos", str(REPOS), "--backend", "docker"]
@@ -245,3 +249,17 @@ def test_it_builds_an_instance_offline_and_validates_it_on_both_backends(
     assert main(["import-predictions", str(predictions), "--suite", "lite-offline",
                  "--model", "gold-as-prediction", "--run"]) == 0  # fmt: skip
     assert f"{INSTANCE}: resolved (grade FULL)" in capsys.readouterr().out
+
+    # An LLM agent (the real openai client against the local fake server) on the instance:
+    # the visible tests already pass at the start, the agent still gets its turn.
+    task = Task.objects.get(suite__name="lite-offline", task_id=INSTANCE)
+    with FakeOpenAIServer([tool_call("apply_patch", {"unified_diff": gold})]) as server:
+        config = model_config_for_variant(
+            "llm", name="fake-llm", model_name="fake-model", base_url=server.base_url,
+            api_key_env="AB_TEST_FAKE_KEY",
+        )  # fmt: skip
+        attempt = attempt_execute(
+            attempt_create_adhoc(task=task, model_config=config), backend="docker"
+        )
+    assert (attempt.grade, attempt.failure_reason_id) == ("FULL", None), attempt.error_text
+    assert len(server.requests) == 1
