@@ -12,6 +12,7 @@ COMMAND_MODULES = (
     "benchsite.cli_app",
     "tasks_app.cli",
     "tasks_app.cli_swebench",
+    "tasks_app.cli_swebench_build",
     "runs.cli_runs",
     "runs.cli_results",
     "runs.cli_worker",

@@ -174,6 +174,13 @@ SANDBOX_DISK_MB = envint("SANDBOX_DISK_MB", 10240)
 # bubblewrap's root filesystem: the tree the runner image is imported from, left here by
 # docker/py-runner/build-offline.sh (pass it to sandbox.open_sandbox(bwrap_rootfs=...)).
 SANDBOX_BWRAP_ROOTFS = Path(envstr("SANDBOX_BWRAP_ROOTFS", "/var/lib/agentbench/rootfs/py-runner"))
+# SWE-bench repositories for offline builds (ab swebench build): a folder of
+# <owner>__<name>.git.tar.gz archives or <owner>__<name>.git bare repositories.
+SWEBENCH_REPOS = envstr("SWEBENCH_REPOS", "")
+# Output kept per stream of a SWE-bench instance's commands: graded from the test summary at
+# the end of `pytest -rA`, which a big suite pushes past SANDBOX_OUTPUT_CAP_BYTES (sqlfluff's
+# CLI tests print 2 MB); the official harness keeps the whole log.
+SWEBENCH_OUTPUT_CAP_BYTES = envint("SWEBENCH_OUTPUT_CAP_BYTES", 20_000_000)
 FAIL_FAST_THRESHOLD = envint("FAIL_FAST_THRESHOLD", 3)
 # A lost worker's attempt is taken back within STALE_AFTER + REAPER_INTERVAL (40 + 10 s): eight
 # missed heartbeats, so a worker slowed by load or a database lock is not taken for dead.

@@ -46,6 +46,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--out", type=Path, default=None, help="artifacts folder (default: ARTIFACTS_ROOT)"
     )
     _backend_arg(p)
+    p.add_argument(
+        "--variant", choices=("baseline", "oracle"), default="baseline",
+        help="baseline: task.yaml tasks must fail before a fix; oracle: an imported SWE-bench "
+        "suite is built, then each instance must grade FULL with its gold patch and NO "
+        "with no patch",
+    )  # fmt: skip
+    from tasks_app.cli_swebench_build import instance_args
+
+    instance_args(p)
     p.set_defaults(handler=cmd_validate_suite)
 
     p = sub.add_parser(
@@ -144,6 +153,9 @@ def cmd_validate_suite(args: argparse.Namespace) -> int:
     from runs.pipeline.suite_validation import ProgressEvent, SuiteNotFound, suite_validate
     from tasks_app.spec import TaskSpecError
 
+    if args.variant == "oracle":
+        return _validate_swebench_gold(args)
+
     tasks_dir = args.tasks or settings.AB_TASKS_DIR
     if not Path(tasks_dir).exists():
         raise CommandError(f"no such tasks folder: {tasks_dir}")
@@ -179,6 +191,43 @@ def cmd_validate_suite(args: argparse.Namespace) -> int:
     )  # fmt: skip
     print(report.summary())
     print(f"run folder: {report.run_dir}")
+    return 0
+
+
+def _validate_swebench_gold(args: argparse.Namespace) -> int:
+    from runs.pipeline.swebench_validation import Event, NotSwebenchSuite, gold_validate
+    from tasks_app.cli_swebench_build import build_line, make_builder, resolve_backend
+
+    backend = resolve_backend(args.backend)
+    builder = make_builder(args, backend)
+
+    def progress(event: Event) -> None:
+        if event.build is not None:
+            print("build " + build_line(event.index, event.total, event.build), flush=True)
+        elif event.row is not None:
+            row = event.row
+            why = f": {row.reason}" if row.reason else ""
+            print(f"[{event.index}/{event.total}] {row.instance_id}: {row.status}{why}", flush=True)
+
+    try:
+        report = gold_validate(
+            suite_name=args.suite, builder=builder, backend=backend,
+            instance_ids=args.instance, out=args.out, progress=progress,
+        )  # fmt: skip
+    except NotSwebenchSuite as exc:
+        raise CommandError(str(exc)) from exc
+    print()
+    _table(
+        ("instance", "verdict", "gold", "empty", "time", "reason"),
+        [
+            (r.instance_id, r.status, r.gold_grade or "-", r.empty_grade or "-",
+             f"{r.seconds:.0f}s", r.reason[:160])
+            for r in report.rows
+        ],
+    )  # fmt: skip
+    print(report.summary())
+    for folder in report.run_dirs:
+        print(f"run folder: {folder}")
     return 0
 
 

@@ -170,18 +170,21 @@ def score(
 
     ``universe``: the selection's tasks (tallies on other tasks are ignored); ``whole_suite``:
     published results, rated over every task of the universe; ``k``: samples per task for
-    pass@k; ``excluded``: tasks left out of every figure.
+    pass@k; ``excluded``: tasks left out of the rate (instances found invalid), whose attempts
+    are counted apart with the infrastructure failures, as ``excluded``.
     """
     skip = frozenset(excluded)
-    tasks = [t for t in universe if t not in skip] if skip else list(universe)
+    universe = list(universe)
+    tasks = [t for t in universe if t not in skip] if skip else universe
     get = tallies.get
+    set_aside = sum(tally.attempts for t in universe if t in skip and (tally := get(t)))
     present = [(t, tally) for t in tasks if (tally := get(t)) is not None]
     # Rows share a few hundred distinct tallies: sum over those, not over every task.
     kinds = Counter(tally for _, tally in present)
-    attempts = sum(t.attempts * n for t, n in kinds.items())
+    attempts = sum(t.attempts * n for t, n in kinds.items()) + set_aside
     scored = sum(t.scored * n for t, n in kinds.items())
     resolved_attempts = sum(t.resolved * n for t, n in kinds.items())
-    excluded_n = sum(t.excluded * n for t, n in kinds.items())
+    excluded_n = sum(t.excluded * n for t, n in kinds.items()) + set_aside
     pending = sum(t.pending * n for t, n in kinds.items())
     not_evaluated = sum(t.not_evaluated * n for t, n in kinds.items())
     per_task: dict[K, float] = {

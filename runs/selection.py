@@ -202,9 +202,12 @@ class SuiteResults:
 
 
 def excluded_tasks(suite: Suite) -> frozenset[int]:
-    """Tasks every surface leaves out of every figure unless told otherwise: the one place for
-    a rule such as "instances whose gold patch fails validation". None yet."""
-    return frozenset()
+    """Tasks every surface leaves out of every figure unless told otherwise: SWE-bench
+    instances whose gold validation found them invalid (gold not FULL or empty patch not NO:
+    ``ab validate-suite --variant oracle``). Pages say how many were left out."""
+    from tasks_app.models import invalid_task_ids
+
+    return frozenset(invalid_task_ids(suite))
 
 
 def runs_by_prefix(suite: Suite, prefixes: Iterable[str]) -> list[int]:

@@ -140,3 +140,46 @@ class TaskRevision(models.Model):
 
     def __str__(self) -> str:
         return f"{self.task} r{self.revision}"
+
+
+class GoldValidationStatus(models.TextChoices):
+    VALID = "valid", "valid (gold FULL, empty NO)"
+    INVALID = "invalid", "invalid"
+    NOT_BUILDABLE = "not_buildable", "not buildable here"
+
+
+class GoldValidation(models.Model):
+    """The last gold validation of a SWE-bench task on one sandbox backend
+    (``ab validate-suite SUITE --variant oracle``): the gold patch must grade FULL and no
+    patch must grade NO. An invalid task is left out of leaderboard rates."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="gold_validations")
+    backend = models.CharField(max_length=20)
+    status = models.CharField(max_length=20, choices=GoldValidationStatus.choices)
+    gold_grade = models.CharField(max_length=20, blank=True)
+    empty_grade = models.CharField(max_length=20, blank=True)
+    # Tests that went the wrong way: FAIL_TO_PASS/PASS_TO_PASS failing with the gold patch,
+    # FAIL_TO_PASS passing with no patch.
+    failing_tests = models.JSONField(default=list, blank=True)
+    reason = models.TextField(blank=True)
+    validated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["task", "backend"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["task", "backend"], name="gold_validation_unique_backend"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.task} on {self.backend}: {self.status}"
+
+
+def invalid_task_ids(suite: Suite) -> list[int]:
+    """Tasks of ``suite`` whose last gold validation (on any backend) found them invalid."""
+    return list(
+        GoldValidation.objects.filter(task__suite=suite, status=GoldValidationStatus.INVALID)
+        .values_list("task_id", flat=True)
+        .distinct()
+    )

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -118,6 +119,21 @@ def test_tests_that_already_pass_end_the_loop_at_once(toy_sandbox, tmp_path):
     outcome = run_variant(toy_sandbox, tmp_path, "scripted")
     assert outcome.reason is None
     assert outcome.steps == 0
+
+
+def test_on_hidden_tests_the_oracle_only_applies_its_patch(toy_sandbox, tmp_path):
+    # SWE-bench: the graded tests go in after the agent; visible tests passing or not say
+    # nothing, so a policy that reads no test output runs none.
+    ctx = agent_context(toy_sandbox, tmp_path, variant="oracle", gold_patch=TOY_SOLUTION)
+    ctx = dataclasses.replace(ctx, task=dataclasses.replace(ctx.task, hidden_tests=True))
+
+    outcome = build_agent(ModelSettings("oracle")).run(ctx)
+
+    assert (outcome.reason, outcome.stop, outcome.steps) == (None, "done", 1)
+    names = [e["event"] for e in events(tmp_path)]
+    assert "tests_start" not in names and names.count("tool_finish") == 1
+    diff = toy_sandbox.exec("git diff --stat", timeout=30, cwd="/workspace/repo")
+    assert "src/toy/calc.py" in diff.stdout
 
 
 def test_an_unknown_variant_is_refused_and_baseline_has_no_agent():

@@ -110,9 +110,11 @@ def test_own_runs_are_rated_over_scored_tasks_and_published_ones_over_the_suite(
     assert (published.rate, published.tasks, published.missing) == (pytest.approx(1 / 3), 3, 2)
 
 
-def test_excluded_tasks_leave_every_figure():
+def test_excluded_tasks_leave_the_rate_and_their_attempts_are_counted_apart():
     s = score(tallies((1, 1), (1, 0)), universe=range(2), excluded={1})
-    assert (s.rate, s.tasks, s.attempts) == (1.0, 1, 1)
+    assert (s.rate, s.tasks, s.scored) == (1.0, 1, 1)
+    # Like infrastructure failures: attempts, but excluded, never scored.
+    assert (s.attempts, s.excluded) == (2, 1)
 
 
 def test_pending_attempts_are_never_failures_and_are_said():

@@ -46,6 +46,9 @@ class TaskView:
     setup_commands: tuple[str, ...] = ()
     problem_statement: str = ""
     gold_patch: str = ""
+    # SWE-bench: the tests that grade (the instance's test patch) go in only after the agent,
+    # so the visible tests passing at the start says nothing: the agent still runs.
+    hidden_tests: bool = False
 
 
 @dataclass(frozen=True)

@@ -83,6 +83,7 @@ def run_agent_stage(
             setup_commands=plan.setup_commands,
             problem_statement=plan.problem_statement,
             gold_patch=plan.gold_patch,
+            hidden_tests=plan.is_swebench,
         ),
         budgets=budgets_for(config, task_max_steps=task_max_steps),
         model=model,

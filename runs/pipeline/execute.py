@@ -129,13 +129,16 @@ class _Execution:
             shutil.rmtree(ws)
         repo_dir = ws / plan.repo_rel if plan.repo_rel else ws
         excludes = workspace.excludes_for(repo_dir, [ws / "site-packages", ws / ".pyuser"])
+        if plan.is_swebench:
+            plan = swebench.with_local_build(plan, backend=self.backend)
         if not self._get_code(plan, ws, repo_dir):
             return
         self._checkpoint("setup", Stage.SETUP)
         config = self._sandbox_config(plan, ws)
         from sandbox import open_sandbox
 
-        with open_sandbox(config, backend=self.backend) as sandbox:
+        rootfs = Path(plan.rootfs) if plan.rootfs else None
+        with open_sandbox(config, backend=self.backend, bwrap_rootfs=rootfs) as sandbox:
             self.sandbox_info = {
                 "backend": sandbox.backend,
                 "image": config.image,
@@ -306,7 +309,11 @@ class _Execution:
             memory_mb=settings.SANDBOX_MEMORY_MB,
             cpus=settings.SANDBOX_CPUS,
             pids_limit=settings.SANDBOX_PIDS_LIMIT,
-            output_cap_bytes=settings.SANDBOX_OUTPUT_CAP_BYTES,
+            output_cap_bytes=(
+                max(settings.SANDBOX_OUTPUT_CAP_BYTES, settings.SWEBENCH_OUTPUT_CAP_BYTES)
+                if plan.is_swebench
+                else settings.SANDBOX_OUTPUT_CAP_BYTES
+            ),
             disk_mb=settings.SANDBOX_DISK_MB or None,
             # The workspace is deleted after the attempt unless kept: no need to copy it back.
             disk_copy_back=self.keep_workspace,
@@ -318,7 +325,10 @@ class _Execution:
                 "agentbench.run": str(self.attempt.run.public_id),
             },
             # Lets an operator (and the tests) find every process of an attempt on the host.
-            env={"AGENTBENCH_ATTEMPT": public_id},
+            # A SWE-bench instance built here: its venv first on PATH for every command, the
+            # agent's included.
+            env={"AGENTBENCH_ATTEMPT": public_id}
+            | {k: v for k, v in plan.sandbox_env().items() if k in ("PATH", "VIRTUAL_ENV")},
         )
 
     def _checkpoint(self, name: str, stage: Stage) -> None:

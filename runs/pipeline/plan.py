@@ -43,6 +43,8 @@ class TaskPlan:
     swebench_version: str = ""
     problem_statement: str = ""
     gold_patch: str = ""
+    # A SWE-bench instance built here (``ab swebench build``): its bubblewrap root filesystem.
+    rootfs: str = ""
 
     @property
     def repo_rel(self) -> str:
@@ -65,14 +67,22 @@ class TaskPlan:
 
     def sandbox_env(self) -> dict[str, str]:
         """Environment of every command in the sandbox: pip installs made during setup stay
-        importable in later stages, and no bytecode lands in the repository."""
-        return {
+        importable in later stages, and no bytecode lands in the repository. A SWE-bench
+        instance built here runs with its venv first on PATH (the official harness activates
+        its conda env the same way)."""
+        env = {
             "PYTHONPATH": self.site_packages,
             "PYTHONUSERBASE": self.user_base,
             "PYTHONDONTWRITEBYTECODE": "1",
             "PIP_CACHE_DIR": "/tmp/.pip-cache",
             "PIP_DISABLE_PIP_VERSION_CHECK": "1",
         }
+        if self.rootfs:
+            from tasks_app.swebench.envspec import VENV
+            from tasks_app.swebench.trees import PATH_ENV
+
+            env |= {"PATH": f"{VENV}/bin:{PATH_ENV}", "VIRTUAL_ENV": VENV}
+        return env
 
 
 def plan_for_task(task: Task, *, default_image: str) -> TaskPlan:

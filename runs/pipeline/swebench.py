@@ -1,11 +1,13 @@
-"""SWE-bench instances: the repository comes out of the instance image, the final tests are
-the official eval script (``tasks_app.swebench.eval_script``: reset the test files, apply the
-test patch, run the tests between the markers, reset), and its output is graded by
+"""SWE-bench instances: the repository comes out of the instance's root filesystem or image
+(built here by ``ab swebench build``, or a published one), the final tests are the official
+eval script (``tasks_app.swebench.eval_script``: reset the test files, apply the test patch,
+run the tests between the markers, reset), and its output is graded by
 ``tasks_app.swebench.grading``."""
 
 from __future__ import annotations
 
 import posixpath
+import subprocess
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -15,6 +17,7 @@ from runs.pipeline.plan import TaskPlan
 from runs.pipeline.stages import CommandRun, Heartbeat, StageResult
 from runs.taxonomy import Reason, Stage
 from sandbox.base import Sandbox
+from sandbox.errors import SandboxError
 
 
 @dataclass
@@ -24,20 +27,65 @@ class Grading:
     test_results: dict = field(default_factory=dict)
 
 
+def with_local_build(plan: TaskPlan, *, backend: str) -> TaskPlan:
+    """The plan with the instance's image and root filesystem built on this machine.
+
+    Raises SandboxUnavailable when the instance was not built here and names no published
+    image either, or when Docker is asked for and only the bubblewrap tree was built.
+    """
+    from sandbox.errors import SandboxUnavailable
+    from tasks_app.swebench.build import built_instance
+
+    built = built_instance(plan.task_id)
+    if built is None or built.base_commit != plan.commit:
+        if backend != "bwrap" and image_present(plan.image):
+            return plan  # a published instance image the operator pulled or loaded
+        raise SandboxUnavailable(
+            f"SWE-bench instance {plan.task_id} is not built on this machine: "
+            "run `ab swebench build SUITE --instance " + plan.task_id + "`"
+        )
+    if backend == "docker" and not built.image:
+        raise SandboxUnavailable(
+            f"SWE-bench instance {plan.task_id} has no Docker image here (built for bubblewrap "
+            "only): run `ab swebench build SUITE --backend docker`"
+        )
+    return replace(plan, image=built.image or plan.image, rootfs=built.rootfs)
+
+
+def image_present(image: str) -> bool:
+    from tasks_app.swebench.docker_images import image_key
+
+    return image_key(image) is not None
+
+
 def export_stage(plan: TaskPlan, ws: Path, *, max_bytes: int | None = None) -> StageResult:
-    """The "clone" of an instance: copy /testbed out of its image into the host workspace.
+    """The "clone" of an instance: copy /testbed out of its root filesystem (an instance
+    built here) or out of its image into the host workspace.
 
     A missing image or engine raises SandboxError (SANDBOX_ERROR), and so does a testbed over
     ``max_bytes`` (the sandbox's disk quota: it could not fit); a copy without a git
     repository is GIT_CLONE_FAILED.
     """
-    from sandbox.docker_images import export_image_dir
-
     result = StageResult("export_testbed", Stage.GIT_CLONE)
     started = time.monotonic()
     ws.mkdir(parents=True, exist_ok=True)
-    export_image_dir(plan.image, plan.workspace_path, ws, max_bytes=max_bytes)
-    command = f"export {plan.image}:{plan.workspace_path} -> workspace"
+    if plan.rootfs:
+        source = Path(plan.rootfs) / plan.workspace_path.lstrip("/")
+        size = _tree_bytes(source)
+        if max_bytes is not None and size > max_bytes:
+            raise SandboxError(
+                f"[disk-quota] {source} holds {size} bytes, over the sandbox's disk quota "
+                f"({max_bytes} bytes, SANDBOX_DISK_MB)"
+            )
+        copy = subprocess.run(["cp", "-a", f"{source}/.", str(ws)], capture_output=True, text=True)
+        if copy.returncode != 0:
+            raise SandboxError(f"cannot copy {source}: {copy.stderr.strip()}")
+        command = f"copy {source} -> workspace"
+    else:
+        from sandbox.docker_images import export_image_dir
+
+        export_image_dir(plan.image, plan.workspace_path, ws, max_bytes=max_bytes)
+        command = f"export {plan.image}:{plan.workspace_path} -> workspace"
     ok = (ws / ".git").exists()
     result.runs.append(
         CommandRun(
@@ -185,3 +233,12 @@ def grade(final: StageResult, plan: TaskPlan, *, agent_patch: str) -> Grading:
         final.reason = Reason.TESTS_FAILED if agent_patch.strip() else Reason.UNKNOWN
         final.note += "; the instance's test patch does not apply"
     return grading
+
+
+def _tree_bytes(root: Path) -> int:
+    """Bytes of the regular files under ``root`` (links not followed)."""
+    total = 0
+    for path in root.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            total += path.lstat().st_size
+    return total

@@ -1,0 +1,172 @@
+"""SWE-bench offline: build times per level, and a warm oracle attempt against its bare test run.
+
+    python bench/swebench_eval.py [--instance ID ...] [--backends docker,bwrap] [--runs 3]
+
+For each instance (already built by ``ab swebench build``; default: three Lite dev instances):
+
+- cold build seconds of the base, env and instance levels, as recorded when each level was
+  first built on this machine (``<cache>/trees/<level>.build.json``; the base includes its
+  ``docker import``, env and instance their ``docker build``);
+- warm oracle attempt: median wall time of ``--runs`` whole attempts through the pipeline
+  (copy of /testbed, sandbox, gold patch, test patch, final test command, grading);
+- bare: median wall time of the same final test command in the same image with nothing else
+  (``docker run`` of the instance image, or ``bwrap`` on its tree) on a /testbed with the gold
+  and test patches applied; and the ratio attempt / bare (target <= 1.3x).
+
+Prints the load average before and after: on 2 shared cores the figures move with it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+DEFAULT_INSTANCES = [
+    "marshmallow-code__marshmallow-1359",
+    "sqlfluff__sqlfluff-1625",
+    "pylint-dev__astroid-1333",
+]
+TARGET_RATIO = 1.3
+
+
+def setup_django(tmp: Path) -> None:
+    os.environ["AB_VAR_DIR"] = str(tmp)
+    os.environ["DATABASE_URL"] = f"sqlite:///{tmp / 'bench.sqlite3'}"
+    os.environ["ARTIFACTS_ROOT"] = str(tmp / "artifacts")
+    os.environ["DJANGO_SETTINGS_MODULE"] = "benchsite.settings"
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
+def import_instances(tmp: Path, ids: list[str]) -> None:
+    import json
+
+    from tasks_app.swebench.importer import swebench_import
+
+    source = ROOT / "examples" / "swebench" / "lite_dev.jsonl"
+    wanted = [
+        line for line in source.read_text().splitlines() if json.loads(line)["instance_id"] in ids
+    ]
+    path = tmp / "instances.jsonl"
+    path.write_text("\n".join(wanted) + "\n")
+    swebench_import(source=path, suite_name="bench-swebench")
+
+
+def oracle_attempt(instance_id: str, backend: str) -> tuple[float, str]:
+    from runs.pipeline.adhoc import attempt_create_adhoc, model_config_for_variant
+    from runs.pipeline.execute import attempt_execute
+    from tasks_app.models import Task
+
+    task = Task.objects.get(suite__name="bench-swebench", task_id=instance_id)
+    attempt = attempt_create_adhoc(task=task, model_config=model_config_for_variant("oracle"))
+    started = time.perf_counter()
+    attempt = attempt_execute(attempt, backend=backend)
+    return time.perf_counter() - started, attempt.grade or attempt.failure_reason_id or "?"
+
+
+def patched_testbed(built, task, dest: Path) -> None:
+    subprocess.run(["cp", "-a", f"{built.rootfs}/testbed/.", str(dest)], check=True)
+    for patch in (task.gold_patch, task.test_patch):
+        subprocess.run(["git", "-C", str(dest), "apply", "-"], input=patch, text=True, check=True)
+    subprocess.run(["chown", "-R", "1000:1000", str(dest)], check=True)
+
+
+def bare_run(built, task, backend: str, testbed: Path) -> float:
+    from tasks_app.swebench.envspec import VENV
+    from tasks_app.swebench.trees import PATH_ENV
+
+    path = f"{VENV}/bin:{PATH_ENV}"
+    if backend == "docker":
+        cmd = ["docker", "run", "--rm", "--network", "none", "-u", "1000:1000",
+               "-v", f"{testbed}:/testbed", "-w", "/testbed", "-e", f"PATH={path}",
+               built.image, "sh", "-c", task.test_command]  # fmt: skip
+    else:
+        cmd = ["bwrap", "--unshare-all", "--die-with-parent", "--uid", "1000", "--gid", "1000",
+               "--ro-bind", built.rootfs, "/", "--proc", "/proc", "--dev", "/dev",
+               "--tmpfs", "/tmp", "--tmpfs", "/home/agent", "--bind", str(testbed), "/testbed",
+               "--chdir", "/testbed", "--setenv", "PATH", path,
+               "sh", "-c", task.test_command]  # fmt: skip
+    started = time.perf_counter()
+    subprocess.run(cmd, capture_output=True, check=False)
+    return time.perf_counter() - started
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--instance", action="append", default=None)
+    parser.add_argument("--backends", default="docker,bwrap")
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    ids = args.instance or DEFAULT_INSTANCES
+    backends = args.backends.split(",")
+
+    tmp = Path(tempfile.mkdtemp(prefix="ab-bench-swebench-"))
+    try:
+        setup_django(tmp)
+        import_instances(tmp, ids)
+        from tasks_app.models import Task
+        from tasks_app.swebench.build import built_instance
+
+        print(f"load average before: {os.getloadavg()[0]:.2f}")
+        print("cold build seconds (recorded at first build): base / env / instance")
+        built = {}
+        for instance_id in ids:
+            found = built_instance(instance_id)
+            if found is None:
+                print(f"  {instance_id}: not built (run ab swebench build SUITE --instance ...)")
+                continue
+            built[instance_id] = found
+            s = found.cold_seconds
+            print(
+                f"  {instance_id:40s} {s.get('base', 0):6.0f} {s.get('env', 0):6.0f} "
+                f"{s.get('instance', 0):6.0f}"
+            )
+        print(f"\nwarm oracle attempt vs bare test command (median of {args.runs})")
+        print(f"  {'instance':40s} {'backend':7s} {'attempt':>8s} {'bare':>7s} {'ratio':>6s}")
+        for instance_id, found in built.items():
+            task = Task.objects.get(suite__name="bench-swebench", task_id=instance_id)
+            for backend in backends:
+                if backend == "docker" and not found.has_image():
+                    print(f"  {instance_id:40s} {backend:7s} no Docker image built")
+                    continue
+                oracle_attempt(instance_id, backend)  # warm-up (page cache, image layers)
+                times, grades = [], set()
+                for _ in range(args.runs):
+                    seconds, grade = oracle_attempt(instance_id, backend)
+                    times.append(seconds)
+                    grades.add(grade)
+                testbed = tmp / f"bare-{instance_id}"
+                shutil.rmtree(testbed, ignore_errors=True)
+                testbed.mkdir()
+                patched_testbed(found, task, testbed)
+                bare_run(found, task, backend, testbed)  # warm-up
+                bare = [bare_run(found, task, backend, testbed) for _ in range(args.runs)]
+                attempt_s, bare_s = statistics.median(times), statistics.median(bare)
+                ratio = attempt_s / bare_s
+                verdict = "ok" if ratio <= TARGET_RATIO else "over"
+                print(
+                    f"  {instance_id:40s} {backend:7s} {attempt_s:7.2f}s {bare_s:6.2f}s "
+                    f"{ratio:5.2f}x {verdict} (grade {'/'.join(sorted(grades))})"
+                )
+        print(f"\nload average after: {os.getloadavg()[0]:.2f}")
+    finally:
+        subprocess.run(["rm", "-rf", str(tmp)], check=False)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,130 @@
+"""``ab swebench build``: build SWE-bench instances offline (see tasks_app/swebench/build.py).
+
+Also the pieces ``ab validate-suite --variant oracle`` shares: the repositories folder, the
+backend and a builder with a progress bar.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from django.conf import settings
+
+from benchsite.cli import CommandError
+
+BUILD_BACKENDS = ("auto", "docker", "bwrap")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("swebench", help="SWE-bench instances offline: build their environments")
+    inner = p.add_subparsers(dest="swebench_command", metavar="SUBCOMMAND", required=True)
+    b = inner.add_parser(
+        "build",
+        help="build the base, env and instance levels of a suite's instances (what is missing)",
+    )
+    b.add_argument("suite", help="an imported SWE-bench suite (ab import-swebench)")
+    instance_args(b)
+    b.add_argument(
+        "--backend", choices=BUILD_BACKENDS, default=None,
+        help="docker: the rootfs trees and the Docker images; bwrap: the trees only "
+        "(default: SANDBOX_BACKEND; auto = docker when its engine answers)",
+    )  # fmt: skip
+    b.set_defaults(handler=cmd_build)
+
+
+def instance_args(p: argparse.ArgumentParser) -> None:
+    """--instance, --repos and --backend, shared with validate-suite --variant oracle."""
+    p.add_argument(
+        "--instance", action="append", default=None, metavar="ID",
+        help="only this instance (repeatable; default: every instance of the suite)",
+    )  # fmt: skip
+    p.add_argument(
+        "--repos", type=Path, default=None, metavar="DIR",
+        help="folder of <owner>__<name>.git.tar.gz archives or .git bare repositories "
+        "(default: SWEBENCH_REPOS)",
+    )  # fmt: skip
+
+
+def resolve_backend(name: str | None) -> str:
+    """docker or bwrap: ``auto``/None is Docker when its engine answers, else bubblewrap."""
+    from tasks_app.swebench.docker_images import engine_available
+
+    name = name or settings.SANDBOX_BACKEND
+    if name == "auto":
+        return "docker" if engine_available() else "bwrap"
+    if name == "docker" and not engine_available():
+        raise CommandError("the Docker engine does not answer (choose --backend bwrap)")
+    return name
+
+
+def make_builder(args: argparse.Namespace, backend: str):
+    from tasks_app.swebench.build import Builder
+    from tasks_app.swebench.repos import RepoSource
+
+    folder = args.repos or settings.SWEBENCH_REPOS
+    if not folder:
+        raise CommandError("no repositories folder: set SWEBENCH_REPOS or pass --repos DIR")
+    if not Path(folder).is_dir():
+        raise CommandError(f"no such repositories folder: {folder}")
+    return Builder(RepoSource(folder), docker=backend == "docker", log=_Progress.note)
+
+
+class _Progress:
+    """A one-line progress bar on stderr when it is a terminal (lines on stdout either way)."""
+
+    current = ""
+
+    @classmethod
+    def note(cls, text: str) -> None:
+        if sys.stderr.isatty():
+            sys.stderr.write(f"\r\033[K{cls.current} {text}")
+            sys.stderr.flush()
+
+    @classmethod
+    def bar(cls, index: int, total: int, label: str) -> None:
+        width = 24
+        done = int(width * index / max(total, 1))
+        cls.current = f"[{'#' * done}{'.' * (width - done)}] {index}/{total} {label}"
+        cls.note("")
+
+    @classmethod
+    def clear(cls) -> None:
+        if sys.stderr.isatty():
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+
+
+def build_line(index: int, total: int, outcome) -> str:
+    line = f"[{index}/{total}] {outcome.line()}"
+    if outcome.built and outcome.status == "built":
+        times = ", ".join(f"{k} {v:.0f}s" for k, v in outcome.built.seconds.items() if v)
+        line += f" ({times})" if times else ""
+    return line
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from runs.pipeline.swebench_validation import NotSwebenchSuite, swebench_suite_tasks
+
+    backend = resolve_backend(args.backend)
+    builder = make_builder(args, backend)
+    try:
+        tasks = swebench_suite_tasks(args.suite, args.instance)
+    except NotSwebenchSuite as exc:
+        raise CommandError(str(exc)) from exc
+    started = time.monotonic()
+    counts: dict[str, int] = {}
+    for index, task in enumerate(tasks, start=1):
+        _Progress.bar(index - 1, len(tasks), task.task_id)
+        outcome = builder.build(task.spec)
+        _Progress.clear()
+        counts[outcome.status] = counts.get(outcome.status, 0) + 1
+        print(build_line(index, len(tasks), outcome), flush=True)
+        if outcome.log_tail:
+            print("    " + outcome.log_tail.replace("\n", "\n    "))
+    summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    print(f"{len(tasks)} instance(s) for {backend}: {summary} in {time.monotonic() - started:.0f}s")
+    failed = sum(n for status, n in counts.items() if status not in ("built", "cached"))
+    return 1 if failed else 0
