@@ -418,7 +418,8 @@ def _grouped_tallies(attempts: QuerySet[Attempt]) -> dict[int, dict[int, TaskTal
 def _usage(attempts: QuerySet[Attempt]) -> dict[int, Usage]:
     """Cost, tokens, model API calls and wall time of each run's attempts that ran.
 
-    Every column read is in ``attempt_results_cover_idx``, so the database sums from the index.
+    Every column read is in ``attempt_run_results_idx`` (by run first), so the database sums
+    from the index without a sort.
     """
     rows = (
         attempts.filter(status=FINISHED, is_missing=False)
