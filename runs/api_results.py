@@ -81,7 +81,8 @@ SCORE_CSV = (
 LEADERBOARD_CSV = (
     "rank", "status", "key", "kind", "model", "slug", "run", "date", "agent_variant",
     "published", "reference", *SCORE_CSV, "resolved_pct", "ci_low_pct", "ci_high_pct",
-    "mean_cost_usd", "total_cost_usd", "cost_per_resolved_usd", "mean_tokens", "mean_wall_sec",
+    "mean_cost_usd", "total_cost_usd", "cost_per_resolved_usd", "mean_tokens", "mean_calls",
+    "mean_wall_sec",
     "leader", "tied_with_leader", "p_value_vs_leader",
 )  # fmt: skip
 
@@ -123,6 +124,7 @@ def leaderboard_row_out(row: LeaderboardRow) -> dict:
         "total_cost_usd": row.total_cost_usd,
         "cost_per_resolved_usd": row.cost_per_resolved_usd,
         "mean_tokens": row.mean_tokens,
+        "mean_calls": row.mean_calls,
         "mean_wall_sec": row.mean_wall_sec,
         "is_leader": row.is_leader,
         "tied_with_leader": row.tied_with_leader,
@@ -162,7 +164,7 @@ def _leaderboard_csv_row(r: LeaderboardRow) -> list:
         r.rank, r.status, r.key, r.kind, r.name, r.slug, r.run.public_id if r.run else None,
         r.date, r.agent_variant, r.is_published, r.is_reference, *(score[k] for k in SCORE_CSV),
         _pct(r.rate), _pct(r.ci_low), _pct(r.ci_high), r.mean_cost_usd, r.total_cost_usd,
-        r.cost_per_resolved_usd, r.mean_tokens, r.mean_wall_sec, r.is_leader,
+        r.cost_per_resolved_usd, r.mean_tokens, r.mean_calls, r.mean_wall_sec, r.is_leader,
         r.tied_with_leader, r.p_value_vs_leader,
     ]  # fmt: skip
 

@@ -356,11 +356,15 @@ class LeaderboardRowOut(ScoreFields):
     denominator: int = Field(description="same as tasks")
     resolved_pct: float | None = Field(description="rate x 100")
     pass_at_1: float | None
-    mean_cost_usd: float | None = Field(description="null when the row reports no usage")
+    mean_cost_usd: float | None = Field(
+        description="per attempt that ran (missing instances apart); null when none recorded"
+    )
     total_cost_usd: float | None
     cost_per_resolved_usd: float | None
     mean_tokens: float | None
-    mean_calls: float | None = Field(description="model API calls (steps) per attempt")
+    mean_calls: float | None = Field(
+        description="model API calls (steps) per attempt that ran; null when none recorded"
+    )
     mean_wall_sec: float | None
     is_leader: bool
     tied_with_leader: bool

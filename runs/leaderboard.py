@@ -26,10 +26,13 @@ SORT_KEYS = (
     "pending",
     "mean_cost",
     "mean_tokens",
+    "mean_calls",
     "mean_wall",
     "cost_per_resolved",
 )
-ASCENDING_BY_DEFAULT = ("name", "mean_cost", "mean_wall", "cost_per_resolved", "infra", "pending")
+ASCENDING_BY_DEFAULT = (
+    "name", "mean_cost", "mean_calls", "mean_wall", "cost_per_resolved", "infra", "pending",
+)  # fmt: skip
 
 
 @dataclass
@@ -178,26 +181,31 @@ class LeaderboardRow:
     def p_value_vs_leader(self) -> float | None:
         return self.standing.p_value
 
-    # --- usage: None ("—") when the row reports none (published results, oracle, no-op)
+    # --- usage, per attempt that ran (a published run's missing instances did no work); None
+    # ("—") for what the row records none of (published reports, oracle, no-op)
     @property
     def mean_cost_usd(self) -> float | None:
-        u = self.usage
-        return u.cost / u.finished if u.measured and u.finished else None
+        return self.usage.per_attempt(self.usage.cost)
 
     @property
     def mean_tokens(self) -> float | None:
-        u = self.usage
-        return u.tokens / u.finished if u.measured and u.finished else None
+        return self.usage.per_attempt(self.usage.tokens)
+
+    @property
+    def mean_calls(self) -> float | None:
+        """Model API calls per attempt (an attempt's ``steps``; an imported trajectory's
+        ``api_calls``)."""
+        return self.usage.per_attempt(self.usage.calls)
 
     @property
     def total_cost_usd(self) -> float | None:
-        return self.usage.cost if self.usage.measured else None
+        return self.usage.cost or None
 
     @property
     def cost_per_resolved_usd(self) -> float | None:
         """What one resolved attempt cost: all usage over the resolved attempts."""
         u, resolved = self.usage, self.score.resolved_attempts
-        return u.cost / resolved if u.measured and resolved else None
+        return u.cost / resolved if u.cost and resolved else None
 
     @property
     def mean_wall_sec(self) -> float | None:
@@ -216,6 +224,7 @@ class LeaderboardRow:
             "pending": self.pending,
             "mean_cost": self.mean_cost_usd,
             "mean_tokens": self.mean_tokens,
+            "mean_calls": self.mean_calls,
             "mean_wall": self.mean_wall_sec,
             "cost_per_resolved": self.cost_per_resolved_usd,
         }[key]

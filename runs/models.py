@@ -365,7 +365,9 @@ class Attempt(models.Model):
             ),
             # Covering index for runs.selection.read_results, which every results surface
             # scores from: attempts of every status grouped by run x task. In this order the
-            # database groups while it scans, without sorting 45,000 rows first.
+            # database groups while it scans, without sorting 45,000 rows first; the usage
+            # columns (cost, tokens, steps = model API calls, wall time) let the leaderboard's
+            # per-run sums read the index alone too.
             models.Index(
                 fields=[
                     "suite",
@@ -378,9 +380,17 @@ class Attempt(models.Model):
                     "cost_usd",
                     "tokens_in",
                     "tokens_out",
+                    "steps",
                     "duration_sec",
                 ],
                 name="attempt_run_results_idx",
+            ),
+            # The taxonomy's counts by model x failure reason: in this order the database counts
+            # while it scans the finished attempts, without sorting 45,000 rows (11 of the
+            # query's 13 ms at that size).
+            models.Index(
+                fields=["suite", "status", "model_config", "failure_reason"],
+                name="attempt_reason_counts_idx",
             ),
         ]
 

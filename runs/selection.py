@@ -67,25 +67,28 @@ class RunFacts:
 
 @dataclass
 class Usage:
-    """What a row's finished attempts consumed; averages are per finished attempt."""
+    """What a row's attempts that ran consumed: finished attempts, a published run's missing
+    instances apart (they did no work). Averages are per attempt that ran."""
 
-    finished: int = 0
+    ran: int = 0
     cost: float = 0.0
     tokens: int = 0
+    calls: int = 0  # model API calls: the attempts' ``steps``
     wall: float = 0.0
     walled: int = 0
 
     def add(self, other: Usage) -> None:
-        self.finished += other.finished
+        self.ran += other.ran
         self.cost += other.cost
         self.tokens += other.tokens
+        self.calls += other.calls
         self.wall += other.wall
         self.walled += other.walled
 
-    @property
-    def measured(self) -> bool:
-        """False for rows that report no usage at all (published results, oracle, no-op)."""
-        return bool(self.tokens or self.cost)
+    def per_attempt(self, total: float) -> float | None:
+        """``total`` over the attempts that ran; None ("—") when nothing was recorded (published
+        reports without trajectories, a log without costs, the oracle and no-op)."""
+        return total / self.ran if self.ran and total else None
 
 
 @dataclass(frozen=True)
@@ -318,7 +321,7 @@ def read_results(
     """The selection's tasks, runs and per-task tallies: a fixed number of queries.
 
     ``exclude_tasks``: task pks left out of every figure; by default ``excluded_tasks(suite)``.
-    ``usage``: also sum cost, tokens and wall time per run (the leaderboard).
+    ``usage``: also sum cost, tokens, calls and wall time per run (the leaderboard).
     Baseline-validation runs are not results and are left out.
     """
     if model_ids is not None:
@@ -416,20 +419,27 @@ def _grouped_tallies(attempts: QuerySet[Attempt]) -> dict[int, dict[int, TaskTal
 
 
 def _usage(attempts: QuerySet[Attempt]) -> dict[int, Usage]:
-    """Cost, tokens and wall time of each run's finished attempts."""
+    """Cost, tokens, model API calls and wall time of each run's attempts that ran.
+
+    Every column read is in ``attempt_run_results_idx`` (by run first), so the database sums
+    from the index without a sort.
+    """
     rows = (
-        attempts.filter(status=FINISHED)
+        attempts.filter(status=FINISHED, is_missing=False)
         .order_by()
         .values_list("run_id")
         .annotate(
             n=Count("id"),
             cost=Sum("cost_usd"),
             tokens=Sum(F("tokens_in") + F("tokens_out")),
+            calls=Sum("steps"),
             wall=Sum("duration_sec"),
             walled=Count("duration_sec"),
         )
     )
     return {
-        run_id: Usage(n, float(cost or 0), int(tokens or 0), float(wall or 0), walled)
-        for run_id, n, cost, tokens, wall, walled in rows
+        run_id: Usage(
+            n, float(cost or 0), int(tokens or 0), int(calls or 0), float(wall or 0), walled
+        )
+        for run_id, n, cost, tokens, calls, wall, walled in rows
     }

@@ -16,6 +16,7 @@ from importlib import metadata
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from runs.failfast import failfast_settings
@@ -319,6 +320,13 @@ def run_evaluate(*, run: Run, by=None) -> int:
     return len(ids)
 
 
+def retryable_attempts(run: Run) -> QuerySet[Attempt]:
+    """The attempts ``run_retry_infra`` queues again: final ones that ended for an
+    infrastructure reason. ``is_infra``, not the reason's category: a failure before the agent
+    started is infrastructure whatever its code (the taxonomy's stage rule)."""
+    return run.attempts.filter(status__in=FINAL_STATES, is_infra=True, failure_reason__isnull=False)
+
+
 def run_retry_infra(*, run: Run, by=None) -> int:
     """Give every attempt that ended for an infrastructure reason a fresh try.
 
@@ -332,11 +340,7 @@ def run_retry_infra(*, run: Run, by=None) -> int:
     with transaction.atomic():
         run = Run.objects.select_for_update().get(pk=run.pk)
         attempts = list(
-            run.attempts.select_for_update()
-            # is_infra, not the reason's category: a failure before the agent started is
-            # infrastructure whatever its code (the taxonomy's stage rule).
-            .filter(status__in=FINAL_STATES, is_infra=True, failure_reason__isnull=False)
-            .order_by("sample_index", "task__task_id")
+            retryable_attempts(run).select_for_update().order_by("sample_index", "task__task_id")
         )
         for attempt in attempts:
             attempt_archive_try(attempt, note=f"retried{f' by {by}' if by is not None else ''}")

@@ -7,9 +7,10 @@ from django.core.paginator import Paginator
 from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
-from django.urls import NoReverseMatch, reverse
+from django.urls import reverse
 
-from runs.models import Attempt, Run
+from runs.models import Attempt, AttemptStatus, Run
+from runs.services import retryable_attempts
 
 ATTEMPTS_PER_PAGE = 100
 
@@ -46,22 +47,21 @@ def _progress(run: Run) -> dict:
     }
 
 
-def _actions(request: HttpRequest, run: Run) -> list[tuple[str, str]]:
-    """Staff actions whose URLs exist (the runs service adds them); none for other users."""
+def _actions(request: HttpRequest, run: Run, progress: dict) -> list[tuple[str, str]]:
+    """The staff buttons that can do something in the run's state (none for other users):
+    cancel a run not yet final, retry attempts that ended for infrastructure, re-send queued
+    attempts, evaluate not-evaluated ones (imported patches)."""
     if not request.user.is_staff:
         return []
-    actions = []
-    for name, label in (
-        ("run-cancel", "Cancel"),
-        ("run-retry", "Retry failed"),
-        ("run-resume", "Resume"),
-        ("run-evaluate", "Evaluate"),
-    ):
-        try:
-            actions.append((label, reverse(name, args=[run.public_id])))
-        except NoReverseMatch:
-            continue
-    return actions
+    queued = dict(progress["by_status"]).get(AttemptStatus.QUEUED, 0)
+    retryable = retryable_attempts(run).count()
+    wanted = [
+        ("run-cancel", "Cancel", not run.is_final),
+        ("run-retry", f"Retry failed ({retryable})", retryable),
+        ("run-resume", f"Resume ({queued} queued)", queued),
+        ("run-evaluate", f"Evaluate ({progress['not_evaluated']})", progress["not_evaluated"]),
+    ]
+    return [(label, reverse(name, args=[run.public_id])) for name, label, can in wanted if can]
 
 
 def _live(request: HttpRequest, run: Run) -> dict:
@@ -72,13 +72,14 @@ def _live(request: HttpRequest, run: Run) -> dict:
         .order_by("task__task_id", "sample_index")
     )
     page = Paginator(attempts, ATTEMPTS_PER_PAGE).get_page(request.GET.get("page"))
-    return {"run": run, "progress": _progress(run), "page": page}
+    progress = _progress(run)
+    # The buttons are part of the live fragment: they change as the run does.
+    actions = _actions(request, run, progress)
+    return {"run": run, "progress": progress, "page": page, "actions": actions}
 
 
 def run_detail(request: HttpRequest, public_id) -> HttpResponse:
-    run = _run(public_id)
-    context = _live(request, run) | {"actions": _actions(request, run)}
-    return render(request, "runs/run_detail.html", context)
+    return render(request, "runs/run_detail.html", _live(request, _run(public_id)))
 
 
 def run_progress(request: HttpRequest, public_id) -> HttpResponse:

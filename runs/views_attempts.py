@@ -84,6 +84,11 @@ def _test_rows(test_results: dict) -> list[tuple[str, str, str]]:
 
 
 OTHERS_SHOWN = 30
+# What the list shows: the outcome badge (Attempt.outcome) reads status, is_infra, is_missing.
+OTHER_FIELDS = (
+    "public_id", "sample_index", "status", "is_infra", "is_missing", "failure_reason_id",
+    "model_config__name",
+)  # fmt: skip
 
 
 def _others(attempt: Attempt) -> list[Attempt]:
@@ -92,7 +97,7 @@ def _others(attempt: Attempt) -> list[Attempt]:
         Attempt.objects.filter(task_id=attempt.task_id, status="finished")
         .exclude(id=attempt.id)
         .select_related("model_config")
-        .only("public_id", "sample_index", "failure_reason_id", "model_config__name")
+        .only(*OTHER_FIELDS)
         .order_by("model_config__name", "sample_index")[:OTHERS_SHOWN]
     )
     # One reverse() each, not two per row: this list sits on every attempt page.

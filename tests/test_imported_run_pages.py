@@ -100,7 +100,7 @@ def test_compare_pairs_the_imported_run_with_ours_task_by_task(reader, suite):
     assert {r.task_id for r in pair.both + pair.regressed} == resolved
     assert pair.rate_a == pytest.approx(11 / 20)
     summary = {s.model.name: s for s in comparison.summaries}
-    assert (summary[IMPORTED].resolved, summary[IMPORTED].scored) == (11, 20)
+    assert (summary[IMPORTED].score.resolved, summary[IMPORTED].score.scored) == (11, 20)
     # The same figure as the leaderboard's.
     rows = {r.name: r for r in leaderboard_rows(suite=suite)}
     assert summary[IMPORTED].rate == rows[IMPORTED].rate

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
-import contextlib
+import re
 
 import pytest
 from django.urls import reverse
 
-from runs.models import AttemptStatus, RunStatus
+from runs.models import AttemptStatus, Run, RunSource, RunStatus
 from tasks_app.models import Task
-from tests.pages_fixtures import make_attempt, make_model, make_run, make_suite
+from tasks_app.swebench.run_import import run_folder_import
+from tests.pages_fixtures import (  # noqa: F401 - artifacts_root is a fixture
+    artifacts_root,
+    make_attempt,
+    make_model,
+    make_run,
+    make_suite,
+)
+from tests.test_run_import import MINI
 
 pytestmark = pytest.mark.django_db
 
@@ -44,21 +52,60 @@ def test_the_run_page_polls_the_fragment_until_final(client, running):
     assert 'data-final="1"' in fragment
 
 
-def test_staff_see_the_run_actions_that_exist_and_others_see_none(client, running, alice, bob):
-    from django.urls import NoReverseMatch
+def buttons(body: str) -> dict[str, str]:
+    """The run page's staff buttons: form action -> button label."""
+    return dict(re.findall(r'<form method="post" action="([^"]+)">.*?<button[^>]*>([^<]*)<', body))
 
-    expected = []
-    for name in ("run-cancel", "run-retry", "run-resume"):
-        with contextlib.suppress(NoReverseMatch):
-            expected.append(reverse(name, args=[running.public_id]))
+
+def url(name: str, run) -> str:
+    return reverse(name, args=[run.public_id])
+
+
+def test_staff_see_the_buttons_that_can_act_on_the_run_and_others_see_none(
+    client, running, alice, bob
+):
+    # Running, one infrastructure failure, nothing queued: cancel and retry, no resume.
     client.force_login(bob)
-    body = client.get(reverse("run-detail", args=[running.public_id])).content.decode()
-    assert 'id="run-actions"' not in body
+    body = client.get(url("run-detail", running)).content.decode()
+    assert 'id="run-actions"' not in body and buttons(body) == {}
     client.force_login(alice)
-    body = client.get(reverse("run-detail", args=[running.public_id])).content.decode()
-    for url in expected:
-        assert f'action="{url}"' in body
-    assert ('id="run-actions"' in body) == bool(expected)
+    body = client.get(url("run-detail", running)).content.decode()
+    assert buttons(body) == {
+        url("run-cancel", running): "Cancel",
+        url("run-retry", running): "Retry failed (1)",
+    }
+    # The live fragment carries them: they change as the run does.
+    fragment = client.get(url("run-progress", running)).content.decode()
+    assert buttons(fragment) == buttons(body)
+
+    queued = make_run(running.suite, make_model("waiting"), status=RunStatus.QUEUED)
+    for task in Task.objects.for_suite(running.suite):
+        make_attempt(queued, task, status=AttemptStatus.QUEUED)
+    assert buttons(client.get(url("run-detail", queued)).content.decode()) == {
+        url("run-cancel", queued): "Cancel",
+        url("run-resume", queued): "Resume (3 queued)",
+    }
+
+
+def test_a_finished_imported_run_shows_no_button_and_evaluate_only_what_waits(
+    client,
+    alice,
+    artifacts_root,  # noqa: F811
+):
+    client.force_login(alice)
+    run_folder_import(path=MINI, suite_name="verified-mini", model_name="mini")
+    imported = Run.objects.get(model_config__name="mini")
+    assert imported.is_final
+    body = client.get(url("run-detail", imported)).content.decode()
+    assert 'id="run-actions"' not in body and buttons(body) == {}
+
+    predictions = make_run(imported.suite, make_model("preds"), source=RunSource.PREDICTIONS)
+    tasks = list(Task.objects.for_suite(imported.suite).order_by("task_id"))
+    make_attempt(predictions, tasks[0], "TESTS_FAILED")
+    for task in tasks[1:3]:
+        make_attempt(predictions, task, status=AttemptStatus.NOT_EVALUATED)
+    body = client.get(url("run-detail", predictions)).content.decode()
+    assert buttons(body) == {url("run-evaluate", predictions): "Evaluate (2)"}
 
 
 def test_the_task_page_lists_every_attempt_and_marks_stale_ones(client, running):

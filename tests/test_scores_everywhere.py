@@ -15,8 +15,9 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from benchsite.cli import main as ab
-from runs.models import AgentVariant, AttemptStatus, RunSource
+from runs.models import AgentVariant, Attempt, AttemptStatus, RunSource
 from runs.scoring import paired_test
+from runs.templatetags.results import kilo, secs, tenths, usd
 from tasks_app.models import Suite, Task
 from tests.pages_fixtures import (
     artifacts_root,  # noqa: F401 - fixture
@@ -42,10 +43,14 @@ def k3_suite():
         repo_url="https://github.com/org/alpha"
     )
     twice = make_model("twice")
+    first = make_run(suite, twice, samples=3)
     outcomes(
-        make_run(suite, twice, samples=3),
+        first,
         [[R, R, F], [R, F, F], [F, F, F], [R, R, R], [I, R, F], [R, F, R], [F, F, R], [R, R, R]],
     )
+    # Model API calls: 2-4 per attempt in the first run, none recorded in the second.
+    for attempt in Attempt.objects.filter(run=first):
+        Attempt.objects.filter(pk=attempt.pk).update(steps=2 + attempt.sample_index)
     outcomes(make_run(suite, twice), [[F], [R], [R], [R], [F], [I], [F], [R]])
     outcomes(
         make_run(suite, make_model("steady"), samples=3),
@@ -84,15 +89,23 @@ def close(a, b) -> bool:
 
 
 FIELDS = ("rate", "ci_low", "ci_high", "resolved", "tasks", "pending", "pass_at_k")
+# Usage per attempt that ran, and how the page shows each.
+USAGE = {
+    "mean_cost_usd": usd,
+    "mean_tokens": kilo,
+    "mean_calls": tenths,
+    "mean_wall_sec": secs,
+    "cost_per_resolved_usd": usd,
+}
 
 
 def figures(rate, ci_low, ci_high, resolved, tasks, pending, pass_at_k) -> tuple:
     return (rate, ci_low, ci_high, resolved, tasks, pending, pass_at_k)
 
 
-def picked(record: dict) -> tuple:
+def picked(record: dict, fields=FIELDS) -> tuple:
     """The figures of an exported record (JSON values, or CSV strings)."""
-    values = [record[k] for k in FIELDS]
+    values = [record[k] for k in fields]
     return tuple(float(v) if isinstance(v, str) and v else None if v == "" else v for v in values)
 
 
@@ -123,23 +136,29 @@ def check_everywhere(client, capsys, suite: Suite) -> None:
             for r in rows
         }
         p_values = {r.key: r.p_value_vs_leader for r in rows}
+        usage = {r.key: tuple(getattr(r, f) for f in USAGE) for r in rows}
+        assert any(r.mean_calls for r in rows) and any(r.mean_calls is None for r in rows)
         body = page.content.decode()
         for r in rows:
             html = row_html(body, r.key)
             rate = "—" if r.rate is None else f"{100 * r.rate:.1f}%"
             assert rate in html
             assert r.score.resolved_label in html
+            for value, (field, shown) in zip(usage[r.key], USAGE.items(), strict=True):
+                assert f'<td class="num">{shown(value)}</td>' in html, (r.key, field)
 
         api = client.get("/api/leaderboard", {"suite": suite.name, "view": view}).json()["rows"]
         assert {row["key"] for row in api} == set(want)
         for row in api:
             got = picked(row)
             same(got, want[row["key"]], f"API {view} {row['key']}")
+            same(picked(row, USAGE), usage[row["key"]], f"API usage {view} {row['key']}")
             assert close(row["p_value_vs_leader"], p_values[row["key"]])
 
         text = client.get("/api/leaderboard.csv", {"suite": suite.name, "view": view})
         for row in csv.DictReader(io.StringIO(text.content.decode())):
             same(picked(row), want[row["key"]], f"CSV {view} {row['key']}")
+            same(picked(row, USAGE), usage[row["key"]], f"CSV usage {view} {row['key']}")
 
         capsys.readouterr()
         assert ab(["leaderboard", suite.name, "--view", view, "--json"]) == 0
@@ -147,6 +166,7 @@ def check_everywhere(client, capsys, suite: Suite) -> None:
         for row in cli:
             got = picked(row)
             same(got, want[row["key"]], f"CLI {view} {row['key']}")
+            same(picked(row, USAGE), usage[row["key"]], f"CLI usage {view} {row['key']}")
         assert ab(["leaderboard", suite.name, "--view", view]) == 0
         table = capsys.readouterr().out
         for r in rows:

@@ -48,6 +48,14 @@ def kilo(value) -> str:
 
 
 @register.filter
+def tenths(value) -> str:
+    """A mean count to one decimal (calls per attempt); "—" for none."""
+    if value is None or value == "":
+        return "—"
+    return f"{float(value):.1f}"
+
+
+@register.filter
 def pvalue(value) -> str:
     """A p-value with its relation: "p < 0.001" or "p = 0.042"."""
     if value is None:
