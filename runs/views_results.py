@@ -43,7 +43,7 @@ from runs.taxonomy_report import (
     TaxonomyBreakdown,
     taxonomy_breakdown,
 )
-from tasks_app.models import Suite, Task
+from tasks_app.models import GoldValidation, GoldValidationStatus, Suite, Task
 
 
 class FilterError(ValueError):
@@ -157,6 +157,7 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
             "any_k": any(r.pass_at_k is not None for r in rows),
             "repo_table": _repo_table(board) if len(board.groups) > 1 else None,
             "compare_default": ",".join(r.key for r in _top_competitors(board.rows, 2)),
+            "left_out": _left_out(suite),
         },
         status=400 if errors else 200,
     )
@@ -409,4 +410,14 @@ def suite_attempts(request: HttpRequest, name: str) -> HttpResponse:
             "task_filter": task_id,
             "page_query": urlencode(params),
         },
+    )
+
+
+def _left_out(suite: Suite) -> list[GoldValidation]:
+    """The suite's instances found invalid by gold validation (``runs.selection.excluded_tasks``
+    leaves them out of every rate), with why, for the notice above the table."""
+    return list(
+        GoldValidation.objects.filter(task__suite=suite, status=GoldValidationStatus.INVALID)
+        .select_related("task")
+        .order_by("task__task_id", "backend")
     )

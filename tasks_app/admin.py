@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from tasks_app.models import Suite, Task, TaskRevision
+from tasks_app.models import GoldValidation, Suite, Task, TaskRevision
 
 
 @admin.register(Suite)
@@ -43,3 +43,16 @@ class TaskRevisionAdmin(admin.ModelAdmin):
     list_filter = ["task__suite", "dataset_version"]
     list_select_related = ["task__suite"]
     search_fields = ["task__task_id"]
+
+
+@admin.register(GoldValidation)
+class GoldValidationAdmin(admin.ModelAdmin):
+    """Written by ``ab validate-suite SUITE --variant oracle``; read-only here."""
+
+    list_display = ["task", "backend", "status", "gold_grade", "empty_grade", "validated_at"]
+    list_filter = ["status", "backend", "task__suite"]
+    search_fields = ["task__task_id", "reason"]
+    readonly_fields = [f.name for f in GoldValidation._meta.fields]
+
+    def has_add_permission(self, request) -> bool:
+        return False

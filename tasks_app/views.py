@@ -64,5 +64,6 @@ def task_detail(request: HttpRequest, suite: str, task_id: str) -> HttpResponse:
             "task": task,
             "attempts": attempts,
             "spec_json": json.dumps(task.spec, indent=2, sort_keys=True, default=str),
+            "gold_validations": list(task.gold_validations.order_by("backend")),
         },
     )

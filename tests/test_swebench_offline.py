@@ -198,6 +198,26 @@ def test_it_leaves_tasks_found_invalid_out_of_leaderboard_rates():
     assert after.rate == pytest.approx(1 / 2)
 
 
+@pytest.mark.django_db
+def test_it_says_on_the_leaderboard_and_the_task_page_which_instances_are_left_out(client):
+    suite = make_suite("gold-pages", tasks=2)
+    outcomes(make_run(suite, make_model("alpha")), [[None], [None]])
+    invalid = Task.objects.for_suite(suite).order_by("task_id")[1]
+    GoldValidation.objects.create(
+        task=invalid, backend="bwrap", status=GoldValidationStatus.INVALID,
+        gold_grade="PARTIAL", empty_grade="NO", failing_tests=["tests/t.py::<b>x</b>"],
+        reason="gold patch grades PARTIAL",
+    )  # fmt: skip
+
+    board = client.get(f"/suites/{suite.name}/leaderboard/").content.decode()
+    task_page = client.get(f"/suites/{suite.name}/tasks/{invalid.task_id}/").content.decode()
+
+    assert 'id="left-out"' in board and invalid.task_id in board
+    assert "gold PARTIAL, empty NO: gold patch grades PARTIAL" in board
+    assert 'id="gold-validation"' in task_page and "left out of every rate" in task_page
+    assert "&lt;b&gt;x&lt;/b&gt;" in task_page and "<b>x</b>" not in task_page
+
+
 # --- end to end --------------------------------------------------------------------------
 
 
