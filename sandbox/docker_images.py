@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import io
 import tarfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -88,17 +89,32 @@ def export_image_dir(image: str, path: str, dest: Path, *, max_bytes: int | None
         try:
             with tarfile.open(fileobj=_ChunkReader(chunks), mode="r|") as archive:
                 archive.extractall(dest, filter=capped)
-        except SandboxError:
-            # Read the rest (written nowhere): the engine removes no container whose archive
-            # it is still sending.
+        finally:
+            # Read the rest (written nowhere), on success too: tarfile stops at the archive's
+            # end blocks and leaves the engine's padding unread, and the engine removes no
+            # container whose archive it is still sending (the removal failed silently and
+            # left one Created container per export).
             for _chunk in chunks:
                 pass
-            raise
     finally:
         if container is not None:
-            with contextlib.suppress(Exception):  # requests errors surface raw
-                container.remove(force=True)
+            _remove_export_container(container)
         client.close()
+
+
+def _remove_export_container(container: Any) -> None:
+    """Remove an export's container; a busy engine (a removal timing out under load) gets two
+    more tries, since a container left here is never run and nothing else would remove it."""
+    for attempt in range(3):
+        try:
+            container.remove(force=True)
+            return
+        except docker.errors.NotFound:
+            return
+        except Exception:  # requests errors surface raw
+            if attempt == 2:
+                return
+            time.sleep(1 + attempt)
 
 
 def _strip_top_dir(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
