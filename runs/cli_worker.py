@@ -201,7 +201,7 @@ def cmd_reaper(args: argparse.Namespace) -> int:
         except Exception:
             log.exception("leftovers pass failed")
         else:
-            if leftovers.containers or leftovers.workspaces:
+            if leftovers.containers or leftovers.workspaces or leftovers.export_containers:
                 log.warning("reaper removed leftovers of finished attempts: %s", leftovers)
         if args.once:
             break

@@ -30,6 +30,8 @@ KEEP_MARKER = "workspace.kept"
 @dataclass
 class LeftoverReport:
     containers: list[str] = field(default_factory=list)  # attempt public ids
+    # Export containers a process killed mid-export left (no attempt names them).
+    export_containers: int = 0
     workspaces: list[str] = field(default_factory=list)  # artifacts_dir of each
 
 
@@ -38,6 +40,7 @@ def leftovers_remove() -> LeftoverReport:
     attempts in a final state."""
     report = LeftoverReport()
     _remove_containers(report)
+    _remove_export_containers(report)
     _remove_workspaces(report)
     return report
 
@@ -61,6 +64,17 @@ def _remove_containers(report: LeftoverReport) -> None:
                 report.containers.append(str(public_id))
         except Exception:
             log.warning("reaper: could not remove the container of %s", public_id, exc_info=True)
+
+
+def _remove_export_containers(report: LeftoverReport) -> None:
+    try:
+        from sandbox.docker_images import remove_stale_export_containers
+    except ImportError:  # no docker package: no containers either
+        return
+    try:
+        report.export_containers = remove_stale_export_containers()
+    except Exception:  # the engine is down: nothing to do until it is back
+        log.warning("reaper: could not remove stale export containers", exc_info=True)
 
 
 def _uuids(values: set[str]) -> list[str]:

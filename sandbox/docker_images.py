@@ -4,7 +4,6 @@ container that never starts, streams its archive, and removes it."""
 
 from __future__ import annotations
 
-import contextlib
 import io
 import tarfile
 import time
@@ -40,13 +39,17 @@ def image_accounts(client: docker.DockerClient, image_id: str) -> tuple[str, str
             except docker.errors.NotFound:
                 texts.append("")
                 continue
-            with tarfile.open(fileobj=_ChunkReader(chunks), mode="r|") as archive:
-                member = next(iter(archive), None)
-                extracted = archive.extractfile(member) if member is not None else None
-                texts.append(extracted.read().decode(errors="replace") if extracted else "")
+            try:
+                with tarfile.open(fileobj=_ChunkReader(chunks), mode="r|") as archive:
+                    member = next(iter(archive), None)
+                    extracted = archive.extractfile(member) if member is not None else None
+                    texts.append(extracted.read().decode(errors="replace") if extracted else "")
+            finally:
+                # The engine removes no container whose archive it is still sending.
+                for _chunk in chunks:
+                    pass
     finally:
-        with contextlib.suppress(docker.errors.DockerException):
-            container.remove(force=True)
+        _remove_export_container(container)
     _IMAGE_ACCOUNTS[image_id] = (texts[0], texts[1])
     return _IMAGE_ACCOUNTS[image_id]
 
@@ -149,3 +152,26 @@ class _ChunkReader(io.RawIOBase):
         buffer[:size] = self._pending[:size]
         self._pending = self._pending[size:]
         return size
+
+
+def remove_stale_export_containers(*, older_than_sec: float = 600) -> int:
+    """Remove export containers (``image_accounts``, ``export_image_dir``) created more than
+    ``older_than_sec`` ago: an export lasts seconds, so such a container was left by a process
+    killed mid-export (a worker's SIGKILL), which nothing else would remove. Returns how many."""
+    client = _client()
+    try:
+        stale = [
+            c
+            for c in client.api.containers(all=True, filters={"label": EXPORT_LABEL})
+            if time.time() - float(c.get("Created", 0)) > older_than_sec
+        ]
+        removed = 0
+        for c in stale:
+            try:
+                client.api.remove_container(c["Id"], force=True)
+                removed += 1
+            except docker.errors.NotFound:
+                continue
+        return removed
+    finally:
+        client.close()

@@ -289,8 +289,10 @@ class _Execution:
         base = artifacts.run_dir(self.attempt.run) / artifacts.attempt_folder_name(self.attempt)
         folder, number = base, 1
         # A retried attempt (requeued by the reaper, or retried after an infrastructure
-        # failure) keeps the logs of its earlier tries: each try gets its own folder.
-        while folder.exists() and any(folder.iterdir()):
+        # failure) keeps the logs of its earlier tries: each try gets its own folder, even
+        # when the earlier one is empty (a try killed before it wrote a log, its workspace
+        # removed by the reaper) so that no two tries ever share one.
+        while folder.exists():
             number += 1
             folder = base.with_name(f"{base.name}__try{number}")
         folder.mkdir(parents=True, exist_ok=True)
