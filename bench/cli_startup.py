@@ -1,4 +1,7 @@
-"""CPU (user+sys of the child) and wall medians of `ab` start-up: python bench/cli_startup.py [N]."""
+"""CPU (user+sys of the child) and wall medians of `ab` start-up.
+
+Run: python bench/cli_startup.py [N]
+"""
 
 import os
 import resource

@@ -23,9 +23,11 @@ def test_it_prints_every_command_in_help_without_importing_command_modules():
         "import sys; from benchsite.cli import main\n"
         "try: main(['--help'])\n"
         "except SystemExit: pass\n"
-        "print('LOADED', sorted(m for m in sys.modules if m.startswith(('celery', 'runs.', 'tasks_app.'))))"
+        "prefixes = ('celery', 'runs.', 'tasks_app.')\n"
+        "print('LOADED', sorted(m for m in sys.modules if m.startswith(prefixes)))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = done.stdout
     for name in COMMANDS:
         assert name in out
     assert out.strip().endswith("LOADED []")
