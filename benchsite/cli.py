@@ -7,18 +7,10 @@ import os
 import sys
 from importlib import import_module
 
+from benchsite.cli_commands import COMMANDS
+
 # One module per area; each defines register(subparsers) and adds its commands.
-COMMAND_MODULES = (
-    "benchsite.cli_app",
-    "tasks_app.cli",
-    "tasks_app.cli_swebench",
-    "tasks_app.cli_swebench_build",
-    "runs.cli_runs",
-    "runs.cli_results",
-    "runs.cli_worker",
-    "runs.cli_pipeline",
-    "runs.cli_agents",
-)
+COMMAND_MODULES = tuple(dict.fromkeys(command.module for command in COMMANDS.values()))
 
 
 class CommandError(Exception):
@@ -29,25 +21,41 @@ class CommandError(Exception):
         self.code = code
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``ab`` parser. Every command is listed from the COMMANDS table; only ``command``'s
+    module is imported and registers its real arguments (None: no module is imported)."""
     parser = argparse.ArgumentParser(
         prog="ab",
         description="AgentBench: run coding agents on tasks in sandboxes and compare outcomes.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module_name in COMMAND_MODULES:
-        import_module(module_name).register(sub)
+    chosen = COMMANDS[command].module if command in COMMANDS else None
+    for name, entry in COMMANDS.items():
+        if entry.module != chosen:
+            sub.add_parser(name, help=entry.help)
+    if chosen is not None:
+        import_module(chosen).register(sub)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "benchsite.settings")
-    import django
+def _command_name(argv: list[str]) -> str | None:
+    """The subcommand in argv: the first word that is not an option (``ab`` has only -h)."""
+    return next((word for word in argv if not word.startswith("-")), None)
 
-    django.setup()
-    parser = build_parser()
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    command = _command_name(argv)
+    needs_db = command in COMMANDS and COMMANDS[command].needs_db
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "benchsite.settings")
+    if needs_db:
+        import django
+
+        django.setup()
+    parser = build_parser(command)
     args = parser.parse_args(argv)
-    _migrate_if_needed()
+    if needs_db:
+        _migrate_if_needed()
     try:
         result = args.handler(args)
     except CommandError as exc:
@@ -60,9 +68,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _migrate_if_needed() -> None:
-    """Apply pending migrations so every command works on a fresh database."""
+    """Apply pending migrations so every command works on a fresh database.
+
+    Cheap path first: the migration files' names against the django_migrations table (one
+    query); Django's executor graph (~0.5 s) is built only when they differ."""
     from django.core.management import call_command
     from django.db import DEFAULT_DB_ALIAS, connections
+
+    if _migration_files() <= _applied_migrations(connections[DEFAULT_DB_ALIAS]):
+        return
     from django.db.migrations.executor import MigrationExecutor
 
     executor = MigrationExecutor(connections[DEFAULT_DB_ALIAS])
@@ -70,6 +84,32 @@ def _migrate_if_needed() -> None:
     if plan:
         print(f"ab: applying {len(plan)} database migration(s)", file=sys.stderr)
         call_command("migrate", verbosity=0, interactive=False)
+
+
+def _migration_files() -> set[tuple[str, str]]:
+    """(app label, migration name) of every migration file of the installed apps."""
+    from pathlib import Path
+
+    from django.apps import apps
+
+    found = set()
+    for config in apps.get_app_configs():
+        folder = Path(config.path) / "migrations"
+        for path in folder.glob("[0-9]*.py"):
+            found.add((config.label, path.stem))
+    return found
+
+
+def _applied_migrations(connection) -> set[tuple[str, str]]:
+    """(app, name) rows of django_migrations; empty when the table does not exist yet."""
+    from django.db import DatabaseError
+
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT app, name FROM django_migrations")
+            return {(app, name) for app, name in cursor.fetchall()}
+    except DatabaseError:
+        return set()
 
 
 if __name__ == "__main__":

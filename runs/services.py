@@ -238,6 +238,9 @@ def attempts_enqueue(attempt_ids: Sequence[int]) -> None:
     ``queued_at`` is stamped here, when the messages go out, not when the rows were created:
     the rows wait for their transaction to commit, and a re-sent attempt waits anew.
     """
+    # Imported here, the one place services reach the task layer: runs.tasks imports
+    # services at module level (tasks call services), so a module-level import would be a
+    # cycle (tests/test_import_cycles.py); this also keeps Celery out of non-sending commands.
     from benchsite.celery import app
     from runs.tasks import attempt_run, attempt_time_limits
 

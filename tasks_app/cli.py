@@ -9,7 +9,6 @@ from pathlib import Path
 from django.conf import settings
 
 from benchsite.cli import CommandError
-from tasks_app.services import tasks_import
 from tasks_app.spec import TaskSpecError, find_task_files, load_task_dir, load_task_file
 
 
@@ -65,6 +64,9 @@ def cmd_check_tasks(args: argparse.Namespace) -> int:
 
 def cmd_import_tasks(args: argparse.Namespace) -> int:
     try:
+        # Imported here: the services need Django's models, which list-tasks/check-tasks skip.
+        from tasks_app.services import tasks_import
+
         report = tasks_import(directory=args.directory)
     except TaskSpecError as exc:
         for problem in exc.problems:
