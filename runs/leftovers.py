@@ -99,6 +99,10 @@ def _remove_workspaces(report: LeftoverReport) -> None:
     if not found:
         return
     done = Attempt.objects.filter(artifacts_dir__in=list(found), status__in=FINAL_STATES)
-    for artifacts_dir in done.values_list("artifacts_dir", flat=True):
+    from sandbox.disk import remove_leftover
+
+    for artifacts_dir, public_id in done.values_list("artifacts_dir", "public_id"):
+        # A killed try's disk quota may still be bound over it (see sandbox.disk).
+        remove_leftover(f"ab-attempt-{public_id}", found[artifacts_dir])
         shutil.rmtree(found[artifacts_dir], ignore_errors=True)
         report.workspaces.append(artifacts_dir)

@@ -244,7 +244,13 @@ def attempt_remove_workspace(attempt: Attempt) -> None:
     from runs.pipeline.artifacts import WORKSPACE_DIR, folder_of
 
     if attempt.artifacts_dir:
-        shutil.rmtree(folder_of(attempt.artifacts_dir) / WORKSPACE_DIR, ignore_errors=True)
+        workspace = folder_of(attempt.artifacts_dir) / WORKSPACE_DIR
+        # A try killed mid-command leaves its disk quota's filesystem bound over the
+        # workspace (and its loop mount): unmount them first, or rmtree cannot remove it.
+        from sandbox.disk import remove_leftover
+
+        remove_leftover(f"ab-attempt-{attempt.public_id}", workspace)
+        shutil.rmtree(workspace, ignore_errors=True)
 
 
 def runs_settle_idle() -> list[int]:

@@ -131,6 +131,17 @@ class SandboxDisk:
             self.image.unlink()
 
 
+def remove_leftover(name: str, workspace: Path | None) -> None:
+    """What a sandbox killed with its process (a worker's SIGKILL) left mounted: the quota
+    filesystem bound over ``workspace``, its loop mount and its image. Safe to repeat, and a
+    no-op where there was none."""
+    if workspace is not None:
+        with contextlib.suppress(OSError):
+            mounts.unmount(workspace)
+    with contextlib.suppress(OSError):
+        SandboxDisk(name, 0).remove(workspace=None)
+
+
 def _clear(directory: Path) -> None:
     for entry in directory.iterdir():
         if entry.is_dir() and not entry.is_symlink():
