@@ -1,5 +1,5 @@
 """Debian's Chromium through Playwright, for the browser tests of the transcript viewer, the
-live run page and readers (tests/test_browser_pages.py keeps its own)."""
+live run page, readers and the results pages."""
 
 from __future__ import annotations
 

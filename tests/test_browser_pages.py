@@ -7,8 +7,6 @@ vendored plotly.js, and XSS payloads in every untrusted field that must never ru
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import pytest
 from django.core.management import call_command
@@ -16,6 +14,7 @@ from django.test import Client
 
 from runs.models import Attempt
 from tasks_app.models import Task
+from tests.browser_fixtures import browser, open_page, shot  # noqa: F401 - browser is a fixture
 from tests.pages_fixtures import (  # noqa: F401 - artifacts_root is a fixture
     add_stage,
     artifacts_root,
@@ -29,18 +28,6 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 # Playwright's sync API runs an event loop in this thread; the ORM calls the tests make
 # between page actions are still plain synchronous calls.
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-
-SCREENSHOTS = Path(__file__).resolve().parent.parent / "test-artifacts" / "screenshots"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 PAYLOAD = "<img src=x onerror=\"window.__xss=1;document.title='pwned'\">"
 SCRIPT = "<script>window.__xss=1;document.title='pwned'</script>"
 
@@ -63,58 +50,21 @@ def failure_reasons(transactional_db):
         )
 
 
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
-
-
 @pytest.fixture
 def demo(failure_reasons, artifacts_root):  # noqa: F811
     call_command("seed_demo")
 
 
 @pytest.fixture
-def page(browser, live_server, django_user_model):
+def page(browser, live_server, django_user_model):  # noqa: F811 - the fixture
     from runs.access import readers_group
 
     user = django_user_model.objects.create_user("carol", password="carol-password")
     user.groups.add(readers_group())
     client = Client()
     client.force_login(user)
-    context = browser.new_context(viewport={"width": 1400, "height": 900})
-    context.add_cookies(
-        [{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": live_server.url}]
-    )
-    # No request may leave the test server: every asset is served locally.
-    outside: list[str] = []
-    context.route(
-        "**/*",
-        lambda route: (
-            route.continue_()
-            if route.request.url.startswith(live_server.url)
-            else (outside.append(route.request.url), route.abort())
-        ),
-    )
-    page = context.new_page()
-    # The machine is shared: on a loaded one a page can take longer than Playwright's 30 s.
-    page.set_default_timeout(90_000)
-    page.set_default_navigation_timeout(90_000)
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    yield page
-    context.close()
-    assert outside == []
-    assert errors == []
-
-
-def shot(page, name: str) -> None:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+    cookie = {"name": "sessionid", "value": client.cookies["sessionid"].value}
+    yield from open_page(browser, live_server.url, [{**cookie, "url": live_server.url}])
 
 
 def assert_no_xss(page) -> None:
