@@ -16,7 +16,7 @@ COMMANDS = (["--help"], ["list-tasks", "custom-dev"], ["leaderboard", "custom-de
 def measure(args: list[str]) -> tuple[float, float]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "benchsite.cli", *args], capture_output=True)
+    subprocess.run([sys.executable, "-m", "benchsite.cli.main", *args], capture_output=True)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, wall

@@ -114,7 +114,7 @@ class Server:
         args = ["serve", "--no-worker", "--addr", f"{HOST}:{self.port}"]
         log = open(var / f"serve-{self.name}.log", "wb")  # noqa: SIM115
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "benchsite.cli", *args, *(["--dev"] if dev else [])],
+            [sys.executable, "-m", "benchsite.cli.main", *args, *(["--dev"] if dev else [])],
             env=ab_env(var), cwd=ROOT, stdout=subprocess.PIPE, stderr=log,
         )  # fmt: skip
         for line in self.proc.stdout:  # type: ignore[union-attr]
@@ -189,7 +189,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="ab-load-") as tmp:
         var = Path(tmp) / "var"
         subprocess.run(
-            [sys.executable, "-m", "benchsite.cli", "setup-demo"],
+            [sys.executable, "-m", "benchsite.cli.main", "setup-demo"],
             env=ab_env(var), cwd=ROOT, check=True, capture_output=True,
         )  # fmt: skip
         paths = page_paths(ab_env(var))

@@ -39,12 +39,12 @@ def serve(repo: Path, var: Path) -> tuple[subprocess.Popen, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_URL", "CELERY_"))}
     env |= {"AB_VAR_DIR": str(var), "PYTHONPATH": str(repo)}
     subprocess.run(
-        [sys.executable, "-m", "benchsite.cli", "setup-demo"],
+        [sys.executable, "-m", "benchsite.cli.main", "setup-demo"],
         cwd=repo, env=env, check=True, capture_output=True, timeout=600,
     )  # fmt: skip
     port = free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "benchsite.cli", "serve", "--no-worker",
+        [sys.executable, "-m", "benchsite.cli.main", "serve", "--no-worker",
          "--addr", f"127.0.0.1:{port}"],
         cwd=repo, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip

@@ -15,4 +15,6 @@ sqlite_broker.register()
 
 app = Celery("benchsite")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks()
+# The tasks live in runs/workers/tasks.py, not in an app's tasks.py where autodiscovery
+# looks by default.
+app.autodiscover_tasks(["runs.workers"])

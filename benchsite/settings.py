@@ -38,7 +38,7 @@ MIDDLEWARE = [
     "benchsite.request_log.request_log_middleware",
     "django.middleware.security.SecurityMiddleware",
     # Before anything reads the body (CSRF does): upload size limits while it streams in.
-    "tasks_app.uploads.UploadLimitMiddleware",
+    "tasks_app.uploads.files.UploadLimitMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -114,7 +114,8 @@ ARTIFACTS_ROOT = Path(envstr("ARTIFACTS_ROOT", str(VAR_DIR / "artifacts")))
 _FILE_STORAGE = "django.core.files.storage.FileSystemStorage"
 ARTIFACTS_STORAGE_BACKEND = envstr("ARTIFACTS_STORAGE_BACKEND", "") or _FILE_STORAGE
 # A FileSystemStorage elsewhere than ARTIFACTS_ROOT, e.g. a mount every machine shares: the
-# workers copy each attempt's folder there and the web app reads it (runs/artifacts_sync.py).
+# workers copy each attempt's folder there and the web app reads it
+# (runs/workers/artifacts_sync.py).
 ARTIFACTS_STORAGE_LOCATION = envstr("ARTIFACTS_STORAGE_LOCATION", "")
 STORAGES = {
     "default": {"BACKEND": _FILE_STORAGE},
@@ -154,7 +155,7 @@ CELERY_WORKER_CONCURRENCY = envint("CELERY_WORKER_CONCURRENCY", 1)
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # The queue attempts go to: deployments (or test sessions) sharing one broker use their own.
 CELERY_TASK_DEFAULT_QUEUE = envstr("CELERY_QUEUE", "celery")
-# The reaper (runs.services_worker.attempts_reap) runs in its own process, `ab reaper`, which
+# The reaper (runs.workers.bookkeeping.attempts_reap) runs in its own process, `ab reaper`, which
 # `ab serve` and `ab worker --beat` start: not as a Celery task, which would wait in the queue
 # behind the attempts of busy workers, exactly when a lost worker needs it. Run one per
 # deployment (a second one is harmless: every step is a compare-and-set).
@@ -189,7 +190,7 @@ ATTEMPT_STALE_AFTER_SEC = envint("ATTEMPT_STALE_AFTER_SEC", 40)
 # Host-side git clone / checkout of a task's repository (each); past it the attempt is TIMEOUT.
 GIT_CLONE_TIMEOUT_SEC = envint("GIT_CLONE_TIMEOUT_SEC", 300)
 # SIGTERM/SIGINT to `ab worker` / `ab serve`: running attempts may finish for this long, then
-# the worker is killed and they go back to the queue (runs.cli_worker).
+# the worker is killed and they go back to the queue (runs.cli.worker).
 WORKER_SHUTDOWN_GRACE_SEC = envint("WORKER_SHUTDOWN_GRACE_SEC", 30)
 # A running attempt whose worker went silent is requeued this many times, then ended.
 ATTEMPT_MAX_REQUEUES = envint("ATTEMPT_MAX_REQUEUES", 1)
@@ -219,13 +220,13 @@ ANONYMOUS_READ_ARTIFACTS = envbool("ANONYMOUS_READ_ARTIFACTS", False)
 API_WRITE_RATE = envstr("API_WRITE_RATE", "30/min")
 # Uploaded task archives are unpacked here and kept: imported tasks point at their files.
 API_UPLOADS_ROOT = Path(envstr("API_UPLOADS_ROOT", str(VAR_DIR / "uploads")))
-# Applied while the body arrives (tasks_app.uploads.UploadLimitMiddleware), never after.
+# Applied while the body arrives (tasks_app.uploads.files.UploadLimitMiddleware), never after.
 API_UPLOAD_MAX_BYTES = envint("API_UPLOAD_MAX_BYTES", 200 * 1024 * 1024)
 # One file of an imported run folder (a trajectory, a report, an Inspect sample) is parsed in
 # memory; a larger one is refused naming it (ab import-run, POST /api/imports/run).
 IMPORT_FILE_MAX_BYTES = envint("IMPORT_FILE_MAX_BYTES", 64 * 1024 * 1024)
-# What opening one uploaded archive may unpack (tasks_app/archives.py): files, bytes per file,
-# bytes in total. Declared sizes are checked first, actual bytes counted while reading.
+# What opening one uploaded archive may unpack (tasks_app/uploads/archives.py): files, bytes
+# per file, bytes in total. Declared sizes are checked first, actual bytes counted while reading.
 API_ARCHIVE_MAX_MEMBERS = envint("API_ARCHIVE_MAX_MEMBERS", 10_000)
 API_ARCHIVE_MEMBER_MAX_BYTES = envint("API_ARCHIVE_MEMBER_MAX_BYTES", 100 * 1024 * 1024)
 API_ARCHIVE_TOTAL_MAX_BYTES = envint("API_ARCHIVE_TOTAL_MAX_BYTES", 400 * 1024 * 1024)

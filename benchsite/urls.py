@@ -3,13 +3,13 @@ from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 
-from benchsite.api import api
+from benchsite.api.site import api
 from benchsite.health import healthz
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
     # Before admin/: the admin's catch-all would answer these paths with a 404.
-    path("admin/swebench/", include("tasks_app.admin_swebench")),
+    path("admin/swebench/", include("tasks_app.swebench.admin")),
     path("admin/", admin.site.urls),
     # Pages name the SVG icon; the admin, the API docs and old browsers ask for /favicon.ico.
     path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),

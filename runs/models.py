@@ -339,8 +339,8 @@ class Attempt(models.Model):
             models.Index(fields=["task", "model_config"], name="attempt_task_model_idx"),
             # Fail-fast groups failures by fingerprint.
             models.Index(fields=["run", "error_fingerprint"], name="attempt_run_fp_idx"),
-            # Covering index for the results pages (runs.leaderboard, runs.compare,
-            # runs.taxonomy_report): their grouped reads touch only these columns, so the
+            # Covering index for the results pages (runs.results.leaderboard, runs.results.compare,
+            # runs.results.taxonomy_report): their grouped reads touch only these columns, so the
             # database answers from the index without reading the wide attempt rows (patches,
             # logs); 45,000 attempts aggregate in tens of milliseconds on SQLite.
             models.Index(
@@ -363,7 +363,7 @@ class Attempt(models.Model):
                 ],
                 name="attempt_results_cover_idx",
             ),
-            # Covering index for runs.selection.read_results, which every results surface
+            # Covering index for runs.results.selection.read_results, which every results surface
             # scores from: attempts of every status grouped by run x task. In this order the
             # database groups while it scans, without sorting 45,000 rows first; the usage
             # columns (cost, tokens, steps = model API calls, wall time) let the leaderboard's
@@ -410,8 +410,8 @@ class Attempt(models.Model):
 
     @property
     def outcome(self) -> str:
-        """How this attempt counts in scores (``runs.scoring.attempt_outcome``)."""
-        from runs.scoring import attempt_outcome
+        """How this attempt counts in scores (``runs.results.scoring.attempt_outcome``)."""
+        from runs.results.scoring import attempt_outcome
 
         return attempt_outcome(
             self.status,

@@ -238,11 +238,11 @@ def attempts_enqueue(attempt_ids: Sequence[int]) -> None:
     ``queued_at`` is stamped here, when the messages go out, not when the rows were created:
     the rows wait for their transaction to commit, and a re-sent attempt waits anew.
     """
-    # Imported here, the one place services reach the task layer: runs.tasks imports
+    # Imported here, the one place services reach the task layer: runs.workers.tasks imports
     # services at module level (tasks call services), so a module-level import would be a
     # cycle (tests/test_import_cycles.py); this also keeps Celery out of non-sending commands.
     from benchsite.celery import app
-    from runs.tasks import attempt_run, attempt_time_limits
+    from runs.workers.tasks import attempt_run, attempt_time_limits
 
     if not attempt_ids:
         return
@@ -479,9 +479,9 @@ def run_refresh_totals(run: Run) -> dict:
 
 
 def run_totals(run: Run) -> dict:
-    """Counts by status and reason, and the run's score (``runs.scoring``: the leaderboard's
+    """Counts by status and reason, and the run's score (``runs.results.scoring``: the leaderboard's
     figure for this run's row) as ``success_rate``."""
-    from runs.scoring import TaskTally, classify, score
+    from runs.results.scoring import TaskTally, classify, score
 
     rows = run.attempts.values_list(
         "task_id", "status", "failure_reason_id", "is_infra", "is_missing"

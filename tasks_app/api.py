@@ -29,17 +29,17 @@ from ninja.pagination import paginate
 from benchsite.accounts.auth import AUTHENTICATED, PUBLIC_READ, write_throttle
 from benchsite.accounts.models import AuditAction
 from benchsite.accounts.services import audit_event_record
-from benchsite.api_common import Pages, Text
-from benchsite.api_errors import ApiInputError, ErrorOut
+from benchsite.api.common import Pages, Text
+from benchsite.api.errors import ApiInputError, ErrorOut
 from runs.model_configs import slug_taken_by_other
 from tasks_app.models import Suite, Task, TaskSource
-from tasks_app.run_uploads import run_import_upload
 from tasks_app.services import tasks_import
 from tasks_app.spec import SpecProblem, TaskSpecError, load_task_dir
 from tasks_app.swebench.importer import swebench_import
 from tasks_app.swebench.predictions import predictions_import
 from tasks_app.swebench.results import results_import
-from tasks_app.uploads import read_upload, unpack_upload, upload_source
+from tasks_app.uploads.files import read_upload, unpack_upload, upload_source
+from tasks_app.uploads.runs import run_import_upload
 
 router = Router(tags=["tasks"])
 

@@ -35,7 +35,7 @@ def suite_detail(request: HttpRequest, name: str) -> HttpResponse:
         "capped": suite.task_count > TASKS_SHOWN,
     }
     if request.user.is_staff:
-        from runs.views_control import SuiteLaunchForm
+        from runs.web.control import SuiteLaunchForm
 
         context["launch_form"] = SuiteLaunchForm()
     return render(request, "tasks_app/suite_detail.html", context)

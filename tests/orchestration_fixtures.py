@@ -70,8 +70,8 @@ def finish(
     infra: bool | None = None,
 ) -> Attempt:
     """End an attempt the way the pipeline records an outcome, then run the bookkeeping."""
-    from runs.services_worker import run_attempt_done
     from runs.taxonomy import Reason
+    from runs.workers.bookkeeping import run_attempt_done
 
     now = timezone.now()
     Attempt.objects.filter(pk=attempt.pk).update(

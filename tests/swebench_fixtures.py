@@ -33,7 +33,7 @@ def ab(*args: str, var_dir: Path, env: dict[str, str] | None = None) -> subproce
     env = os.environ | {"AB_VAR_DIR": str(var_dir)} | (env or {})
     env.pop("DATABASE_URL", None)
     return subprocess.run(
-        [sys.executable, "-m", "benchsite.cli", *args],
+        [sys.executable, "-m", "benchsite.cli.main", *args],
         capture_output=True,
         text=True,
         cwd=REPO_ROOT,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from benchsite.cli import main
+from benchsite.cli.main import main
 from runs.models import Attempt
 from runs.pipeline import artifacts
 from tasks_app.spec import load_task_file

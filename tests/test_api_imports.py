@@ -9,8 +9,8 @@ import json
 import pytest
 
 from benchsite.accounts.models import AuditAction, AuditEvent
-from runs.leaderboard import leaderboard_rows
 from runs.models import Run, RunSource
+from runs.results.leaderboard import leaderboard_rows
 from tasks_app.models import Suite
 from tests.api_fixtures import auth, bob_token, fresh_cache  # noqa: F401
 from tests.swebench_fixtures import LITE_DEV, rows

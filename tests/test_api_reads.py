@@ -8,9 +8,9 @@ import io
 
 import pytest
 
-from runs.compare import compare_models
-from runs.leaderboard import leaderboard_rows
-from runs.taxonomy_report import taxonomy_breakdown
+from runs.results.compare import compare_models
+from runs.results.leaderboard import leaderboard_rows
+from runs.results.taxonomy_report import taxonomy_breakdown
 from tests.api_fixtures import attempt_with_artifacts, auth, bob_token, seeded  # noqa: F401
 
 pytestmark = pytest.mark.django_db

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from django.core.files.storage import storages
 
-from runs.artifacts_sync import attempt_publish_artifacts
 from runs.models import Attempt
 from runs.services import run_launch
+from runs.workers.artifacts_sync import attempt_publish_artifacts
 from tests.orchestration_fixtures import broker, scripted  # noqa: F401
 
 

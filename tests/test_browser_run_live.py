@@ -35,7 +35,7 @@ def server(stack):
         port = sock.getsockname()[1]
     log = open(stack.var_dir / "web.log", "ab")  # noqa: SIM115 (kept by Popen)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "benchsite.cli", "serve", "--no-worker", "--addr",
+        [sys.executable, "-m", "benchsite.cli.main", "serve", "--no-worker", "--addr",
          f"127.0.0.1:{port}"],
         cwd=REPO_ROOT, env=stack.env, stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip

@@ -23,7 +23,7 @@ def ab(tmp_path):
 
     def _ab(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run(
-            [sys.executable, "-m", "benchsite.cli", *args],
+            [sys.executable, "-m", "benchsite.cli.main", *args],
             capture_output=True,
             text=True,
             cwd=REPO_ROOT,
@@ -116,7 +116,7 @@ def test_ab_worker_runs_what_run_suite_queued(ab):
     # Migrate first: two `ab` processes migrating one fresh SQLite file at once collide.
     assert ab("import-tasks", str(REPO_ROOT / "tasks")).returncode == 0
     worker = subprocess.Popen(
-        [sys.executable, "-m", "benchsite.cli", "worker", "--concurrency", "1", "--beat"],
+        [sys.executable, "-m", "benchsite.cli.main", "worker", "--concurrency", "1", "--beat"],
         cwd=REPO_ROOT,
         env=ab.env,
         stdout=subprocess.DEVNULL,

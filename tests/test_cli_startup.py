@@ -5,7 +5,7 @@ import subprocess
 import sys
 from importlib import import_module
 
-from benchsite.cli_commands import COMMANDS
+from benchsite.cli.commands import COMMANDS
 
 
 def test_it_lists_every_command_the_modules_register():
@@ -20,7 +20,7 @@ def test_it_lists_every_command_the_modules_register():
 
 def test_it_prints_every_command_in_help_without_importing_command_modules():
     code = (
-        "import sys; from benchsite.cli import main\n"
+        "import sys; from benchsite.cli.main import main\n"
         "try: main(['--help'])\n"
         "except SystemExit: pass\n"
         "prefixes = ('celery', 'runs.', 'tasks_app.')\n"

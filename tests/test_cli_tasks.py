@@ -12,7 +12,7 @@ from tests.conftest import REPO_ROOT, TASKS_DIR
 def ab(*args: str, tmp_path, env_extra: dict | None = None) -> subprocess.CompletedProcess:
     env = os.environ | {"AB_VAR_DIR": str(tmp_path / "var")} | (env_extra or {})
     return subprocess.run(
-        [sys.executable, "-m", "benchsite.cli", *args],
+        [sys.executable, "-m", "benchsite.cli.main", *args],
         capture_output=True,
         text=True,
         cwd=REPO_ROOT,

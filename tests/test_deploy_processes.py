@@ -44,7 +44,7 @@ def stack(tmp_path, django_db_blocker):
 def start(stack, name: str, *args: str, env: dict | None = None) -> subprocess.Popen:
     log = open(stack.var_dir / f"{name}.log", "wb")  # noqa: SIM115 (kept by Popen)
     return subprocess.Popen(
-        [sys.executable, "-m", "benchsite.cli", *args],
+        [sys.executable, "-m", "benchsite.cli.main", *args],
         cwd=REPO_ROOT, env=stack.env | (env or {}), stdout=log, stderr=subprocess.STDOUT,
         start_new_session=True,
     )  # fmt: skip

@@ -2,6 +2,7 @@
 imports inside functions) form no cycle."""
 
 import ast
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,3 +66,84 @@ def test_it_finds_no_import_cycle():
 def test_it_names_a_cycle_when_there_is_one():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}
     assert _find_cycle(graph) == ["a", "b", "c", "a"]
+
+
+# Which role folders a role may not import, anywhere in a module (imports inside functions
+# too): the rules the package docstrings state. A role is a folder of runs/, tasks_app/ or
+# benchsite/; "core" is runs' top-level modules (models, services, taxonomy, access, ...).
+FORBIDDEN = {
+    "runs.results": {"runs.web", "runs.api", "runs.cli", "runs.workers", "runs.pipeline",
+                     "runs.demo", "runs.agents", "runs.services"},
+    "runs.web": {"runs.api", "runs.cli", "runs.workers", "runs.pipeline", "runs.demo"},
+    "runs.api": {"runs.web", "runs.cli", "runs.workers", "runs.pipeline", "runs.demo"},
+    "runs.cli": {"runs.web"},
+    "runs.workers": {"runs.web", "runs.api", "runs.cli", "runs.demo"},
+    "runs.pipeline": {"runs.web", "runs.api", "runs.cli", "runs.workers", "runs.demo"},
+    "runs.demo": {"runs.web", "runs.api", "runs.cli", "runs.workers", "runs.pipeline"},
+    "runs.agents": {"runs.web", "runs.api", "runs.cli", "runs.workers", "runs.pipeline",
+                    "runs.demo", "runs.results", "runs.models", "runs.services"},
+    "core": {"runs.web", "runs.api", "runs.cli", "runs.workers", "runs.demo"},
+    "tasks_app.uploads": {"runs"},
+}  # fmt: skip
+# The only crossings, each the one place it happens (a lazy import inside one function).
+EXCEPTIONS = {
+    # Services enqueue through one function; tasks call services, never the reverse.
+    ("runs.services", "runs.workers.tasks"),
+    # `ab import-predictions --run` without workers calls the worker's task body directly.
+    ("tasks_app.swebench.predictions", "runs.workers.tasks"),
+}
+CORE = {"runs.models", "runs.services", "runs.taxonomy", "runs.failfast", "runs.access",
+        "runs.artifacts", "runs.transcript", "runs.model_configs"}  # fmt: skip
+
+
+def _role(module: str) -> str | None:
+    if module in CORE:
+        return "core"
+    return next((r for r in FORBIDDEN if r != "core" and module.startswith(r + ".")), None)
+
+
+def _all_imports(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def _crossings() -> list[str]:
+    bad = []
+    for pkg in PACKAGES:
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            name = _module_name(path)
+            role = _role(name)
+            if role is None or "migrations" in path.parts:
+                continue
+            for target in sorted(_all_imports(path)):
+                hit = next((f for f in FORBIDDEN[role] if (target + ".").startswith(f + ".")), None)
+                allowed = any(
+                    name == m and (target + ".").startswith(e + ".") for m, e in EXCEPTIONS
+                )
+                if hit and not allowed:
+                    bad.append(f"{name} imports {target} ({role} may not import {hit})")
+    return bad
+
+
+def test_each_role_imports_only_what_its_package_docstring_allows():
+    assert _crossings() == []
+
+
+def test_the_role_check_sees_a_forbidden_import(tmp_path, monkeypatch):
+    """The check is not vacuous: a results module importing a page is reported."""
+    pkg = tmp_path / "runs" / "results"
+    pkg.mkdir(parents=True)
+    (pkg / "bad.py").write_text("def f():\n    from runs.web.results import leaderboard\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGES", ("runs",))
+    assert _crossings() == [
+        "runs.results.bad imports runs.web.results (runs.results may not import runs.web)",
+        "runs.results.bad imports runs.web.results.leaderboard"
+        " (runs.results may not import runs.web)",
+    ]

@@ -13,10 +13,10 @@ import json
 import pytest
 from django.urls import reverse
 
-from runs.compare import compare_models
-from runs.leaderboard import leaderboard_rows
 from runs.models import ModelConfig
-from runs.taxonomy_report import taxonomy_breakdown
+from runs.results.compare import compare_models
+from runs.results.leaderboard import leaderboard_rows
+from runs.results.taxonomy_report import taxonomy_breakdown
 from runs.templatetags.results import usd
 from tasks_app.models import Suite, Task
 from tasks_app.swebench.run_import import run_folder_import

@@ -145,9 +145,9 @@ def test_an_engine_gone_mid_attempt_is_a_sandbox_error_and_leaves_no_container(
     monkeypatch: pytest.MonkeyPatch,
     sig: signal.Signals,
 ) -> None:
-    from runs.leftovers import leftovers_remove
     from runs.pipeline.adhoc import attempt_create_adhoc, model_config_for_variant
     from runs.pipeline.execute import attempt_execute
+    from runs.workers.leftovers import leftovers_remove
     from tasks_app.models import Task
 
     commit = git_repo(tmp_path / "repo", {"test_x.py": "def test_x():\n    assert False\n"})
@@ -207,9 +207,9 @@ def test_the_reaper_removes_workspaces_of_finished_attempts_only(
 ) -> None:
     from django.utils import timezone
 
-    from runs.leftovers import KEEP_MARKER, leftovers_remove
     from runs.models import Attempt, AttemptStatus
     from runs.pipeline.adhoc import attempt_create_adhoc, model_config_for_variant
+    from runs.workers.leftovers import KEEP_MARKER, leftovers_remove
 
     commit = git_repo(tmp_path / "repo", {"a.txt": "a\n"})
     write_task(

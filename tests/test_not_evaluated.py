@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from runs.models import Attempt, AttemptStatus, Run, RunStatus
 from runs.services import run_evaluate
-from runs.services_worker import attempts_reap
+from runs.workers.bookkeeping import attempts_reap
 from tasks_app.swebench.importer import swebench_import
 from tasks_app.swebench.predictions import predictions_import
 from tests.api_fixtures import auth, bob_token, fresh_cache  # noqa: F401

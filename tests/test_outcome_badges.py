@@ -1,5 +1,5 @@
 """An attempt's outcome badge says what scores count it as (``Attempt.outcome``, which is
-``runs.scoring.attempt_outcome``) on the attempt page, its list of other attempts, the
+``runs.results.scoring.attempt_outcome``) on the attempt page, its list of other attempts, the
 two-attempt view, the attempt list and the task page: a queued, running or not-evaluated
 attempt is never shown as failed."""
 

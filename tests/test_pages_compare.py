@@ -10,7 +10,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from runs.compare import compare_models
+from runs.results.compare import compare_models
 from tests.pages_fixtures import make_model, make_run, make_suite, outcomes
 
 pytestmark = pytest.mark.django_db

@@ -9,9 +9,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from runs.leaderboard import leaderboard, leaderboard_rows
 from runs.models import AgentVariant, AttemptStatus, RunSource
-from runs.scoring import clustered_interval
+from runs.results.leaderboard import leaderboard, leaderboard_rows
+from runs.results.scoring import clustered_interval
 from tasks_app.models import Task
 from tests.pages_fixtures import make_attempt, make_model, make_run, make_suite, outcomes
 
@@ -256,7 +256,9 @@ def test_the_page_breaks_rates_down_by_repository(client, db):
 def test_tasks_excluded_from_scores_leave_every_surface(client, board, monkeypatch):
     first = Task.objects.for_suite(board).order_by("task_id").first()
     # The hook a task-validity rule fills in (e.g. gold patches that fail validation).
-    monkeypatch.setattr("runs.selection.excluded_tasks", lambda suite: frozenset({first.pk}))
+    monkeypatch.setattr(
+        "runs.results.selection.excluded_tasks", lambda suite: frozenset({first.pk})
+    )
     alpha = by_name(leaderboard_rows(suite=board))["alpha"]
     assert (alpha.tasks, alpha.rate) == (3, pytest.approx((1 + 0 + 1 / 2) / 3))
     api = client.get("/api/leaderboard", {"suite": board.name}).json()["rows"]

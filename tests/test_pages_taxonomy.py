@@ -7,7 +7,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from runs.taxonomy_report import chart_data, taxonomy_breakdown
+from runs.results.taxonomy_report import chart_data, taxonomy_breakdown
 from tests.pages_fixtures import make_model, make_run, make_suite, outcomes
 
 pytestmark = pytest.mark.django_db

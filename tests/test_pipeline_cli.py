@@ -24,7 +24,7 @@ def ab(*args: str, tmp_path: Path, env_extra: dict | None = None) -> subprocess.
     }
     env.pop("DATABASE_URL", None)
     return subprocess.run(
-        [sys.executable, "-m", "benchsite.cli", *args],
+        [sys.executable, "-m", "benchsite.cli.main", *args],
         capture_output=True,
         text=True,
         cwd=REPO_ROOT,

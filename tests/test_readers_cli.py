@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchsite.cli import main
+from benchsite.cli.main import main
 from runs.access import can_read_artifacts
 
 pytestmark = pytest.mark.django_db

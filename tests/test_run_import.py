@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from django.core.files.storage import storages
 
-from runs.leaderboard import leaderboard_rows
 from runs.models import Attempt, AttemptStatus, Run
+from runs.results.leaderboard import leaderboard_rows
 from runs.taxonomy import Reason, from_exit_status
 from tasks_app.models import Suite
 from tasks_app.swebench.errors import SwebenchInputError
@@ -333,8 +333,8 @@ def test_ab_import_run_imports_the_sample_with_one_command(tmp_path):
 
 @pytest.mark.django_db
 def test_the_agents_exit_status_explains_an_unresolved_instance_on_the_taxonomy(run_copy):
-    from runs.compare import compare_models
-    from runs.taxonomy_report import taxonomy_breakdown
+    from runs.results.compare import compare_models
+    from runs.results.taxonomy_report import taxonomy_breakdown
 
     unresolved = [i for i in sorted(p.name for p in (run_copy / "logs").iterdir())]
     unresolved = [

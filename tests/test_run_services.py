@@ -18,8 +18,8 @@ from runs.services import (
     run_retry_infra,
     runs_launch_many,
 )
-from runs.services_worker import attempt_claim, attempts_reap
-from runs.tasks import Heartbeat
+from runs.workers.bookkeeping import attempt_claim, attempts_reap
+from runs.workers.tasks import Heartbeat
 from tests.orchestration_fixtures import broker, finish, scripted  # noqa: F401
 
 AUTH_ERROR = "Error code: 401 - {'error': {'type': 'authentication_error'}}"

@@ -14,9 +14,9 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
-from benchsite.cli import main as ab
+from benchsite.cli.main import main as ab
 from runs.models import AgentVariant, Attempt, AttemptStatus, RunSource
-from runs.scoring import paired_test
+from runs.results.scoring import paired_test
 from runs.templatetags.results import kilo, secs, tenths, usd
 from tasks_app.models import Suite, Task
 from tests.pages_fixtures import (

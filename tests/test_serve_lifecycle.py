@@ -43,7 +43,7 @@ def start_ab(stack, *args: str, shell_background: bool = False, env: dict | None
     background job of a non-interactive shell (which starts it with SIGINT ignored)."""
     out = open(stack.var_dir / "ab.out", "wb")  # noqa: SIM115 (kept by Popen)
     err = open(stack.var_dir / "ab.err", "wb")  # noqa: SIM115
-    argv = [sys.executable, "-m", "benchsite.cli", *args]
+    argv = [sys.executable, "-m", "benchsite.cli.main", *args]
     if shell_background:
         quoted = " ".join(f"'{a}'" for a in argv)
         argv = ["bash", "-c", f"{quoted} & echo $! > {stack.var_dir / 'ab.pid'}; wait"]

@@ -1,5 +1,5 @@
 """The statistics behind leaderboards and comparisons, and the one definition of a score
-(``runs.scoring``), checked against known values."""
+(``runs.results.scoring``), checked against known values."""
 
 from __future__ import annotations
 
@@ -7,10 +7,17 @@ import math
 
 import pytest
 
-from runs import scoring
 from runs.models import FINAL_STATES, AttemptStatus
-from runs.scoring import TaskTally, classify, paired_test, score, sign_flip_p_value, standings
-from runs.stats import (
+from runs.results import scoring
+from runs.results.scoring import (
+    TaskTally,
+    classify,
+    paired_test,
+    score,
+    sign_flip_p_value,
+    standings,
+)
+from runs.results.stats import (
     mcnemar_exact,
     mean_pass_at_k,
     pass_at_k,

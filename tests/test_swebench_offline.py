@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from benchsite.cli import main
-from runs.leaderboard import leaderboard_rows
+from benchsite.cli.main import main
 from runs.pipeline.adhoc import attempt_create_adhoc, model_config_for_variant
 from runs.pipeline.execute import attempt_execute
+from runs.results.leaderboard import leaderboard_rows
 from tasks_app.models import GoldValidation, GoldValidationStatus, Task
 from tasks_app.swebench import envspec
 from tasks_app.swebench.repos import RepoError, RepoSource

@@ -59,7 +59,7 @@ class Stack:
         self, *args: str, timeout: float = 300, check: bool = True
     ) -> subprocess.CompletedProcess:
         out = subprocess.run(
-            [sys.executable, "-m", "benchsite.cli", *args],
+            [sys.executable, "-m", "benchsite.cli.main", *args],
             cwd=REPO_ROOT,
             env=self.env,
             capture_output=True,
@@ -96,7 +96,7 @@ class Stack:
         log = open(self.var_dir / f"worker-{name}.log", "ab")  # noqa: SIM115 (kept by Popen)
         if beat:  # the reaper, as `ab worker --beat` runs it: a process of its own
             reaper = subprocess.Popen(
-                [sys.executable, "-m", "benchsite.cli", "reaper"],
+                [sys.executable, "-m", "benchsite.cli.main", "reaper"],
                 cwd=REPO_ROOT,
                 env=self.env | (env or {}),
                 stdout=log,

@@ -13,8 +13,8 @@ from ninja.pagination import paginate
 from benchsite.accounts.auth import AUTHENTICATED, write_throttle
 from benchsite.accounts.models import ApiToken, AuditAction, AuditEvent
 from benchsite.accounts.services import TOKEN_NAME_MAX, api_token_create, api_token_revoke
-from benchsite.api_common import Pages, Text
-from benchsite.api_errors import ErrorOut
+from benchsite.api.common import Pages, Text
+from benchsite.api.errors import ErrorOut
 
 router = Router(tags=["access"])
 

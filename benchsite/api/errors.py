@@ -16,9 +16,9 @@ from ninja.errors import AuthenticationError, HttpError, Throttled
 from ninja.errors import ValidationError as NinjaValidationError
 
 from benchsite.accounts.services import TokenError
-from tasks_app.archives import ArchiveLimitError
 from tasks_app.spec import TaskSpecError
 from tasks_app.swebench.errors import SwebenchInputError
+from tasks_app.uploads.archives import ArchiveLimitError
 
 
 class FieldError(Schema):

@@ -5,8 +5,8 @@ from __future__ import annotations
 from ninja import NinjaAPI
 
 from benchsite.accounts.api import router as accounts_router
-from benchsite.api_errors import install_error_handlers
-from runs.api import router as runs_router
+from benchsite.api.errors import install_error_handlers
+from runs.api.runs import router as runs_router
 from tasks_app.api import router as tasks_router
 
 api = NinjaAPI(

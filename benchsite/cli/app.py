@@ -11,7 +11,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management import call_command, get_commands
 
-from benchsite.cli import CommandError
+from benchsite.cli.main import CommandError
 from benchsite.processes import Supervisor
 
 
@@ -50,7 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_add_reader(args: argparse.Namespace) -> int:
     from benchsite.accounts.services import reader_add
-    from benchsite.cli import CommandError
+    from benchsite.cli.main import CommandError
 
     try:
         user, password = reader_add(username=args.username, create=args.create)
@@ -134,8 +134,8 @@ def _answers(url: str) -> bool:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """Start the web server, a worker and the reaper; print the URL once they answer; stop
-    them all on SIGINT/SIGTERM (the worker warmly: see runs.cli_worker)."""
-    from runs.cli_worker import LocalWorker
+    them all on SIGINT/SIGTERM (the worker warmly: see runs.cli.worker)."""
+    from runs.cli.worker import LocalWorker
 
     if ":" not in args.addr:
         raise CommandError(f"--addr must be HOST:PORT, got {args.addr!r}")

@@ -18,99 +18,99 @@ class Command(NamedTuple):
 
 COMMANDS: dict[str, Command] = {
     "serve": Command(
-        "benchsite.cli_app",
+        "benchsite.cli.app",
         "run the web app (gunicorn), a local worker and the reaper on 127.0.0.1:8000",
     ),
     "setup-demo": Command(
-        "benchsite.cli_app",
+        "benchsite.cli.app",
         "migrate, import the example tasks and SWE-bench sample, seed demo runs, and "
         "create an admin login",
     ),
     "add-reader": Command(
-        "benchsite.cli_app",
+        "benchsite.cli.app",
         "let an account read patches, logs and transcripts (the readers group)",
     ),
     "list-tasks": Command(
-        "tasks_app.cli",
+        "tasks_app.cli.tasks",
         "list the task ids of a suite in a tasks folder",
         needs_db=False,
     ),
     "check-tasks": Command(
-        "tasks_app.cli",
+        "tasks_app.cli.tasks",
         "validate task.yaml files; exit 1 with one line each",
         needs_db=False,
     ),
     "import-tasks": Command(
-        "tasks_app.cli",
+        "tasks_app.cli.tasks",
         "import (or update) every task.yaml under a folder",
     ),
     "import-swebench": Command(
-        "tasks_app.cli_swebench",
+        "tasks_app.cli.swebench",
         "import (or update) a SWE-bench dataset file (.jsonl, .json list, .parquet)",
     ),
     "import-predictions": Command(
-        "tasks_app.cli_swebench",
+        "tasks_app.cli.swebench",
         "create a run evaluating predictions (instance_id, model_patch) on a suite",
     ),
     "import-results": Command(
-        "tasks_app.cli_swebench",
+        "tasks_app.cli.swebench",
         "import published results (a run report, report.json files, or a folder of them)",
     ),
     "import-run": Command(
-        "tasks_app.cli_swebench",
+        "tasks_app.cli.swebench",
         "import a run folder: trajectories (mini-swe-agent, SWE-agent), reports, "
         "predictions, legacy reports, Inspect .eval logs",
     ),
     "swebench": Command(
-        "tasks_app.cli_swebench_build",
+        "tasks_app.cli.swebench_build",
         "SWE-bench instances offline: build their environments",
     ),
     "run-suite": Command(
-        "runs.cli_runs",
+        "runs.cli.runs",
         "launch a run: the tasks of a suite x one model configuration x k",
     ),
     "cancel-run": Command(
-        "runs.cli_runs",
+        "runs.cli.runs",
         "cancel a run: queued attempts end, running ones stop",
     ),
     "retry-run": Command(
-        "runs.cli_runs",
+        "runs.cli.runs",
         "retry the attempts of a run that ended for infrastructure",
     ),
     "resume-run": Command(
-        "runs.cli_runs",
+        "runs.cli.runs",
         "re-send the messages of a run's queued attempts",
     ),
     "evaluate-run": Command(
-        "runs.cli_runs",
+        "runs.cli.runs",
         "queue the not-evaluated attempts of a run",
     ),
     "leaderboard": Command(
-        "runs.cli_results",
+        "runs.cli.results",
         "a suite's leaderboard: the leaderboard page's rows and figures",
     ),
     "worker": Command(
-        "runs.cli_worker",
+        "runs.cli.worker",
         "start a Celery worker that runs attempts",
     ),
     "reaper": Command(
-        "runs.cli_worker",
+        "runs.cli.worker",
         "requeue or end attempts whose worker went silent (a loop; --once)",
     ),
     "run-task": Command(
-        "runs.cli_pipeline",
+        "runs.cli.pipeline",
         "import a task.yaml and run its clone, setup and baseline tests in a sandbox",
     ),
     "validate-suite": Command(
-        "runs.cli_pipeline",
+        "runs.cli.pipeline",
         "check that every task of a suite has a failing baseline",
     ),
     "doctor": Command(
-        "runs.cli_pipeline",
+        "runs.cli.pipeline",
         "check the Docker engine, runner image, network isolation, bubblewrap, smoke task",
     ),
     "run-agent": Command(
-        "runs.cli_agents",
+        "runs.cli.agents",
         "run an agent (scripted, oracle, nop or an LLM) on one task and record the attempt",
     ),
 }

@@ -7,7 +7,7 @@ import os
 import sys
 from importlib import import_module
 
-from benchsite.cli_commands import COMMANDS
+from benchsite.cli.commands import COMMANDS
 
 # One module per area; each defines register(subparsers) and adds its commands.
 COMMAND_MODULES = tuple(dict.fromkeys(command.module for command in COMMANDS.values()))
@@ -113,8 +113,8 @@ def _applied_migrations(connection) -> set[tuple[str, str]]:
 
 
 if __name__ == "__main__":
-    # Under `python -m benchsite.cli` this file is __main__, a second copy of the module: the
-    # commands raise benchsite.cli.CommandError, which only the imported copy's main() catches.
-    from benchsite.cli import main as imported_main
+    # Under `python -m benchsite.cli.main` this file is __main__, a second copy of the module: the
+    # commands raise benchsite.cli.main.CommandError, which only the imported copy's main() catches.
+    from benchsite.cli.main import main as imported_main
 
     sys.exit(imported_main())

@@ -1,0 +1,5 @@
+"""The agents: scripted, oracle, nop, external predictions, and the tool-using LLM agent.
+
+``registry`` maps a variant to its agent; ``loop``, ``tools`` and ``llm`` make the LLM agent.
+May import ``runs.taxonomy`` and ``sandbox``; no Django models.
+"""

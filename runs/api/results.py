@@ -1,7 +1,7 @@
 """Leaderboard, comparison and taxonomy breakdown over the REST API, as JSON or CSV.
 
-Every figure comes from the functions the pages render (``runs.leaderboard``,
-``runs.compare``, ``runs.taxonomy_report``): the API only reshapes them.
+Every figure comes from the functions the pages render (``runs.results.leaderboard``,
+``runs.results.compare``, ``runs.results.taxonomy_report``): the API only reshapes them.
 """
 
 from django.http import HttpRequest, HttpResponse
@@ -9,9 +9,9 @@ from django.urls import reverse
 from ninja import Query, Router
 
 from benchsite.accounts.auth import PUBLIC_READ
-from benchsite.api_common import csv_response, split_list
-from benchsite.api_errors import ApiInputError, ErrorOut
-from runs.api_schemas import (
+from benchsite.api.common import csv_response, split_list
+from benchsite.api.errors import ApiInputError, ErrorOut
+from runs.api.schemas import (
     CompareOut,
     CompareQuery,
     LeaderboardOut,
@@ -19,7 +19,9 @@ from runs.api_schemas import (
     TaxonomyOut,
     TaxonomyQuery,
 )
-from runs.compare import (
+from runs.model_configs import model_config_by_ref
+from runs.models import ModelConfig
+from runs.results.compare import (
     Comparison,
     compare_models,
     comparison_records,
@@ -27,13 +29,11 @@ from runs.compare import (
     pair_record,
     summary_record,
 )
-from runs.leaderboard import Leaderboard, LeaderboardRow
-from runs.leaderboard import leaderboard as build_leaderboard
-from runs.model_configs import model_config_by_ref
-from runs.models import ModelConfig
-from runs.scoring import score_record
-from runs.selection import SelectionError, runs_by_prefix
-from runs.taxonomy_report import TaxonomyBreakdown, taxonomy_breakdown
+from runs.results.leaderboard import Leaderboard, LeaderboardRow
+from runs.results.leaderboard import leaderboard as build_leaderboard
+from runs.results.scoring import score_record
+from runs.results.selection import SelectionError, runs_by_prefix
+from runs.results.taxonomy_report import TaxonomyBreakdown, taxonomy_breakdown
 from tasks_app.models import Suite
 
 router = Router(tags=["results"])

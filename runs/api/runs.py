@@ -18,12 +18,12 @@ from ninja.pagination import paginate
 from benchsite.accounts.auth import ARTIFACT_READ, AUTHENTICATED, PUBLIC_READ, write_throttle
 from benchsite.accounts.models import AuditAction
 from benchsite.accounts.services import audit_event_record
-from benchsite.api_common import Pages, Text
-from benchsite.api_errors import ApiConflict, ApiInputError, ErrorOut
+from benchsite.api.common import Pages, Text
+from benchsite.api.errors import ApiConflict, ApiInputError, ErrorOut
 from runs import artifacts
 from runs.access import can_read_artifacts
-from runs.api_results import router as results_router
-from runs.api_schemas import (
+from runs.api.results import router as results_router
+from runs.api.schemas import (
     AttemptDetailOut,
     AttemptFilter,
     AttemptOut,
@@ -37,7 +37,7 @@ from runs.api_schemas import (
     RunLaunchIn,
     RunOut,
 )
-from runs.api_transcript import TranscriptOut
+from runs.api.transcript import TranscriptOut
 from runs.model_configs import model_config_by_ref, model_config_create
 from runs.models import Attempt, AttemptStatus, FailureReason, ModelConfig, Run
 from runs.services import LaunchError, run_cancel, run_evaluate, run_launch, run_retry_infra

@@ -12,10 +12,10 @@ from django.urls import reverse
 from ninja import Field, FilterLookup, FilterSchema, Schema
 from pydantic import AfterValidator
 
-from benchsite.api_common import Text
+from benchsite.api.common import Text
 from runs import artifacts
-from runs.leaderboard import SORT_KEYS
 from runs.models import AgentVariant, AttemptStatus, RunSource, RunStatus
+from runs.results.leaderboard import SORT_KEYS
 
 INT32 = 2**31 - 1
 INT63 = 2**63 - 1
@@ -304,7 +304,7 @@ class LeaderboardQuery(Schema):
 
 
 class ScoreFields(Schema):
-    """The figures of runs.scoring.Score (README: "How a score is computed")."""
+    """The figures of runs.results.scoring.Score (README: "How a score is computed")."""
 
     rate: float | None = Field(description="pass@1: mean over tasks of resolved / scored samples")
     resolved: float = Field(description="sum of the per-task shares (rate x tasks)")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from benchsite.cli import CommandError
+from benchsite.cli.main import CommandError
 
 AGENT_VARIANTS = ("scripted", "oracle", "nop", "llm")
 BACKENDS = ("auto", "docker", "bwrap")

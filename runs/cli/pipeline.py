@@ -15,7 +15,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from benchsite.cli import CommandError
+from benchsite.cli.main import CommandError
 
 BACKENDS = ("auto", "docker", "bwrap")
 SMOKE_TASK = Path("custom-dev") / "toy_fail_pytest" / "task.yaml"
@@ -52,7 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "suite is built, then each instance must grade FULL with its gold patch and NO "
         "with no patch",
     )  # fmt: skip
-    from tasks_app.cli_swebench_build import instance_args
+    from tasks_app.cli.swebench_build import instance_args
 
     instance_args(p)
     p.set_defaults(handler=cmd_validate_suite)
@@ -196,7 +196,7 @@ def cmd_validate_suite(args: argparse.Namespace) -> int:
 
 def _validate_swebench_gold(args: argparse.Namespace) -> int:
     from runs.pipeline.swebench_validation import Event, NotSwebenchSuite, gold_validate
-    from tasks_app.cli_swebench_build import build_line, make_builder, resolve_backend
+    from tasks_app.cli.swebench_build import build_line, make_builder, resolve_backend
 
     backend = resolve_backend(args.backend)
     builder = make_builder(args, backend)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from benchsite.cli import CommandError
+from benchsite.cli.main import CommandError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -25,8 +25,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:
-    from runs.api_results import leaderboard_row_out
-    from runs.leaderboard import leaderboard
+    from runs.api.results import leaderboard_row_out
+    from runs.results.leaderboard import leaderboard
     from tasks_app.models import Suite
 
     suite = Suite.objects.filter(name=args.suite).first()

@@ -1,5 +1,5 @@
 """``ab`` commands that launch and steer runs: run-suite, cancel-run, retry-run, resume-run
-(``ab worker`` is in runs.cli_worker)."""
+(``ab worker`` is in runs.cli.worker)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 
 from django.conf import settings
 
-from benchsite.cli import CommandError
+from benchsite.cli.main import CommandError
 from benchsite.processes import Supervisor
-from runs.cli_worker import LocalWorker
+from runs.cli.worker import LocalWorker
 from runs.models import AgentVariant, ModelConfig, Run
 from runs.taxonomy import Reason
 

@@ -82,7 +82,7 @@ def worker_argv(*, node: str, concurrency: int | None = None, loglevel: str = "I
 
 
 def reaper_argv() -> list[str]:
-    return [sys.executable, "-m", "benchsite.cli", "reaper"]
+    return [sys.executable, "-m", "benchsite.cli.main", "reaper"]
 
 
 class LocalWorker:
@@ -108,7 +108,7 @@ class LocalWorker:
         self.reaper: Child | None = supervisor.start("reaper", reaper_argv()) if reaper else None
 
     def ready(self) -> bool:
-        """Celery's worker_ready signal has fired (runs.tasks writes the file)."""
+        """Celery's worker_ready signal has fired (runs.workers.tasks writes the file)."""
         return self.ready_file.exists()
 
     def running_attempts(self) -> int:
@@ -121,7 +121,7 @@ class LocalWorker:
     def shutdown(self, *, grace: float | None = None) -> list[int]:
         """Warm shutdown: running attempts finish within ``grace`` seconds; the rest are
         handed back. Returns the ids of the attempts handed back."""
-        from runs.services_worker import attempts_hand_back
+        from runs.workers.bookkeeping import attempts_hand_back
 
         grace = settings.WORKER_SHUTDOWN_GRACE_SEC if grace is None else grace
 
@@ -178,8 +178,8 @@ def cmd_reaper(args: argparse.Namespace) -> int:
     """Run ``attempts_reap`` every ATTEMPT_REAPER_INTERVAL_SEC until SIGINT/SIGTERM."""
     from django.db import close_old_connections
 
-    from runs.leftovers import leftovers_remove
-    from runs.services_worker import attempts_reap
+    from runs.workers.bookkeeping import attempts_reap
+    from runs.workers.leftovers import leftovers_remove
 
     interval = args.interval or float(settings.ATTEMPT_REAPER_INTERVAL_SEC)
     stop = threading.Event()

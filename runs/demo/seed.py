@@ -18,7 +18,7 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 
-from runs.demo_artifacts import Outcome, grade, test_results, write_artifacts
+from runs.demo.artifacts import Outcome, grade, test_results, write_artifacts
 from runs.models import (
     AgentVariant,
     Attempt,

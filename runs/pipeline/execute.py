@@ -366,7 +366,8 @@ class _Execution:
     def _remove_workspace(self) -> None:
         if self.folder is None:
             return
-        if self.keep_workspace:  # tells the reaper's clean-up (runs/leftovers.py) to keep it
+        # Tells the reaper's clean-up (runs/workers/leftovers.py) to keep it.
+        if self.keep_workspace:
             (self.folder / "workspace.kept").touch()
             return
         shutil.rmtree(self.folder / artifacts.WORKSPACE_DIR, ignore_errors=True)

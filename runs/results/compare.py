@@ -1,8 +1,8 @@
 """Comparison of two or more rows (configurations or single runs) on one suite.
 
-The figures (summaries, pair rates, buckets, the paired test) are ``runs.scoring`` over the
-tallies of ``runs.selection``, exactly as on the leaderboard; the attempts are read once more
-only to link each sample from the task x row matrix.
+The figures (summaries, pair rates, buckets, the paired test) are ``runs.results.scoring``
+over the tallies of ``runs.results.selection``, exactly as on the leaderboard; the attempts are
+read once more only to link each sample from the task x row matrix.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from runs.models import ModelConfig
-from runs.scoring import FINISHED, PairedTest, Score, TaskTally, paired_test, score_record
-from runs.selection import Entry, SuiteResults, read_results, selected_attempts
+from runs.results.scoring import FINISHED, PairedTest, Score, TaskTally, paired_test, score_record
+from runs.results.selection import Entry, SuiteResults, read_results, selected_attempts
 from tasks_app.models import Suite
 
 RESOLVED = "resolved"
@@ -184,7 +184,7 @@ def compare_models(
 
     ``keys`` name rows as the leaderboard does (a configuration's slug for all its runs,
     ``slug@<run id>`` for one run); ``models`` is shorthand for their slugs. Raises
-    ``runs.selection.SelectionError`` for a key with no results here.
+    ``runs.results.selection.SelectionError`` for a key with no results here.
     """
     keys = list(keys or []) + [m.slug for m in models or []]
     slugs = {k.partition("@")[0] for k in keys}

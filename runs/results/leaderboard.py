@@ -1,8 +1,8 @@
-"""Leaderboard of one suite: rows scored by ``runs.scoring``, shared by the page, API and CLI.
+"""Leaderboard of one suite: rows scored by ``runs.results.scoring``, shared by page, API, CLI.
 
 Rows are runs by default (``view="runs"``: date, configuration, samples, links), or one row per
 configuration over its runs in the selection (``view="configs"``). References (oracle, no-op)
-are listed apart and never ranked. Every figure is a field of a ``runs.scoring.Score``.
+are listed apart and never ranked. Every figure is a field of a ``runs.results.scoring.Score``.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import datetime as dt
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
-from runs.scoring import GroupScore, Score, Standing, by_group, standings
-from runs.selection import Entry, RunFacts, SuiteResults, Usage, read_results
+from runs.results.scoring import GroupScore, Score, Standing, by_group, standings
+from runs.results.selection import Entry, RunFacts, SuiteResults, Usage, read_results
 from tasks_app.models import Suite
 
 SORT_KEYS = (
@@ -261,7 +261,7 @@ def leaderboard(
     sort: str = "rate",
     descending: bool | None = None,
 ) -> Leaderboard:
-    """The suite's leaderboard under one selection (see ``runs.scoring`` for the definition)."""
+    """The suite's leaderboard under one selection (``runs.results.scoring`` defines it)."""
     results = read_results(
         suite=suite,
         labels=labels,

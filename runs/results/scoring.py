@@ -2,7 +2,7 @@
 
 Pure: no Django, no I/O. The leaderboard, the comparison, the taxonomy, the attempt lists, a
 run's totals, the API, the CSV/JSON exports and the CLI all feed per-task tallies into these
-functions (``runs.selection`` reads them), so the same selection gives the same figures
+functions (``runs.results.selection`` reads them), so the same selection gives the same figures
 everywhere.
 
 The definition (README, "How a score is computed", says the same):
@@ -50,7 +50,7 @@ from typing import Generic, TypeVar
 
 import numpy as np
 
-from runs.stats import mcnemar_exact, pass_at_k, wilson_interval_fraction
+from runs.results.stats import mcnemar_exact, pass_at_k, wilson_interval_fraction
 
 # Attempt statuses as stored (runs.models.AttemptStatus values; tests check they agree).
 FINISHED = "finished"

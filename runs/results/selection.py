@@ -1,8 +1,9 @@
 """Which runs, tasks and attempts a results surface counts, read in one grouped query.
 
 Every results surface (leaderboard, compare, taxonomy, API, exports, CLI) reads a suite's
-results through ``read_results`` and scores its rows with ``runs.scoring``: the per-task tallies
-come from here, the arithmetic from there, so the same selection gives the same figures.
+results through ``read_results`` and scores its rows with ``runs.results.scoring``: the
+per-task tallies come from here, the arithmetic from there, so the same selection gives the
+same figures.
 
 A row is an ``Entry``: one run (key ``<config slug>@<first 8 of the run id>``) or a
 configuration over its runs in the selection (key: the configuration's slug).
@@ -20,7 +21,7 @@ from django.db import connections
 from django.db.models import Count, F, Q, QuerySet, Sum
 
 from runs.models import AgentVariant, Attempt, ModelConfig, Run, RunSource
-from runs.scoring import (
+from runs.results.scoring import (
     FINAL_STATUSES,
     FINISHED,
     NOT_EVALUATED,
@@ -174,7 +175,7 @@ class SuiteResults:
         return Entry(f"{model.slug}@{run.short_id}", model, (run,), run)
 
     def score(self, entry: Entry) -> Score[int]:
-        """The entry's score (``runs.scoring.score``), computed once per set of runs (a
+        """The entry's score (``runs.results.scoring.score``), computed once per set of runs (a
         configuration with one run and that run's row are the same figures)."""
         key = tuple(r.id for r in entry.runs)
         cached = self._scores.get(key)
@@ -280,7 +281,7 @@ OUTCOMES = ("resolved", "failed", "missing", "infra", "pending", "not_evaluated"
 
 
 def outcome_filter(outcome: str) -> Q:
-    """Attempts that ``runs.scoring.attempt_outcome`` calls ``outcome``, as a filter."""
+    """Attempts that ``runs.results.scoring.attempt_outcome`` calls ``outcome``, as a filter."""
     scored = Q(status=FINISHED, is_infra=False)
     filters = {
         "resolved": scored & Q(failure_reason__isnull=True, is_missing=False),
@@ -377,7 +378,7 @@ def _grouped_tallies(attempts: QuerySet[Attempt]) -> dict[int, dict[int, TaskTal
     The inner query groups attempts by run x task (in the order of
     ``attempt_run_results_idx``, so without a sort); the outer one groups those by run x tally
     and lists the tasks of each group, so a few hundred rows reach Python however many
-    attempts there are. The classification is ``runs.scoring.classify`` written in SQL.
+    attempts there are. The classification is ``runs.results.scoring.classify`` written in SQL.
     """
     final = list(FINAL_STATUSES)
     scored = Q(status=FINISHED, is_infra=False)

@@ -1,6 +1,6 @@
 """Statistical building blocks (intervals, pass@k, exact McNemar). Pure: no Django, no I/O.
 
-What a score is, and which of these it uses, is decided in ``runs.scoring``.
+What a score is, and which of these it uses, is decided in ``runs.results.scoring``.
 """
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from django.db.models import Count
 
 from runs.models import FailureReason, ModelConfig
-from runs.scoring import Score
-from runs.selection import finished_attempts, read_results
+from runs.results.scoring import Score
+from runs.results.selection import finished_attempts, read_results
 from runs.taxonomy import Category
 from tasks_app.models import Suite
 
@@ -96,9 +96,9 @@ def taxonomy_breakdown(
     *, suite: Suite, models: list[ModelConfig] | None = None
 ) -> TaxonomyBreakdown:
     """Counts of finished attempts by model and failure reason, each model's score and each
-    run's score over time (``runs.scoring``, the leaderboard's figures).
+    run's score over time (``runs.results.scoring``, the leaderboard's figures).
 
-    One grouped query on the attempts (model x reason) plus ``runs.selection.read_results``.
+    One grouped query on the attempts (model x reason) plus ``runs.results.selection.read_results``.
     """
     model_ids = [m.id for m in models] if models is not None else None
     results = read_results(suite=suite, model_ids=model_ids)

@@ -14,9 +14,9 @@ from django.urls import reverse
 
 from runs import artifacts
 from runs.access import can_read_artifacts
-from runs.diffview import render_diff
 from runs.models import Attempt, AttemptStage
 from runs.transcript import SOURCE_TITLES
+from runs.web.diffview import render_diff
 
 # What each stage is, for people reading the logs.
 STAGE_TITLES = {

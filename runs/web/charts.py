@@ -9,12 +9,12 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import reverse
 
-from runs.taxonomy_report import chart_data, taxonomy_breakdown
-from runs.views_results import _suite_for
+from runs.results.taxonomy_report import chart_data, taxonomy_breakdown
+from runs.web.results import _suite_for
 
 
 def taxonomy_chart(request: HttpRequest, name: str) -> HttpResponse:
-    """The taxonomy page's bars and lines (``runs.taxonomy_report.chart_data``)."""
+    """The taxonomy page's bars and lines (``runs.results.taxonomy_report.chart_data``)."""
     suite = _suite_for(request, name)
     if isinstance(suite, HttpResponse):
         return suite

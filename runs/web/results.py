@@ -16,7 +16,8 @@ from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 
 from runs.access import can_read_leaderboards
-from runs.compare import (
+from runs.models import ModelConfig, Run
+from runs.results.compare import (
     Comparison,
     TaskRow,
     compare_models,
@@ -25,10 +26,9 @@ from runs.compare import (
     pair_record,
     summary_record,
 )
-from runs.leaderboard import SORT_KEYS
-from runs.leaderboard import leaderboard as build_leaderboard
-from runs.models import ModelConfig, Run
-from runs.selection import (
+from runs.results.leaderboard import SORT_KEYS
+from runs.results.leaderboard import leaderboard as build_leaderboard
+from runs.results.selection import (
     VIEWS,
     Entry,
     SelectionError,
@@ -37,7 +37,7 @@ from runs.selection import (
     runs_by_prefix,
     selected_attempts,
 )
-from runs.taxonomy_report import (
+from runs.results.taxonomy_report import (
     ModelBreakdown,
     ReasonColumn,
     TaxonomyBreakdown,
@@ -414,8 +414,9 @@ def suite_attempts(request: HttpRequest, name: str) -> HttpResponse:
 
 
 def _left_out(suite: Suite) -> list[GoldValidation]:
-    """The suite's instances found invalid by gold validation (``runs.selection.excluded_tasks``
-    leaves them out of every rate), with why, for the notice above the table."""
+    """The suite's instances found invalid by gold validation (which
+    ``runs.results.selection.excluded_tasks`` leaves out of every rate), with why, for the
+    notice above the table."""
     return list(
         GoldValidation.objects.filter(task__suite=suite, status=GoldValidationStatus.INVALID)
         .select_related("task")

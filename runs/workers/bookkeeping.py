@@ -16,7 +16,6 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from runs.broker import broker_forget_unacked
 from runs.failfast import Breach, Outcome, failfast_settings, find_breach
 from runs.models import RUN_FINAL_STATES, Attempt, AttemptStatus, Run, RunSource, RunStatus
 from runs.services import (
@@ -28,6 +27,7 @@ from runs.services import (
     run_totals,
 )
 from runs.taxonomy import Reason
+from runs.workers.broker import broker_forget_unacked
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 ``attempt_run`` is idempotent: a duplicate or redelivered message finds its attempt already
 claimed (or final) and returns. A worker that dies mid-attempt stops its heartbeat; the
-reaper (``ab reaper``, runs.services_worker.attempts_reap) then requeues the attempt once, or
+reaper (``ab reaper``, runs.workers.bookkeeping.attempts_reap) then requeues the attempt once, or
 ends it.
 """
 
@@ -26,8 +26,8 @@ from django.utils import timezone
 
 from runs.models import Attempt, AttemptStatus, Run, RunStatus
 from runs.services import attempts_remove_containers
-from runs.services_worker import attempt_claim, run_attempt_done
 from runs.taxonomy import Reason
+from runs.workers.bookkeeping import attempt_claim, run_attempt_done
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ def _warm_imports(**_kwargs) -> None:
 
 @worker_ready.connect
 def _announce_ready(**_kwargs) -> None:
-    """Tell the supervising ``ab`` process (runs.cli_worker) that this worker consumes now."""
+    """Tell the supervising ``ab`` process (runs.cli.worker) that this worker consumes now."""
     path = os.environ.get("AB_WORKER_READY_FILE")
     if path:
         with contextlib.suppress(OSError):
@@ -278,7 +278,7 @@ def _throttled(beat: Callable[[], None]) -> Callable[[], None]:
 
 
 def _publish_artifacts(attempt: Attempt) -> None:
-    from runs.artifacts_sync import attempt_publish_artifacts
+    from runs.workers.artifacts_sync import attempt_publish_artifacts
 
     try:
         attempt_publish_artifacts(attempt)

@@ -8,9 +8,9 @@ import sys
 import time
 from pathlib import Path
 
-from benchsite.cli import CommandError
-from tasks_app.archives import ArchiveLimitError
+from benchsite.cli.main import CommandError
 from tasks_app.swebench.errors import SwebenchInputError
+from tasks_app.uploads.archives import ArchiveLimitError
 
 
 def register(sub: argparse._SubParsersAction) -> None:

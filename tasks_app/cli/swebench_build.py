@@ -13,7 +13,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from benchsite.cli import CommandError
+from benchsite.cli.main import CommandError
 
 BUILD_BACKENDS = ("auto", "docker", "bwrap")
 

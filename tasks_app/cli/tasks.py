@@ -8,7 +8,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from benchsite.cli import CommandError
+from benchsite.cli.main import CommandError
 from tasks_app.spec import TaskSpecError, find_task_files, load_task_dir, load_task_file
 
 

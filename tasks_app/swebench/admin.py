@@ -13,13 +13,13 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import path
 
-from benchsite.api_errors import ApiInputError
+from benchsite.api.errors import ApiInputError
 from tasks_app.models import Suite, TaskSource
-from tasks_app.run_uploads import run_import_upload
 from tasks_app.swebench.errors import SwebenchInputError
 from tasks_app.swebench.importer import swebench_import
 from tasks_app.swebench.predictions import predictions_import
 from tasks_app.swebench.results import results_import
+from tasks_app.uploads.runs import run_import_upload
 
 
 class DatasetForm(forms.Form):

@@ -204,7 +204,7 @@ def predictions_execute_inline(
     Each goes through the worker's own task body (claim, pipeline, run bookkeeping), called
     directly instead of through the broker.
     """
-    from runs.tasks import attempt_run
+    from runs.workers.tasks import attempt_run
 
     done: list[Attempt] = []
     for index, attempt_id in enumerate(attempt_ids, start=1):

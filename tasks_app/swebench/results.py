@@ -31,7 +31,6 @@ from django.utils import timezone
 
 from runs.models import Run, RunSource, RunStatus
 from runs.services import run_refresh_totals
-from tasks_app.archives import ArchiveLimits, zip_budget
 from tasks_app.models import Suite, Task
 from tasks_app.swebench.bulk import insert_rows
 from tasks_app.swebench.dataset import kind_of
@@ -40,6 +39,7 @@ from tasks_app.swebench.fields import INSTANCE_ID_RE
 from tasks_app.swebench.legacy import is_legacy_report, read_legacy_report
 from tasks_app.swebench.outcomes import InstanceResult, Kind, external_model, finished_attempt
 from tasks_app.swebench.predictions import read_predictions
+from tasks_app.uploads.archives import ArchiveLimits, zip_budget
 
 # Run-report lists, in the order that decides an id listed twice.
 RUN_REPORT_LISTS: tuple[tuple[str, Kind], ...] = (

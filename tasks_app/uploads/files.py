@@ -1,5 +1,5 @@
 """Uploaded files for imports: size limits applied while the body streams in, and safe,
-capped unpacking of task archives (tasks_app/archives.py)."""
+capped unpacking of task archives (tasks_app/uploads/archives.py)."""
 
 import shutil
 import tarfile
@@ -13,8 +13,8 @@ from django.core.files.uploadhandler import FileUploadHandler
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from ninja import UploadedFile
 
-from benchsite.api_errors import ApiInputError
-from tasks_app.archives import ArchiveLimits, tar_members, zip_budget
+from benchsite.api.errors import ApiInputError
+from tasks_app.uploads.archives import ArchiveLimits, tar_members, zip_budget
 
 ARCHIVE_SUFFIXES = (".zip", ".tar", ".tar.gz", ".tgz")
 # What reading one zip member can raise: a corrupt member, a disk error, and - zipfile's way of

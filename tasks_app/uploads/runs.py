@@ -1,7 +1,7 @@
 """An uploaded run folder (an archive, or one log/trajectory file) imported like ``ab import-run``.
 
 Shared by ``POST /api/imports/run`` and the admin page. The upload is unpacked with
-``tasks_app.uploads`` (its limits and refusals) into a folder of its own under
+``tasks_app.uploads.files`` (its limits and refusals) into a folder of its own under
 ``API_UPLOADS_ROOT`` and removed afterwards: the import copies what it keeps (trajectories,
 reports) into the attempts' artifact folders.
 """
@@ -17,7 +17,7 @@ from django.core.files.uploadedfile import UploadedFile
 
 from tasks_app.swebench.errors import SwebenchInputError
 from tasks_app.swebench.run_import import RunImportReport, run_folder_import
-from tasks_app.uploads import check_upload_size, unpack_upload
+from tasks_app.uploads.files import check_upload_size, unpack_upload
 
 # Files a run import takes as they are (not archives).
 RUN_FILE_SUFFIXES = (".eval", ".json", ".jsonl", ".traj")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand
 
-from runs.demo import seed_demo
+from runs.demo.seed import seed_demo
 
 
 class Command(BaseCommand):
