@@ -1,5 +1,7 @@
-"""The Django project. The Celery app is loaded when Django sets up (runs.apps.RunsConfig.ready),
-not on import of this package, so ``ab --help`` and ``ab list-tasks`` skip Celery and kombu."""
+"""The Django project. The Celery app is loaded only by code that sends or runs work
+(``runs.services.attempts_enqueue``, ``runs.workers``, ``/healthz``, ``celery -A benchsite``),
+never on import of this package or at Django set-up: ``ab --help``, ``ab list-tasks``, the pages
+and the database commands skip Celery and kombu."""
 
 
 def __getattr__(name: str):

@@ -2,10 +2,9 @@ from django.apps import AppConfig
 
 
 class RunsConfig(AppConfig):
+    """Loads nothing at ready(): Celery is imported by the code that sends or runs work
+    (``runs.services.attempts_enqueue``, ``runs.workers``, ``/healthz``), so pages and database
+    commands start without it."""
+
     name = "runs"
     verbose_name = "Runs and attempts"
-
-    def ready(self) -> None:
-        # Every Django process (web, worker, DB commands) gets the project's Celery app as the
-        # current app before any @shared_task is used; benchsite/__init__ no longer imports it.
-        import benchsite.celery  # noqa: F401

@@ -31,3 +31,21 @@ def test_it_prints_every_command_in_help_without_importing_command_modules():
     for name in COMMANDS:
         assert name in out
     assert out.strip().endswith("LOADED []")
+
+
+def test_a_database_command_loads_neither_celery_nor_kombu(tmp_path):
+    """`ab leaderboard` reads the database only: Django is set up, the broker's code is not
+    loaded (it is for commands that send or run work)."""
+    env_code = (
+        "import os, sys; from benchsite.cli.main import main\n"
+        "try: main(['leaderboard', 'custom-dev'])\n"
+        "except SystemExit: pass\n"
+        "print('DJANGO', 'django.db.models' in sys.modules)\n"
+        "print('LOADED', sorted(m for m in sys.modules if m.split('.')[0] in {'celery', 'kombu'}))"
+    )
+    env = {"AB_VAR_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run(
+        [sys.executable, "-c", env_code], capture_output=True, text=True, env=env, check=True
+    )
+    assert "DJANGO True" in done.stdout
+    assert done.stdout.strip().endswith("LOADED []"), done.stdout[-2000:]

@@ -24,6 +24,10 @@ from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connection
 from django.utils import timezone
 
+# The project's Celery app becomes the current app before the @shared_task below is bound, in
+# every process that imports the tasks (workers, the enqueue, inline predictions); other
+# Django processes (pages, database commands) never load Celery.
+import benchsite.celery  # noqa: F401
 from runs.models import Attempt, AttemptStatus, Run, RunStatus
 from runs.services import attempts_remove_containers
 from runs.taxonomy import Reason
