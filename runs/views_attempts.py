@@ -16,6 +16,7 @@ from runs import artifacts
 from runs.access import can_read_artifacts
 from runs.diffview import render_diff
 from runs.models import Attempt, AttemptStage
+from runs.page_cache import attempt_files, cached_blocks
 from runs.transcript import SOURCE_TITLES
 
 # What each stage is, for people reading the logs.
@@ -110,6 +111,7 @@ def _others(attempt: Attempt) -> list[Attempt]:
     return others
 
 
+@cached_blocks(attempt_files)
 def attempt_detail(request: HttpRequest, public_id) -> HttpResponse:
     attempt = _attempt(public_id)
     task = attempt.task

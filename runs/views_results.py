@@ -28,6 +28,7 @@ from runs.compare import (
 from runs.leaderboard import SORT_KEYS
 from runs.leaderboard import leaderboard as build_leaderboard
 from runs.models import ModelConfig, Run
+from runs.page_cache import cached_blocks
 from runs.selection import (
     VIEWS,
     Entry,
@@ -77,6 +78,7 @@ def suite_labels(suite: Suite) -> list[str]:
     return sorted(labels)
 
 
+@cached_blocks()
 def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
     suite = _suite_for(request, name)
     if isinstance(suite, HttpResponse):
@@ -192,6 +194,7 @@ def compare_choices(suite: Suite) -> list[Entry]:
     return results.entries("configs") + results.entries("runs")
 
 
+@cached_blocks()
 def compare(request: HttpRequest, name: str) -> HttpResponse:
     suite = _suite_for(request, name)
     if isinstance(suite, HttpResponse):
