@@ -193,12 +193,12 @@ def report(name: str, per_page: dict[str, list[float]], errors: int, seconds: fl
         times.sort()
         p95 = times[int(len(times) * 0.95) - 1] if times else float("nan")
         print(
-            f"  {name:5} {page:12} {len(times) / seconds:8.1f} req/s   "
+            f"  {name:7} {page:12} {len(times) / seconds:8.1f} req/s   "
             f"median {statistics.median(times) * 1000 if times else float('nan'):7.1f} ms   "
             f"p95 {p95 * 1000:7.1f} ms"
         )
     rate = total / seconds
-    print(f"  {name:5} {'all pages':12} {rate:8.1f} req/s   ({errors} errors)")
+    print(f"  {name:7} {'all pages':12} {rate:8.1f} req/s   ({errors} errors)")
     return rate
 
 
@@ -241,7 +241,7 @@ def main() -> int:
             rates[server.name] = report(server.name, server.per_page, server.errors, seconds)
             served = sum(len(v) for v in server.per_page.values())
             print(
-                f"  {server.name:5} server CPU {server.cpu / seconds:5.2f} cores, "
+                f"  {server.name:7} server CPU {server.cpu / seconds:5.2f} cores, "
                 f"{server.cpu * 1000 / max(served, 1):.1f} ms CPU per request"
             )
         ratio = rates["prod"] / rates["dev"]

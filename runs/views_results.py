@@ -148,7 +148,10 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
             "references": board.references,
             "view": view,
             "view_links": view_links,
-            "labels": suite_labels(suite),
+            # Unfiltered, the board read every task of the suite already: one query less.
+            "labels": sorted({v for t in board.results.tasks.values() for v in t.labels})
+            if not labels
+            else suite_labels(suite),
             "selected_labels": labels,
             "date_from": request.GET.get("from", ""),
             "date_to": request.GET.get("to", ""),
