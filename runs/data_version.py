@@ -23,6 +23,7 @@ its triggers run per row (a cheap update of one row).
 
 from __future__ import annotations
 
+import hashlib
 import random
 
 from django.apps import apps
@@ -59,33 +60,63 @@ def watched_tables() -> list[str]:
     return sorted(tables)
 
 
+# Written every second by a running attempt's heartbeat, and shown by no page: an UPDATE that
+# changes only these keeps the stamp (and the pages' cache) as it is.
+UNSHOWN_COLUMNS = {"runs_attempt": ("heartbeat_at",)}
+
+
+def _columns(table: str) -> list[str]:
+    for label in WATCHED_APPS:
+        for model in apps.get_app_config(label).get_models(include_auto_created=True):
+            if model._meta.db_table == table:
+                return [f.column for f in model._meta.concrete_fields]
+    return []
+
+
 def _trigger_sql(vendor: str, table: str) -> list[tuple[str, str]]:
-    """(trigger name, CREATE statement) for ``table``."""
+    """(trigger name, CREATE statement) for ``table``. The name ends with a hash of the
+    statement, so a changed statement (a column added) replaces the old trigger."""
+    unshown = UNSHOWN_COLUMNS.get(table, ())
+    made = []
     if vendor == "sqlite":
         bump = f"UPDATE {TABLE} SET stamp = stamp + 1 WHERE id = 1;"
-        return [
-            (
-                f"{TRIGGER_PREFIX}_{table}_{op.lower()}",
-                f'CREATE TRIGGER IF NOT EXISTS "{TRIGGER_PREFIX}_{table}_{op.lower()}" '
-                f'AFTER {op} ON "{table}" FOR EACH ROW BEGIN {bump} END',
+        for op in _OPS:
+            when = ""
+            if op == "UPDATE" and unshown:
+                shown = [c for c in _columns(table) if c not in unshown]
+                when = " WHEN " + " OR ".join(f'OLD."{c}" IS NOT NEW."{c}"' for c in shown)
+            made.append(
+                (op.lower(), f'AFTER {op} ON "{table}" FOR EACH ROW{when} BEGIN {bump} END')
             )
-            for op in _OPS
+        return [
+            (_name(table, kind, body), f'CREATE TRIGGER "{_name(table, kind, body)}" {body}')
+            for kind, body in made
         ]
     if vendor == "postgresql":
+        run = f"EXECUTE FUNCTION {TRIGGER_PREFIX}()"
+        deferred = "DEFERRABLE INITIALLY DEFERRED FOR EACH ROW"
+        when = ""
+        if unshown:
+            drop = "ARRAY[" + ", ".join(f"'{c}'" for c in unshown) + "]"
+            when = f" WHEN ((to_jsonb(OLD) - {drop}) IS DISTINCT FROM (to_jsonb(NEW) - {drop}))"
+        made = [
+            ("rows", f'AFTER INSERT OR DELETE ON "{table}" {deferred} {run}', "CONSTRAINT "),
+            ("update", f'AFTER UPDATE ON "{table}" {deferred}{when} {run}', "CONSTRAINT "),
+            ("truncate", f'AFTER TRUNCATE ON "{table}" FOR EACH STATEMENT {run}', ""),
+        ]
         return [
-            (
-                f"{TRIGGER_PREFIX}_rows",
-                f'CREATE CONSTRAINT TRIGGER "{TRIGGER_PREFIX}_rows" AFTER INSERT OR UPDATE OR '
-                f'DELETE ON "{table}" DEFERRABLE INITIALLY DEFERRED FOR EACH ROW '
-                f"EXECUTE FUNCTION {TRIGGER_PREFIX}()",
-            ),
-            (
-                f"{TRIGGER_PREFIX}_truncate",
-                f'CREATE TRIGGER "{TRIGGER_PREFIX}_truncate" AFTER TRUNCATE ON "{table}" '
-                f"FOR EACH STATEMENT EXECUTE FUNCTION {TRIGGER_PREFIX}()",
-            ),
+            (_name(table, kind, body), f'CREATE {c}TRIGGER "{_name(table, kind, body)}" {body}')
+            for kind, body, c in made
         ]
     return []
+
+
+def _name(table: str, kind: str, body: str) -> str:
+    digest = hashlib.sha1(body.encode()).hexdigest()
+    name = f"{TRIGGER_PREFIX}_{table}_{kind}_{digest[:8]}"
+    return (
+        name if len(name) <= 63 else f"{TRIGGER_PREFIX}_{kind}_{digest[:24]}"
+    )  # PostgreSQL's limit
 
 
 def installed_triggers(using: str = "default") -> set[tuple[str, str]]:
@@ -109,8 +140,9 @@ def installed_triggers(using: str = "default") -> set[tuple[str, str]]:
 
 
 def install(using: str = "default") -> int:
-    """Create the counter row and the missing triggers; returns how many were created.
-    Idempotent; another database vendor gets none (``current`` then answers None)."""
+    """Create the counter row and the missing triggers, drop outdated ones; returns how many
+    triggers it created or dropped. Idempotent; another database vendor gets none (``current``
+    then answers None)."""
     connection = connections[using]
     vendor = connection.vendor
     if vendor not in ("sqlite", "postgresql"):
@@ -119,19 +151,26 @@ def install(using: str = "default") -> int:
     existing = set(connection.introspection.table_names())
     if TABLE not in existing:
         return 0  # migrations not applied this far yet
-    created = 0
+    expected = {
+        (table, name): sql
+        for table in watched_tables()
+        if table in existing
+        for name, sql in _trigger_sql(vendor, table)
+    }
+    changed = 0
     with connection.cursor() as cursor:
         if vendor == "postgresql":
             cursor.execute(PG_FUNCTION)
-        for table in watched_tables():
-            if table not in existing:
-                continue
-            for name, sql in _trigger_sql(vendor, table):
-                if (table, name) not in present:
-                    cursor.execute(sql)
-                    created += 1
+        for table, name in present - set(expected):
+            on = f' ON "{table}"' if vendor == "postgresql" else ""
+            cursor.execute(f'DROP TRIGGER IF EXISTS "{name}"{on}')
+            changed += 1
+        for (table, name), sql in expected.items():
+            if (table, name) not in present:
+                cursor.execute(sql)
+                changed += 1
     _ensure_row(using)
-    return created
+    return changed
 
 
 def _ensure_row(using: str) -> None:
