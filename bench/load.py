@@ -1,6 +1,6 @@
 """Requests per second of the production server (gunicorn) next to the development server.
 
-    python bench/load.py [--clients 8] [--seconds 30]
+    python bench/load.py [--clients 8] [--seconds 30] [--writes-per-sec 0]
 
 Seeds the demo data (``ab setup-demo``) into a temporary folder (SQLite, the embedded
 default), starts ``ab serve --no-worker`` three times on free loopback ports: with ``--dev``
@@ -14,10 +14,12 @@ how much of it comes from gunicorn and how much from the page cache, and the loa
 fixed number of clients, stops by itself.
 
 The page cache (runs/page_cache.py) is off on the development server (``ab serve --dev``
-turns it off unless PAGE_CACHE is set) and on in production. Nothing writes during the run,
-so after its first request per page and process gunicorn answers from the cache: the best
-case; a write (a running attempt's heartbeat) makes the next request per page and process
-render in full, as the PAGE_CACHE=false server does every time.
+turns it off unless PAGE_CACHE is set) and on in production. By default nothing writes
+during the run, so after its first request per page and process gunicorn answers from the
+cache: the best case. ``--writes-per-sec N`` updates an attempt N times a second meanwhile
+(raw SQL, as a running attempt's progress would; the same for every server): after each
+write, the next request per page and process renders in full, as the PAGE_CACHE=false server
+does every time.
 """
 
 from __future__ import annotations
@@ -28,10 +30,12 @@ import multiprocessing
 import os
 import signal
 import socket
+import sqlite3
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -187,6 +191,17 @@ class Server:
         self.proc.wait(timeout=120)
 
 
+def write(db: Path, per_sec: float, stop: threading.Event) -> None:
+    """Progress of a running attempt, ``per_sec`` times a second until ``stop``."""
+    connection = sqlite3.connect(db, timeout=30, isolation_level=None)
+    while not stop.wait(1 / per_sec):
+        connection.execute(
+            "UPDATE runs_attempt SET steps = steps + 1"
+            " WHERE id = (SELECT min(id) FROM runs_attempt)"
+        )
+    connection.close()
+
+
 def report(name: str, per_page: dict[str, list[float]], errors: int, seconds: float) -> float:
     total = sum(len(v) for v in per_page.values())
     for page, times in per_page.items():
@@ -206,6 +221,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--writes-per-sec", type=float, default=0.0)
     args = parser.parse_args()
     seconds = min(args.seconds, MAX_SECONDS)
     with tempfile.TemporaryDirectory(prefix="ab-load-") as tmp:
@@ -226,11 +242,19 @@ def main() -> int:
             Server(var, paths, dev=False, page_cache="false"),
         ]
         rounds = max(1, round(seconds / WINDOW_SECONDS))
+        stop = threading.Event()
+        if args.writes_per_sec > 0:
+            writer = threading.Thread(
+                target=write, args=(var / "db.sqlite3", args.writes_per_sec, stop), daemon=True
+            )
+            writer.start()
+            print(f"an attempt updated {args.writes_per_sec:g} times a second meanwhile")
         try:
             for _ in range(rounds):
                 for server in servers:
                     server.window(paths, clients=args.clients, seconds=seconds / rounds)
         finally:
+            stop.set()
             for server in servers:
                 server.stop()
         rates = {}
