@@ -77,7 +77,7 @@ def _trigger_sql(vendor: str, table: str) -> list[tuple[str, str]]:
     """(trigger name, CREATE statement) for ``table``. The name ends with a hash of the
     statement, so a changed statement (a column added) replaces the old trigger."""
     unshown = UNSHOWN_COLUMNS.get(table, ())
-    made = []
+    made: list[tuple[str, str]] = []
     if vendor == "sqlite":
         bump = f"UPDATE {TABLE} SET stamp = stamp + 1 WHERE id = 1;"
         for op in _OPS:
@@ -99,14 +99,14 @@ def _trigger_sql(vendor: str, table: str) -> list[tuple[str, str]]:
         if unshown:
             drop = "ARRAY[" + ", ".join(f"'{c}'" for c in unshown) + "]"
             when = f" WHEN ((to_jsonb(OLD) - {drop}) IS DISTINCT FROM (to_jsonb(NEW) - {drop}))"
-        made = [
+        pg = [
             ("rows", f'AFTER INSERT OR DELETE ON "{table}" {deferred} {run}', "CONSTRAINT "),
             ("update", f'AFTER UPDATE ON "{table}" {deferred}{when} {run}', "CONSTRAINT "),
             ("truncate", f'AFTER TRUNCATE ON "{table}" FOR EACH STATEMENT {run}', ""),
         ]
         return [
             (_name(table, kind, body), f'CREATE {c}TRIGGER "{_name(table, kind, body)}" {body}')
-            for kind, body, c in made
+            for kind, body, c in pg
         ]
     return []
 

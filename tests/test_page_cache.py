@@ -257,3 +257,18 @@ def test_compare_and_its_exports_from_the_cache_match_a_full_render(client, boar
     settings.PAGE_CACHE = False
     response = client.get(url)
     assert not is_hit(response) and response.content == full
+
+
+def test_it_never_keeps_a_csrf_token_a_redirect_or_a_download():
+    from django.http import HttpResponse, HttpResponseRedirect
+
+    from runs.page_cache import _cacheable
+
+    page = HttpResponse("<p>page</p>")
+    assert _cacheable(page, {"content": "<p>figures</p>"})
+    token = '<form><input type="hidden" name="csrfmiddlewaretoken" value="x"></form>'
+    assert not _cacheable(page, {"content": token})
+    assert not _cacheable(HttpResponseRedirect("/login/"), {"content": "<p>figures</p>"})
+    csv = HttpResponse("a,b", content_type="text/csv")
+    assert not _cacheable(csv, {"content": "<p>figures</p>"})
+    assert not _cacheable(page, {"title": "no content block"})
