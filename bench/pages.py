@@ -27,6 +27,9 @@ def configure(tmp: Path) -> None:
     os.environ["DATABASE_URL"] = f"sqlite:///{tmp / 'bench.sqlite3'}"
     os.environ["ARTIFACTS_ROOT"] = str(tmp / "artifacts")
     os.environ["DJANGO_SETTINGS_MODULE"] = "benchsite.settings"
+    # The time to compute and render a page (what a request after a write costs), not the
+    # page cache's answer to the same request repeated (runs/web/page_cache.py; bench/load.py).
+    os.environ["PAGE_CACHE"] = "false"
     sys.path.insert(0, str(REPO))
     import django
 

@@ -248,6 +248,16 @@ def _cache_from_url(url: str) -> dict:
 
 # The write rate limit counts in this cache: point it at Redis when several web processes serve.
 CACHES = {"default": _cache_from_url(envstr("CACHE_URL", "locmem://"))}
+# The results pages' data-heavy HTML, per data version (runs/web/page_cache.py): on by default;
+# `ab serve --dev` turns it off unless PAGE_CACHE is set. Same backend as CACHE_URL, entries
+# apart; a process's locmem keeps at most PAGE_CACHE_MAX_ENTRIES of them.
+PAGE_CACHE = envbool("PAGE_CACHE", True)
+CACHES["pages"] = CACHES["default"] | {"KEY_PREFIX": "pages"}
+if CACHES["pages"]["BACKEND"].endswith("LocMemCache"):
+    CACHES["pages"] |= {
+        "LOCATION": CACHES["default"]["LOCATION"] + "-pages",
+        "OPTIONS": {"MAX_ENTRIES": envint("PAGE_CACHE_MAX_ENTRIES", 200)},
+    }
 
 # Structured logs: one JSON object a line (LOG_FORMAT=text for plain lines), on stderr.
 LOG_FORMAT = envstr("LOG_FORMAT", "json")

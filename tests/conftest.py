@@ -32,6 +32,16 @@ def _failure_reasons_after_flush(request):
         FailureReason.objects.sync_from_taxonomy()
 
 
+@pytest.fixture(autouse=True)
+def _empty_page_cache():
+    """Each test starts with no cached page (runs/web/page_cache.py). A test's writes are rolled
+    back at its end, data version included: the next test's same version must not find the
+    pages of the data it never had."""
+    from django.core.cache import caches
+
+    caches["pages"].clear()
+
+
 @pytest.fixture
 def alice(django_user_model):
     return django_user_model.objects.create_user(

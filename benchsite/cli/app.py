@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import secrets
 import sys
 import urllib.request
@@ -141,7 +142,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise CommandError(f"--addr must be HOST:PORT, got {args.addr!r}")
     supervisor = Supervisor()
     supervisor.install_signal_handlers()
-    web = supervisor.start("web", web_argv(dev=args.dev, addr=args.addr, workers=args.workers))
+    # The development server renders every page in full (runs/web/page_cache.py) unless PAGE_CACHE
+    # says otherwise: it is where page code is changed and its cost looked at.
+    env = {**os.environ, "PAGE_CACHE": os.environ.get("PAGE_CACHE", "false")} if args.dev else None
+    web = supervisor.start(
+        "web", web_argv(dev=args.dev, addr=args.addr, workers=args.workers), env=env
+    )
     worker = None if args.no_worker else LocalWorker(supervisor, reaper=True)
     health = _health_url(args.addr)
     state = supervisor.wait_until(

@@ -17,6 +17,7 @@ from runs.access import can_read_artifacts
 from runs.models import Attempt, AttemptStage
 from runs.transcript import SOURCE_TITLES
 from runs.web.diffview import render_diff
+from runs.web.page_cache import attempt_files, cached_blocks
 
 # What each stage is, for people reading the logs.
 STAGE_TITLES = {
@@ -110,6 +111,7 @@ def _others(attempt: Attempt) -> list[Attempt]:
     return others
 
 
+@cached_blocks(attempt_files)
 def attempt_detail(request: HttpRequest, public_id) -> HttpResponse:
     attempt = _attempt(public_id)
     task = attempt.task
