@@ -283,3 +283,31 @@ def test_it_builds_an_instance_offline_and_validates_it_on_both_backends(
         )
     assert (attempt.grade, attempt.failure_reason_id) == ("FULL", None), attempt.error_text
     assert len(server.requests) == 1
+
+
+@pytest.mark.slow
+def test_it_says_an_instance_whose_apt_package_does_not_exist_is_not_buildable(monkeypatch):
+    """The env level installs the specification's apt packages from the Debian mirror; one the
+    suite does not have makes the instance not buildable, naming it, and leaves no half tree.
+    (Runs after the end-to-end test above, so the base level is in the cache.)"""
+    from swebench.harness.constants import MAP_REPO_VERSION_TO_SPECS
+
+    from tasks_app.swebench.build import Builder
+    from tasks_app.swebench.repos import cache_root
+
+    row = lite_row(INSTANCE)
+    spec = dict(MAP_REPO_VERSION_TO_SPECS[MARSHMALLOW][row["version"]])
+    spec["apt-pkgs"] = ["agentbench-no-such-package"]
+    monkeypatch.setitem(MAP_REPO_VERSION_TO_SPECS[MARSHMALLOW], row["version"], spec)
+    trees = cache_root() / "trees"
+    before = sorted(p.name for p in trees.iterdir()) if trees.is_dir() else []
+
+    outcome = Builder(RepoSource(REPOS), docker=False).build(row)
+
+    assert outcome.status == "not buildable", outcome.line()
+    assert outcome.reason.startswith(
+        "apt package(s) agentbench-no-such-package not available for Debian bullseye: "
+    ), outcome.reason
+    assert "Unable to locate package agentbench-no-such-package" in outcome.reason
+    after = sorted(p.name for p in trees.iterdir())
+    assert [name for name in after if name not in before] == []  # no env tree, no staging left
