@@ -124,7 +124,8 @@ class SandboxDisk:
 
     def remove(self, *, workspace: Path | None, copy_back: bool = False) -> None:
         """Unbind the workspace (copying the tree back into it first when ``copy_back``),
-        unmount the filesystem and delete its image. Safe to repeat."""
+        drop the filesystem's unwritten data, unmount it and delete its image. Safe to
+        repeat."""
         if self._bound is not None:
             mounts.unmount(self._bound)
             if copy_back and workspace is not None:

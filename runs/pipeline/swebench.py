@@ -61,7 +61,8 @@ def image_present(image: str) -> bool:
 
 def export_stage(plan: TaskPlan, ws: Path, *, max_bytes: int | None = None) -> StageResult:
     """The "clone" of an instance: copy /testbed out of its root filesystem (an instance
-    built here) or out of its image into the host workspace.
+    built here: into the started sandbox's workspace, see execute._pipeline) or out of its
+    image (into the host workspace, before the sandbox starts).
 
     A missing image or engine raises SandboxError (SANDBOX_ERROR), and so does a testbed over
     ``max_bytes`` (the sandbox's disk quota: it could not fit); a copy without a git
