@@ -2,7 +2,7 @@
 
     python bench/swebench_eval.py [--instance ID ...] [--backends docker,bwrap] [--runs 3]
 
-For each instance (already built by ``ab swebench build``; default: three Lite dev instances):
+For each instance (already built by ``ab swebench build``; default: four Lite dev instances):
 
 - cold build seconds of the base, env and instance levels, as recorded when each level was
   first built on this machine (``<cache>/trees/<level>.build.json``; the base includes its
@@ -39,6 +39,8 @@ DEFAULT_INSTANCES = [
     "marshmallow-code__marshmallow-1359",
     "sqlfluff__sqlfluff-1625",
     "pylint-dev__astroid-1333",
+    # ~100 MB of testbed (data files): where copying and dropping the tree shows.
+    "pvlib__pvlib-python-1707",
 ]
 TARGET_RATIO = 1.3
 

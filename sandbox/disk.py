@@ -7,8 +7,9 @@ The filesystem lives in a sparse image file under ``SANDBOX_DISK_ROOT`` (default
 only as it fills, up to its size. At start the workspace's contents are copied into it and the
 filesystem's ``ws`` folder is bound over the workspace directory, so the host side (file
 methods, the pipeline's git) and both backends see the same tree; ``tmp`` and ``home`` replace
-the tmpfs mounts. At close the tree is copied back when asked (``disk_copy_back``), then
-everything is unmounted and the image deleted.
+the tmpfs mounts. At close the tree is copied back when asked (``disk_copy_back``), then the
+filesystem is shut down without writing back what it still caches (its image is deleted next:
+writing it out only to delete it costs ~0.1 s per 100 MB), unmounted, and the image deleted.
 
 It needs root, a loop device and ``mkfs.ext4``. Where any is missing the sandbox runs without
 a quota (logged, and ``Sandbox.disk_quota`` says why): ``/tmp`` and the home stay tmpfs (they
@@ -18,9 +19,11 @@ count against the memory limit), the workspace is unbounded.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import os
 import shutil
+import struct
 import subprocess
 from pathlib import Path
 
@@ -33,6 +36,10 @@ DEFAULT_ROOT = Path("/var/lib/agentbench/sandbox-disks")
 # Below this much free space (or with no free inode) the quota counts as full.
 FULL_BELOW_BYTES = 1024 * 1024
 TOOL_TIMEOUT_SEC = 60
+# ext4's shutdown ioctl (_IOR('X', 125, __u32)) and its flag that drops the journal's and the
+# page cache's unwritten data instead of flushing them.
+EXT4_IOC_SHUTDOWN = 0x8004587D
+EXT4_GOING_FLAGS_NOLOGFLUSH = 0x2
 
 
 def disk_root() -> Path:
@@ -117,18 +124,40 @@ class SandboxDisk:
 
     def remove(self, *, workspace: Path | None, copy_back: bool = False) -> None:
         """Unbind the workspace (copying the tree back into it first when ``copy_back``),
-        unmount the filesystem and delete its image. Safe to repeat."""
+        drop the filesystem's unwritten data, unmount it and delete its image. Safe to
+        repeat."""
         if self._bound is not None:
             mounts.unmount(self._bound)
             if copy_back and workspace is not None:
                 _clear(workspace)
                 _run(["cp", "-a", "--", f"{self.workspace}/.", f"{workspace}/"])
             self._bound = None
+        self._discard()
         with contextlib.suppress(FileNotFoundError):
             mounts.unmount(self.mountpoint)
             self.mountpoint.rmdir()
         with contextlib.suppress(FileNotFoundError):
             self.image.unlink()
+
+    def _discard(self) -> None:
+        """Shut the filesystem down, dropping what it has not written to its image yet. Only
+        ever ours: the filesystem mounted at the mountpoint must sit on a loop device whose
+        backing file is this image (a shutdown of any other filesystem, the host's included,
+        would be a disaster); anything else, or any error, leaves the plain unmount to do it."""
+        try:
+            fd = os.open(self.mountpoint, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError:
+            return
+        try:
+            dev = os.fstat(fd).st_dev
+            sys_loop = Path(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}/loop")
+            if (sys_loop / "backing_file").read_text().strip() != str(self.image.resolve()):
+                return
+            fcntl.ioctl(fd, EXT4_IOC_SHUTDOWN, struct.pack("I", EXT4_GOING_FLAGS_NOLOGFLUSH))
+        except OSError as exc:
+            log.debug("sandbox disk %s: no shutdown before unmount (%s)", self.name, exc)
+        finally:
+            os.close(fd)
 
 
 def remove_leftover(name: str, workspace: Path | None) -> None:

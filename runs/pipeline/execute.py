@@ -131,7 +131,13 @@ class _Execution:
         excludes = workspace.excludes_for(repo_dir, [ws / "site-packages", ws / ".pyuser"])
         if plan.is_swebench:
             plan = swebench.with_local_build(plan, backend=self.backend)
-        if not self._get_code(plan, ws, repo_dir):
+        # A testbed built here is copied once, straight into the started sandbox's workspace
+        # (onto its disk quota when it has one), instead of into the host folder and then again
+        # onto the quota at start; the host folder stays an empty mount point, quick to remove.
+        # Everything else (a clone, a published image's export) comes first, as the sandbox
+        # copies what is in the workspace when it starts.
+        code_inside = plan.is_swebench and bool(plan.rootfs)
+        if not code_inside and not self._get_code(plan, ws, repo_dir):
             return
         self._checkpoint("setup", Stage.SETUP)
         config = self._sandbox_config(plan, ws)
@@ -147,6 +153,10 @@ class _Execution:
                 "workdir": plan.workdir,
                 "disk_quota": sandbox.disk_quota,
             }
+            if code_inside:
+                if not self._get_code(plan, ws, repo_dir):
+                    return
+                self._checkpoint("setup", Stage.SETUP)
             if not self._setup(sandbox, plan, repo_dir, excludes):
                 return
             baseline = not plan.is_swebench and not self.skip_baseline

@@ -18,6 +18,7 @@ from runs.pipeline.stages import CommandRun, Heartbeat, StageResult
 from runs.taxonomy import Reason, Stage
 from sandbox.base import Sandbox
 from sandbox.errors import SandboxError
+from sandbox.filesystem import chown_tree_for_agent
 
 
 @dataclass
@@ -60,7 +61,8 @@ def image_present(image: str) -> bool:
 
 def export_stage(plan: TaskPlan, ws: Path, *, max_bytes: int | None = None) -> StageResult:
     """The "clone" of an instance: copy /testbed out of its root filesystem (an instance
-    built here) or out of its image into the host workspace.
+    built here: into the started sandbox's workspace, see execute._pipeline) or out of its
+    image (into the host workspace, before the sandbox starts).
 
     A missing image or engine raises SandboxError (SANDBOX_ERROR), and so does a testbed over
     ``max_bytes`` (the sandbox's disk quota: it could not fit); a copy without a git
@@ -79,7 +81,13 @@ def export_stage(plan: TaskPlan, ws: Path, *, max_bytes: int | None = None) -> S
             )
         copy = subprocess.run(["cp", "-a", f"{source}/.", str(ws)], capture_output=True, text=True)
         if copy.returncode != 0:
-            raise SandboxError(f"cannot copy {source}: {copy.stderr.strip()}")
+            full = "No space left on device" in copy.stderr
+            raise SandboxError(
+                f"{'[disk-quota] ' if full else ''}cannot copy {source}: {copy.stderr.strip()}"
+            )
+        # The pipeline copies into a started sandbox's workspace (execute._pipeline): hand the
+        # copy to the sandbox user, as the sandbox does with what it finds there at start.
+        chown_tree_for_agent(ws)
         command = f"copy {source} -> workspace"
     else:
         from sandbox.docker_images import export_image_dir
