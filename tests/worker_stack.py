@@ -52,6 +52,7 @@ class Stack:
     alias: str = field(default_factory=lambda: f"stack_{uuid.uuid4().hex[:8]}")
     workers: list[subprocess.Popen] = field(default_factory=list)
     pg_database: str = ""
+    started: float = field(default_factory=time.time)
 
     # --- processes ----------------------------------------------------------------------
 
@@ -184,8 +185,29 @@ class Stack:
     def close(self) -> None:
         self.stop_workers()
         self.disconnect()
+        self.remove_export_containers()
         if self.pg_database:
             _psql(f'DROP DATABASE IF EXISTS "{self.pg_database}" WITH (FORCE)')
+
+    def remove_export_containers(self) -> None:
+        """A worker killed mid-export leaves its export container (created, never started);
+        the reaper removes one only when it is 10 minutes old, after this test. Remove those
+        this stack's workers made."""
+        import docker
+
+        from sandbox.docker_backend import EXPORT_LABEL
+
+        try:
+            client = docker.from_env()
+        except docker.errors.DockerException:
+            return
+        try:
+            for c in client.api.containers(all=True, filters={"label": EXPORT_LABEL}):
+                if float(c.get("Created", 0)) >= int(self.started):
+                    with contextlib.suppress(docker.errors.NotFound):
+                        client.api.remove_container(c["Id"], force=True)
+        finally:
+            client.close()
 
 
 def _die_with_parent() -> None:
