@@ -147,5 +147,13 @@ def private_dockerd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Privat
         yield engine
     finally:
         engine.stop()
+        # dockerd bind-mounts its data root onto itself (private propagation) and leaves that
+        # mount when it is killed, as these tests do; the last stop unmounts it.
+        # (A bind mount on the same filesystem: os.path.ismount cannot see it, /proc can.)
+        data = str(engine.root / "data")
+        if any(
+            line.split()[1] == data for line in Path("/proc/self/mounts").read_text().splitlines()
+        ):
+            subprocess.run(["umount", data], check=False)
         shared.close()
         lock.close()
