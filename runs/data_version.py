@@ -50,14 +50,16 @@ END $$"""
 PG_DROP_FUNCTION = f"DROP FUNCTION IF EXISTS {TRIGGER_PREFIX}() CASCADE"
 
 
+def _watched_models():
+    for label in WATCHED_APPS:
+        yield from apps.get_app_config(label).get_models(include_auto_created=True)
+
+
 def watched_tables() -> list[str]:
     """Every table of the watched apps' models, many-to-many tables included."""
-    tables: set[str] = set()
-    for label in WATCHED_APPS:
-        for model in apps.get_app_config(label).get_models(include_auto_created=True):
-            if model._meta.managed and not model._meta.proxy:
-                tables.add(model._meta.db_table)
-    return sorted(tables)
+    return sorted(
+        {m._meta.db_table for m in _watched_models() if m._meta.managed and not m._meta.proxy}
+    )
 
 
 # Written every second by a running attempt's heartbeat, and shown by no page: an UPDATE that
@@ -66,11 +68,8 @@ UNSHOWN_COLUMNS = {"runs_attempt": ("heartbeat_at",)}
 
 
 def _columns(table: str) -> list[str]:
-    for label in WATCHED_APPS:
-        for model in apps.get_app_config(label).get_models(include_auto_created=True):
-            if model._meta.db_table == table:
-                return [f.column for f in model._meta.concrete_fields]
-    return []
+    model = next((m for m in _watched_models() if m._meta.db_table == table), None)
+    return [f.column for f in model._meta.concrete_fields] if model else []
 
 
 def _trigger_sql(vendor: str, table: str) -> list[tuple[str, str]]:
@@ -88,10 +87,8 @@ def _trigger_sql(vendor: str, table: str) -> list[tuple[str, str]]:
             made.append(
                 (op.lower(), f'AFTER {op} ON "{table}" FOR EACH ROW{when} BEGIN {bump} END')
             )
-        return [
-            (_name(table, kind, body), f'CREATE TRIGGER "{_name(table, kind, body)}" {body}')
-            for kind, body in made
-        ]
+        named = [(_name(table, kind, body), body) for kind, body in made]
+        return [(name, f'CREATE TRIGGER "{name}" {body}') for name, body in named]
     if vendor == "postgresql":
         run = f"EXECUTE FUNCTION {TRIGGER_PREFIX}()"
         deferred = "DEFERRABLE INITIALLY DEFERRED FOR EACH ROW"
@@ -104,10 +101,8 @@ def _trigger_sql(vendor: str, table: str) -> list[tuple[str, str]]:
             ("update", f'AFTER UPDATE ON "{table}" {deferred}{when} {run}', "CONSTRAINT "),
             ("truncate", f'AFTER TRUNCATE ON "{table}" FOR EACH STATEMENT {run}', ""),
         ]
-        return [
-            (_name(table, kind, body), f'CREATE {c}TRIGGER "{_name(table, kind, body)}" {body}')
-            for kind, body, c in pg
-        ]
+        named_pg = [(_name(table, kind, body), body, c) for kind, body, c in pg]
+        return [(name, f'CREATE {c}TRIGGER "{name}" {body}') for name, body, c in named_pg]
     return []
 
 

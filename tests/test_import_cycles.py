@@ -16,22 +16,29 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+def _imported(nodes, package: str) -> set[str]:
+    """The modules (and ``module.name`` candidates) the import statements among ``nodes``
+    name, relative imports resolved against ``package``."""
+    targets: set[str] = set()
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            targets.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(up + ([base] if base else []))
+            targets.add(base)
+            targets.update(f"{base}.{alias.name}" for alias in node.names)
+    return targets
+
+
 def _graph() -> dict[str, set[str]]:
     files = {_module_name(p): p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")}
     graph: dict[str, set[str]] = {}
     for name, path in files.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        targets = set()
-        for node in ast.parse(path.read_text()).body:  # module level only
-            if isinstance(node, ast.Import):
-                targets.update(alias.name for alias in node.names)
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    up = package.split(".")[: len(package.split(".")) - node.level + 1]
-                    base = ".".join(up + ([base] if base else []))
-                targets.add(base)
-                targets.update(f"{base}.{alias.name}" for alias in node.names)
+        targets = _imported(ast.parse(path.read_text()).body, package)  # module level only
         graph[name] = {t for t in targets if t in files and t != name}
     return graph
 
@@ -102,17 +109,6 @@ def _role(module: str) -> str | None:
     return next((r for r in FORBIDDEN if r != "core" and module.startswith(r + ".")), None)
 
 
-def _all_imports(path: Path) -> set[str]:
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            found.add(node.module)
-            found.update(f"{node.module}.{alias.name}" for alias in node.names)
-    return found
-
-
 def _crossings() -> list[str]:
     bad = []
     for pkg in PACKAGES:
@@ -121,7 +117,9 @@ def _crossings() -> list[str]:
             role = _role(name)
             if role is None or "migrations" in path.parts:
                 continue
-            for target in sorted(_all_imports(path)):
+            package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+            # Every import, those inside functions too.
+            for target in sorted(_imported(ast.walk(ast.parse(path.read_text())), package)):
                 hit = next((f for f in FORBIDDEN[role] if (target + ".").startswith(f + ".")), None)
                 allowed = any(
                     name == m and (target + ".").startswith(e + ".") for m, e in EXCEPTIONS
