@@ -14,7 +14,18 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from runs.models import ModelConfig
-from runs.results.scoring import FINISHED, PairedTest, Score, TaskTally, paired_test, score_record
+from runs.results.scoring import (
+    FINISHED,
+    PairedTest,
+    Score,
+    TaskTally,
+    pair_figures,
+    paired_test,
+    score_record,
+)
+from runs.results.scoring import (
+    MISSING as MISSING_STATUS,
+)
 from runs.results.selection import Entry, SuiteResults, read_results, selected_attempts
 from tasks_app.models import Suite
 
@@ -23,6 +34,7 @@ PARTIAL = "partial"
 FAILED = "failed"
 INFRA = "infra"
 PENDING = "pending"
+MISSING = "missing"  # never attempted: imported results without an entry for the task
 NONE = "none"
 
 
@@ -31,7 +43,7 @@ class AttemptRef:
     public_id: uuid.UUID
     sample_index: int
     run: str  # the run's short id
-    outcome: str  # resolved, failed, infra or pending
+    outcome: str  # resolved, failed, infra, pending or missing
     reason: str  # FailureReason code, "" when resolved or pending
 
     @property
@@ -66,7 +78,7 @@ class Cell:
     @property
     def outcome(self) -> str:
         if not self.tally.attempts:
-            return NONE
+            return MISSING if self.tally.missing else NONE
         fraction = self.fraction
         if fraction is None:
             return PENDING if self.tally.pending else INFRA
@@ -129,7 +141,12 @@ class PairResult:
 
     @property
     def paired(self) -> int:
+        """The tasks both rows attempted: the test's n."""
         return self.test.tasks
+
+    @property
+    def coverage_differs(self) -> bool:
+        return self.test.coverage_differs
 
     @property
     def rate_a(self) -> float | None:
@@ -207,12 +224,13 @@ def compare_models(
 
 def _task_rows(results: SuiteResults, entries: list[Entry]) -> dict[int, TaskRow]:
     tallies = [results.tally(e) for e in entries]
+    empty = TaskTally()
     rows = {}
     for pk in results.universe:
         if pk in results.excluded:
             continue
         facts = results.tasks[pk]
-        cells = [Cell(t.get(pk, TaskTally())) for t in tallies]
+        cells = [Cell(t.get(pk) or empty) for t in tallies]
         rows[pk] = TaskRow(pk, facts.task_id, list(facts.labels), cells)
     return rows
 
@@ -230,18 +248,20 @@ def _attach_attempts(
         .order_by("run__created_at", "sample_index")
         .values_list(
             "task_id", "run_id", "public_id", "sample_index", "status", "failure_reason_id",
-            "is_infra", "is_missing",
+            "is_infra",
         )
     )  # fmt: skip
-    for task_pk, run_id, public_id, sample, status, reason, is_infra, is_missing in attempts:
+    for task_pk, run_id, public_id, sample, status, reason, is_infra in attempts:
         row = rows.get(task_pk)
         if row is None:
             continue
-        if status != FINISHED and reason is None:
+        if status == MISSING_STATUS:
+            outcome = MISSING
+        elif status != FINISHED and reason is None:
             outcome = PENDING
         elif status != FINISHED or is_infra:
             outcome = INFRA
-        elif reason is None and not is_missing:
+        elif reason is None:
             outcome = RESOLVED
         else:
             outcome = FAILED
@@ -312,7 +332,7 @@ def pair_record(pair: PairResult) -> dict:
     return {
         "a": entry_record(pair.a),
         "b": entry_record(pair.b),
-        "paired": pair.paired,
+        **pair_figures(pair.test),
         "fixed_by_b": [r.task_id for r in pair.fixed_by_b],
         "regressed": [r.task_id for r in pair.regressed],
         "both": [r.task_id for r in pair.both],
@@ -320,9 +340,9 @@ def pair_record(pair: PairResult) -> dict:
         "rate_a": pair.rate_a,
         "rate_b": pair.rate_b,
         "delta": pair.delta,
+        "attempted_rate_a": pair.score_a.attempted_rate,
+        "attempted_rate_b": pair.score_b.attempted_rate,
         "mean_paired_difference": pair.test.mean_difference,
-        "p_value": pair.p_value,
-        "exact": pair.test.exact,
         "significant": pair.significant,
         "complete": pair.complete,
     }

@@ -16,7 +16,7 @@ from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 
 from runs.access import can_read_leaderboards
-from runs.models import ModelConfig, Run
+from runs.models import ModelConfig, Run, RunDateSource
 from runs.results.compare import (
     Comparison,
     TaskRow,
@@ -108,6 +108,7 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
         view = "runs"
     order = request.GET.get("order", "")
     descending = None if order not in ("asc", "desc") else order == "desc"
+    undated = request.GET.get("undated") == "1"
     board = build_leaderboard(
         suite=suite,
         view=view,
@@ -117,9 +118,10 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
         date_to=date_to,
         sort=sort,
         descending=descending,
+        include_undated=undated,
     )
     keep = [("label", v) for v in labels]
-    keep += [(k, request.GET[k]) for k in ("from", "to", "runs") if request.GET.get(k)]
+    keep += [(k, request.GET[k]) for k in ("from", "to", "runs", "undated") if request.GET.get(k)]
     sort_links = {
         key: "?"
         + urlencode(
@@ -156,6 +158,8 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
             "date_from": request.GET.get("from", ""),
             "date_to": request.GET.get("to", ""),
             "runs_param": request.GET.get("runs", ""),
+            "undated": undated,
+            "any_partial": any(r.score.partial for r in rows),
             "sort": sort,
             "sort_links": sort_links,
             "errors": errors,
@@ -262,6 +266,7 @@ _BADGES = {
     "failed": "failed",
     "infra": "infra",
     "pending": "pending",
+    "missing": "not attempted",
     "none": "no attempt",
 }
 
@@ -291,7 +296,7 @@ def matrix_html(comparison: Comparison, rows: list[TaskRow]) -> SafeString:
                 f"{a.run + ' ' if runs else ''}#{a.sample_index}</a>"
                 for a in cell.attempts
             )
-            reason = esc(cell.reason) if outcome not in ("resolved", "pending") else ""
+            reason = esc(cell.reason) if outcome not in ("resolved", "pending", "missing") else ""
             share = f"{cell.resolved_count}/{cell.scored}" if len(cell.attempts) > 1 else ""
             if cell.pending:
                 share += f" +{cell.pending} pending"
@@ -337,7 +342,8 @@ def taxonomy(request: HttpRequest, name: str) -> HttpResponse:
     suite = _suite_for(request, name)
     if isinstance(suite, HttpResponse):
         return suite
-    breakdown = taxonomy_breakdown(suite=suite)
+    undated = request.GET.get("undated") == "1"
+    breakdown = taxonomy_breakdown(suite=suite, include_undated=undated)
     attempts_url = reverse("suite-attempts", args=[suite.name])
     present = [r for r in breakdown.reasons if any(b.counts.get(r.code) for b in breakdown.models)]
     return render(
@@ -348,8 +354,18 @@ def taxonomy(request: HttpRequest, name: str) -> HttpResponse:
             "breakdown": breakdown,
             "present_reasons": present,
             "count_rows": _count_rows(breakdown, present, attempts_url),
+            "any_missing": any(b.missing for b in breakdown.models),
+            "undated": undated,
+            "chart_url": reverse("suite-taxonomy-chart", args=[suite.name])
+            + ("?undated=1" if undated else ""),
+            "undated_runs": _undated_runs(suite),
         },
     )
+
+
+def _undated_runs(suite: Suite) -> int:
+    """Runs of the suite imported without a date: left off the over-time chart by default."""
+    return Run.objects.filter(suite=suite, date_source=RunDateSource.UNKNOWN).count()
 
 
 def _count_rows(
@@ -362,7 +378,7 @@ def _count_rows(
     for b in breakdown.models:
         base = f"{attempts_url}?model={quote(b.model.slug, safe='/')}"
         cells = [(b.counts.get(r.code, 0), f"{base}&reason={r.code}") for r in reasons]
-        rows.append((b, f"{base}&outcome=resolved", cells))
+        rows.append((b, base, cells))
     return rows
 
 
