@@ -264,3 +264,31 @@ def test_the_leader_is_the_best_complete_non_reference_row():
     assert places["oracle"].status == "reference" and places["oracle"].rank is None
     assert places["busy"].status == "pending" and not places["busy"].tied
     assert places["close"].paired == 10 and not places["close"].coverage_differs
+
+
+def test_the_leaderboards_batched_tests_are_the_pairs_own():
+    rng = random.Random(3)
+
+    def row(skill: float, attempted: int = 40) -> scoring.Score:
+        per_task = {}
+        for t in range(40):
+            if t >= attempted:
+                per_task[t] = TaskTally(missing=1)
+                continue
+            n = rng.choice((1, 2, 3))
+            per_task[t] = TaskTally(scored=n, resolved=sum(rng.random() < skill for _ in range(n)))
+        return score(per_task, universe=range(40), whole_suite=True, k=3)
+
+    leader = row(0.8)
+    others = [row(0.5), row(0.75), row(0.8, attempted=25), row(0.2, attempted=5)]
+    batched = scoring.paired_tests(leader, others)
+    for other, test in zip(others, batched, strict=True):
+        alone = paired_test(leader, other)
+        assert (test.p_value, test.exact, test.tasks) == (alone.p_value, alone.exact, alone.tasks)
+        assert test.better == alone.better and test.worse == alone.worse
+    # Small enough to count every sign pattern: the exact p is that count.
+    small = [t for t in batched if 0 < len(t.better) + len(t.worse) <= 14]
+    assert small
+    for test in small:
+        diffs = [float(d) for d in test._d if abs(d) > 1e-12]
+        assert test.p_value == pytest.approx(brute_force_p(diffs))

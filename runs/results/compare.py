@@ -8,10 +8,11 @@ read once more only to link each sample from the task x row matrix.
 from __future__ import annotations
 
 import itertools
-import uuid
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+
+from django.db import connections
 
 from runs.models import ModelConfig
 from runs.results.scoring import (
@@ -40,7 +41,7 @@ NONE = "none"
 
 @dataclass(frozen=True, slots=True)
 class AttemptRef:
-    public_id: uuid.UUID
+    public_id: str  # the attempt's public id (a UUID) as text
     sample_index: int
     run: str  # the run's short id
     outcome: str  # resolved, failed, infra, pending or missing
@@ -87,6 +88,8 @@ class Cell:
     @property
     def reason(self) -> str:
         """The most frequent failure reason among the samples (precedence breaks no ties)."""
+        if len(self.attempts) == 1:  # most cells: one sample, no counting
+            return self.attempts[0].reason
         reasons = Counter(a.reason for a in self.attempts if a.reason)
         return reasons.most_common(1)[0][0] if reasons else ""
 
@@ -223,14 +226,17 @@ def compare_models(
 
 
 def _task_rows(results: SuiteResults, entries: list[Entry]) -> dict[int, TaskRow]:
-    tallies = [results.tally(e) for e in entries]
     empty = TaskTally()
+    # Each entry's tallies as one list per task (one conversion from the arrays, not one a cell).
+    columns = [results.tally(e).counts.T.tolist() for e in entries]
+    position = results.index.position
     rows = {}
     for pk in results.universe:
         if pk in results.excluded:
             continue
         facts = results.tasks[pk]
-        cells = [Cell(t.get(pk) or empty) for t in tallies]
+        at = position[pk]
+        cells = [Cell(TaskTally(*c[at]) if any(c[at]) else empty) for c in columns]
         rows[pk] = TaskRow(pk, facts.task_id, list(facts.labels), cells)
     return rows
 
@@ -243,14 +249,25 @@ def _attach_attempts(
         for run in entry.runs:
             columns.setdefault(run.id, []).append(i)
     short = {run.id: run.short_id for run in results.runs.values()}
-    attempts = (
+    rank = {
+        run.id: i
+        for i, run in enumerate(sorted(results.runs.values(), key=lambda r: (r.created_at, r.id)))
+    }
+    query = (
         selected_attempts(suite=results.suite, labels=labels, run_ids=list(columns))
-        .order_by("run__created_at", "sample_index")
+        .order_by()
         .values_list(
             "task_id", "run_id", "public_id", "sample_index", "status", "failure_reason_id",
             "is_infra",
         )
     )  # fmt: skip
+    # Read with the cursor, not the queryset: a 500-task comparison links thousands of
+    # attempts, and building a UUID object per id (to print it again) dominated this read.
+    sql, params = query.query.sql_with_params()
+    with connections[query.db].cursor() as cursor:
+        cursor.execute(sql, params)
+        attempts = cursor.fetchall()
+    attempts.sort(key=lambda a: (rank.get(a[1], 0), a[3]))
     for task_pk, run_id, public_id, sample, status, reason, is_infra in attempts:
         row = rows.get(task_pk)
         if row is None:
@@ -265,9 +282,16 @@ def _attach_attempts(
             outcome = RESOLVED
         else:
             outcome = FAILED
-        ref = AttemptRef(public_id, sample, short[run_id], outcome, reason or "")
+        ref = AttemptRef(_uuid_text(public_id), sample, short[run_id], outcome, reason or "")
         for column in columns[run_id]:
             row.cells[column].attempts.append(ref)
+
+
+def _uuid_text(value) -> str:
+    """An attempt's public id as text: SQLite keeps 32 hex digits, PostgreSQL a UUID."""
+    if isinstance(value, str) and len(value) == 32:
+        return f"{value[:8]}-{value[8:12]}-{value[12:16]}-{value[16:20]}-{value[20:]}"
+    return str(value)
 
 
 def _pair(a: Entry, b: Entry, sa: Score, sb: Score, rows: dict[int, TaskRow]) -> PairResult:

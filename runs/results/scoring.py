@@ -356,12 +356,15 @@ def score(
 
 
 def _mean_pass_at_k(n: np.ndarray, c: np.ndarray, k: int) -> float:
-    # Rows share a few distinct (n, c) pairs: the estimator once per pair.
-    pairs, inverse = np.unique(np.stack([n, c]), axis=1, return_inverse=True)
-    values = np.array(
-        [pass_at_k(int(a), int(b), k) if a else 0.0 for a, b in pairs.T], dtype=np.float64
-    )
-    return float(values[np.ravel(inverse)].sum() / len(n))
+    # Rows share a few distinct (n, c) pairs: the estimator once per pair present.
+    width = int(c.max()) + 1
+    seen = np.bincount(n * width + c)
+    total = 0.0
+    for key in np.flatnonzero(seen):
+        samples, resolved = divmod(int(key), width)
+        if samples:
+            total += pass_at_k(samples, resolved, k) * int(seen[key])
+    return total / len(n)
 
 
 def clustered_interval(rates: Sequence[float], samples: int) -> tuple[float, float]:
@@ -397,7 +400,8 @@ class PairedTest(Generic[K]):
     mean_difference: float | None  # mean of b - a over the paired tasks
     p_value: float
     exact: bool
-    _keys: tuple[K, ...]
+    _index: TaskIndex[K]
+    _at: np.ndarray  # positions in the index of the paired tasks
     _d: np.ndarray  # b - a per paired task
     _xa: np.ndarray
 
@@ -411,7 +415,8 @@ class PairedTest(Generic[K]):
         return bool(self.only_a or self.only_b)
 
     def _pick(self, mask: np.ndarray) -> tuple[K, ...]:
-        return tuple(self._keys[i] for i in np.flatnonzero(mask))
+        keys = self._index.keys
+        return tuple(keys[i] for i in self._at[mask])
 
     @functools.cached_property
     def better(self) -> tuple[K, ...]:  # b's fraction is higher
@@ -432,27 +437,38 @@ class PairedTest(Generic[K]):
 
 def paired_test(a: Score[K], b: Score[K]) -> PairedTest[K]:
     """The paired sign-flip permutation test of b against a (see the module docstring)."""
-    if a.index is not b.index and a.index.keys != b.index.keys:
-        a, b = _realigned(a, b)
-    att_a, att_b = a._attempted, b._attempted
-    common = att_a & att_b
-    at = np.flatnonzero(common)
-    xa = a._attempted_share[at]
-    d = b._attempted_share[at] - xa
-    denominators = np.lcm(a._scored[at], b._scored[at])
-    p, exact = sign_flip_p_value(d, denominators=denominators)
-    keys = a.index.keys
-    return PairedTest(
-        tasks=len(at),
-        only_a=int((att_a & ~att_b).sum()),
-        only_b=int((att_b & ~att_a).sum()),
-        mean_difference=float(d.mean()) if len(at) else None,
-        p_value=p,
-        exact=exact,
-        _keys=tuple(keys[i] for i in at),
-        _d=d,
-        _xa=xa,
-    )
+    return paired_tests(a, [b])[0]
+
+
+def paired_tests(a: Score[K], others: Sequence[Score[K]]) -> list[PairedTest[K]]:
+    """``paired_test(a, b)`` for each b of ``others``, their exact p-values computed together
+    (one inverse FFT for all: the leaderboard tests every row against the leader)."""
+    halves = []
+    for b in others:
+        left, right = (
+            (a, b) if a.index is b.index or a.index.keys == b.index.keys else _realigned(a, b)
+        )
+        att_a, att_b = left._attempted, right._attempted
+        at = np.flatnonzero(att_a & att_b)
+        xa = left._attempted_share[at]
+        d = right._attempted_share[at] - xa
+        halves.append((left, att_a, att_b, at, xa, d, np.lcm(left._scored[at], right._scored[at])))
+    p_values = sign_flip_p_values([(h[5], h[6]) for h in halves])
+    return [
+        PairedTest(
+            tasks=len(at),
+            only_a=int((att_a & ~att_b).sum()),
+            only_b=int((att_b & ~att_a).sum()),
+            mean_difference=float(d.mean()) if len(at) else None,
+            p_value=p,
+            exact=exact,
+            _index=left.index,
+            _at=at,
+            _d=d,
+            _xa=xa,
+        )
+        for (left, att_a, att_b, at, xa, d, _), (p, exact) in zip(halves, p_values, strict=True)
+    ]
 
 
 def _realigned(a: Score[K], b: Score[K]) -> tuple[Score[K], Score[K]]:
@@ -487,31 +503,48 @@ def sign_flip_p_value(
     Equal magnitudes make the sum a scaled binomial: the exact McNemar p-value. Differences of
     resolved shares are fractions with small denominators (``denominators``, else read from the
     values): scaled to integers, the exact distribution of the signed sum is the convolution of
-    one binomial per distinct magnitude. Past ``EXACT_STEPS_LIMIT`` a Monte Carlo estimate,
-    (1 + hits) / (1 + PERMUTATIONS), over a fixed sign matrix (reproducible on every page).
+    one binomial per distinct magnitude (``_exact_sign_flips``). Past ``EXACT_STEPS_LIMIT`` a
+    Monte Carlo estimate, (1 + hits) / (1 + PERMUTATIONS), over a fixed sign matrix
+    (reproducible on every page).
     """
-    values = np.asarray(diffs, dtype=np.float64)
-    keep = np.abs(values) > 1e-12
-    values = values[keep]
-    if not len(values):
-        return 1.0, True
-    size = abs(values[0])
-    if bool(np.all(np.abs(np.abs(values) - size) < 1e-9)):
-        ups = int(np.count_nonzero(values > 0))
-        return mcnemar_exact(len(values) - ups, ups), True
-    if denominators is not None:
-        scale = int(np.lcm.reduce(np.asarray(denominators)[keep].astype(np.int64)))
-    else:
-        scale = _common_denominator(values)
-    steps = np.rint(np.abs(values) * scale) if scale else None
-    if (
-        steps is not None
-        and float(np.abs(np.abs(values) * scale - steps).max()) < 1e-6
-        and float(steps.sum()) <= EXACT_STEPS_LIMIT
-    ):
-        signed = int(np.rint(values * scale).sum())
-        return _exact_sign_flip(steps.astype(np.int64), signed), True
-    return _monte_carlo(values), False
+    return sign_flip_p_values([(diffs, denominators)])[0]
+
+
+def sign_flip_p_values(
+    tests: Sequence[tuple[Sequence[float] | np.ndarray, np.ndarray | None]],
+) -> list[tuple[float, bool]]:
+    """``sign_flip_p_value`` of each (diffs, denominators), the exact ones in one batch."""
+    out: list[tuple[float, bool] | None] = []
+    exact: list[tuple[int, np.ndarray, int]] = []  # (slot, integer steps, observed sum)
+    for diffs, denominators in tests:
+        values = np.asarray(diffs, dtype=np.float64)
+        keep = np.abs(values) > 1e-12
+        values = values[keep]
+        if not len(values):
+            out.append((1.0, True))
+            continue
+        size = abs(values[0])
+        if bool(np.all(np.abs(np.abs(values) - size) < 1e-9)):
+            ups = int(np.count_nonzero(values > 0))
+            out.append((mcnemar_exact(len(values) - ups, ups), True))
+            continue
+        if denominators is not None:
+            scale = int(np.lcm.reduce(np.asarray(denominators)[keep].astype(np.int64)))
+        else:
+            scale = _common_denominator(values)
+        steps = np.rint(np.abs(values) * scale) if scale else None
+        if (
+            steps is not None
+            and float(np.abs(np.abs(values) * scale - steps).max()) < 1e-6
+            and float(steps.sum()) <= EXACT_STEPS_LIMIT
+        ):
+            exact.append((len(out), steps.astype(np.int64), int(np.rint(values * scale).sum())))
+            out.append(None)
+        else:
+            out.append((_monte_carlo(values), False))
+    for (slot, _, _), p in zip(exact, _exact_sign_flips(exact), strict=True):
+        out[slot] = (p, True)
+    return out  # type: ignore[return-value]
 
 
 def _common_denominator(values: np.ndarray) -> int:
@@ -525,30 +558,48 @@ def _common_denominator(values: np.ndarray) -> int:
     return scale
 
 
-def _exact_sign_flip(steps: np.ndarray, observed: int) -> float:
-    """P(|sum of +-steps| >= |observed|) under independent fair signs, exactly (up to float
-    rounding). X, the sum of the steps signed +, ranges over 0..T (T = sum of steps); each
-    distinct step size a with c tasks adds a * Binomial(c, 1/2) to it; their convolution (by
-    FFT) is X's distribution, and the signed sum is 2X - T."""
-    total = int(steps.sum())
-    sizes, counts = np.unique(steps, return_counts=True)
-    length = 1 << total.bit_length()  # > total: no wrap-around
-    spectrum = np.ones(length // 2 + 1, dtype=np.complex128)
-    for size, count in zip(sizes.tolist(), counts.tolist(), strict=True):
-        j = np.arange(count + 1)
-        # log C(count, j) - count log 2, summed as ratios so no factorial overflows.
-        ratios = np.log(np.arange(count, 0, -1) / np.arange(1, count + 1))
-        log_pmf = np.concatenate([[0.0], np.cumsum(ratios)]) - count * math.log(2)
-        factor = np.zeros(length)
-        factor[j * size] = np.exp(log_pmf)
-        spectrum *= np.fft.rfft(factor)
-    pmf = np.clip(np.fft.irfft(spectrum, length)[: total + 1], 0.0, None)
-    distance = abs(observed)
-    high = (total + distance + 1) // 2  # first X with 2X - T >= distance
-    low = (total - distance) // 2  # last X with 2X - T <= -distance
-    if distance == 0 or low >= high:
-        return 1.0
-    return float(min(1.0, pmf[high:].sum() + pmf[: low + 1].sum()))
+def _exact_sign_flips(tests: list[tuple[int, np.ndarray, int]]) -> list[float]:
+    """For each (slot, steps, observed): P(|sum of +-steps| >= |observed|) under independent
+    fair signs, exactly (up to float rounding).
+
+    X, the sum of the steps signed +, ranges over 0..T (T = sum of steps); each distinct step
+    size a with c tasks adds a * Binomial(c, 1/2) to it, whose generating function is
+    ((1 + z^a) / 2)^c. Their product on the unit circle is X's spectrum, exp(-i t T / 2) *
+    prod cos(t a / 2)^c, computed directly (no forward transforms; the product as the exp of a
+    sum of logs, with its sign); one inverse FFT of all the tests' spectra gives each X's
+    distribution, and the signed sum is 2X - T.
+    """
+    if not tests:
+        return []
+    totals = np.array([int(steps.sum()) for _, steps, _ in tests])
+    length = 1 << int(totals.max()).bit_length()  # > every total: no wrap-around
+    sizes = np.unique(np.concatenate([steps for _, steps, _ in tests]))
+    column = {int(size): i for i, size in enumerate(sizes)}
+    counts = np.zeros((len(tests), len(sizes)))
+    for row, (_, steps, _) in enumerate(tests):
+        found, times = np.unique(steps, return_counts=True)
+        counts[row, [column[int(f)] for f in found]] = times
+    angle = 2 * np.pi * np.arange(length // 2 + 1) / length
+    cosines = np.cos(np.outer(sizes / 2, angle))
+    # einsum, not ``@``: BLAS's threads are slow on a busy machine.
+    log_size = np.einsum("ps,sf->pf", counts, np.log(np.abs(cosines) + 1e-300))
+    negative = np.einsum("ps,sf->pf", counts % 2, (cosines < 0).astype(np.float64))
+    sign = np.where(np.rint(negative) % 2, -1.0, 1.0)
+    spectrum = np.exp(log_size) * sign * np.exp(-0.5j * np.outer(totals, angle))
+    pmfs = np.clip(np.fft.irfft(spectrum, length, axis=1), 0.0, None)
+    out = []
+    for (_, _, observed), total, pmf in zip(tests, totals.tolist(), pmfs, strict=True):
+        distance = abs(observed)
+        high = (total + distance + 1) // 2  # first X with 2X - T >= distance
+        low = (total - distance) // 2  # last X with 2X - T <= -distance
+        if distance == 0 or low >= high:
+            out.append(1.0)
+        else:
+            tail = pmf[high : total + 1].sum() + pmf[: low + 1].sum()
+            # Rounded past float noise: a test gives the same p alone or in a batch (whose
+            # common transform length changes the last bits).
+            out.append(round(float(min(1.0, tail)), 12))
+    return out
 
 
 def _monte_carlo(values: np.ndarray) -> float:
@@ -615,11 +666,9 @@ def standings(entries: Sequence[tuple[K, Score, bool]]) -> dict[K, Standing]:
     if not ranked:
         return out
     leader = ranked[0][2]
-    for rank, (_, key, s) in enumerate(ranked, start=1):
-        if rank == 1:
-            out[key] = Standing("leader", rank)
-            continue
-        test = paired_test(leader, s)
+    out[ranked[0][1]] = Standing("leader", 1)
+    tests = paired_tests(leader, [s for _, _, s in ranked[1:]])
+    for rank, ((_, key, _), test) in enumerate(zip(ranked[1:], tests, strict=True), start=2):
         p = test.p_value
         out[key] = Standing(
             "tied" if p >= TIE_ALPHA else "behind", rank, p, test.tasks, test.coverage_differs

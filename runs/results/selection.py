@@ -12,6 +12,7 @@ configuration over its runs in the selection (key: the configuration's slug).
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections import defaultdict
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
@@ -278,7 +279,8 @@ def selected_attempts(
 
     Dates filter on when an attempt finished; attempts still pending have no such date and
     stay in unless an end date is given. Runs of unknown date (imported without one) are left
-    out of a date filter unless ``include_undated``: their only time is the import's.
+    out of a date filter, or with ``include_undated`` kept whatever its window: their only
+    time is the import's.
     """
     attempts = Attempt.objects.for_suite(suite)
     if model_ids is not None:
@@ -296,10 +298,17 @@ def selected_attempts(
             window &= Q(finished_at__lt=end)
         if not date_to:
             window |= ~Q(status__in=FINAL_STATUSES)
+        undated = list(
+            Run.objects.filter(suite=suite, date_source=RunDateSource.UNKNOWN).values_list(
+                "id", flat=True
+            )
+        )
+        if undated:
+            # A run of unknown date has no date to place in the window: out, or (asked for)
+            # in whatever the window.
+            undated_q = Q(run_id__in=undated)
+            window = (window | undated_q) if include_undated else (window & ~undated_q)
         attempts = attempts.filter(window)
-        if not include_undated:
-            undated = Run.objects.filter(suite=suite, date_source=RunDateSource.UNKNOWN)
-            attempts = attempts.exclude(run_id__in=list(undated.values_list("id", flat=True)))
     return attempts
 
 
@@ -327,6 +336,7 @@ def outcome_filter(outcome: str) -> Q:
     return filters[outcome]
 
 
+@functools.lru_cache(maxsize=4096)
 def repo_of(repo_url: str) -> str:
     """``https://github.com/org/name`` -> ``org/name``; a local path or bundle -> its name."""
     url = repo_url.rstrip("/")
@@ -460,18 +470,26 @@ def _decode(code: int) -> tuple[int, ...]:
 
 
 def _tables(index: TaskIndex[int], rows) -> dict[int, Tallies]:
-    """``Tallies`` per run from (run id, counts, comma-separated task ids) groups."""
+    """``Tallies`` per run from (run id, counts, comma-separated task ids) groups: every group's
+    task ids parsed in one go, then one scatter per run."""
+    rows = list(rows)
+    tables: dict[int, Tallies] = {}
+    if not rows:
+        return tables
     position = np.full(max(index.keys, default=0) + 1, -1, dtype=np.int64)
     position[list(index.keys)] = np.arange(len(index))
-    tables: dict[int, Tallies] = {}
-    for run_id, counts, task_ids in rows:
-        table = tables.get(run_id)
-        if table is None:
-            table = tables[run_id] = Tallies.empty(index)
-        ids = np.array(str(task_ids).split(","), dtype=np.int64)
-        ids = ids[ids < len(position)]
-        at = position[ids]
-        table.counts[:, at[at >= 0]] = np.array(counts, dtype=np.int64)[:, None]
+    texts = [str(ids) for _, _, ids in rows]
+    ids = np.array(",".join(texts).split(","), dtype=np.int64)
+    group = np.repeat(np.arange(len(rows)), [t.count(",") + 1 for t in texts])
+    counts = np.array([c for _, c, _ in rows], dtype=np.int64)  # (groups, len(COUNTS))
+    known = ids < len(position)
+    at = np.where(known, position[np.where(known, ids, 0)], -1)
+    keep = at >= 0
+    runs = np.array([r for r, _, _ in rows], dtype=np.int64)[group]
+    for run_id in dict.fromkeys(r for r, _, _ in rows):
+        table = tables[run_id] = Tallies.empty(index)
+        mine = keep & (runs == run_id)
+        table.counts[:, at[mine]] = counts[group[mine]].T
     return tables
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import uuid
+from dataclasses import dataclass
 from html import escape as esc
 from urllib.parse import quote, urlencode
 
@@ -43,6 +44,7 @@ from runs.results.taxonomy_report import (
     TaxonomyBreakdown,
     taxonomy_breakdown,
 )
+from runs.web.board_html import leaderboard_rows_html, task_list_html
 from runs.web.page_cache import cached_blocks
 from tasks_app.models import GoldValidation, GoldValidationStatus, Suite, Task
 
@@ -139,6 +141,8 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
     }
     view_links = {v: "?" + urlencode([*keep, ("view", v), ("sort", sort)]) for v in VIEWS}
     rows = board.all_rows
+    _set_row_links(suite, rows)
+    any_k = any(r.pass_at_k is not None for r in rows)
     return render(
         request,
         "runs/leaderboard.html",
@@ -163,13 +167,44 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
             "sort": sort,
             "sort_links": sort_links,
             "errors": errors,
-            "any_k": any(r.pass_at_k is not None for r in rows),
+            "any_k": any_k,
+            "rows_html": leaderboard_rows_html(board.rows, any_k=any_k),
+            "references_html": leaderboard_rows_html(board.references, any_k=any_k),
             "repo_table": _repo_table(board) if len(board.groups) > 1 else None,
             "compare_default": ",".join(r.key for r in _top_competitors(board.rows, 2)),
             "left_out": _left_out(suite),
         },
         status=400 if errors else 200,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class RowLinks:
+    attempts: str  # the row's configuration's attempts
+    infra: str  # its infrastructure outcomes
+    run: str = ""  # a run's row: the run page and its attempts
+    run_attempts: str = ""
+    runs: tuple[tuple[str, str], ...] = ()  # a configuration's row: (run page, short id)
+
+
+def _set_row_links(suite: Suite, rows: list) -> None:
+    """Each row's links, from one reverse() per kind (reversing per row cost the page more
+    than its figures)."""
+    attempts = reverse("suite-attempts", args=[suite.name])
+    run_url = reverse("run-detail", args=[_ZERO]).replace(str(_ZERO), "{}")
+    for r in rows:
+        base = f"{attempts}?model={quote(r.slug, safe='')}"
+        if r.run is not None:
+            short = r.run.short_id
+            r.links = RowLinks(
+                attempts=base,
+                infra=f"{base}&run={short}&outcome=infra",
+                run=run_url.format(r.run.public_id),
+                run_attempts=f"{attempts}?run={short}",
+            )
+        else:
+            runs = tuple((run_url.format(run.public_id), run.short_id) for run in r.entry.runs)
+            r.links = RowLinks(attempts=base, infra=f"{base}&outcome=infra", runs=runs)
 
 
 def _repo_table(board) -> dict:
@@ -228,6 +263,13 @@ def compare(request: HttpRequest, name: str) -> HttpResponse:
         records = [r for r in comparison_records(comparison) if r["task_id"] in shown]
         return _export(fmt, suite, comparison, records)
     _set_task_urls(suite, comparison.rows)
+    for pair in comparison.pairs:
+        pair.lists = {
+            "better": task_list_html(pair.fixed_by_b),
+            "worse": task_list_html(pair.regressed),
+            "both": task_list_html(pair.both),
+            "neither": task_list_html(pair.neither),
+        }
     query = [("models", ",".join(keys)), *[("label", v) for v in labels]]
     if only:
         query.append(("only", only))
