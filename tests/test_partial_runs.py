@@ -62,7 +62,7 @@ def test_a_missing_instance_is_not_attempted_on_its_page_and_in_the_api(
     own = body[: body.index("</dl>")]
     assert 'data-outcome="missing"' in own and "Not attempted" in own
     assert "TESTS_FAILED" not in own and "counts as the agent" not in own
-    assert 'id="reason"' in own and 'reason-box missing' in own
+    assert 'id="reason"' in own and "reason-box missing" in own
     shown = facts(body)
     assert shown["Grade"] == "—" and shown["Cost"] == "—" and shown["Tokens in / out"] == "— / —"
 
