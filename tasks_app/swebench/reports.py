@@ -1,4 +1,4 @@
-"""Reading the SWE-bench harness's report formats (pure: no Django, no I/O).
+"""Reading the SWE-bench harness's report formats (no database access, no I/O).
 
 * a per-instance ``report.json``, wrapped ``{instance_id: {...}}`` or not (then the id comes
   from its path: ``<id>.report.json``, ``<id>.json`` or ``<id>/report.json``);
