@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from runs.web import attempts, charts, control, results, runs
+from runs.web import attempt_list, attempts, charts, control, results, runs
 
 urlpatterns = [
     path("runs/<uuid:public_id>/", runs.run_detail, name="run-detail"),
@@ -32,5 +32,5 @@ urlpatterns = [
         charts.taxonomy_chart,
         name="suite-taxonomy-chart",
     ),
-    path("suites/<slug:name>/attempts/", results.suite_attempts, name="suite-attempts"),
+    path("suites/<slug:name>/attempts/", attempt_list.suite_attempts, name="suite-attempts"),
 ]

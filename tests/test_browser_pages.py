@@ -132,7 +132,7 @@ def test_the_taxonomy_chart_draws_and_a_segment_opens_its_attempts(page, live_se
     assert page.locator("#trend-chart g.trace.scatter").count() >= 5
     shot(page, "taxonomy")
     page.locator("#taxonomy-chart g.trace.bars g.point path").first.click(force=True)
-    page.wait_for_url("**/attempts/?model=*")
+    page.wait_for_url("**/attempts/?models=*")
     assert page.locator("#attempts tbody tr").count() >= 1
     shot(page, "attempts-list")
 

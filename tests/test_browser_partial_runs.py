@@ -38,15 +38,15 @@ def test_a_partial_run_from_the_leaderboard_to_compare_to_an_unattempted_instanc
     shot(page, "partial-leaderboard")
 
     # A date window leaves the run of unknown date out unless asked.
-    page.fill('input[name="from"]', "2025-11-01")
-    page.fill('input[name="to"]', "2025-11-30")
+    page.fill('input[name="date_from"]', "2025-11-01")
+    page.fill('input[name="date_to"]', "2025-11-30")
     page.click("#lb-filters button[type=submit]")
-    page.wait_for_url("**from=2025-11-01**")
+    page.wait_for_url("**date_from=2025-11-01**")
     assert page.locator(f'#leaderboard tr[data-key="{key_of(PARTIAL)}"]').count() == 0
     assert page.locator(f'#leaderboard tr[data-key="{key_of(FULL)}"]').count() == 1
-    page.check('input[name="undated"]')
+    page.check('input[name="include_undated"]')
     page.click("#lb-filters button[type=submit]")
-    page.wait_for_url("**undated=1**")
+    page.wait_for_url("**include_undated=1**")
     assert page.locator(f'#leaderboard tr[data-key="{key_of(PARTIAL)}"]').count() == 1
 
     page.goto(

@@ -128,9 +128,10 @@ def test_the_page_shows_rows_sorted_and_escapes_model_names(client, board):
 
 
 def test_the_page_names_a_bad_date_filter(client, board):
-    response = client.get(reverse("suite-leaderboard", args=[board.name]) + "?from=yesterday")
+    url = reverse("suite-leaderboard", args=[board.name])
+    response = client.get(url + "?date_from=yesterday")
     assert response.status_code == 400
-    assert "from: expected a date as YYYY-MM-DD" in response.content.decode()
+    assert "date_from: expected a date as YYYY-MM-DD" in response.content.decode()
 
 
 def test_anonymous_visitors_are_sent_to_log_in_when_leaderboards_are_private(
@@ -179,7 +180,7 @@ def test_each_run_is_a_row_and_a_configuration_pools_its_runs_on_request(client,
     body = client.get(reverse("suite-leaderboard", args=[suite.name])).content.decode()
     for row in runs.rows:
         assert reverse("run-detail", args=[row.run.public_id]) in body
-        assert f"?run={row.run.short_id}" in body  # its attempts: logs and trajectories
+        assert f"?runs={row.run.short_id}" in body  # its attempts: logs and trajectories
     page = client.get(reverse("suite-leaderboard", args=[suite.name]), {"view": "configs"})
     assert [r.key for r in page.context["rows"]] == [model.slug]
     # The aggregate over a chosen set of runs: here only the first.

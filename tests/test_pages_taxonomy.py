@@ -78,7 +78,7 @@ def test_model_names_in_chart_data_cannot_close_the_script(client, db):
 
 
 def test_the_attempts_list_filters_by_model_and_reason(client, suite):
-    url = reverse("suite-attempts", args=[suite.name]) + "?model=m1&reason=TESTS_FAILED"
+    url = reverse("suite-attempts", args=[suite.name]) + "?models=m1&reason=TESTS_FAILED"
     response = client.get(url)
     assert response.status_code == 200
     page = response.context["page"]

@@ -91,7 +91,7 @@ def test_usage_nothing_recorded_is_a_dash_on_every_surface(client, alice, partia
 
     listing = client.get(
         reverse("suite-attempts", args=[partial_suite.name]),
-        {"model": report_only.model_config.slug, "task": task_id},
+        {"models": report_only.model_config.slug, "task": task_id},
     ).content.decode()
     row = listing[listing.index("<tbody>") : listing.index("</tbody>")]
     cells = re.findall(r'<td class="num">([^<]*)</td>', row)
@@ -125,10 +125,10 @@ def test_a_run_is_dated_by_its_files_else_the_date_given_else_not_at_all(
     assert set(full.attempts.values_list("finished_at", flat=True)) == {full.finished_at}
 
     url = reverse("suite-leaderboard", args=[partial_suite.name])
-    window = {"from": "2025-11-01", "to": "2025-11-30"}
+    window = {"date_from": "2025-11-01", "date_to": "2025-11-30"}
     board = client.get(url, window).context["board"]
     assert {r.name for r in board.all_rows} == {FULL, SAMPLE}
-    board = client.get(url, window | {"undated": "1"}).context["board"]
+    board = client.get(url, window | {"include_undated": "1"}).context["board"]
     assert {r.name for r in board.all_rows} == {FULL, SAMPLE, PARTIAL}
     api = client.get(
         "/api/leaderboard",
@@ -143,7 +143,7 @@ def test_a_run_is_dated_by_its_files_else_the_date_given_else_not_at_all(
     chart = reverse("suite-taxonomy-chart", args=[partial_suite.name])
     names = {line["name"] for line in client.get(chart).json()["lines"]}
     assert PARTIAL not in names and FULL in names
-    names = {line["name"] for line in client.get(chart, {"undated": "1"}).json()["lines"]}
+    names = {line["name"] for line in client.get(chart, {"include_undated": "1"}).json()["lines"]}
     assert PARTIAL in names
     points = client.get("/api/taxonomy", {"suite": partial_suite.name}).json()["points"]
     assert str(partial.public_id) not in {p["run"] for p in points}

@@ -7,10 +7,12 @@ import io
 from collections.abc import Iterable, Sequence
 from typing import Annotated, Any
 
-from django.http import HttpResponse
+from django.http import HttpRequest, HttpResponse
 from ninja import Field, Schema
 from ninja.pagination import PageNumberPagination
 from pydantic import AfterValidator
+
+from benchsite.api.errors import ApiInputError
 
 MAX_PAGE = 1_000_000
 MAX_PAGE_SIZE = 500
@@ -40,6 +42,24 @@ Text = Annotated[str, AfterValidator(_no_nul)]
 def split_list(raw: str | None) -> list[str]:
     """``"a,b, c"`` -> ["a", "b", "c"]; empty items dropped."""
     return [item.strip() for item in (raw or "").split(",") if item.strip()]
+
+
+def refuse_unknown_params(request: HttpRequest, schema: type[Schema]) -> None:
+    """422 naming the first query parameter ``schema`` does not declare: a filter the endpoint
+    does not know is an error, never silently ignored."""
+    allowed = [
+        name
+        for name, f in schema.model_fields.items()
+        if not (isinstance(f.json_schema_extra, dict) and f.json_schema_extra.get("deprecated"))
+    ]
+    for name in request.GET:
+        if name not in schema.model_fields:
+            raise ApiInputError(
+                name,
+                f"not a parameter of this endpoint; it takes {', '.join(allowed)}",
+                status=422,
+                location="query",
+            )
 
 
 def csv_response(

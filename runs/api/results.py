@@ -9,7 +9,7 @@ from django.urls import reverse
 from ninja import Query, Router
 
 from benchsite.accounts.auth import PUBLIC_READ
-from benchsite.api.common import csv_response, split_list
+from benchsite.api.common import csv_response, refuse_unknown_params, split_list
 from benchsite.api.errors import ApiInputError, ErrorOut
 from runs.api.schemas import (
     CompareOut,
@@ -31,6 +31,7 @@ from runs.results.compare import (
 )
 from runs.results.leaderboard import Leaderboard, LeaderboardRow
 from runs.results.leaderboard import leaderboard as build_leaderboard
+from runs.results.params import split_values
 from runs.results.scoring import score_record
 from runs.results.selection import SelectionError, runs_by_prefix
 from runs.results.taxonomy_report import TaxonomyBreakdown, taxonomy_breakdown
@@ -156,11 +157,11 @@ def _leaderboard(query: LeaderboardQuery) -> Leaderboard:
         suite=suite,
         run_ids=run_ids,
         view=query.view,
-        labels=split_list(query.labels) or None,
+        labels=split_values(query.labels) or None,
         date_from=query.date_from,
         date_to=query.date_to,
         sort=query.sort,
-        descending=query.descending,
+        descending=query.descending if query.order is None else query.order == "desc",
         include_undated=query.include_undated,
     )
 
@@ -189,17 +190,19 @@ def _leaderboard_csv(board: Leaderboard) -> HttpResponse:
     "/leaderboard",
     response={200: LeaderboardOut, **ERRORS},
     auth=PUBLIC_READ,
+    url_name="leaderboard",
     summary="A suite's leaderboard: the figures of the leaderboard page",
     description="Rates are fractions; resolved_pct is the page's percentage." + CSV_NOTE,
 )
 def leaderboard(request: HttpRequest, query: Query[LeaderboardQuery]):
+    refuse_unknown_params(request, LeaderboardQuery)
     board = _leaderboard(query)
     if query.format == "csv":
         return _leaderboard_csv(board)
     return {
         "suite": board.suite.name,
         "view": board.view,
-        "labels": split_list(query.labels),
+        "labels": split_values(query.labels),
         "date_from": query.date_from,
         "date_to": query.date_to,
         "rows": [leaderboard_row_out(r) for r in board.all_rows],
@@ -210,16 +213,18 @@ def leaderboard(request: HttpRequest, query: Query[LeaderboardQuery]):
     "/leaderboard.csv",
     response={200: str, **ERRORS},
     auth=PUBLIC_READ,
+    url_name="leaderboard_csv",
     summary="A suite's leaderboard as CSV",
 )
 def leaderboard_csv(request: HttpRequest, query: Query[LeaderboardQuery]):
+    refuse_unknown_params(request, LeaderboardQuery)
     return _leaderboard_csv(_leaderboard(query))
 
 
 # --- Comparison ------------------------------------------------------------------------------
 
 
-def comparison_out(comparison: Comparison) -> dict:
+def comparison_out(comparison: Comparison, rows: list | None = None) -> dict:
     return {
         "suite": comparison.suite.name,
         "entries": [entry_record(e) for e in comparison.entries],
@@ -242,7 +247,7 @@ def comparison_out(comparison: Comparison) -> dict:
                     for c in row.cells
                 ],
             }
-            for row in comparison.rows
+            for row in (comparison.rows if rows is None else rows)
         ],
     }
 
@@ -276,14 +281,15 @@ def _comparison(query: CompareQuery) -> Comparison:
         return compare_models(
             suite=suite,
             keys=_compare_keys(query.models),
-            labels=split_list(query.labels) or None,
+            labels=split_values(query.labels) or None,
         )
     except SelectionError as exc:
         raise ApiInputError("models", str(exc), status=404) from exc
 
 
-def _comparison_csv(comparison: Comparison) -> HttpResponse:
-    records = comparison_records(comparison)
+def _comparison_csv(comparison: Comparison, only: str | None = None) -> HttpResponse:
+    shown = {r.task_id for r in _shown_rows(comparison, only)}
+    records = [r for r in comparison_records(comparison) if r["task_id"] in shown]
     header = ["task_id"]
     for entry in comparison.entries:
         header += [
@@ -299,22 +305,34 @@ def _comparison_csv(comparison: Comparison) -> HttpResponse:
     "/compare",
     response={200: CompareOut, **ERRORS},
     auth=PUBLIC_READ,
+    url_name="compare",
     summary="Compare model configurations on a suite: the figures of the compare page",
     description="Cells are in the order of `models`; pairs follow itertools.combinations."
     + CSV_NOTE,
 )
 def compare(request: HttpRequest, query: Query[CompareQuery]):
+    refuse_unknown_params(request, CompareQuery)
     comparison = _comparison(query)
     if query.format == "csv":
-        return _comparison_csv(comparison)
-    return comparison_out(comparison)
+        return _comparison_csv(comparison, query.only)
+    return comparison_out(comparison, _shown_rows(comparison, query.only))
+
+
+def _shown_rows(comparison: Comparison, only: str | None) -> list:
+    """The task rows ``only`` keeps, as the page's ``only=differ``."""
+    return [r for r in comparison.rows if r.differs] if only == "differ" else comparison.rows
 
 
 @router.get(
-    "/compare.csv", response={200: str, **ERRORS}, auth=PUBLIC_READ, summary="Comparison as CSV"
+    "/compare.csv",
+    response={200: str, **ERRORS},
+    auth=PUBLIC_READ,
+    url_name="compare_csv",
+    summary="Comparison as CSV",
 )
 def compare_csv(request: HttpRequest, query: Query[CompareQuery]):
-    return _comparison_csv(_comparison(query))
+    refuse_unknown_params(request, CompareQuery)
+    return _comparison_csv(_comparison(query), query.only)
 
 
 # --- Taxonomy --------------------------------------------------------------------------------
@@ -398,10 +416,12 @@ def _taxonomy_csv(breakdown: TaxonomyBreakdown) -> HttpResponse:
     "/taxonomy",
     response={200: TaxonomyOut, **ERRORS},
     auth=PUBLIC_READ,
+    url_name="taxonomy",
     summary="Failure reasons per model on a suite, and resolved share per run over time",
     description="The figures of the taxonomy page." + CSV_NOTE,
 )
 def taxonomy(request: HttpRequest, query: Query[TaxonomyQuery]):
+    refuse_unknown_params(request, TaxonomyQuery)
     breakdown = _taxonomy(query)
     if query.format == "csv":
         return _taxonomy_csv(breakdown)
@@ -409,7 +429,12 @@ def taxonomy(request: HttpRequest, query: Query[TaxonomyQuery]):
 
 
 @router.get(
-    "/taxonomy.csv", response={200: str, **ERRORS}, auth=PUBLIC_READ, summary="Taxonomy as CSV"
+    "/taxonomy.csv",
+    response={200: str, **ERRORS},
+    auth=PUBLIC_READ,
+    url_name="taxonomy_csv",
+    summary="Taxonomy as CSV",
 )
 def taxonomy_csv(request: HttpRequest, query: Query[TaxonomyQuery]):
+    refuse_unknown_params(request, TaxonomyQuery)
     return _taxonomy_csv(_taxonomy(query))

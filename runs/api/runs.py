@@ -12,21 +12,22 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Q
 from django.http import FileResponse, HttpRequest
 from django.shortcuts import get_object_or_404
+from django.urls import reverse
 from ninja import Query, Router, Status
 from ninja.pagination import paginate
 
 from benchsite.accounts.auth import ARTIFACT_READ, AUTHENTICATED, PUBLIC_READ, write_throttle
 from benchsite.accounts.models import AuditAction
 from benchsite.accounts.services import audit_event_record
-from benchsite.api.common import Pages, Text
+from benchsite.api.common import Pages, Text, refuse_unknown_params
 from benchsite.api.errors import ApiConflict, ApiInputError, ErrorOut
 from runs import artifacts
 from runs.access import can_read_artifacts
 from runs.api.results import router as results_router
 from runs.api.schemas import (
     AttemptDetailOut,
-    AttemptFilter,
-    AttemptOut,
+    AttemptListQuery,
+    AttemptPageOut,
     FailureReasonFilter,
     FailureReasonOut,
     ModelConfigFilter,
@@ -38,8 +39,18 @@ from runs.api.schemas import (
     RunOut,
 )
 from runs.api.transcript import TranscriptOut
+from runs.exports import streamed
 from runs.model_configs import model_config_by_ref, model_config_create
-from runs.models import Attempt, AttemptStatus, FailureReason, ModelConfig, Run
+from runs.models import Attempt, FailureReason, ModelConfig, Run
+from runs.results.attempt_list import (
+    EXPORT_COLUMNS,
+    AttemptFilters,
+    FilterError,
+    attempt_selection,
+    export_records,
+    list_rows,
+)
+from runs.results.params import split_values
 from runs.services import LaunchError, run_cancel, run_evaluate, run_launch, run_retry_infra
 from tasks_app.models import Suite
 
@@ -77,17 +88,6 @@ def model_or_404(ref: str, field: str = "model") -> ModelConfig:
 class _RunFilter(RunFilter):
     def filter_model(self, value: str | None) -> Q:
         return model_q(value)
-
-
-class _AttemptFilter(AttemptFilter):
-    def filter_model(self, value: str | None) -> Q:
-        return model_q(value)
-
-    def filter_resolved(self, value: bool | None) -> Q:
-        if value is None:
-            return Q()
-        resolved = Q(status=AttemptStatus.FINISHED, is_infra=False, failure_reason__isnull=True)
-        return resolved if value else ~resolved
 
 
 # --- Failure reasons and model configurations ------------------------------------------------
@@ -275,14 +275,53 @@ def run_evaluate_endpoint(request: HttpRequest, public_id: uuid.UUID):
 
 @router.get(
     "/attempts",
-    response={200: list[AttemptOut]},
+    response={200: AttemptPageOut, 404: ErrorOut, 422: ErrorOut},
     auth=PUBLIC_READ,
-    summary="List attempts (outcomes only; logs and patches are on the detail)",
+    url_name="attempt_list",
+    summary="List attempts: the attempt list page's filters, order and CSV",
+    description="The parameters of `/suites/<name>/attempts/` (same names, same selection, "
+    "same order; `suite` names the suite). Outcomes only: logs and patches are on the "
+    "detail. `format=csv` streams every attempt of the filter, as the page's CSV export. "
+    "`model`, `run`, `failure_reason` and `task_id` are the deprecated old names of "
+    "`models`, `runs`, `reason` and `task`; any other unknown parameter is a 422.",
 )
-@paginate(Pages)
-def attempt_list(request: HttpRequest, filters: Query[_AttemptFilter]):
-    attempts = Attempt.objects.select_related(*_ATTEMPT_RELATED).order_by("-queued_at", "-id")
-    return filters.filter(attempts)
+def attempt_list(request: HttpRequest, query: Query[AttemptListQuery]):
+    refuse_unknown_params(request, AttemptListQuery)
+    suite = suite_or_404(query.suite) if query.suite else None
+    readable = can_read_artifacts(request.user)
+    try:
+        filters = AttemptFilters(
+            models=tuple(split_values([*query.models, query.model or ""])),
+            runs=tuple(split_values([*query.runs, query.run or ""])),
+            labels=tuple(split_values(query.labels)),
+            repo=query.repo or "",
+            outcome=query.outcome or "",
+            reason=query.reason or query.failure_reason or "",
+            status=query.status or "",
+            task=query.task or query.task_id or "",
+            q=query.q or "",
+            is_infra=query.is_infra,
+            resolved=query.resolved,
+            sort=query.sort,
+            order=query.order or "",
+        )
+        attempts = attempt_selection(suite=suite, filters=filters, read_errors=readable)
+        if query.format == "csv":
+            detail = reverse("attempt-detail", args=[_ZERO]).replace(str(_ZERO), "{}")
+            rows = list_rows(attempts, read_errors=readable).iterator(chunk_size=2000)
+            name = f"attempts-{suite.name}" if suite else "attempts"
+            return streamed("csv", name, EXPORT_COLUMNS, export_records(rows, detail), head={})
+        count = attempts.count()
+        start = (query.page - 1) * query.page_size
+        items = list(attempts.select_related(*_ATTEMPT_RELATED)[start : start + query.page_size])
+    except FilterError as exc:
+        raise ApiInputError(
+            exc.field, exc.message, status=404 if exc.not_found else 422, location="query"
+        ) from None
+    return {"items": items, "count": count}
+
+
+_ZERO = uuid.UUID(int=0)
 
 
 def _require_reader(request: HttpRequest) -> None:

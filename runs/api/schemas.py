@@ -6,16 +6,18 @@ import datetime as dt
 import json
 import uuid
 from decimal import Decimal
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from django.urls import reverse
 from ninja import Field, FilterLookup, FilterSchema, Schema
 from pydantic import AfterValidator
 
-from benchsite.api.common import Text
+from benchsite.api.common import MAX_PAGE, MAX_PAGE_SIZE, Text
 from runs import artifacts
 from runs.models import AgentVariant, AttemptStatus, RunSource, RunStatus
+from runs.results.attempt_list import SORTS
 from runs.results.leaderboard import SORT_KEYS
+from runs.results.selection import OUTCOMES
 
 INT32 = 2**31 - 1
 INT63 = 2**63 - 1
@@ -289,15 +291,57 @@ def artifact_url(attempt, name: str) -> str:
     return reverse("api:attempt_artifact", kwargs={"public_id": attempt.public_id, "path": name})
 
 
-class AttemptFilter(FilterSchema):
-    run: Annotated[uuid.UUID | None, FilterLookup("run__public_id")] = None
-    suite: Annotated[Text | None, FilterLookup("suite__name")] = None
-    model: Text | None = Field(None, description="model configuration name, slug or public id")
-    task_id: Annotated[Text | None, FilterLookup("task__task_id")] = None
+ListParam = list[Text]
+# An old parameter name still read (OpenAPI marks it deprecated); runtime reads stay silent.
+DEPRECATED = {"deprecated": True}
+_LIST_NOTE = "; comma-separated or repeated"
+
+
+def _old_name(new: str) -> Any:
+    """A deprecated alias of ``new``: read, marked deprecated in the OpenAPI schema."""
+    return Field(
+        None,
+        json_schema_extra=DEPRECATED,
+        description=f"deprecated: the old name of `{new}` (the pages redirect it; use `{new}`)",
+    )
+
+
+class AttemptListQuery(Schema):
+    """The attempt list's parameters: the names of ``runs.results.params.ATTEMPTS`` (the
+    page ``/suites/<name>/attempts/`` takes the same), plus ``suite`` and the old names."""
+
+    suite: Text | None = None
+    models: ListParam = Field([], description="configuration names, slugs or ids" + _LIST_NOTE)
+    runs: ListParam = Field([], description="run id prefixes, 8+ characters" + _LIST_NOTE)
+    labels: ListParam = Field([], description="tasks carrying every label" + _LIST_NOTE)
+    repo: Text | None = Field(None, description="the task's repository, e.g. django/django")
+    outcome: Literal[OUTCOMES] | None = Field(  # type: ignore[valid-type]
+        None, description="as the score counts it (the pages' badge)"
+    )
+    reason: Text | None = Field(None, description="a failure reason code")
     status: AttemptStatus | None = None
-    failure_reason: Annotated[Text | None, FilterLookup("failure_reason_id")] = None
+    task: Text | None = Field(None, description="one task id, exactly")
+    q: Text | None = Field(
+        None, max_length=200, description="text in the task id (and the error, for readers)"
+    )
     is_infra: bool | None = None
     resolved: bool | None = None
+    sort: Literal[tuple(SORTS)] = "task"  # type: ignore[valid-type]
+    order: Literal["asc", "desc"] | None = Field(None, description="default: the sort's own")
+    page: int = Field(1, ge=1, le=MAX_PAGE)
+    page_size: int = Field(50, ge=1, le=MAX_PAGE_SIZE)
+    format: Literal["json", "csv"] = Field(
+        "json", description="csv: every attempt of the filter, streamed (as the page's CSV)"
+    )
+    model: Text | None = _old_name("models")
+    run: Text | None = _old_name("runs")
+    failure_reason: Text | None = _old_name("reason")
+    task_id: Text | None = _old_name("task")
+
+
+class AttemptPageOut(Schema):
+    items: list[AttemptOut]
+    count: int
 
 
 # --- Results: leaderboard, comparison, taxonomy ----------------------------------------------
@@ -311,15 +355,20 @@ class LeaderboardQuery(Schema):
     runs: Text | None = Field(
         None, description="comma-separated run ids (8+ characters): only these runs count"
     )
-    labels: Text | None = Field(None, description="comma-separated: tasks carrying every label")
+    labels: ListParam = Field([], description="tasks carrying every label" + _LIST_NOTE)
     date_from: dt.date | None = Field(None, le=LAST_DATE)
     date_to: dt.date | None = Field(None, le=LAST_DATE)
     include_undated: bool = Field(
         False, description="a date filter keeps runs of unknown date (imported without one)"
     )
     sort: Literal[SORT_KEYS] = "rate"  # type: ignore[valid-type]
-    descending: bool | None = None
+    order: Literal["asc", "desc"] | None = Field(None, description="default: the column's own")
     format: Literal["json", "csv"] = "json"
+    descending: bool | None = Field(
+        None,
+        json_schema_extra=DEPRECATED,
+        description="deprecated: use `order` (desc for true, asc for false)",
+    )
 
 
 class ScoreFields(Schema):
@@ -424,7 +473,10 @@ class CompareQuery(Schema):
         description="comma-separated configurations (name, slug or public id: all its runs) or"
         " single runs (slug@run-id); the first is A",
     )
-    labels: Text | None = None
+    labels: ListParam = Field([], description="tasks carrying every label" + _LIST_NOTE)
+    only: Literal["differ"] | None = Field(
+        None, description="differ: only tasks whose outcomes differ"
+    )
     format: Literal["json", "csv"] = "json"
 
 

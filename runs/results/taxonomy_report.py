@@ -175,7 +175,7 @@ def chart_data(breakdown: TaxonomyBreakdown, attempts_url: str) -> dict:
             "x": names,
             "y": [b.resolved for b in breakdown.models],
             "marker": {"color": "#2e8540"},
-            "customdata": [f"{attempts_url}?model={s}&outcome=resolved" for s in slugs],
+            "customdata": [f"{attempts_url}?models={s}&outcome=resolved" for s in slugs],
             "hovertemplate": "%{x}<br>resolved: %{y}<extra></extra>",
         }
     ]
@@ -194,7 +194,7 @@ def chart_data(breakdown: TaxonomyBreakdown, attempts_url: str) -> dict:
                     "color": colors[reason.code],
                     "pattern": {"shape": "/" if reason.is_infrastructure else ""},
                 },
-                "customdata": [f"{attempts_url}?model={s}&reason={reason.code}" for s in slugs],
+                "customdata": [f"{attempts_url}?models={s}&reason={reason.code}" for s in slugs],
                 "hovertemplate": f"%{{x}}<br>{reason.code}: %{{y}}<extra>{kind}</extra>",
             }
         )

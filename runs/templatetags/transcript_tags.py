@@ -6,6 +6,8 @@ from django import template
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
+from runs.step_times import duration_text
+
 register = template.Library()
 
 _LINE_CLASSES = {"+": "add", "-": "del", "@": "hunk"}
@@ -24,3 +26,15 @@ def patch_html(text: str) -> SafeString:
             kind = "file"
         out.append(f'<span class="{kind}">{escape(line)}</span>')
     return mark_safe("\n".join(out))
+
+
+@register.filter
+def step_of(turn, times):
+    """The ``runs.step_times.StepTime`` of a transcript turn, or None."""
+    return times.by_turn.get(turn.index) if times else None
+
+
+@register.filter
+def duration(seconds: float | None) -> str:
+    """A step's or a transcript's duration ("—" when unknown)."""
+    return duration_text(seconds)

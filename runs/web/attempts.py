@@ -16,8 +16,11 @@ from runs import artifacts
 from runs.access import can_read_artifacts
 from runs.models import Attempt, AttemptStage
 from runs.transcript import SOURCE_TITLES
+from runs.web.attempt_nav import NAV_PARAMS, navigation
+from runs.web.attempt_tests import read_step_times, read_test_log
 from runs.web.diffview import render_diff
 from runs.web.page_cache import attempt_files, cached_blocks
+from runs.web.query import unknown_params
 
 # What each stage is, for people reading the logs.
 STAGE_TITLES = {
@@ -117,7 +120,10 @@ def attempt_detail(request: HttpRequest, public_id) -> HttpResponse:
     task = attempt.task
     allowed = can_read_artifacts(request.user)
     view = "split" if request.GET.get("view") == "split" else "unified"
+    nav = navigation(request, attempt, read_errors=allowed)
     context = {
+        "nav": nav,
+        "notices": unknown_params(request, NAV_PARAMS),
         "attempt": attempt,
         "task": task,
         "reason": attempt.failure_reason,
@@ -129,15 +135,22 @@ def attempt_detail(request: HttpRequest, public_id) -> HttpResponse:
     if allowed:
         test_rows = _test_rows(attempt.test_results)
         transcript = artifacts.read_transcript(attempt)
+        stage_logs = _stage_logs(attempt)
+        test_log = read_test_log(attempt, stage_logs, [name for _, name, _ in test_rows])
         context |= {
             "diff": render_diff(attempt.final_patch) if attempt.final_patch else None,
             "gold": render_diff(task.gold_patch) if task.gold_patch else None,
-            "stage_logs": _stage_logs(attempt),
+            "stage_logs": stage_logs,
             "trajectory": artifacts.read_trajectory(attempt),
             "transcript": transcript,
+            "step_times": read_step_times(attempt, transcript),
             "source_title": SOURCE_TITLES.get(transcript.source, "") if transcript else "",
             "files": artifacts.list_artifacts(attempt),
-            "test_rows": test_rows,
+            "test_rows": [
+                (group, name, status, test_log.where.get(name) if test_log else None)
+                for group, name, status in test_rows
+            ],
+            "test_log": test_log,
             "tests_failed": sum(1 for r in test_rows if r[2] not in ("passed", "xfail")),
         }
     return render(request, "runs/attempt_detail.html", context)

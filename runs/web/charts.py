@@ -9,8 +9,10 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import reverse
 
-from runs.results.taxonomy_report import chart_data, taxonomy_breakdown
-from runs.web.results import _suite_for
+from runs.results.params import TAXONOMY, unknown, unknown_notice
+from runs.results.taxonomy_report import chart_data
+from runs.web.query import old_names_redirect
+from runs.web.results import _suite_for, taxonomy_request
 
 
 def taxonomy_chart(request: HttpRequest, name: str) -> HttpResponse:
@@ -18,8 +20,17 @@ def taxonomy_chart(request: HttpRequest, name: str) -> HttpResponse:
     suite = _suite_for(request, name)
     if isinstance(suite, HttpResponse):
         return suite
+    moved = old_names_redirect(request, TAXONOMY)
+    if moved:
+        return moved
+    unknown_names = unknown(request.GET.keys(), TAXONOMY)
+    if unknown_names:
+        return JsonResponse({"detail": unknown_notice(unknown_names, TAXONOMY)}, status=400)
     attempts_url = reverse("suite-attempts", args=[suite.name])
-    # Runs of unknown date (imported without one) join the over-time lines only when asked.
-    undated = request.GET.get("undated") == "1"
-    breakdown = taxonomy_breakdown(suite=suite, include_undated=undated)
+    # Runs of unknown date (imported without one) join the over-time lines only when asked;
+    # the page's ``models`` and ``include_undated``, read the same way.
+    errors: list[str] = []
+    breakdown, _, _ = taxonomy_request(request, suite, errors)
+    if errors:
+        return JsonResponse({"detail": "; ".join(errors)}, status=400)
     return JsonResponse(chart_data(breakdown, attempts_url))

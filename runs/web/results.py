@@ -10,14 +10,17 @@ from html import escape as esc
 from urllib.parse import quote, urlencode
 
 from django.contrib.auth.views import redirect_to_login
-from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 
 from runs.access import can_read_leaderboards
+from runs.exports import FORMATS
 from runs.models import ModelConfig, Run, RunDateSource
+from runs.results import params
+from runs.results.attempt_list import FilterError as AttemptFilterError
+from runs.results.attempt_list import model_ids
 from runs.results.compare import (
     Comparison,
     TaskRow,
@@ -29,14 +32,13 @@ from runs.results.compare import (
 )
 from runs.results.leaderboard import SORT_KEYS
 from runs.results.leaderboard import leaderboard as build_leaderboard
+from runs.results.params import flag, split_values
 from runs.results.selection import (
     VIEWS,
     Entry,
     SelectionError,
-    outcome_filter,
     read_results,
     runs_by_prefix,
-    selected_attempts,
 )
 from runs.results.taxonomy_report import (
     ModelBreakdown,
@@ -46,6 +48,7 @@ from runs.results.taxonomy_report import (
 )
 from runs.web.board_html import leaderboard_rows_html, task_list_html
 from runs.web.page_cache import cached_blocks
+from runs.web.query import old_names_redirect, unknown_params
 from tasks_app.models import GoldValidation, GoldValidationStatus, Suite, Task
 
 
@@ -70,7 +73,31 @@ def _date(request: HttpRequest, field: str) -> dt.date | None:
 
 
 def _labels(request: HttpRequest) -> list[str]:
-    return [v for v in request.GET.getlist("label") if v.strip()]
+    """``labels``, repeated (the form's checkboxes) or comma-separated."""
+    return split_values(request.GET.getlist("labels"))
+
+
+def _undated(request: HttpRequest, errors: list[str]) -> bool:
+    raw = request.GET.get("include_undated")
+    value = flag(raw)
+    if raw is not None and raw != "" and value is None:
+        errors.append(f"include_undated: expected true or false, got {raw!r}")
+    return bool(value)
+
+
+def _to_api(request: HttpRequest, suite: Suite, url_name: str) -> HttpResponse | None:
+    """``format=csv|json`` on a page: the API endpoint that gives the same figures under the
+    same parameter names (a 302 to it), else None."""
+    fmt = request.GET.get("format")
+    if fmt is None:
+        return None
+    if fmt not in ("csv", "json"):
+        return HttpResponseBadRequest(
+            f"format: expected csv or json, got {fmt!r}", content_type="text/plain; charset=utf-8"
+        )
+    query = [(k, v) for k, v in request.GET.items() if k != "format"]
+    url = reverse(url_name + ("_csv" if fmt == "csv" else ""))
+    return redirect(url + "?" + urlencode([("suite", suite.name), *query]))
 
 
 def suite_labels(suite: Suite) -> list[str]:
@@ -85,15 +112,21 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
     suite = _suite_for(request, name)
     if isinstance(suite, HttpResponse):
         return suite
+    moved = old_names_redirect(request, params.LEADERBOARD) or _to_api(
+        request, suite, "api:leaderboard"
+    )
+    if moved:
+        return moved
     errors: list[str] = []
+    notices = unknown_params(request, params.LEADERBOARD)
     try:
-        date_from = _date(request, "from")
-        date_to = _date(request, "to")
+        date_from = _date(request, "date_from")
+        date_to = _date(request, "date_to")
     except FilterError as exc:
         errors.append(str(exc))
         date_from = date_to = None
     labels = _labels(request)
-    chosen = [v for v in request.GET.get("runs", "").split(",") if v.strip()]
+    chosen = split_values(request.GET.getlist("runs"))
     run_ids = None
     if chosen:
         try:
@@ -109,8 +142,11 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
         errors.append(f"view: expected one of {', '.join(VIEWS)}, got {view!r}")
         view = "runs"
     order = request.GET.get("order", "")
-    descending = None if order not in ("asc", "desc") else order == "desc"
-    undated = request.GET.get("undated") == "1"
+    if order not in ("", "asc", "desc"):
+        errors.append(f"order: expected asc or desc, got {order!r}")
+        order = ""
+    descending = None if not order else order == "desc"
+    undated = _undated(request, errors)
     board = build_leaderboard(
         suite=suite,
         view=view,
@@ -122,8 +158,10 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
         descending=descending,
         include_undated=undated,
     )
-    keep = [("label", v) for v in labels]
-    keep += [(k, request.GET[k]) for k in ("from", "to", "runs", "undated") if request.GET.get(k)]
+    keep = [("labels", ",".join(labels))] if labels else []
+    keep += [(k, request.GET[k]) for k in ("date_from", "date_to") if request.GET.get(k)]
+    keep += [("runs", ",".join(chosen))] if chosen else []
+    keep += [("include_undated", "1")] if undated else []
     sort_links = {
         key: "?"
         + urlencode(
@@ -159,14 +197,16 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
             if not labels
             else suite_labels(suite),
             "selected_labels": labels,
-            "date_from": request.GET.get("from", ""),
-            "date_to": request.GET.get("to", ""),
-            "runs_param": request.GET.get("runs", ""),
+            "date_from": request.GET.get("date_from", ""),
+            "date_to": request.GET.get("date_to", ""),
+            "runs_param": ",".join(chosen),
             "undated": undated,
             "any_partial": any(r.score.partial for r in rows),
             "sort": sort,
             "sort_links": sort_links,
             "errors": errors,
+            "notices": notices,
+            "export_query": urlencode([*keep, ("view", view), ("sort", sort)]),
             "any_k": any_k,
             "rows_html": leaderboard_rows_html(board.rows, any_k=any_k),
             "references_html": leaderboard_rows_html(board.references, any_k=any_k),
@@ -193,14 +233,14 @@ def _set_row_links(suite: Suite, rows: list) -> None:
     attempts = reverse("suite-attempts", args=[suite.name])
     run_url = reverse("run-detail", args=[_ZERO]).replace(str(_ZERO), "{}")
     for r in rows:
-        base = f"{attempts}?model={quote(r.slug, safe='')}"
+        base = f"{attempts}?models={quote(r.slug, safe='')}"
         if r.run is not None:
             short = r.run.short_id
             r.links = RowLinks(
                 attempts=base,
-                infra=f"{base}&run={short}&outcome=infra",
+                infra=f"{base}&runs={short}&outcome=infra",
                 run=run_url.format(r.run.public_id),
-                run_attempts=f"{attempts}?run={short}",
+                run_attempts=f"{attempts}?runs={short}",
             )
         else:
             runs = tuple((run_url.format(run.public_id), run.short_id) for run in r.entry.runs)
@@ -222,14 +262,6 @@ def _top_competitors(rows: list, count: int) -> list:
     return sorted((r for r in rows if r.rank), key=lambda r: r.rank)[:count]
 
 
-def _keys_param(value: str) -> list[str]:
-    keys: list[str] = []
-    for key in (k.strip() for k in value.split(",")):
-        if key and key not in keys:
-            keys.append(key)
-    return keys
-
-
 def compare_choices(suite: Suite) -> list[Entry]:
     """What the compare page offers: every configuration (all its runs), then every run."""
     results = read_results(suite=suite)
@@ -241,24 +273,39 @@ def compare(request: HttpRequest, name: str) -> HttpResponse:
     suite = _suite_for(request, name)
     if isinstance(suite, HttpResponse):
         return suite
-    keys = _keys_param(request.GET.get("models", ""))
+    moved = old_names_redirect(request, params.COMPARE)
+    if moved:
+        return moved
+    notices = unknown_params(request, params.COMPARE)
+    keys = split_values(request.GET.getlist("models"))
     labels = _labels(request)
     if len(keys) < 2:
         return render(
             request,
             "runs/compare_pick.html",
-            {"suite": suite, "available": compare_choices(suite), "selected": keys},
+            {
+                "suite": suite,
+                "available": compare_choices(suite),
+                "selected": keys,
+                "notices": notices,
+            },
         )
+    only = request.GET.get("only", "")
+    fmt = request.GET.get("format", "")
+    for field, value, allowed in (("only", only, ("differ",)), ("format", fmt, FORMATS)):
+        if value and value not in allowed:
+            return HttpResponseBadRequest(
+                f"{field}: expected {' or '.join(allowed)}, got {value!r}",
+                content_type="text/plain; charset=utf-8",
+            )
     try:
         comparison = compare_models(suite=suite, keys=keys, labels=labels)
     except SelectionError as exc:
         return HttpResponseBadRequest(f"models: {exc}", content_type="text/plain; charset=utf-8")
-    only = request.GET.get("only", "")
     rows = comparison.rows
     if only == "differ":
         rows = [r for r in rows if r.differs]
-    fmt = request.GET.get("format", "")
-    if fmt in ("csv", "json"):
+    if fmt:
         shown = {r.task_id for r in rows}
         records = [r for r in comparison_records(comparison) if r["task_id"] in shown]
         return _export(fmt, suite, comparison, records)
@@ -270,7 +317,7 @@ def compare(request: HttpRequest, name: str) -> HttpResponse:
             "both": task_list_html(pair.both),
             "neither": task_list_html(pair.neither),
         }
-    query = [("models", ",".join(keys)), *[("label", v) for v in labels]]
+    query = [("models", ",".join(keys))] + ([("labels", ",".join(labels))] if labels else [])
     if only:
         query.append(("only", only))
     return render(
@@ -285,6 +332,7 @@ def compare(request: HttpRequest, name: str) -> HttpResponse:
             "labels": suite_labels(suite),
             "selected_labels": labels,
             "selected_slugs": keys,
+            "notices": notices,
             "csv_url": "?" + urlencode([*query, ("format", "csv")]),
             "json_url": "?" + urlencode([*query, ("format", "json")]),
         },
@@ -384,10 +432,16 @@ def taxonomy(request: HttpRequest, name: str) -> HttpResponse:
     suite = _suite_for(request, name)
     if isinstance(suite, HttpResponse):
         return suite
-    undated = request.GET.get("undated") == "1"
-    breakdown = taxonomy_breakdown(suite=suite, include_undated=undated)
+    moved = old_names_redirect(request, params.TAXONOMY) or _to_api(request, suite, "api:taxonomy")
+    if moved:
+        return moved
+    notices = unknown_params(request, params.TAXONOMY)
+    errors: list[str] = []
+    breakdown, undated, refs = taxonomy_request(request, suite, errors)
     attempts_url = reverse("suite-attempts", args=[suite.name])
     present = [r for r in breakdown.reasons if any(b.counts.get(r.code) for b in breakdown.models)]
+    chart_query = [("models", ",".join(refs))] if refs else []
+    chart_query += [("include_undated", "1")] if undated else []
     return render(
         request,
         "runs/taxonomy.html",
@@ -399,10 +453,36 @@ def taxonomy(request: HttpRequest, name: str) -> HttpResponse:
             "any_missing": any(b.missing for b in breakdown.models),
             "undated": undated,
             "chart_url": reverse("suite-taxonomy-chart", args=[suite.name])
-            + ("?undated=1" if undated else ""),
+            + ("?" + urlencode(chart_query) if chart_query else ""),
+            "models_query": urlencode([("models", ",".join(refs))]) if refs else "",
+            "export_query": urlencode(chart_query),
             "undated_runs": _undated_runs(suite),
+            "errors": errors,
+            "notices": notices,
         },
+        status=400 if errors else 200,
     )
+
+
+def taxonomy_request(
+    request: HttpRequest, suite: Suite, errors: list[str]
+) -> tuple[TaxonomyBreakdown, bool, list[str]]:
+    """The taxonomy of ``models`` (default: every model) with ``include_undated``, as the page
+    and its chart data read them; a bad value goes to ``errors`` and is not applied."""
+    undated = _undated(request, errors)
+    refs = split_values(request.GET.getlist("models"))
+    models = None
+    if refs:
+        try:
+            ids = model_ids(refs)
+        except AttemptFilterError as exc:
+            errors.append(str(exc))
+            refs = []
+        else:
+            by_id = ModelConfig.objects.in_bulk(ids)
+            models = [by_id[i] for i in ids]
+    breakdown = taxonomy_breakdown(suite=suite, models=models, include_undated=undated)
+    return breakdown, undated, refs
 
 
 def _undated_runs(suite: Suite) -> int:
@@ -418,63 +498,10 @@ def _count_rows(
     present cost the page several milliseconds that way)."""
     rows = []
     for b in breakdown.models:
-        base = f"{attempts_url}?model={quote(b.model.slug, safe='/')}"
+        base = f"{attempts_url}?models={quote(b.model.slug, safe='')}"
         cells = [(b.counts.get(r.code, 0), f"{base}&reason={r.code}") for r in reasons]
         rows.append((b, base, cells))
     return rows
-
-
-ATTEMPTS_PER_PAGE = 100
-
-
-def suite_attempts(request: HttpRequest, name: str) -> HttpResponse:
-    suite = _suite_for(request, name)
-    if isinstance(suite, HttpResponse):
-        return suite
-    attempts = selected_attempts(suite=suite, labels=_labels(request))
-    model = run = None
-    if request.GET.get("model"):
-        model = get_object_or_404(ModelConfig, slug=request.GET["model"])
-        attempts = attempts.filter(model_config=model)
-    if request.GET.get("run"):
-        run = Run.objects.filter(suite=suite, public_id__startswith=request.GET["run"]).first()
-        if run is None or len(request.GET["run"]) < 8:
-            return HttpResponseBadRequest(
-                f"run: no run {request.GET['run']!r} on this suite",
-                content_type="text/plain; charset=utf-8",
-            )
-        attempts = attempts.filter(run=run)
-    reason = request.GET.get("reason", "")
-    if reason:
-        attempts = attempts.filter(failure_reason_id=reason)
-    outcome = request.GET.get("outcome", "")
-    if outcome:
-        try:
-            attempts = attempts.filter(outcome_filter(outcome))
-        except SelectionError as exc:
-            return HttpResponseBadRequest(str(exc), content_type="text/plain; charset=utf-8")
-    task_id = request.GET.get("task", "")
-    if task_id:
-        attempts = attempts.filter(task__task_id=task_id)
-    attempts = attempts.select_related("task", "model_config", "failure_reason").order_by(
-        "task__task_id", "model_config__name", "sample_index", "id"
-    )
-    page = Paginator(attempts, ATTEMPTS_PER_PAGE).get_page(request.GET.get("page"))
-    params = [(k, v) for k, v in request.GET.items() if k != "page"]
-    return render(
-        request,
-        "runs/attempt_list.html",
-        {
-            "suite": suite,
-            "page": page,
-            "model": model,
-            "run": run,
-            "reason": reason,
-            "outcome": outcome,
-            "task_filter": task_id,
-            "page_query": urlencode(params),
-        },
-    )
 
 
 def _left_out(suite: Suite) -> list[GoldValidation]:
