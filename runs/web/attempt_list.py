@@ -132,7 +132,8 @@ def _page(
             "filters": shown,
             "page": page,
             "size": size,
-            "sizes": PAGE_SIZES,
+            # A size given in the URL stays on offer: submitting the form keeps it.
+            "sizes": sorted({*PAGE_SIZES, size}),
             "errors": errors or [],
             "notices": notices or [],
             "columns": _columns(shown, keep),

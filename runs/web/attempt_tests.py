@@ -56,7 +56,8 @@ def _lines_html(log: final_tests.LogSection) -> SafeString:
             f'<span class="tl{mark}" id="tlog-{number}"><a class="ln" href="#tlog-{number}">'
             f"{number}</a>{escape(text)}</span>"
         )
-    return mark_safe("\n".join(out))
+    # Each line is a block of its own (CSS): no newline between them.
+    return mark_safe("".join(out))
 
 
 def read_step_times(attempt: Attempt, transcript: Transcript | None) -> step_times.StepTimes | None:
