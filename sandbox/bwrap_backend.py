@@ -36,7 +36,14 @@ import time
 from pathlib import Path
 
 from sandbox import accounts, cgroups, disk, filesystem, host_fence, mounts, slirp
-from sandbox.base import AGENT_UID, KILLED_EXIT_CODE, ExecResult, Sandbox, SandboxConfig
+from sandbox.base import (
+    AGENT_UID,
+    KILLED_EXIT_CODE,
+    READONLY_MOUNT_ROOT,
+    ExecResult,
+    Sandbox,
+    SandboxConfig,
+)
 from sandbox.errors import SandboxClosed, SandboxError, SandboxUnavailable
 from sandbox.output import CappedOutput, build_result, pump
 from sandbox.spawner import Spawner, SpawnerError
@@ -388,6 +395,12 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
         if self._accounts is not None:
             for host_file, inside in self._accounts.binds.items():
                 args += ["--ro-bind", host_file, inside]
+        if self.config.readonly_mounts:
+            # The root is read-only: a tmpfs over the (empty) mount root makes the mount points
+            # (64 KiB: room for the mount points, none for the sandbox's own files).
+            args += ["--perms", "0755", "--size", "65536", "--tmpfs", READONLY_MOUNT_ROOT]
+            for mount in self.config.readonly_mounts:
+                args += ["--ro-bind", str(mount.source.resolve()), mount.target]
         if network:
             # The network namespace stays unshared: the command waits on fd 4 until slirp4netns
             # gave it a tap device (see _attach_network), and resolves names through slirp.

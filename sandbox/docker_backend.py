@@ -237,6 +237,8 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
         if self._accounts is not None:
             for host_file, inside in self._accounts.binds.items():
                 volumes[host_file] = {"bind": inside, "mode": "ro"}
+        for mount in cfg.readonly_mounts:
+            volumes[str(mount.source.resolve())] = {"bind": mount.target, "mode": "ro"}
         tmpfs = {"/tmp": tmpfs_opts + ",mode=1777", "/home/agent": tmpfs_opts + ",mode=0755"}
         if self._disk is not None:  # on the quota's filesystem instead of in memory
             tmpfs = {}
