@@ -61,6 +61,9 @@ class AgentVariant(models.TextChoices):
     # Baseline validation only (ab validate-suite, ab run-task): no agent stage.
     BASELINE = "baseline", "Baseline validation (no agent)"
     LLM = "llm", "LLM (OpenAI-compatible)"
+    # An agent CLI (Claude Code, Codex CLI, mini-swe-agent...): ``ModelConfig.cli_agent`` names
+    # its definition (runs/agents/cli/definitions/<name>.yaml).
+    CLI = "cli", "Agent CLI"
     # Results produced elsewhere: imported predictions or published reports.
     EXTERNAL = "external", "External (imported)"
 
@@ -87,6 +90,10 @@ class ModelConfig(models.Model):
     max_tokens = models.PositiveBigIntegerField(null=True, blank=True)
     max_cost_usd = models.DecimalField(max_digits=10, decimal_places=4, null=True, blank=True)
     repeated_failure_threshold = models.PositiveSmallIntegerField(default=3)
+    # Variant "cli": which agent CLI definition runs, and how many model calls its gateway
+    # lets through (tokens, cost and wall time are the fields above).
+    cli_agent = models.CharField(max_length=50, blank=True)
+    max_model_calls = models.PositiveIntegerField(null=True, blank=True)
     strict_patch = models.BooleanField(default=False)
     log_llm_messages = models.BooleanField(default=True)
     price_input_per_mtok = models.DecimalField(
@@ -295,6 +302,9 @@ class Attempt(models.Model):
     # run-level fail-fast stops every run of the model configuration on a permanent one.
     error_kind = models.CharField(max_length=20, blank=True)
     stderr_tail = models.TextField(blank=True)
+    # An agent CLI's process: how it ended (the signal when one killed it).
+    agent_exit_code = models.IntegerField(null=True, blank=True)
+    agent_signal = models.PositiveSmallIntegerField(null=True, blank=True)
     artifacts_dir = models.CharField(max_length=500, blank=True)
     schema_version = models.CharField(max_length=20, default=SCHEMA_VERSION)
     # SWE-bench style grading: per-test statuses of FAIL_TO_PASS / PASS_TO_PASS and the grade.

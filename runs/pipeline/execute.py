@@ -3,13 +3,14 @@ attempt without a final state and never raises for attempt-level failures."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import shutil
 import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from billiard.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
@@ -17,7 +18,7 @@ from django.conf import settings
 from runs.agents.contract import AgentOutcome
 from runs.models import AgentVariant, Attempt, AttemptStatus
 from runs.pipeline import artifacts, persist, stages, swebench, workspace
-from runs.pipeline.agent_stage import run_agent_stage
+from runs.pipeline.agent_stage import cli_resources_for, run_agent_stage
 from runs.pipeline.outcome import decide
 from runs.pipeline.plan import TaskPlan, plan_for_task
 from runs.pipeline.record import BaselineRecord, attempt_record
@@ -25,6 +26,9 @@ from runs.pipeline.stages import StageResult
 from runs.taxonomy import Reason, Stage
 from sandbox.base import SandboxConfig
 from sandbox.errors import SandboxClosed, SandboxError
+
+if TYPE_CHECKING:
+    from runs.agents.cli.agent import CliResources
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +144,18 @@ class _Execution:
         if not code_inside and not self._get_code(plan, ws, repo_dir):
             return
         self._checkpoint("setup", Stage.SETUP)
+        # An agent CLI's install and gateway must exist before its sandbox (both are mounted).
+        cli = cli_resources_for(self.attempt.model_config, artifacts_dir=self.folder,
+                                task_max_steps=self.attempt.task.max_steps)  # fmt: skip
+        with cli as cli_res:
+            self._sandboxed(plan, ws, repo_dir, excludes, code_inside, cli_res)
+
+    def _sandboxed(self, plan: TaskPlan, ws: Path, repo_dir: Path, excludes: list[str],
+                   code_inside: bool, cli: CliResources | None) -> None:  # fmt: skip
+        assert self.folder is not None
         config = self._sandbox_config(plan, ws)
+        if cli is not None:
+            config = dataclasses.replace(config, **cli.sandbox_fields())
         from sandbox import open_sandbox
 
         rootfs = Path(plan.rootfs) if plan.rootfs else None
@@ -173,6 +188,7 @@ class _Execution:
                     task_max_steps=self.attempt.task.max_steps,
                     artifacts_dir=self.folder,
                     prediction_patch=self._prediction(),
+                    cli=cli,
                 )
             if agent_stage is not None:
                 self._record(agent_stage)
