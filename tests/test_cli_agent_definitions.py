@@ -15,7 +15,6 @@ import pytest
 import yaml
 
 from runs.agents.cli.definition import (
-    DEFINITIONS_DIR,
     DefinitionError,
     load_definition,
     load_definitions,
