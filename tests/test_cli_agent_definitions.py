@@ -23,7 +23,10 @@ from runs.agents.cli.install import InstallError, cached_install, ensure_install
 from runs.agents.cli.outcome import CliRun, GatewayView, classify, read_summary
 from runs.taxonomy import Reason
 
-IS_NUMBER_INTEGRITY = "sha512-41Cifkg6e8TylSpdtTpeLVMqvSBEVzTttHvERD741+pnZ8ANv0004MRL43QKPDlK9cGvNp6NZWZUBlbGXYxxng=="
+IS_NUMBER_INTEGRITY = (
+    "sha512-41Cifkg6e8TylSpdtTpeLVMqvSBEVzTttHvERD741+pnZ8ANv0004MR"
+    "L43QKPDlK9cGvNp6NZWZUBlbGXYxxng=="
+)
 
 
 def write_definition(folder: Path, name: str, **changes: object) -> Path:
@@ -96,7 +99,7 @@ def test_a_bad_definition_names_the_file_and_each_field(tmp_path: Path):
 
 def test_an_npm_install_needs_its_integrity_and_a_pypi_one_runs_on_the_worker(tmp_path: Path):
     path = write_definition(tmp_path, "nohash", install__integrity="")
-    with pytest.raises(DefinitionError, match="install.integrity: npm installs need the sha512"):
+    with pytest.raises(DefinitionError, match=r"install\.integrity: npm installs need the sha512"):
         load_definition(path)
     path = write_definition(
         tmp_path,
