@@ -128,6 +128,21 @@ class ModelConfig(models.Model):
             candidate, n = f"{base}-{n}", n + 1
         return candidate
 
+    def clean(self) -> None:
+        from django.core.exceptions import ValidationError
+
+        if self.agent_variant != AgentVariant.CLI:
+            return
+        from runs.agents.cli.definition import DEFINITIONS_DIR
+
+        known = sorted(p.stem for p in DEFINITIONS_DIR.glob("*.yaml"))
+        if self.cli_agent not in known:
+            raise ValidationError(
+                {"cli_agent": f"name an agent CLI definition: {', '.join(known)}"}
+            )
+        if not self.model_name:
+            raise ValidationError({"model_name": "an agent CLI needs the model name to ask for"})
+
     def sampling_params(self) -> dict:
         params = {
             "temperature": self.temperature,

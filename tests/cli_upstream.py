@@ -450,3 +450,42 @@ def _quote(text: str) -> str:
     import shlex
 
     return shlex.quote(text)
+
+
+# -- the three CLIs against this upstream ---------------------------------------------------------
+
+# What each CLI's configuration uses as the upstream base URL (what it would call without us):
+# Claude Code appends /v1/messages itself; the OpenAI clients take a base ending in /v1.
+BASE_SUFFIX = {"claude-code": "", "codex": "/v1", "mini-swe-agent": "/v1"}
+MODEL = {"claude-code": "claude-sonnet-4-5", "codex": "gpt-5-codex", "mini-swe-agent": "gpt-4o"}
+WIRE_PATH = {"claude-code": "/messages", "codex": "/responses", "mini-swe-agent": "/completions"}
+UPSTREAM_KEY_ENV = "AB_TEST_UPSTREAM_KEY"
+# The real key the upstream expects; the CLI must only ever see the gateway's token.
+REAL_KEY = "sk-ab-test-real-key-0123456789"
+
+
+def cli_model_config(cli: str, upstream: ScriptedUpstream, *, name: str = "", **fields: Any):
+    """A model configuration of variant ``cli`` pointed at ``upstream`` (needs the database)."""
+    from runs.pipeline.adhoc import model_config_for_variant
+
+    values: dict[str, Any] = {
+        "cli_agent": cli,
+        "model_name": MODEL[cli],
+        "base_url": upstream.base_url + BASE_SUFFIX[cli],
+        "api_key_env": UPSTREAM_KEY_ENV,
+        "max_steps": 20,
+        "max_time_sec": 300,
+    } | fields
+    return model_config_for_variant("cli", name=name or f"cli {cli} (test)", **values)
+
+
+def keys_seen(upstream: ScriptedUpstream) -> set[str]:
+    """The credentials the upstream received (x-api-key or a bearer token)."""
+    seen = set()
+    for request in upstream.requests:
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        if "x-api-key" in headers:
+            seen.add(headers["x-api-key"])
+        if "authorization" in headers:
+            seen.add(headers["authorization"].removeprefix("Bearer ").strip())
+    return seen

@@ -57,6 +57,8 @@ class ModelConfigOut(Schema):
     max_tokens: int | None
     max_cost_usd: float | None
     repeated_failure_threshold: int
+    cli_agent: str = Field(description="variant cli: the agent CLI definition (ab agents)")
+    max_model_calls: int | None
     strict_patch: bool
     log_llm_messages: bool
     price_input_per_mtok: float | None
@@ -107,6 +109,8 @@ class ModelConfigIn(Schema):
     max_tokens: int | None = Field(None, ge=1, le=INT63)
     max_cost_usd: Price | None = None
     repeated_failure_threshold: int = Field(3, ge=1, le=1000)
+    cli_agent: Text = Field("", max_length=50, description="variant cli: see `ab agents`")
+    max_model_calls: int | None = Field(None, ge=1, le=INT32)
     strict_patch: bool = False
     log_llm_messages: bool = True
     price_input_per_mtok: Price | None = None
@@ -199,6 +203,8 @@ class AttemptOut(Schema):
     is_empty_run: bool
     is_missing: bool
     exit_code: int | None
+    agent_exit_code: int | None
+    agent_signal: int | None
     duration_sec: float | None
     tokens_in: int
     tokens_out: int

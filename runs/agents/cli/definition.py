@@ -29,7 +29,8 @@ PLACEHOLDERS = {
     "install": "the install's folder (read-only; inside the sandbox, or on the worker)",
     "model": "the model name of the configuration",
     "max_turns": "the configuration's step budget (max_steps)",
-    "base_url": "the gateway's base URL as the CLI sees it (no /v1)",
+    "base_url": "the gateway's base URL as the CLI sees it: it stands for the configuration's "
+    "base URL (https://api.openai.com/v1, https://api.anthropic.com), paths after it unchanged",
     "token": "the attempt's gateway token (never the real key)",
     "prompt_file": "a file holding the task's prompt",
     "prompt": "the task's prompt itself (for a CLI that takes it as an argument)",
@@ -57,6 +58,8 @@ class InstallSpec(_Strict):
     keep: list[str] = []
     # pypi: more pinned requirements installed with the package (``name==version``).
     requirements: list[str] = []
+    # pypi: install exactly the requirements (the whole tree, pinned), without resolving.
+    no_deps: bool = False
     # pypi: the interpreter that makes the venv (it runs on the worker).
     python: str = "python3"
 
@@ -224,8 +227,9 @@ def _template_problems(file: str, spec: DefinitionSpec) -> list[Problem]:
     return problems
 
 
-def load_definitions(directory: Path = DEFINITIONS_DIR) -> dict[str, AgentDefinition]:
+def load_definitions(directory: Path | None = None) -> dict[str, AgentDefinition]:
     """Every definition of a folder, by name; all problems of all files in one error."""
+    directory = directory or DEFINITIONS_DIR
     found: dict[str, AgentDefinition] = {}
     problems: list[Problem] = []
     for path in sorted(directory.glob("*.yaml")):
@@ -240,7 +244,8 @@ def load_definitions(directory: Path = DEFINITIONS_DIR) -> dict[str, AgentDefini
     return found
 
 
-def get_definition(name: str, directory: Path = DEFINITIONS_DIR) -> AgentDefinition:
+def get_definition(name: str, directory: Path | None = None) -> AgentDefinition:
+    directory = directory or DEFINITIONS_DIR
     path = directory / f"{name}.yaml"
     if not path.is_file():
         known = ", ".join(sorted(p.stem for p in directory.glob("*.yaml"))) or "none"

@@ -78,6 +78,8 @@ def ensure_install(definition: AgentDefinition, root: Path | None = None) -> Ins
         if found is not None:
             return Install(definition, found, built=False)
         final = root / definition.install_dir_name
+        for leftover in root.glob(f".build-{definition.name}-*"):  # a builder that died
+            shutil.rmtree(leftover, ignore_errors=True)
         staging = Path(tempfile.mkdtemp(prefix=f".build-{definition.name}-", dir=root))
         try:
             if definition.spec.install.kind == "npm":
@@ -172,6 +174,7 @@ def _build_pypi(definition: AgentDefinition, staging: Path) -> dict:
             "--no-cache-dir",
             "--disable-pip-version-check",
             "-q",
+            *(["--no-deps"] if spec.no_deps else []),
             f"{spec.package}=={spec.version}",
             *spec.requirements,
         ],

@@ -1,0 +1,102 @@
+# ruff: noqa: F811  (pytest fixtures imported from tests.pipeline_fixtures)
+"""The real agent CLIs (Claude Code, Codex CLI, mini-swe-agent), installed from the registries
+at their pinned versions into the install cache, fix a task in our sandbox on both backends,
+their model calls going through the gateway to a scripted local upstream (tests/cli_upstream.py)
+that replays a plan: read the file, run the tests, apply the fix, finish.
+
+The sandbox has no network: the gateway is the one address the CLI reaches. The first run on a
+machine builds the installs (about a minute for the two npm packages, a few for the venv).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from runs.agents.cli.definition import load_definitions
+from runs.agents.cli.install import ensure_install
+from runs.models import AttemptStatus
+from runs.pipeline.adhoc import attempt_create_adhoc
+from runs.pipeline.execute import attempt_execute
+from tests.cli_upstream import (
+    REAL_KEY,
+    UPSTREAM_KEY_ENV,
+    WIRE_PATH,
+    ScriptedUpstream,
+    cli_model_config,
+    fix_plan,
+    keys_seen,
+)
+from tests.pipeline_fixtures import (
+    artifacts_root,  # noqa: F401  (fixture)
+    attempt_folder,
+    backend,  # noqa: F401  (fixture)
+    get_task,
+    import_tasks,
+    run_json,
+)
+
+pytestmark = [pytest.mark.django_db, pytest.mark.docker, pytest.mark.bwrap, pytest.mark.slow]
+
+CLIS = ["claude-code", "codex", "mini-swe-agent"]
+TOY_OLD = "    return total(values) // len(values)"
+TOY_NEW = "    return total(values) / len(values)"
+
+
+@pytest.fixture(scope="session")
+def cli_installs() -> dict:
+    """Every shipped CLI's install, from the cache (built on first use)."""
+    return {name: ensure_install(d).path for name, d in load_definitions().items()}
+
+
+def assert_ran_through_the_gateway(attempt, upstream: ScriptedUpstream, cli: str) -> list[dict]:
+    """The CLI's calls reached the upstream with the real key (the CLI had only the token),
+    every one recorded in model_calls.jsonl with its tokens."""
+    calls = upstream.model_requests(WIRE_PATH[cli])
+    assert len(calls) >= 4, [r.path for r in upstream.requests]
+    assert keys_seen(upstream) == {REAL_KEY}
+    records = [
+        json.loads(line)
+        for line in (attempt_folder(attempt) / "model_calls.jsonl").read_text().splitlines()
+    ]
+    model_calls = [r for r in records if r.get("model_call")]
+    assert len(model_calls) == len(calls)
+    assert REAL_KEY not in (attempt_folder(attempt) / "model_calls.jsonl").read_text()
+    assert attempt.steps == len(calls)
+    assert attempt.tokens_in == sum(r["usage"]["input_tokens"] for r in model_calls) > 0
+    return model_calls
+
+
+@pytest.mark.parametrize("cli", CLIS)
+def test_each_cli_fixes_the_toy_task_through_the_gateway(
+    cli, backend, artifacts_root, monkeypatch, cli_installs
+):
+    monkeypatch.setenv(UPSTREAM_KEY_ENV, REAL_KEY)
+    import_tasks()
+    task = get_task("toy_fail_pytest")
+    plan = fix_plan(
+        workdir="/workspace/repo",
+        path="src/toy/calc.py",
+        old=TOY_OLD,
+        new=TOY_NEW,
+        test_command="PYTHONPATH=src python -m pytest -q tests/test_calc.py",
+    )
+    with ScriptedUpstream(plan) as upstream:
+        config = cli_model_config(cli, upstream)
+        attempt = attempt_execute(
+            attempt_create_adhoc(task=task, model_config=config), backend=backend
+        )
+
+    assert attempt.status == AttemptStatus.FINISHED
+    assert attempt.failure_reason_id is None, attempt.error_text
+    assert attempt.agent_exit_code == 0 and attempt.agent_signal is None
+    # The final patch is the workspace's diff: the fix, and nothing the CLI wrote in its HOME.
+    assert attempt.files_touched == ["src/toy/calc.py"], attempt.final_patch
+    assert f"+{TOY_NEW}" in attempt.final_patch
+    assert_ran_through_the_gateway(attempt, upstream, cli)
+    record = run_json(attempt)
+    assert record["outcome"]["agent_exit_code"] == 0
+    assert record["model"]["cli_agent"] == cli
+    log = (attempt_folder(attempt) / "logs" / "agent.txt").read_text()
+    assert "<gateway-token>" in log or cli == "mini-swe-agent"
