@@ -100,3 +100,52 @@ def test_each_cli_fixes_the_toy_task_through_the_gateway(
     assert record["model"]["cli_agent"] == cli
     log = (attempt_folder(attempt) / "logs" / "agent.txt").read_text()
     assert "<gateway-token>" in log or cli == "mini-swe-agent"
+
+
+SWEBENCH_INSTANCE = "marshmallow-code__marshmallow-1359"
+MARSHMALLOW_OLD = "            or getattr(schema.opts, self.SCHEMA_OPTS_VAR_NAME)"
+MARSHMALLOW_NEW = "            or getattr(self.root.opts, self.SCHEMA_OPTS_VAR_NAME)"
+
+
+@pytest.fixture
+def marshmallow(tmp_path, settings):
+    """The SWE-bench instance, imported and built offline (cached after the first build)."""
+    from benchsite.cli.main import main
+    from tasks_app.models import Task
+    from tests.swebench_fixtures import EXAMPLES, LITE_DEV, rows, write_jsonl
+
+    row = next(r for r in rows(LITE_DEV) if r["instance_id"] == SWEBENCH_INSTANCE)
+    path = write_jsonl(tmp_path / "lite.jsonl", [row])
+    assert main(["import-swebench", str(path), "--suite", "lite-cli"]) == 0
+    for backend in ("docker", "bwrap"):
+        built = main(["swebench", "build", "lite-cli", "--repos", str(EXAMPLES / "repos"),
+                      "--backend", backend])  # fmt: skip
+        assert built == 0
+    return Task.objects.get(suite__name="lite-cli", task_id=SWEBENCH_INSTANCE)
+
+
+@pytest.mark.parametrize("cli", CLIS)
+def test_each_cli_resolves_the_swebench_instance_through_the_gateway(
+    cli, backend, artifacts_root, monkeypatch, cli_installs, marshmallow
+):
+    from runs.pipeline.plan import plan_for_task
+
+    monkeypatch.setenv(UPSTREAM_KEY_ENV, REAL_KEY)
+    workdir = plan_for_task(marshmallow, default_image="").workdir
+    plan = fix_plan(
+        workdir=workdir,
+        path="src/marshmallow/fields.py",
+        old=MARSHMALLOW_OLD,
+        new=MARSHMALLOW_NEW,
+        test_command="python -m pytest -q -x tests/test_fields.py -k TestParentAndName",
+    )
+    with ScriptedUpstream(plan) as upstream:
+        config = cli_model_config(cli, upstream)
+        attempt = attempt_execute(
+            attempt_create_adhoc(task=marshmallow, model_config=config), backend=backend
+        )
+
+    assert (attempt.grade, attempt.failure_reason_id) == ("FULL", None), attempt.error_text
+    assert attempt.files_touched == ["src/marshmallow/fields.py"], attempt.final_patch
+    assert attempt.agent_exit_code == 0
+    assert_ran_through_the_gateway(attempt, upstream, cli)

@@ -155,7 +155,10 @@ class AgentDefinition:
 
     @property
     def install_dir_name(self) -> str:
-        return f"{self.name}-{self.spec.install.version}-{self.install_key[:16]}"
+        """The install's folder in the cache: named by the package (two definitions of one
+        package, with other flags, share it) and keyed by the install section."""
+        package = re.sub(r"[^a-z0-9.-]+", "-", self.spec.install.package.lower()).strip("-")
+        return f"{package}-{self.spec.install.version}-{self.install_key[:16]}"
 
 
 # Bump when the way an install is built changes (the cached installs are then rebuilt).

@@ -73,14 +73,14 @@ def ensure_install(definition: AgentDefinition, root: Path | None = None) -> Ins
     root.mkdir(parents=True, exist_ok=True)
     root.chmod(0o755)
     started = time.monotonic()
-    with _lock(root / f".lock-{definition.name}"):
+    with _lock(root / f".lock-{definition.install_dir_name}"):
         found = cached_install(definition, root)  # built by another worker meanwhile
         if found is not None:
             return Install(definition, found, built=False)
         final = root / definition.install_dir_name
-        for leftover in root.glob(f".build-{definition.name}-*"):  # a builder that died
+        for leftover in root.glob(f".build-{final.name}-*"):  # a builder that died
             shutil.rmtree(leftover, ignore_errors=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".build-{definition.name}-", dir=root))
+        staging = Path(tempfile.mkdtemp(prefix=f".build-{final.name}-", dir=root))
         try:
             if definition.spec.install.kind == "npm":
                 manifest = _build_npm(definition, staging)
