@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -489,3 +490,27 @@ def keys_seen(upstream: ScriptedUpstream) -> set[str]:
         if "authorization" in headers:
             seen.add(headers["authorization"].removeprefix("Bearer ").strip())
     return seen
+
+
+# -- recordings for tests/data/model_calls -----------------------------------------------------
+
+_SCRUB = [
+    (re.compile(r"127\.0\.0\.1:\d+"), "127.0.0.1:PORT"),
+    (re.compile(r"[0-9a-f]{64}"), "0" * 64),  # device ids, hashes of this machine
+    (re.compile(r"Linux \d+\.\d+\.\d+[\w.+-]*"), "Linux KERNEL"),
+    (re.compile(r"/tmp/[\w./-]+"), "/tmp/PATH"),
+    (
+        re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)?"),
+        "2026-01-01T00:00:00Z",
+    ),
+]
+
+
+def scrubbed_recording(text: str, *, token: str = "") -> str:
+    """A ``model_calls.jsonl`` with what is machine-specific replaced (ports, paths, the
+    kernel, device ids, times, the attempt's token): what tests/data/model_calls keeps."""
+    if token:
+        text = text.replace(token, "ab-gw-TOKEN")
+    for pattern, replacement in _SCRUB:
+        text = pattern.sub(replacement, text)
+    return text

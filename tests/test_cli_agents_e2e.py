@@ -11,6 +11,8 @@ machine builds the installs (about a minute for the two npm packages, a few for 
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 
@@ -27,6 +29,7 @@ from tests.cli_upstream import (
     cli_model_config,
     fix_plan,
     keys_seen,
+    scrubbed_recording,
 )
 from tests.pipeline_fixtures import (
     artifacts_root,  # noqa: F401  (fixture)
@@ -100,6 +103,11 @@ def test_each_cli_fixes_the_toy_task_through_the_gateway(
     assert record["model"]["cli_agent"] == cli
     log = (attempt_folder(attempt) / "logs" / "agent.txt").read_text()
     assert "<gateway-token>" in log or cli == "mini-swe-agent"
+    # AB_RECORD_MODEL_CALLS=tests/data/model_calls refreshes the committed recordings.
+    record_to = os.environ.get("AB_RECORD_MODEL_CALLS")
+    if record_to and backend == "docker":
+        text = (attempt_folder(attempt) / "model_calls.jsonl").read_text()
+        (Path(record_to) / f"{cli}.jsonl").write_text(scrubbed_recording(text))
 
 
 SWEBENCH_INSTANCE = "marshmallow-code__marshmallow-1359"
