@@ -12,6 +12,10 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # sandbox.gateway_mount imports this module (AGENT_UID)
+    from sandbox.gateway_mount import GatewayMount
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +76,9 @@ class SandboxConfig:
     # With a quota, copy the workspace's tree back into ``workspace`` at close (False when the
     # caller deletes it anyway).
     disk_copy_back: bool = True
+    # A model gateway to expose (runs/gateway/): its socket folder is mounted in and every exec
+    # runs under a forwarder serving it at ``gateway.base_url`` (sandbox/gateway_mount.py).
+    gateway: GatewayMount | None = None
 
     def resolve_cwd(self, cwd: str | None) -> str:
         """A command's working directory inside the sandbox: relative ones are taken from the

@@ -237,6 +237,12 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
         if self._spawner is None:
             raise SandboxError("exec on a bwrap sandbox that is not started")
         argv = ["sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
+        # Checked once: the mounts and the forwarder go together (sandbox/gateway_mount.py).
+        gateway = (
+            self.config.gateway if self.config.gateway and self.config.gateway.active else None
+        )
+        if gateway is not None:
+            argv = gateway.wrap(argv)
         full_env = {
             "PATH": PATH_ENV,
             "HOME": "/home/agent",
@@ -246,8 +252,9 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
             **(env or {}),
         }
         args = self._rlimit_prefix(timeout) + self._bwrap_args(
-            argv, cwd=self.config.resolve_cwd(cwd), env=full_env, network=network
-        )
+            argv, cwd=self.config.resolve_cwd(cwd), env=full_env, network=network,
+            gateway=gateway is not None,
+        )  # fmt: skip
         if network and not self.config.allow_network:
             raise SandboxError(f"sandbox {self.config.name} was created without network")
         if network:
@@ -359,7 +366,7 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
             os.close(block_w)
 
     def _bwrap_args(
-        self, argv: list[str], *, cwd: str, env: dict[str, str], network: bool
+        self, argv: list[str], *, cwd: str, env: dict[str, str], network: bool, gateway: bool
     ) -> list[str]:
         tmp_size = str(self.config.memory_mb * 1024 * 1024 // 2)
         args = [
@@ -388,6 +395,8 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
         if self._accounts is not None:
             for host_file, inside in self._accounts.binds.items():
                 args += ["--ro-bind", host_file, inside]
+        if gateway and self.config.gateway is not None:
+            args += self.config.gateway.bwrap_args()
         if network:
             # The network namespace stays unshared: the command waits on fd 4 until slirp4netns
             # gave it a tap device (see _attach_network), and resolves names through slirp.
