@@ -7,6 +7,7 @@ enqueue), ``failfast``, ``access`` (who may read what), ``artifacts`` and ``tran
 (reading an attempt's stored files), ``model_configs``, ``data_version`` (the stamp every
 write bumps, for the page cache). The roles are folders:
 ``web/`` pages, ``api/`` REST routers, ``cli/`` ``ab`` commands, ``results/`` figures,
-``pipeline/`` one attempt's stages, ``agents/``, ``workers/`` Celery and worker bookkeeping,
+``pipeline/`` one attempt's stages, ``agents/``, ``gateway/`` the model gateway of CLI
+agents, ``workers/`` Celery and worker bookkeeping,
 ``demo/`` the demo data. Which role may import which is checked by tests/test_import_cycles.py.
 """

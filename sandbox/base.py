@@ -12,6 +12,10 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # sandbox.gateway_mount imports this module (AGENT_UID)
+    from sandbox.gateway_mount import GatewayMount
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +96,9 @@ class SandboxConfig:
     disk_copy_back: bool = True
     # Host folders mounted read-only (Docker ``:ro`` bind mounts, bubblewrap ``--ro-bind``).
     readonly_mounts: tuple[ReadOnlyMount, ...] = ()
+    # A model gateway to expose (runs/gateway/): its socket folder is mounted in and every exec
+    # runs under a forwarder serving it at ``gateway.base_url`` (sandbox/gateway_mount.py).
+    gateway: GatewayMount | None = None
 
     def resolve_cwd(self, cwd: str | None) -> str:
         """A command's working directory inside the sandbox: relative ones are taken from the

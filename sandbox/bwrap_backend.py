@@ -244,6 +244,12 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
         if self._spawner is None:
             raise SandboxError("exec on a bwrap sandbox that is not started")
         argv = ["sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
+        # Checked once: the mounts and the forwarder go together (sandbox/gateway_mount.py).
+        gateway = (
+            self.config.gateway if self.config.gateway and self.config.gateway.active else None
+        )
+        if gateway is not None:
+            argv = gateway.wrap(argv)
         full_env = {
             "PATH": PATH_ENV,
             "HOME": "/home/agent",
@@ -253,8 +259,9 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
             **(env or {}),
         }
         args = self._rlimit_prefix(timeout) + self._bwrap_args(
-            argv, cwd=self.config.resolve_cwd(cwd), env=full_env, network=network
-        )
+            argv, cwd=self.config.resolve_cwd(cwd), env=full_env, network=network,
+            gateway=gateway is not None,
+        )  # fmt: skip
         if network and not self.config.allow_network:
             raise SandboxError(f"sandbox {self.config.name} was created without network")
         if network:
@@ -366,7 +373,7 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
             os.close(block_w)
 
     def _bwrap_args(
-        self, argv: list[str], *, cwd: str, env: dict[str, str], network: bool
+        self, argv: list[str], *, cwd: str, env: dict[str, str], network: bool, gateway: bool
     ) -> list[str]:
         tmp_size = str(self.config.memory_mb * 1024 * 1024 // 2)
         args = [
@@ -401,6 +408,8 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
             args += ["--perms", "0755", "--size", "65536", "--tmpfs", READONLY_MOUNT_ROOT]
             for mount in self.config.readonly_mounts:
                 args += ["--ro-bind", str(mount.source.resolve()), mount.target]
+        if gateway and self.config.gateway is not None:
+            args += self.config.gateway.bwrap_args()
         if network:
             # The network namespace stays unshared: the command waits on fd 4 until slirp4netns
             # gave it a tap device (see _attach_network), and resolves names through slirp.

@@ -239,6 +239,8 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
                 volumes[host_file] = {"bind": inside, "mode": "ro"}
         for mount in cfg.readonly_mounts:
             volumes[str(mount.source.resolve())] = {"bind": mount.target, "mode": "ro"}
+        if cfg.gateway is not None:
+            volumes.update(cfg.gateway.docker_volumes())
         tmpfs = {"/tmp": tmpfs_opts + ",mode=1777", "/home/agent": tmpfs_opts + ",mode=0755"}
         if self._disk is not None:  # on the quota's filesystem instead of in memory
             tmpfs = {}
@@ -378,6 +380,9 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
         self, cmd: str | list[str], *, timeout: float, cwd: str | None, env: dict[str, str] | None
     ) -> ExecResult:
         argv = ["sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
+        gateway = self.config.gateway
+        if gateway is not None and gateway.active:
+            argv = gateway.wrap(argv)
         workdir = self.config.resolve_cwd(cwd)
         started_wall = time.time()
         oom_before = self._oom_kills()
