@@ -178,4 +178,5 @@ def cli_resources_for(config: ModelConfig, *, artifacts_dir: Path, task_max_step
         budgets=budgets_for(config, task_max_steps=task_max_steps),
         artifacts_dir=artifacts_dir,
         body_cap_bytes=getattr(settings, "GATEWAY_BODY_CAP_BYTES", 4_000_000),
+        price_table_path=settings.LLM_PRICE_TABLE or None,
     )

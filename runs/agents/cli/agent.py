@@ -80,7 +80,13 @@ class CliResources:
 
 @contextlib.contextmanager
 def cli_resources(
-    name: str, *, model: ModelSettings, budgets: Budgets, artifacts_dir: Path, body_cap_bytes: int
+    name: str,
+    *,
+    model: ModelSettings,
+    budgets: Budgets,
+    artifacts_dir: Path,
+    body_cap_bytes: int,
+    price_table_path: str | None = None,
 ) -> Iterator[CliResources]:
     """The definition, its cached install and an open gateway for one attempt; on a problem,
     resources that say why (the agent stage turns it into the attempt's outcome)."""
@@ -103,6 +109,7 @@ def cli_resources(
     if not model.model_name:
         yield CliResources(name, definition, error="[cli-config] no model name configured")
         return
+    from runs.agents.registry import retry_policy
     from runs.gateway import GatewayBudgets, GatewayConfig, open_gateway
 
     config = GatewayConfig(
@@ -117,8 +124,10 @@ def cli_resources(
         ),
         price_input_per_mtok=model.price_input_per_mtok,
         price_output_per_mtok=model.price_output_per_mtok,
+        price_table_path=price_table_path,
         record_path=artifacts_dir / "model_calls.jsonl",
         body_cap_bytes=body_cap_bytes,
+        retry=retry_policy(),
     )
     with open_gateway(config) as gateway:
         yield CliResources(name, definition, install.path, gateway, install_seconds=install.seconds)
