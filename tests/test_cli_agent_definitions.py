@@ -7,6 +7,7 @@ checked against its pinned integrity, into a cache folder of the test's own.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -238,3 +239,22 @@ def test_it_reads_each_clis_own_usage_report():
     summary = read_summary("mini-swe-agent", json.dumps(trajectory))
     assert (summary.turns, summary.is_error) == (4, False)
     assert read_summary("claude-json", "not json").to_dict() == {}
+
+
+RECORDINGS = Path(__file__).parent / "data" / "model_calls"
+
+
+@pytest.mark.parametrize(
+    ("cli", "api"),
+    [("claude-code", "anthropic-messages"), ("codex", "openai-responses"),
+     ("mini-swe-agent", "openai-chat")],
+)  # fmt: skip
+def test_the_committed_recordings_are_what_each_cli_sent_scrubbed(cli, api):
+    """tests/data/model_calls/<cli>.jsonl: a real run of the CLI on the toy task through the
+    gateway (refreshed with AB_RECORD_MODEL_CALLS, see tests/test_cli_agents_e2e.py)."""
+    text = (RECORDINGS / f"{cli}.jsonl").read_text()
+    records = [json.loads(line) for line in text.splitlines()]
+    assert [r["api"] for r in records] == [api] * 4
+    assert all(r["request"]["auth"] == "attempt-token" and r["status"] == 200 for r in records)
+    assert "sk-ab-test" not in text and "/tmp/pytest" not in text
+    assert set(re.findall(r"127\.0\.0\.1:(\w+)", text)) <= {"PORT"}
