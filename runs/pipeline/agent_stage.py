@@ -148,8 +148,9 @@ def is_empty_run(outcome: AgentOutcome, *, variant: str, duration: float) -> boo
     # Only a model-driven agent is expected to use tokens; scripted and oracle agents never do.
     # An agent that called tools or left the tests passing did produce output, even when the
     # server reported no usage (some OpenAI-compatible servers omit it).
+    # An agent CLI's outcome says itself whether it was empty (the gateway counted its calls).
     return (
-        variant in (AgentVariant.LLM, AgentVariant.CLI)
+        variant == AgentVariant.LLM
         and duration > EMPTY_RUN_MIN_SEC
         and outcome.tokens_in == 0
         and outcome.tokens_out == 0
