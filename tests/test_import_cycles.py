@@ -89,6 +89,11 @@ FORBIDDEN = {
     "runs.demo": {"runs.web", "runs.api", "runs.cli", "runs.workers", "runs.pipeline"},
     "runs.agents": {"runs.web", "runs.api", "runs.cli", "runs.workers", "runs.pipeline",
                     "runs.demo", "runs.results", "runs.models", "runs.services"},
+    # Pure: reads stored files into turns, whatever imports it (pages, API, imports).
+    "runs.transcript": {"runs.web", "runs.api", "runs.cli", "runs.workers", "runs.pipeline",
+                        "runs.demo", "runs.agents", "runs.results", "runs.models",
+                        "runs.services", "runs.artifacts", "runs.access", "runs.model_configs",
+                        "runs.data_version", "tasks_app", "benchsite"},
     "core": {"runs.web", "runs.api", "runs.cli", "runs.workers", "runs.demo"},
     "tasks_app.uploads": {"runs"},
 }  # fmt: skip
