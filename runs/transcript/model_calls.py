@@ -336,8 +336,10 @@ class _Builder:
             title = "budget exceeded"
         elif kind in ("refused", "forbidden", "denied") or "refus" in kind:
             title = "refused by the gateway"
-        elif status:
+        elif status >= 400:
             title = f"upstream error {status}"
+        elif reply_error:
+            title = "upstream error in the stream"
         else:
             title = "model error"
         detail = (
