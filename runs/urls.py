@@ -19,6 +19,11 @@ urlpatterns = [
         name="attempt-artifact",
     ),
     path(
+        "attempts/<uuid:public_id>/transcript.atif.json",
+        attempts.attempt_atif,
+        name="attempt-atif",
+    ),
+    path(
         "attempts/<uuid:public_id>/<str:which>.diff",
         attempts.attempt_patch,
         name="attempt-patch",
