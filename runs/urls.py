@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from runs.web import attempts, charts, control, results, runs
+from runs.web import attempts, charts, configs, control, results, runs
 
 urlpatterns = [
     path("runs/<uuid:public_id>/", runs.run_detail, name="run-detail"),
@@ -28,6 +28,7 @@ urlpatterns = [
         attempts.attempt_patch,
         name="attempt-patch",
     ),
+    path("configs/<slug:slug>/", configs.model_config_detail, name="model-config-detail"),
     path("suites/<slug:name>/launch/", control.suite_launch_view, name="suite-launch"),
     path("suites/<slug:name>/leaderboard/", results.leaderboard, name="suite-leaderboard"),
     path("suites/<slug:name>/compare/", results.compare, name="suite-compare"),

@@ -27,6 +27,7 @@ STAGE_TITLES = {
     "setup": "Setup commands",
     "baseline_run": "Baseline tests (before the agent)",
     "baseline_rerun": "Baseline tests, second run",
+    "condition_files": "The condition's files (added before the agent, not in the patch)",
     "agent_run": "Agent",
     "apply_test_patch": "Apply the test patch",
     "final_test": "Tests after the agent",
