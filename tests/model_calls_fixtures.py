@@ -35,26 +35,58 @@ def sse(events: list[tuple[str, Any]]) -> str:
     return "".join(chunks)
 
 
-def record(n: int, api: str, request: dict, response: str, **extra: Any) -> dict:
-    paths = {
-        "anthropic": "/v1/messages",
-        "responses": "/v1/responses",
-        "chat": "/v1/chat/completions",
+API = {"anthropic": "anthropic-messages", "responses": "openai-responses", "chat": "openai-chat"}
+PATHS = {"anthropic": "/v1/messages", "responses": "/v1/responses", "chat": "/v1/chat/completions"}
+
+
+def body(text: str, *, truncated: bool = False, status: int | None = None) -> dict:
+    """A request or response as the gateway records it (``agentbench.model_call.v1``)."""
+    data = text.encode()
+    kept = {
+        "body": text,
+        "body_encoding": "utf-8",
+        "body_bytes": len(data),
+        "body_kept_bytes": len(data),
+        "body_truncated": truncated,
     }
+    return kept | ({"status": status} if status is not None else {})
+
+
+def record(n: int, api: str, request: dict, response: str, **extra: Any) -> dict:
+    """One line of ``model_calls.jsonl`` in the gateway's format (runs/gateway)."""
     line = {
-        "n": n,
-        "api": api,
+        "format": "agentbench.model_call.v1",
+        "seq": n,
+        "started_at": "2026-01-05T10:00:00+00:00",
+        "duration_ms": 120,
+        "via": "sandbox",
         "method": "POST",
-        "path": paths[api],
-        "status": 200,
-        "stream": bool(request.get("stream")),
+        "path": PATHS[api],
+        "api": API[api],
+        "model_call": True,
         "model": request.get("model", ""),
-        "request": json.dumps(request),
-        "request_truncated": False,
-        "response": response,
-        "response_truncated": False,
+        "stream": bool(request.get("stream")),
+        "outcome": "ok",
+        "status": 200,
+        "retries": 0,
+        "attempts": [],
+        "error": None,
+        "usage": None,
+        "cost_usd": None,
+        "request": body(json.dumps(request)) | {"auth": "attempt-token"},
+        "response": body(response, status=200),
     }
     return line | extra
+
+
+def with_response(line: dict, text: str, *, status: int = 200, **extra: Any) -> dict:
+    """``line`` with another answer (an error, a cut stream)."""
+    truncated = extra.pop("truncated", False)
+    return (
+        line
+        | {"status": status, "response": body(text, truncated=truncated, status=status)}
+        | extra
+    )
 
 
 def jsonl(records: list[dict]) -> bytes:

@@ -4,6 +4,7 @@ cost per call, side calls folded, errors as errors, and cut or broken lines name
 
 from __future__ import annotations
 
+import base64
 import json
 
 import pytest
@@ -30,6 +31,7 @@ from tests.model_calls_fixtures import (
     jsonl,
     record,
     sse,
+    with_response,
 )
 from tests.pages_fixtures import (  # noqa: F401 - artifacts_root is a fixture
     artifacts_root,
@@ -121,37 +123,33 @@ def test_a_side_call_of_another_conversation_is_one_folded_turn():
 
 def test_errors_show_as_error_turns_refused_budget_and_upstream():
     records = anthropic_conversation(True)[:2]
-    # The upstream refused the key; the gateway kept its error body.
-    unauthorized = dict(
-        records[1],
-        n=3,
+    call = records[1] | {"usage": None, "cost_usd": None}
+    # The upstream refused the key (permanent, not retried); the gateway kept its error body.
+    upstream_401 = {
+        "type": "error",
+        "error": {"type": "authentication_error", "message": "invalid x-api-key"},
+    }
+    unauthorized = with_response(
+        call,
+        json.dumps(upstream_401),
         status=401,
-        response=json.dumps(
-            {
-                "type": "error",
-                "error": {"type": "authentication_error", "message": "invalid x-api-key"},
-            }
-        ),
-        usage=None,
-        cost_usd=None,
+        seq=3,
+        outcome="permanent_error",
+        error={"kind": "permanent", "message": "HTTP 401"},
     )
     # The gateway stopped the CLI at its call budget, without calling upstream.
-    budget = dict(
-        records[1],
-        n=4,
+    budget = with_response(
+        call,
+        json.dumps({"error": {"type": "budget_exceeded", "message": "max_calls=3 reached"}}),
         status=429,
-        response=json.dumps(
-            {"error": {"type": "budget_exceeded", "message": "max_calls=3 reached"}}
-        ),
-        error={"kind": "budget", "message": "calls budget (3) used up"},
-        usage=None,
-        cost_usd=None,
+        seq=4,
+        outcome="budget",
+        error={"kind": "budget", "message": "calls budget (3) used up", "budget": "calls"},
     )
     # A stream that ends in an error event (overloaded mid-stream).
-    overloaded = dict(
-        records[1],
-        n=5,
-        response=sse(
+    overloaded = with_response(
+        call,
+        sse(
             [
                 (
                     "message_start",
@@ -166,28 +164,48 @@ def test_errors_show_as_error_turns_refused_budget_and_upstream():
                 ),
             ]
         ),
-        usage=None,
-        cost_usd=None,
+        seq=5,
+        outcome="stream_error",
     )
-    refused = dict(
-        records[1],
-        n=6,
-        status=403,
-        response="forbidden",
+    # 529s retried until the gateway gave up.
+    exhausted = with_response(
+        call,
+        json.dumps(
+            {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+        ),
+        status=529,
+        seq=6,
+        outcome="transient_exhausted",
+        retries=4,
+    )
+    refused = with_response(
+        call,
+        "forbidden",
+        status=401,
+        seq=7,
+        outcome="refused",
         error={"kind": "refused", "message": "token expired"},
     )
-    t = read([*records, unauthorized, budget, overloaded, refused])
+    # Not a model call: Claude Code counting tokens; not a turn.
+    count = record(8, "anthropic", {"model": "m", "messages": []}, '{"input_tokens": 12}')
+    count |= {
+        "api": "anthropic-count-tokens",
+        "model_call": False,
+        "path": "/v1/messages/count_tokens",
+    }
+    t = read([*records, unauthorized, budget, overloaded, exhausted, refused, count])
     errors = [x for x in t.turns if x.is_error]
     assert [x.title for x in errors] == [
-        "upstream error 401",
+        "upstream error 401 (permanent)",
         "budget exceeded",
         "upstream error in the stream",
+        "upstream error 529 (after 4 retries)",
         "refused by the gateway",
     ]
     assert "authentication_error: invalid x-api-key" in errors[0].text.text
     assert "calls budget (3) used up" in errors[1].text.text
     assert "overloaded_error: Overloaded" in errors[2].text.text
-    assert "token expired" in errors[3].text.text
+    assert "token expired" in errors[4].text.text
     # The conversation itself is shown once, whatever the retries re-sent.
     assert [x.role for x in t.turns if not x.is_error] == [
         "system",
@@ -195,13 +213,17 @@ def test_errors_show_as_error_turns_refused_budget_and_upstream():
         "assistant",
         "assistant",
     ]
+    assert t.api_calls == 7 and any("1 request(s) that were no model call" in n for n in t.notes)
 
 
 def test_a_cut_body_or_a_broken_line_is_named_and_the_rest_still_reads():
     records = anthropic_conversation(True)
-    cut_request = dict(records[1], request=records[1]["request"][:200], request_truncated=True)
-    full = records[2]["response"]
-    cut_stream = dict(records[2], response=full[: full.index("Done") + 60], response_truncated=True)
+    request = records[1]["request"]
+    cut_request = records[1] | {
+        "request": request | {"body": request["body"][:200], "body_truncated": True}
+    }
+    full = records[2]["response"]["body"]
+    cut_stream = with_response(records[2], full[: full.index("Done") + 60], truncated=True)
     data = jsonl([records[0], cut_request]) + b"{ not json\n" + jsonl([cut_stream])
     t = transcript.load({"model_calls.jsonl": data}.get)
     assert t is not None and t.error == ""
@@ -211,6 +233,16 @@ def test_a_cut_body_or_a_broken_line_is_named_and_the_rest_still_reads():
     # What the cut stream held is shown; the call whose request was cut still shows its reply.
     texts = [x.text.text for x in t.turns if x.role == "assistant"]
     assert texts[-1].startswith("Done") and len(texts) == 3
+
+
+def test_lines_come_in_the_order_requests_arrived_and_base64_bodies_read():
+    """The gateway writes a line when its request ends, and keeps bytes that are not UTF-8 as
+    base64."""
+    records = anthropic_conversation(False)
+    encoded = base64.b64encode(records[2]["response"]["body"].encode()).decode()
+    records[2]["response"] |= {"body": encoded, "body_encoding": "base64"}
+    t = read([records[1], records[2], records[0]])
+    assert shape(t) == shape(read(anthropic_conversation(False)))
 
 
 def test_a_text_agent_over_chat_gets_its_bash_block_as_a_call_with_the_next_output():
@@ -331,13 +363,10 @@ def attempt(artifacts_root):  # noqa: F811
 @pytest.mark.django_db
 def test_the_attempt_page_shows_a_cli_run_escaped_with_its_problems(client, bob, attempt):
     records = anthropic_conversation(True)
-    request = json.loads(records[0]["request"])
-    request["messages"][0]["content"][0]["text"] = SCRIPT
-    records[0]["request"] = json.dumps(request)
-    for r in records[1:]:  # the later requests re-send the same first message
-        body = json.loads(r["request"])
+    for r in records:  # every request sends the same first message
+        body = json.loads(r["request"]["body"])
         body["messages"][0]["content"][0]["text"] = SCRIPT
-        r["request"] = json.dumps(body)
+        r["request"]["body"] = json.dumps(body)
     write_artifact(attempt, "model_calls.jsonl", jsonl(records) + b"{ broken\n")
     client.force_login(bob)
     body = client.get(reverse("attempt-detail", args=[attempt.public_id])).content.decode()

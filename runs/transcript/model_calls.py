@@ -1,8 +1,11 @@
 """A CLI agent's run, rebuilt from the model calls the gateway recorded (``model_calls.jsonl``).
 
-One JSON object a line, one line per call the CLI made (the gateway's format: ``api``, ``path``,
-``status``, the request and response bodies as text, byte for byte up to the gateway's cap,
-with a flag when cut; the raw SSE text for a stream; ``usage``, ``cost_usd``, ``error``).
+One JSON object a line, one line per request the CLI made (the gateway's format,
+``agentbench.model_call.v1``, documented in ``runs/gateway``: ``seq`` the order of arrival,
+``api``, ``model_call``, ``outcome``, ``status``, ``error``, ``usage``, ``cost_usd``, and
+``request`` / ``response`` with ``body`` kept byte for byte up to the gateway's cap, as text or
+base64, ``body_truncated`` when cut; a stream's body is its raw SSE text). Requests that are no
+model call (token counts, model lists) are counted in a note, not shown.
 Every call re-sends the whole conversation, so each message is shown once: a call's request
 is matched against the conversation so far (tool-call ids, else the text) and only what is new
 becomes turns, then its reply. Tool results are attached to the calls they answer, as the CLI
@@ -14,6 +17,8 @@ the line and the call; the rest is still shown.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from collections import Counter
 from dataclasses import dataclass, field
@@ -60,6 +65,7 @@ class Call:
     error: str
     error_kind: str
     model: str
+    retries: int = 0
     messages: list[Msg] | None = None  # None: the request could not be read
     continues: bool = False  # its request only holds what is new (previous_response_id)
     reply: Reply | None = None
@@ -90,8 +96,13 @@ def _body(record: dict, side: str) -> tuple[str | None, bool]:
     """(the body as text, whether the gateway cut it) for ``side`` "request" or "response"."""
     value = record.get(side)
     cut = bool(record.get(f"{side}_truncated"))
-    if isinstance(value, dict) and ("body" in value or "truncated" in value):
-        cut = cut or bool(value.get("truncated"))
+    if isinstance(value, dict) and ("body" in value or "body_truncated" in value):
+        cut = cut or bool(value.get("body_truncated") or value.get("truncated"))
+        if value.get("body_encoding") == "base64" and isinstance(value.get("body"), str):
+            try:
+                return base64.b64decode(value["body"]).decode("utf-8", "replace"), cut
+            except (binascii.Error, ValueError):
+                return None, cut
         value = value.get("body")
     if value is None:
         value = record.get(f"{side}_body")
@@ -104,6 +115,7 @@ def read_calls(data: bytes, notes: list[str]) -> list[Call]:
     cut_file = len(data) > MAX_FILE_BYTES
     lines = data[:MAX_FILE_BYTES].decode("utf-8", errors="replace").splitlines()
     calls: list[Call] = []
+    other = 0
     for number_, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -121,7 +133,17 @@ def read_calls(data: bytes, notes: list[str]) -> list[Call]:
         if not isinstance(record, dict):
             notes.append(f"{FILE} line {number_}: not a JSON object; skipped.")
             continue
+        if record.get("model_call") is False:
+            other += 1
+            continue
         calls.append(_call(record, number_, len(calls) + 1))
+    if other:
+        notes.append(
+            f"{other} request(s) that were no model call (token counts, model lists, paths not "
+            "forwarded) are not shown."
+        )
+    # Lines are written as requests end; the conversation goes in the order they came.
+    calls.sort(key=lambda c: c.n)
     return calls
 
 
@@ -131,6 +153,8 @@ def _call(record: dict, line: int, position: int) -> Call:
     usage = obj(record.get("usage"))
     error = record.get("error")
     kind = as_text(record.get("error_kind") or record.get("outcome"))
+    if kind == "ok":
+        kind = ""
     if isinstance(error, dict):
         kind = kind or as_text(error.get("kind") or error.get("type"))
         error = error.get("message") or error.get("detail") or json.dumps(error)
@@ -138,7 +162,7 @@ def _call(record: dict, line: int, position: int) -> Call:
     tokens_out = integer(usage.get("output_tokens", usage.get("completion_tokens")))
     call = Call(
         line=line,
-        n=integer(record.get("n")) or integer(record.get("index")) or position,
+        n=integer(record.get("seq")) or integer(record.get("n")) or position,
         api="",
         status=integer(record.get("status")),
         request=request,
@@ -151,6 +175,7 @@ def _call(record: dict, line: int, position: int) -> Call:
         error=as_text(error),
         error_kind=kind,
         model=as_text(record.get("model")),
+        retries=integer(record.get("retries")) or 0,
     )
     body = _read_request(call)
     call.api = api_of(record, body)
@@ -334,12 +359,18 @@ class _Builder:
         kind = call.error_kind.lower()
         if "budget" in kind:
             title = "budget exceeded"
-        elif kind in ("refused", "forbidden", "denied") or "refus" in kind:
+        elif kind in ("refused", "not_allowed", "bad_request") or "refus" in kind:
             title = "refused by the gateway"
+        elif kind == "client_gone":
+            title = "the CLI hung up"
+        elif kind == "stream_error" or (reply_error and status < 400):
+            title = "upstream error in the stream"
         elif status >= 400:
             title = f"upstream error {status}"
-        elif reply_error:
-            title = "upstream error in the stream"
+            if kind == "permanent_error":
+                title += " (permanent)"
+            elif kind == "transient_exhausted":
+                title += f" (after {call.retries} retries)"
         else:
             title = "model error"
         detail = (
