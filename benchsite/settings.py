@@ -210,6 +210,11 @@ STRICT_PATCH = envbool("AGENTBENCH_STRICT_PATCH", False)
 LLM_RETRY_MAX_ATTEMPTS = envint("LLM_RETRY_MAX_ATTEMPTS", 5)
 LLM_RETRY_BASE_DELAY_SEC = envfloat("LLM_RETRY_BASE_DELAY_SEC", 1.0)
 LLM_RETRY_MAX_DELAY_SEC = envfloat("LLM_RETRY_MAX_DELAY_SEC", 30.0)
+
+# Conditions: the files a model configuration adds to the workspace (runs/conditions.py).
+CONDITION_FILES_MAX = envint("CONDITION_FILES_MAX", 200)
+CONDITION_FILE_MAX_BYTES = envint("CONDITION_FILE_MAX_BYTES", 256 * 1024)
+CONDITION_FILES_MAX_BYTES = envint("CONDITION_FILES_MAX_BYTES", 1024 * 1024)
 # A JSON file of model prices (USD per million tokens) over the built-in table.
 LLM_PRICE_TABLE = envstr("LLM_PRICE_TABLE", "")
 

@@ -190,6 +190,52 @@ def read_transcript(attempt: Attempt) -> transcript.Transcript | None:
     )
 
 
+class AtifExportError(ValueError):
+    """Our export did not pass the ATIF check (a bug of ours, named field by field)."""
+
+
+def attempt_atif(attempt: Attempt) -> dict | None:
+    """The attempt's transcript as an ATIF trajectory (Harbor's format), whole texts (not the
+    page's cut), checked against the format; None when the attempt has no transcript or its
+    file cannot be read. The same turns read back (``runs.transcript.parse_atif``)."""
+    if not attempt_root(attempt):
+        return None
+    with transcript.full_blocks():
+        found = read_transcript(attempt)
+    if found is None or found.error:
+        return None
+    config = attempt.model_config
+    document = transcript.to_atif(
+        found,
+        agent_name=config.name,
+        agent_version=attempt.run.harness_version or settings.HARNESS_VERSION,
+        session_id=str(attempt.public_id),
+        extra={
+            "attempt": str(attempt.public_id),
+            "run": str(attempt.run.public_id),
+            "suite": attempt.suite.name,
+            "task_id": attempt.task.task_id,
+            "sample": attempt.sample_index,
+            "model_config": config.name,
+            "agent_variant": config.agent_variant,
+            "outcome": attempt.outcome,
+            "failure_reason": attempt.failure_reason_id or "",
+            # The patch travels with the turns, so an import of this file can evaluate it.
+            "submission": found.submission or attempt.final_patch or "",
+        },
+    )
+    if not document["agent"].get("model_name") and config.model_name:
+        document["agent"]["model_name"] = config.model_name
+    problems = transcript.atif.validate(document)
+    if problems:
+        raise AtifExportError("; ".join(problems))
+    return document
+
+
+def atif_file_name(attempt: Attempt) -> str:
+    return f"{attempt.task.task_id}__{attempt.sample_index}.atif.json".replace('"', "")
+
+
 def _text(value) -> str:
     if value is None:
         return ""

@@ -10,6 +10,7 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils.text import slugify
 
+from runs import conditions
 from runs.taxonomy import Category, Stage
 
 
@@ -102,6 +103,10 @@ class ModelConfig(models.Model):
     price_output_per_mtok = models.DecimalField(
         max_digits=10, decimal_places=4, null=True, blank=True
     )
+    # The condition: files added to the workspace before the agent starts ({relative path:
+    # text}; runs/conditions.py). Results reads defer it: ``condition`` names it for them.
+    workspace_files = models.JSONField(default=dict, blank=True)
+    condition = models.CharField(max_length=200, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -113,7 +118,35 @@ class ModelConfig(models.Model):
     def save(self, *args, **kwargs) -> None:
         if not self.slug:
             self.slug = self._free_slug()
+        if "workspace_files" in self.__dict__:  # not deferred: the label follows the files
+            self.condition = conditions.condition_label(self.workspace_files or {})
+            fields = kwargs.get("update_fields")
+            if fields is not None and "workspace_files" in fields:
+                kwargs["update_fields"] = {*fields, "condition"}
         super().save(*args, **kwargs)
+
+    def clean(self) -> None:
+        from django.core.exceptions import ValidationError
+
+        try:
+            self.workspace_files = conditions.clean_files(
+                self.workspace_files,
+                max_files=settings.CONDITION_FILES_MAX,
+                max_file_bytes=settings.CONDITION_FILE_MAX_BYTES,
+                max_total_bytes=settings.CONDITION_FILES_MAX_BYTES,
+            )
+        except conditions.ConditionError as exc:
+            raise ValidationError({"workspace_files": exc.problems}) from None
+
+    def agent_key(self) -> str:
+        """The same for two configurations that differ only in their condition."""
+        return conditions.agent_key(
+            {
+                f.attname: getattr(self, f.attname)
+                for f in self._meta.concrete_fields
+                if f.attname not in conditions.NOT_THE_AGENT
+            }
+        )
 
     def _free_slug(self) -> str:
         # "Agent X" and "agent x" are different names with the same slug: number the later one.

@@ -7,10 +7,11 @@ Reads are querysets; writes call the same services as the pages and the admin
 import contextlib
 import mimetypes
 import uuid
+from typing import Literal
 
 from django.core.exceptions import PermissionDenied
 from django.db.models import Q
-from django.http import FileResponse, HttpRequest
+from django.http import FileResponse, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404
 from ninja import Query, Router, Status
 from ninja.pagination import paginate
@@ -318,18 +319,37 @@ def attempt_detail(request: HttpRequest, public_id: uuid.UUID):
     auth=ARTIFACT_READ,
     summary="An attempt's conversation, normalised as on the attempt page",
     description="Read from its trajectory (mini-swe-agent .traj.json, SWE-agent .traj, an "
-    "Inspect sample) or our agents' llm_messages.jsonl / events.jsonl, the first present. "
-    "404 when the attempt has none; a file that cannot be read gives 200 with `error` set.",
+    "Inspect sample, an imported ATIF trajectory), a CLI's model_calls.jsonl, or our agents' "
+    "llm_messages.jsonl / events.jsonl, the first present. 404 when the attempt has none; a "
+    "file that cannot be read gives 200 with `error` set. `format=atif`: the same turns as an "
+    "ATIF trajectory (Harbor's Agent Trajectory Interchange Format, checked against its "
+    "models), whole texts, as a JSON download.",
 )
-def attempt_transcript(request: HttpRequest, public_id: uuid.UUID):
+def attempt_transcript(
+    request: HttpRequest, public_id: uuid.UUID, format: Literal["json", "atif"] = "json"
+):
     _require_reader(request)
     attempt = get_object_or_404(Attempt, public_id=public_id)
+    if format == "atif":
+        return _atif_response(attempt)
     transcript = artifacts.read_transcript(attempt)
     if transcript is None:
         raise ApiInputError(
             "public_id", "this attempt has no transcript", status=404, location="path"
         )
     return transcript
+
+
+def _atif_response(attempt: Attempt) -> HttpResponse:
+    """The transcript as an ATIF trajectory, a JSON download (``runs.artifacts.attempt_atif``)."""
+    document = artifacts.attempt_atif(attempt)
+    if document is None:
+        raise ApiInputError(
+            "public_id", "this attempt has no readable transcript", status=404, location="path"
+        )
+    response = JsonResponse(document, json_dumps_params={"ensure_ascii": False})
+    response["Content-Disposition"] = f'attachment; filename="{artifacts.atif_file_name(attempt)}"'
+    return response
 
 
 @router.get(

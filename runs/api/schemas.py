@@ -63,6 +63,10 @@ class ModelConfigOut(Schema):
     log_llm_messages: bool
     price_input_per_mtok: float | None
     price_output_per_mtok: float | None
+    workspace_files: dict[str, str] = Field(
+        description="the condition: files added to the workspace before the agent starts"
+    )
+    condition: str = Field(description="the condition's name: its paths and a digest")
     created_at: dt.datetime
 
 
@@ -115,6 +119,13 @@ class ModelConfigIn(Schema):
     log_llm_messages: bool = True
     price_input_per_mtok: Price | None = None
     price_output_per_mtok: Price | None = None
+    workspace_files: dict[str, str] = Field(
+        {},
+        description="the condition: {path relative to the repository: text} written into the "
+        "workspace before the agent starts, kept out of the final patch (no '..', nothing in "
+        ".git; CONDITION_FILES_MAX files, CONDITION_FILE_MAX_BYTES each, "
+        "CONDITION_FILES_MAX_BYTES in all)",
+    )
 
 
 class ModelConfigFilter(FilterSchema):
@@ -356,6 +367,7 @@ class LeaderboardRowOut(ScoreFields):
     runs: list[uuid.UUID]
     date: dt.datetime | None
     agent_variant: str
+    condition: str = Field(description="the files its configuration adds (a condition), or ''")
     is_published: bool
     is_reference: bool
     infra: int = Field(description="same as excluded")
@@ -403,6 +415,7 @@ class CompareEntryOut(Schema):
     kind: Literal["run", "config"]
     label: str
     model: ModelRefOut
+    condition: str = Field(description="the files its configuration adds to the workspace")
     run: uuid.UUID | None
     runs: list[uuid.UUID]
 
@@ -414,6 +427,10 @@ class CompareSummaryOut(CompareEntryOut, ScoreFields):
 class ComparePairOut(Schema):
     a: CompareEntryOut
     b: CompareEntryOut
+    same_agent: bool = Field(
+        description="two conditions of one agent: the configurations differ only in the "
+        "files they add to the workspace, so the delta is the condition's effect"
+    )
     paired: int
     fixed_by_b: list[str] = Field(description="tasks where b's resolved share is higher")
     regressed: list[str]

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 from billiard.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 
+from runs import conditions
 from runs.agents.contract import AgentOutcome
 from runs.models import AgentVariant, Attempt, AttemptStatus
-from runs.pipeline import artifacts, persist, stages, swebench, workspace
+from runs.pipeline import artifacts, condition_files, persist, stages, swebench, workspace
 from runs.pipeline.agent_stage import cli_resources_for, run_agent_stage
 from runs.pipeline.outcome import decide
 from runs.pipeline.plan import TaskPlan, plan_for_task
@@ -179,6 +180,15 @@ class _Execution:
                 return
             if self.attempt.model_config.agent_variant == AgentVariant.BASELINE:
                 return
+            files = self.attempt.model_config.workspace_files or {}
+            if files:
+                # The condition: its files are the agent's input, written after the baseline
+                # (which tests the task as it is) and kept out of the final patch.
+                self._checkpoint(condition_files.STAGE_NAME, Stage.SETUP)
+                written = condition_files.write_condition_files(sandbox, plan, files)
+                if self._record(written).reason is not None:
+                    return
+                excludes = excludes + conditions.diff_excludes(files)
             self._checkpoint("agent_run", Stage.AGENT_RUN)
             with stages.ticking(self.heartbeat, settings.ATTEMPT_HEARTBEAT_SEC):
                 agent_stage, self.agent_outcome = run_agent_stage(

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
-from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 
@@ -27,6 +27,7 @@ STAGE_TITLES = {
     "setup": "Setup commands",
     "baseline_run": "Baseline tests (before the agent)",
     "baseline_rerun": "Baseline tests, second run",
+    "condition_files": "The condition's files (added before the agent, not in the patch)",
     "agent_run": "Agent",
     "apply_test_patch": "Apply the test patch",
     "final_test": "Tests after the agent",
@@ -211,6 +212,21 @@ def attempt_artifact(request: HttpRequest, public_id, path: str) -> HttpResponse
         filename=posixpath.basename(name),
         content_type="application/octet-stream",
     )
+
+
+def attempt_atif(request: HttpRequest, public_id) -> HttpResponse:
+    """The transcript as an ATIF trajectory (Harbor's format), a JSON download; readable with
+    the same rights as the transcript (``runs.artifacts.attempt_atif``)."""
+    attempt = _attempt(public_id)
+    refused = _refuse_non_readers(request)
+    if refused:
+        return refused
+    document = artifacts.attempt_atif(attempt)
+    if document is None:
+        raise Http404("this attempt has no readable transcript")
+    response = JsonResponse(document, json_dumps_params={"ensure_ascii": False})
+    response["Content-Disposition"] = f'attachment; filename="{artifacts.atif_file_name(attempt)}"'
+    return response
 
 
 def attempt_patch(request: HttpRequest, public_id, which: str) -> HttpResponse:
