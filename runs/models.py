@@ -137,6 +137,21 @@ class ModelConfig(models.Model):
             )
         except conditions.ConditionError as exc:
             raise ValidationError({"workspace_files": exc.problems}) from None
+        if self.agent_variant == AgentVariant.CLI:
+            self._clean_cli()
+
+    def _clean_cli(self) -> None:
+        from django.core.exceptions import ValidationError
+
+        from runs.agents.cli.definition import DEFINITIONS_DIR
+
+        known = sorted(p.stem for p in DEFINITIONS_DIR.glob("*.yaml"))
+        if self.cli_agent not in known:
+            raise ValidationError(
+                {"cli_agent": f"name an agent CLI definition: {', '.join(known)}"}
+            )
+        if not self.model_name:
+            raise ValidationError({"model_name": "an agent CLI needs the model name to ask for"})
 
     def agent_key(self) -> str:
         """The same for two configurations that differ only in their condition."""
@@ -160,21 +175,6 @@ class ModelConfig(models.Model):
         while candidate in taken:
             candidate, n = f"{base}-{n}", n + 1
         return candidate
-
-    def clean(self) -> None:
-        from django.core.exceptions import ValidationError
-
-        if self.agent_variant != AgentVariant.CLI:
-            return
-        from runs.agents.cli.definition import DEFINITIONS_DIR
-
-        known = sorted(p.stem for p in DEFINITIONS_DIR.glob("*.yaml"))
-        if self.cli_agent not in known:
-            raise ValidationError(
-                {"cli_agent": f"name an agent CLI definition: {', '.join(known)}"}
-            )
-        if not self.model_name:
-            raise ValidationError({"model_name": "an agent CLI needs the model name to ask for"})
 
     def sampling_params(self) -> dict:
         params = {
