@@ -31,8 +31,8 @@ from tests.cli_upstream import (
     keys_seen,
     scrubbed_recording,
 )
+from tests.pages_fixtures import artifacts_root  # noqa: F401  (fixture; resets the storage too)
 from tests.pipeline_fixtures import (
-    artifacts_root,  # noqa: F401  (fixture)
     attempt_folder,
     backend,  # noqa: F401  (fixture)
     get_task,
@@ -71,9 +71,38 @@ def assert_ran_through_the_gateway(attempt, upstream: ScriptedUpstream, cli: str
     return model_calls
 
 
+TOOL_NAMES = {
+    "claude-code": ["Read", "Bash", "Edit"],
+    "codex": ["exec_command"] * 3,
+    "mini-swe-agent": [],  # its actions are bash blocks in the text (checked apart)
+}
+
+
+def assert_the_page_shows_the_cli_run(client, reader, attempt, cli: str) -> None:
+    """The attempt page and the transcript API show the CLI's model calls and tool calls,
+    read from what the gateway recorded."""
+    from django.urls import reverse
+
+    client.force_login(reader)
+    page = client.get(reverse("attempt-detail", args=[attempt.public_id])).content.decode()
+    assert "model calls (recorded by the gateway)" in page
+    assert 'id="cli-exit"' in page
+    api = client.get(f"/api/attempts/{attempt.public_id}/transcript").json()
+    assert api["source"] == "model-calls" and api["api_calls"] == attempt.steps
+    calls = [c for t in api["turns"] for c in t.get("tool_calls") or []]
+    assert [c["name"] for c in calls] == TOOL_NAMES[cli], calls
+    assert all(c["result"]["text"] for c in calls)  # each with its result as the CLI sent it
+    if cli == "mini-swe-agent":
+        texts = [(t.get("text") or {}).get("text", "") for t in api["turns"]
+                 if t["role"] == "assistant"]  # fmt: skip
+        assert sum("mswea_bash_command" in text for text in texts) == 4, texts
+    for name in TOOL_NAMES[cli]:
+        assert name in page
+
+
 @pytest.mark.parametrize("cli", CLIS)
 def test_each_cli_fixes_the_toy_task_through_the_gateway(
-    cli, backend, artifacts_root, monkeypatch, cli_installs
+    cli, backend, artifacts_root, monkeypatch, cli_installs, client, bob
 ):
     monkeypatch.setenv(UPSTREAM_KEY_ENV, REAL_KEY)
     import_tasks()
@@ -105,6 +134,7 @@ def test_each_cli_fixes_the_toy_task_through_the_gateway(
     assert log.startswith("# stage agent_run") and "exit 0" in log
     for stored in (log, json.dumps(record), attempt.error_text + attempt.stderr_tail):
         assert REAL_KEY not in stored
+    assert_the_page_shows_the_cli_run(client, bob, attempt, cli)
     # AB_RECORD_MODEL_CALLS=tests/data/model_calls refreshes the committed recordings.
     record_to = os.environ.get("AB_RECORD_MODEL_CALLS")
     if record_to and backend == "docker":
