@@ -23,6 +23,7 @@ import itertools
 import json
 import re
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -86,6 +87,7 @@ class ScriptedUpstream:
     plan: list[Step]
     fail_status: int | None = None
     usage: tuple[int, int] = (1200, 80)
+    delay_sec: float = 0.0  # wait this long before every answer (a slow provider)
     requests: list[Recorded] = field(default_factory=list)
     _server: ThreadingHTTPServer | None = None
 
@@ -140,6 +142,7 @@ class _Handler(BaseHTTPRequestHandler):
             body = {"_unparsed": raw.decode(errors="replace")}
         path = self.path.split("?")[0]
         self.owner.requests.append(Recorded(self.path, dict(self.headers), body))
+        time.sleep(self.owner.delay_sec)
         if path.endswith("/messages"):
             api = "anthropic"
         elif path.endswith("/responses"):

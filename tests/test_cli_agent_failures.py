@@ -130,3 +130,41 @@ def test_a_cli_that_cannot_start_is_a_permanent_empty_run(artifacts_root, monkey
     finished = assert_aborted_with_one_fingerprint(run, "[cli-start]")
     assert finished[0].agent_exit_code == 127
     assert finished[0].is_empty_run
+
+
+# --- limits: the gateway's budgets and the harness's clock, with a real CLI ---------------
+
+
+def run_one(config):
+    from runs.pipeline.adhoc import attempt_create_adhoc
+
+    import_tasks()
+    attempt = attempt_create_adhoc(task=get_task("toy_fail_pytest"), model_config=config)
+    return attempt_execute(attempt, backend="docker")
+
+
+def test_a_cli_past_its_calls_budget_gave_up_naming_the_budget(artifacts_root, monkeypatch):
+    monkeypatch.setenv(UPSTREAM_KEY_ENV, REAL_KEY)
+    plan = [Step.read("/workspace/repo/src/toy/calc.py")] * 10  # never finishes by itself
+    with ScriptedUpstream(plan) as upstream:
+        config = cli_model_config("claude-code", upstream, name="claude 2 calls",
+                                  max_model_calls=2)  # fmt: skip
+        attempt = run_one(config)
+        upstream_calls = len(upstream.model_requests("/messages"))
+    assert attempt.failure_reason_id == "AGENT_GAVE_UP", attempt.error_text
+    assert "[budget:calls]" in attempt.error_text
+    assert not attempt.is_infra  # the agent's result: it counts
+    assert upstream_calls == attempt.steps == 2  # the third call never left the gateway
+
+
+def test_a_cli_killed_at_its_time_limit_is_a_timeout_of_ours(artifacts_root, monkeypatch):
+    monkeypatch.setenv(UPSTREAM_KEY_ENV, REAL_KEY)
+    # The provider takes a minute to answer; the CLI may run 8 seconds.
+    with ScriptedUpstream([Step.finish()], delay_sec=60) as upstream:
+        config = cli_model_config("codex", upstream, name="codex 8s", max_time_sec=8)
+        attempt = run_one(config)
+    assert attempt.failure_reason_id == "TIMEOUT", attempt.error_text
+    assert attempt.is_timeout and attempt.is_infra
+    assert attempt.error_text.startswith("[timeout] TIMEOUT in agent_run: Codex CLI killed by")
+    assert "by the harness at its time limit (8s)" in attempt.error_text
+    assert attempt.agent_exit_code == 124

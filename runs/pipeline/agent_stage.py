@@ -120,7 +120,11 @@ def agent_stage_result(
     stage.note = outcome.error_text
     if outcome.is_timeout:
         stage.reason = Reason.TIMEOUT
-        stage.note = f"[timeout] agent stopped after {duration:.1f}s: {outcome.stop}"
+        stage.note = (
+            outcome.error_text  # an agent CLI's own words: killed by the harness, and when
+            if outcome.error_text.startswith("[timeout]")
+            else f"[timeout] agent stopped after {duration:.1f}s: {outcome.stop}"
+        )
     elif is_empty_run(outcome, variant=variant, duration=duration):
         outcome.is_empty_run = True
         stage.reason = Reason.LLM_ERROR

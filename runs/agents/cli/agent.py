@@ -120,7 +120,10 @@ def cli_resources(
             max_calls=budgets.max_model_calls,
             max_tokens=budgets.max_tokens,
             max_cost_usd=budgets.max_cost_usd,
-            max_wall_sec=budgets.max_time_sec,
+            # Wall time is the harness's clock on the CLI process (killed at max_time_sec:
+            # TIMEOUT, ours): the gateway opens before the sandbox, so its clock would count
+            # setup and the baseline too.
+            max_wall_sec=None,
         ),
         price_input_per_mtok=model.price_input_per_mtok,
         price_output_per_mtok=model.price_output_per_mtok,
@@ -224,7 +227,17 @@ class CliAgent:
         joined = "".join(f'"$AB_PROMPT_{i}"' for i in range(len(chunks)))
         dirs = " ".join(shlex.quote(f"{SANDBOX_HOME}/{d}") for d in definition.spec.writable)
         prepare = f"printf %s {joined} > {PROMPT_PATH}" + (f" && mkdir -p {dirs}" if dirs else "")
-        sb.exec(prepare, timeout=60, env=env)
+        prepared = sb.exec(prepare, timeout=60, env=env)
+        if not prepared.ok:  # the CLI never starts: an empty run that says why
+            return CliRun(
+                prepared.exit_code,
+                None,
+                False,
+                prepared.oom_killed,
+                0.0,
+                "",
+                f"could not write the prompt into the sandbox: {prepared.stderr}",
+            )
         values["prompt"] = ""
         argv = [render(t, values) for t in definition.spec.command]
         command = " ".join(shlex.quote(a) for a in argv)

@@ -93,7 +93,7 @@ def classify(name: str, run: CliRun, gateway: GatewayView, *, time_limit: float)
         return Classified(
             Reason.TIMEOUT,
             "time_budget",
-            f"[timeout] {name} killed by the harness at its time limit ({time_limit:.0f}s)",
+            f"[timeout] {name} killed by the harness at its time limit ({time_limit:g}s)",
             is_timeout=True,
         )
     if run.oom_killed:
