@@ -401,6 +401,22 @@ def test_an_unknown_model_is_permanent(tmp_path: Path) -> None:
     assert gw.summary.permanent_error.status == 404
 
 
+def test_a_failing_look_up_that_is_no_model_call_is_no_attempt_error(tmp_path: Path) -> None:
+    """A 404 for the model list says nothing of the model calls; a 401 says the key is bad."""
+    missing = fake.error(404, "not_found_error", "no such route")
+    refused = fake.error(401, "authentication_error", "invalid key")
+    with (
+        FakeProvider([missing, refused]) as upstream,
+        open_gateway(config(upstream, tmp_path)) as gw,
+    ):
+        with pytest.raises(openai.NotFoundError):
+            openai_client(gw).models.list()
+        assert gw.summary.permanent_error is None
+        with pytest.raises(openai.AuthenticationError):
+            openai_client(gw).models.list()
+    assert gw.summary.permanent_error.status == 401 and gw.summary.calls == 0
+
+
 def test_a_429_is_retried_after_the_time_retry_after_asks(tmp_path: Path) -> None:
     limited = fake.error(429, "rate_limit_error", "slow down", headers={"retry-after": "1"})
     with (

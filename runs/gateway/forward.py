@@ -247,7 +247,7 @@ class Call:
                 )
             if failure.kind == "permanent":
                 return failure
-            gw.ledger.add(transient_failures=1)
+            self._count(transient_failures=1)
             wait = policy.delay(attempt, retry_after)
             tried: dict[str, Any] = {
                 "status": failure.status if failure.from_upstream else None,
@@ -261,7 +261,7 @@ class Call:
             tried["waited_sec"] = round(wait, 3)
             self.record["attempts"].append(tried)
             self.record["retries"] = attempt
-            gw.ledger.add(retries=1)
+            self._count(retries=1)
             if gw.wait_closed(wait):
                 return failure
 
@@ -301,6 +301,19 @@ class Call:
             from_upstream=False,
         )
 
+    # -- the summary ------------------------------------------------------------------------
+
+    def _count(self, **counts: int) -> None:
+        """Failures count for the model calls alone: a CLI's look-up of the model list that
+        fails says nothing of the attempt's model calls."""
+        if self.record["model_call"]:
+            self.gw.ledger.add(**counts)
+
+    def _permanent(self, message: str, status: int | None) -> None:
+        """A permanent error of a model call, or a key refused on any path (401, 403)."""
+        if self.record["model_call"] or status in (401, 403):
+            self.gw.ledger.permanent(UpstreamError(self.gw.scrub_text(message), status))
+
     # -- answers ----------------------------------------------------------------------------
 
     def _fail(self, failed: Failed) -> None:
@@ -308,15 +321,13 @@ class Call:
         if failed.kind == "permanent":
             self.record["outcome"] = "permanent_error"
             where = f"{self.h.command} {self.h.path.split('?')[0]}"
-            self.gw.ledger.permanent(
-                UpstreamError(
-                    f"the upstream answered HTTP {failed.status} to {where}: {failed.message}",
-                    failed.status,
-                )
+            self._permanent(
+                f"the upstream answered HTTP {failed.status} to {where}: {failed.message}",
+                failed.status,
             )
         else:
             self.record["outcome"] = "transient_exhausted"
-            self.gw.ledger.add(transient_exhausted=1)
+            self._count(transient_exhausted=1)
         headers = [(k, v) for k, v in failed.headers if k.lower() not in NOT_RETURNED]
         self._send_whole(failed.status, failed.reason, headers, failed.body)
 
@@ -372,7 +383,7 @@ class Call:
                 whole = self.gw.scrub(exchange.read_all(cfg.max_response_bytes))
             except (OSError, ValueError, http.client.HTTPException) as exc:
                 exchange.abort()
-                self.gw.ledger.add(transient_failures=1)
+                self._count(transient_failures=1)
                 self._fail(self._no_answer(exc))
                 return
             exchange.finish()
@@ -462,15 +473,10 @@ class Call:
             self.record["outcome"] = "stream_error"
             self.record["error"] = {"kind": kind, "message": self.gw.scrub_text(error)}
             if kind == "permanent":
-                self.gw.ledger.permanent(
-                    UpstreamError(
-                        f"the upstream's answer to {self.h.command} {self.h.path.split('?')[0]} "
-                        f"reported: {error}",
-                        status,
-                    )
-                )
+                where = f"{self.h.command} {self.h.path.split('?')[0]}"
+                self._permanent(f"the upstream's answer to {where} reported: {error}", status)
             else:
-                self.gw.ledger.add(transient_failures=1, transient_exhausted=1)
+                self._count(transient_failures=1, transient_exhausted=1)
         if not usage.found or self.api not in wire.MODEL_CALL_APIS:
             return
         price = self.gw.price(model)
