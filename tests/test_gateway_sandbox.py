@@ -12,6 +12,7 @@ import base64
 import contextlib
 import io
 import json
+import os
 import tarfile
 import threading
 import uuid
@@ -26,7 +27,8 @@ from runs.gateway import Gateway, open_gateway
 from sandbox import BACKENDS, open_sandbox
 from sandbox.base import Sandbox, SandboxConfig
 from sandbox.docker_backend import DockerSandbox
-from sandbox.gateway_mount import DEFAULT_PORT, FORWARDER_PATH
+from sandbox.errors import SandboxError
+from sandbox.gateway_mount import DEFAULT_PORT, FORWARDER_PATH, forwarder_binary, source_key
 from sandbox.host_fence import host_ipv4_addresses
 from tests import provider_fake_server as fake
 from tests.gateway_fixtures import REAL_KEY, config, records
@@ -395,3 +397,16 @@ def test_a_token_from_another_sandbox_is_refused(make_sandbox: MakeSandbox, tmp_
     assert out["calls"][0][0] == 401
     assert upstream.requests == []
     assert mine.summary.refused == 1 and theirs.summary.requests == 0
+
+
+def test_the_forwarder_is_built_once_per_source_version(tmp_path: Path) -> None:
+    first = forwarder_binary(tmp_path / "cache")
+    assert first == tmp_path / "cache" / source_key() / "forward"
+    assert os.access(first, os.X_OK)
+    built = first.stat().st_mtime_ns
+    assert forwarder_binary(tmp_path / "cache") == first
+    assert first.stat().st_mtime_ns == built  # from the cache, not built again
+    blocked = tmp_path / "blocked"
+    blocked.touch()  # a file where the cache folder should be (root writes anywhere else)
+    with pytest.raises(SandboxError, match="GATEWAY_FORWARDER_CACHE"):
+        forwarder_binary(blocked)
