@@ -581,6 +581,32 @@ def test_the_token_dies_with_the_gateway(tmp_path: Path) -> None:
     assert len(upstream.requests) == 1
 
 
+def test_a_request_body_over_the_limit_is_refused_unread(tmp_path: Path) -> None:
+    with (
+        FakeProvider() as upstream,
+        open_gateway(config(upstream, tmp_path, max_request_bytes=1000)) as gw,
+    ):
+        status, headers, body = raw_post(
+            gw.host_base_url,
+            "/chat/completions",
+            {"model": "gpt-4o", "messages": [{"role": "user", "content": "x" * 2000}]},
+            {"authorization": f"Bearer {gw.token}"},
+        )
+        bad, _, _ = raw_post(
+            gw.host_base_url,
+            "/chat/completions",
+            b"{}",
+            {"authorization": f"Bearer {gw.token}", "content-length": "nope"},
+        )
+    assert status == 413 and headers["connection"] == "close"
+    assert "over 1000 bytes" in json.loads(body)["error"]["message"]
+    assert bad == 400
+    assert upstream.requests == []
+    found = records(tmp_path / "model_calls.jsonl")
+    assert [r["outcome"] for r in found] == ["bad_request"] * 2
+    assert found[0]["request"]["body_bytes"] == 0 and found[0]["request"]["auth"] == "attempt-token"
+
+
 def test_it_forwards_only_the_model_apis(tmp_path: Path) -> None:
     with FakeProvider() as upstream, open_gateway(config(upstream, tmp_path)) as gw:
         for method, path in [

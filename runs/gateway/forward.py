@@ -49,6 +49,15 @@ class ClientGone(Exception):
     """The CLI closed its connection while we answered."""
 
 
+class BadRequest(Exception):
+    """A request body the gateway will not read (too large, malformed framing)."""
+
+    def __init__(self, status: int, kind: str, message: str):
+        super().__init__(message)
+        self.status = status
+        self.kind = kind
+
+
 @dataclass
 class Failed:
     """No success from the upstream after retries (or a permanent error at once)."""
@@ -107,20 +116,18 @@ class Call:
 
     def _run(self) -> None:
         cfg = self.gw.config
+        auth = self._auth()
+        capture = Capture(cfg.body_cap_bytes)
+        self.record["request"] = {"headers": headers_record(self.headers), "auth": auth}
         try:
             body = self._read_body(cfg.max_request_bytes)
-        except ValueError as exc:
-            self.h.close_connection = True
-            self._refuse(413, "request_too_large", str(exc), outcome="bad_request")
+        except BadRequest as exc:
+            self.record["request"].update(capture.as_record())
+            self.h.close_connection = True  # the rest of the body is not read
+            self._refuse(exc.status, exc.kind, str(exc), outcome="bad_request")
             return
-        capture = Capture(cfg.body_cap_bytes)
         capture.feed(body)
-        auth = self._auth()
-        self.record["request"] = {
-            "headers": headers_record(self.headers),
-            "auth": auth,
-            **capture.as_record(),
-        }
+        self.record["request"].update(capture.as_record())
         if self.gw.closed or auth != "attempt-token":
             if not self.gw.closed:
                 self.gw.ledger.add(refused=1)
@@ -167,22 +174,28 @@ class Call:
 
     def _read_body(self, limit: int) -> bytes:
         rfile = self.h.rfile
-        if "chunked" in self.hdict.get("transfer-encoding", "").lower():
-            data = bytearray()
-            while True:
-                size = int(rfile.readline(1024).split(b";")[0].strip() or b"0", 16)
-                if size == 0:
-                    while rfile.readline(65536) not in (b"\r\n", b"\n", b""):
-                        pass  # trailers
-                    return bytes(data)
-                if len(data) + size > limit:
-                    raise ValueError(f"agentbench gateway: a request body is over {limit} bytes")
-                data += rfile.read(size)
-                rfile.readline(1024)
-        length = int(self.hdict.get("content-length") or 0)
+        too_large = BadRequest(
+            413, "request_too_large", f"agentbench gateway: a request body is over {limit} bytes"
+        )
+        try:
+            if "chunked" in self.hdict.get("transfer-encoding", "").lower():
+                data = bytearray()
+                while size := int(rfile.readline(1024).split(b";")[0].strip() or b"0", 16):
+                    if len(data) + size > limit:
+                        raise too_large
+                    data += rfile.read(size)
+                    rfile.readline(1024)
+                while rfile.readline(65536) not in (b"\r\n", b"\n", b""):
+                    pass  # trailers
+                return bytes(data)
+            length = int(self.hdict.get("content-length") or 0)
+        except ValueError as exc:
+            raise BadRequest(
+                400, "invalid_request_error", f"agentbench gateway: a malformed request body: {exc}"
+            ) from exc
         if length > limit:
-            raise ValueError(f"agentbench gateway: a request body is over {limit} bytes")
-        return rfile.read(length) if length else b""
+            raise too_large
+        return rfile.read(length) if length > 0 else b""
 
     def _auth(self) -> str:
         """``attempt-token`` when every credential the request carries is the token, ``none``
