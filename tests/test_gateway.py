@@ -7,6 +7,7 @@ from __future__ import annotations
 import http.client
 import json
 import socket
+import stat
 import threading
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import pytest
 from runs.failfast import classify_error_text, normalize_fingerprint
 from runs.gateway import GatewayBudgets, open_gateway
 from runs.gateway.server import KeyScrubber
+from sandbox.base import AGENT_UID
 from tests import provider_fake_server as fake
 from tests.gateway_fixtures import REAL_KEY, config, raw_post, records
 from tests.provider_fake_server import FakeProvider
@@ -605,6 +607,14 @@ def test_a_request_body_over_the_limit_is_refused_unread(tmp_path: Path) -> None
     found = records(tmp_path / "model_calls.jsonl")
     assert [r["outcome"] for r in found] == ["bad_request"] * 2
     assert found[0]["request"]["body_bytes"] == 0 and found[0]["request"]["auth"] == "attempt-token"
+
+
+def test_only_the_sandbox_user_and_root_can_reach_the_socket(tmp_path: Path) -> None:
+    with FakeProvider() as upstream, open_gateway(config(upstream, tmp_path)) as gw:
+        folder, sock = gw.socket_path.parent.stat(), gw.socket_path.stat()
+    assert (folder.st_uid, folder.st_gid, stat.S_IMODE(folder.st_mode)) == (0, AGENT_UID, 0o750)
+    assert (sock.st_uid, sock.st_gid, stat.S_IMODE(sock.st_mode)) == (0, AGENT_UID, 0o660)
+    assert stat.S_ISSOCK(sock.st_mode)
 
 
 def test_it_forwards_only_the_model_apis(tmp_path: Path) -> None:
