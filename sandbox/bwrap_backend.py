@@ -7,6 +7,10 @@ namespaces. An exec with ``network=True`` keeps its own network namespace too: s
 gives it a user-mode network whose connections the host firewall keeps off every address of
 the host (sandbox/slirp.py, sandbox/host_fence.py).
 
+A model gateway (``config.gateway``, sandbox/gateway_mount.py) adds a tmpfs ``/run`` with the
+gateway's socket folder and forwarder bound read-only in it, and runs each command under the
+forwarder, in the command's own namespaces.
+
 Privileges: run as root, the host runs bwrap as the sandbox uid (``AGENT_UID``, 64000: no
 host account has it, see sandbox/accounts.py), so a breakout lands on a uid that owns nothing,
 never root. Workspaces

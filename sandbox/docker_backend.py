@@ -16,6 +16,10 @@ bridge, fenced off the host by the host firewall) and disconnected before its fi
 it has loopback only. An exec with ``network=True`` connects it for that exec and disconnects it
 afterwards; a lock keeps other execs of the same sandbox from running while it is connected. A
 sandbox whose config does not allow network is created with none at all (and starts faster).
+
+A model gateway (``config.gateway``, sandbox/gateway_mount.py) is two more read-only volumes
+(its socket folder, the forwarder), and every command runs under the forwarder, which serves
+the gateway on the container's loopback for as long as the command runs.
 """
 
 from __future__ import annotations

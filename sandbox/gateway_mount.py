@@ -133,9 +133,16 @@ def forwarder_binary(root: Path | None = None) -> Path:
         raise SandboxError(
             "cannot build the gateway forwarder: no C compiler (apt-get install gcc libc6-dev)"
         )
-    target.parent.mkdir(parents=True, exist_ok=True)
-    # Built beside the target and renamed over it: a concurrent build never exposes half a file.
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".build-")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        # Built beside the target and renamed over it: a concurrent build never exposes half a
+        # file.
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".build-")
+    except OSError as exc:
+        raise SandboxError(
+            f"cannot build the gateway forwarder into {target.parent}: {exc.strerror} "
+            "(set GATEWAY_FORWARDER_CACHE to a writable folder)"
+        ) from exc
     os.close(fd)
     try:
         done = subprocess.run(

@@ -17,6 +17,7 @@ import itertools
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -353,8 +354,18 @@ def error(
 class FakeProvider:
     """``with FakeProvider([replies]) as upstream: ... upstream.base_url ...``"""
 
-    def __init__(self, replies: list[Reply] | None = None):
+    def __init__(
+        self,
+        replies: list[Reply] | None = None,
+        *,
+        respond: Callable[[Request], Reply] | None = None,
+        keep: bool = True,
+    ):
         self.replies = list(replies or [])
+        # Answers a request once the script is used up (a benchmark's endless supply).
+        self.respond = respond
+        # False: requests and sent bodies are not kept (a long benchmark).
+        self.keep = keep
         self.requests: list[Request] = []
         self.sent: list[bytes] = []
         self._lock = threading.Lock()
@@ -362,6 +373,9 @@ class FakeProvider:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Headers and body are separate writes: with Nagle on, the body would wait for
+            # the client's delayed ACK (40 ms), which no real provider's server makes it do.
+            disable_nagle_algorithm = True
 
             def _handle(self) -> None:
                 length = int(self.headers.get("content-length") or 0)
@@ -370,8 +384,11 @@ class FakeProvider:
                     self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body
                 )
                 with provider._lock:
-                    provider.requests.append(request)
+                    if provider.keep:
+                        provider.requests.append(request)
                     reply = provider.replies.pop(0) if provider.replies else None
+                if reply is None and provider.respond is not None:
+                    reply = provider.respond(request)
                 if reply is None:
                     reply = error(400, "invalid_request_error", "fake provider: no reply left")
                 elif reply.api and not self.path.split("?")[0].endswith(PATHS[reply.api]):
@@ -391,8 +408,9 @@ class FakeProvider:
                 for key, value in reply.headers.items():
                     self.send_header(key, value)
                 if reply.events is None:
-                    with provider._lock:
-                        provider.sent.append(reply.body)
+                    if provider.keep:
+                        with provider._lock:
+                            provider.sent.append(reply.body)
                     self.send_header("content-length", str(len(reply.body)))
                     self.end_headers()
                     self.wfile.write(reply.body)
@@ -421,14 +439,17 @@ class FakeProvider:
                         sent += event
                     self.wfile.write(b"0\r\n\r\n")
                 finally:
-                    with provider._lock:
-                        provider.sent.append(bytes(sent))
+                    if provider.keep:
+                        with provider._lock:
+                            provider.sent.append(bytes(sent))
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
+        # A client that drops its kept-alive connection is no error worth printing.
+        self.httpd.handle_error = lambda request, address: None  # type: ignore[method-assign]
         self.thread = threading.Thread(
             target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import http.client
 import json
 import socket
+import stat
 import threading
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import pytest
 from runs.failfast import classify_error_text, normalize_fingerprint
 from runs.gateway import GatewayBudgets, open_gateway
 from runs.gateway.server import KeyScrubber
+from sandbox.base import AGENT_UID
 from tests import provider_fake_server as fake
 from tests.gateway_fixtures import REAL_KEY, config, raw_post, records
 from tests.provider_fake_server import FakeProvider
@@ -401,6 +403,22 @@ def test_an_unknown_model_is_permanent(tmp_path: Path) -> None:
     assert gw.summary.permanent_error.status == 404
 
 
+def test_a_failing_look_up_that_is_no_model_call_is_no_attempt_error(tmp_path: Path) -> None:
+    """A 404 for the model list says nothing of the model calls; a 401 says the key is bad."""
+    missing = fake.error(404, "not_found_error", "no such route")
+    refused = fake.error(401, "authentication_error", "invalid key")
+    with (
+        FakeProvider([missing, refused]) as upstream,
+        open_gateway(config(upstream, tmp_path)) as gw,
+    ):
+        with pytest.raises(openai.NotFoundError):
+            openai_client(gw).models.list()
+        assert gw.summary.permanent_error is None
+        with pytest.raises(openai.AuthenticationError):
+            openai_client(gw).models.list()
+    assert gw.summary.permanent_error.status == 401 and gw.summary.calls == 0
+
+
 def test_a_429_is_retried_after_the_time_retry_after_asks(tmp_path: Path) -> None:
     limited = fake.error(429, "rate_limit_error", "slow down", headers={"retry-after": "1"})
     with (
@@ -563,6 +581,40 @@ def test_the_token_dies_with_the_gateway(tmp_path: Path) -> None:
             )
         assert status == 401
     assert len(upstream.requests) == 1
+
+
+def test_a_request_body_over_the_limit_is_refused_unread(tmp_path: Path) -> None:
+    with (
+        FakeProvider() as upstream,
+        open_gateway(config(upstream, tmp_path, max_request_bytes=1000)) as gw,
+    ):
+        status, headers, body = raw_post(
+            gw.host_base_url,
+            "/chat/completions",
+            {"model": "gpt-4o", "messages": [{"role": "user", "content": "x" * 2000}]},
+            {"authorization": f"Bearer {gw.token}"},
+        )
+        bad, _, _ = raw_post(
+            gw.host_base_url,
+            "/chat/completions",
+            b"{}",
+            {"authorization": f"Bearer {gw.token}", "content-length": "nope"},
+        )
+    assert status == 413 and headers["connection"] == "close"
+    assert "over 1000 bytes" in json.loads(body)["error"]["message"]
+    assert bad == 400
+    assert upstream.requests == []
+    found = records(tmp_path / "model_calls.jsonl")
+    assert [r["outcome"] for r in found] == ["bad_request"] * 2
+    assert found[0]["request"]["body_bytes"] == 0 and found[0]["request"]["auth"] == "attempt-token"
+
+
+def test_only_the_sandbox_user_and_root_can_reach_the_socket(tmp_path: Path) -> None:
+    with FakeProvider() as upstream, open_gateway(config(upstream, tmp_path)) as gw:
+        folder, sock = gw.socket_path.parent.stat(), gw.socket_path.stat()
+    assert (folder.st_uid, folder.st_gid, stat.S_IMODE(folder.st_mode)) == (0, AGENT_UID, 0o750)
+    assert (sock.st_uid, sock.st_gid, stat.S_IMODE(sock.st_mode)) == (0, AGENT_UID, 0o660)
+    assert stat.S_ISSOCK(sock.st_mode)
 
 
 def test_it_forwards_only_the_model_apis(tmp_path: Path) -> None:

@@ -70,7 +70,9 @@ class UpstreamError(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class GatewaySummary:
-    """The attempt's model calls as the gateway saw them (``Gateway.summary``)."""
+    """The attempt's model calls as the gateway saw them (``Gateway.summary``). Failures and
+    retries are those of model calls; a request for the model list or a token count that fails
+    counts only when the upstream refused the key (401, 403: every call would fail)."""
 
     calls: int = 0  # model calls let through (retries of one call count once)
     input_tokens: int = 0

@@ -49,6 +49,15 @@ class ClientGone(Exception):
     """The CLI closed its connection while we answered."""
 
 
+class BadRequest(Exception):
+    """A request body the gateway will not read (too large, malformed framing)."""
+
+    def __init__(self, status: int, kind: str, message: str):
+        super().__init__(message)
+        self.status = status
+        self.kind = kind
+
+
 @dataclass
 class Failed:
     """No success from the upstream after retries (or a permanent error at once)."""
@@ -107,20 +116,18 @@ class Call:
 
     def _run(self) -> None:
         cfg = self.gw.config
+        auth = self._auth()
+        capture = Capture(cfg.body_cap_bytes)
+        self.record["request"] = {"headers": headers_record(self.headers), "auth": auth}
         try:
             body = self._read_body(cfg.max_request_bytes)
-        except ValueError as exc:
-            self.h.close_connection = True
-            self._refuse(413, "request_too_large", str(exc), outcome="bad_request")
+        except BadRequest as exc:
+            self.record["request"].update(capture.as_record())
+            self.h.close_connection = True  # the rest of the body is not read
+            self._refuse(exc.status, exc.kind, str(exc), outcome="bad_request")
             return
-        capture = Capture(cfg.body_cap_bytes)
         capture.feed(body)
-        auth = self._auth()
-        self.record["request"] = {
-            "headers": headers_record(self.headers),
-            "auth": auth,
-            **capture.as_record(),
-        }
+        self.record["request"].update(capture.as_record())
         if self.gw.closed or auth != "attempt-token":
             if not self.gw.closed:
                 self.gw.ledger.add(refused=1)
@@ -167,22 +174,28 @@ class Call:
 
     def _read_body(self, limit: int) -> bytes:
         rfile = self.h.rfile
-        if "chunked" in self.hdict.get("transfer-encoding", "").lower():
-            data = bytearray()
-            while True:
-                size = int(rfile.readline(1024).split(b";")[0].strip() or b"0", 16)
-                if size == 0:
-                    while rfile.readline(65536) not in (b"\r\n", b"\n", b""):
-                        pass  # trailers
-                    return bytes(data)
-                if len(data) + size > limit:
-                    raise ValueError(f"agentbench gateway: a request body is over {limit} bytes")
-                data += rfile.read(size)
-                rfile.readline(1024)
-        length = int(self.hdict.get("content-length") or 0)
+        too_large = BadRequest(
+            413, "request_too_large", f"agentbench gateway: a request body is over {limit} bytes"
+        )
+        try:
+            if "chunked" in self.hdict.get("transfer-encoding", "").lower():
+                data = bytearray()
+                while size := int(rfile.readline(1024).split(b";")[0].strip() or b"0", 16):
+                    if len(data) + size > limit:
+                        raise too_large
+                    data += rfile.read(size)
+                    rfile.readline(1024)
+                while rfile.readline(65536) not in (b"\r\n", b"\n", b""):
+                    pass  # trailers
+                return bytes(data)
+            length = int(self.hdict.get("content-length") or 0)
+        except ValueError as exc:
+            raise BadRequest(
+                400, "invalid_request_error", f"agentbench gateway: a malformed request body: {exc}"
+            ) from exc
         if length > limit:
-            raise ValueError(f"agentbench gateway: a request body is over {limit} bytes")
-        return rfile.read(length) if length else b""
+            raise too_large
+        return rfile.read(length) if length > 0 else b""
 
     def _auth(self) -> str:
         """``attempt-token`` when every credential the request carries is the token, ``none``
@@ -247,7 +260,7 @@ class Call:
                 )
             if failure.kind == "permanent":
                 return failure
-            gw.ledger.add(transient_failures=1)
+            self._count(transient_failures=1)
             wait = policy.delay(attempt, retry_after)
             tried: dict[str, Any] = {
                 "status": failure.status if failure.from_upstream else None,
@@ -261,7 +274,7 @@ class Call:
             tried["waited_sec"] = round(wait, 3)
             self.record["attempts"].append(tried)
             self.record["retries"] = attempt
-            gw.ledger.add(retries=1)
+            self._count(retries=1)
             if gw.wait_closed(wait):
                 return failure
 
@@ -301,6 +314,19 @@ class Call:
             from_upstream=False,
         )
 
+    # -- the summary ------------------------------------------------------------------------
+
+    def _count(self, **counts: int) -> None:
+        """Failures count for the model calls alone: a CLI's look-up of the model list that
+        fails says nothing of the attempt's model calls."""
+        if self.record["model_call"]:
+            self.gw.ledger.add(**counts)
+
+    def _permanent(self, message: str, status: int | None) -> None:
+        """A permanent error of a model call, or a key refused on any path (401, 403)."""
+        if self.record["model_call"] or status in (401, 403):
+            self.gw.ledger.permanent(UpstreamError(self.gw.scrub_text(message), status))
+
     # -- answers ----------------------------------------------------------------------------
 
     def _fail(self, failed: Failed) -> None:
@@ -308,15 +334,13 @@ class Call:
         if failed.kind == "permanent":
             self.record["outcome"] = "permanent_error"
             where = f"{self.h.command} {self.h.path.split('?')[0]}"
-            self.gw.ledger.permanent(
-                UpstreamError(
-                    f"the upstream answered HTTP {failed.status} to {where}: {failed.message}",
-                    failed.status,
-                )
+            self._permanent(
+                f"the upstream answered HTTP {failed.status} to {where}: {failed.message}",
+                failed.status,
             )
         else:
             self.record["outcome"] = "transient_exhausted"
-            self.gw.ledger.add(transient_exhausted=1)
+            self._count(transient_exhausted=1)
         headers = [(k, v) for k, v in failed.headers if k.lower() not in NOT_RETURNED]
         self._send_whole(failed.status, failed.reason, headers, failed.body)
 
@@ -372,7 +396,7 @@ class Call:
                 whole = self.gw.scrub(exchange.read_all(cfg.max_response_bytes))
             except (OSError, ValueError, http.client.HTTPException) as exc:
                 exchange.abort()
-                self.gw.ledger.add(transient_failures=1)
+                self._count(transient_failures=1)
                 self._fail(self._no_answer(exc))
                 return
             exchange.finish()
@@ -462,15 +486,10 @@ class Call:
             self.record["outcome"] = "stream_error"
             self.record["error"] = {"kind": kind, "message": self.gw.scrub_text(error)}
             if kind == "permanent":
-                self.gw.ledger.permanent(
-                    UpstreamError(
-                        f"the upstream's answer to {self.h.command} {self.h.path.split('?')[0]} "
-                        f"reported: {error}",
-                        status,
-                    )
-                )
+                where = f"{self.h.command} {self.h.path.split('?')[0]}"
+                self._permanent(f"the upstream's answer to {where} reported: {error}", status)
             else:
-                self.gw.ledger.add(transient_failures=1, transient_exhausted=1)
+                self._count(transient_failures=1, transient_exhausted=1)
         if not usage.found or self.api not in wire.MODEL_CALL_APIS:
             return
         price = self.gw.price(model)

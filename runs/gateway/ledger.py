@@ -18,6 +18,8 @@ class Ledger:
         )
         self._lock = threading.Lock()
         self._summary = GatewaySummary()
+        # Counters added since the summary was last made (a call adds several at a time).
+        self._counts: dict[str, int | float] = {}
         self._ended: float | None = None
 
     def admit(self) -> tuple[str, str] | None:
@@ -25,7 +27,7 @@ class Ledger:
         message)`` and the call is refused (the first such budget stays in the summary)."""
         b = self.budgets
         with self._lock:
-            s = self._summary
+            s = self._current()
             refusal = None
             if self.deadline is not None and time.monotonic() >= self.deadline:
                 refusal = ("time", f"its wall time of {b.max_wall_sec:g} s has passed")
@@ -50,8 +52,8 @@ class Ledger:
     def add(self, **counts: int | float) -> None:
         """Add to the summary's counters (``input_tokens=``, ``refused=``, ...)."""
         with self._lock:
-            s = self._summary
-            self._summary = replace(s, **{k: getattr(s, k) + v for k, v in counts.items()})
+            for name, value in counts.items():
+                self._counts[name] = self._counts.get(name, 0) + value
 
     def permanent(self, error: UpstreamError) -> None:
         with self._lock:
@@ -66,4 +68,13 @@ class Ledger:
     def summary(self) -> GatewaySummary:
         with self._lock:
             ended = self._ended if self._ended is not None else time.monotonic()
-            return replace(self._summary, wall_sec=round(ended - self.started, 3))
+            return replace(self._current(), wall_sec=round(ended - self.started, 3))
+
+    def _current(self) -> GatewaySummary:
+        """The summary with the counters added in (hold the lock)."""
+        if self._counts:
+            s = self._summary
+            added = {k: getattr(s, k) + v for k, v in self._counts.items()}
+            self._summary = replace(s, **added)  # type: ignore[arg-type]
+            self._counts.clear()
+        return self._summary

@@ -107,13 +107,14 @@ class KeyScrubber:
         if not self.secret:
             return chunk
         data = (self.tail + chunk).replace(self.secret, REDACTED.encode())
-        keep = 0
-        for n in range(min(len(self.secret) - 1, len(data)), 0, -1):
-            if self.secret.startswith(data[-n:]):
-                keep = n
-                break
-        self.tail = data[len(data) - keep :]
-        return data[: len(data) - keep]
+        # The earliest place in the last len(key) - 1 bytes where a key could be starting.
+        first = self.secret[:1]
+        at = data.find(first, max(0, len(data) - len(self.secret) + 1))
+        while at != -1 and not self.secret.startswith(data[at:]):
+            at = data.find(first, at + 1)
+        cut = len(data) if at == -1 else at
+        self.tail = data[cut:]
+        return data[:cut]
 
     def flush(self) -> bytes:
         out, self.tail = self.tail, b""

@@ -21,6 +21,8 @@ INPUT_FIELDS = (
     "cache_read_input_tokens",
 )
 OUTPUT_FIELDS = ("completion_tokens", "output_tokens")
+# Words an SSE event must hold to report usage or an error.
+_WORTH_PARSING = (b"usage", b"error", b"response.failed")
 
 
 def api_of(method: str, path: str) -> str | None:
@@ -188,12 +190,13 @@ class SSEScanner:
         self._tail = b""
 
     def _event(self, raw: bytes) -> None:
+        self.events += 1
+        # Only events that can carry usage or an error are parsed (most are text deltas).
+        if not any(word in raw for word in _WORTH_PARSING):
+            return
         lines = raw.decode("utf-8", errors="replace").split("\n")
         data = "\n".join(line[5:].removeprefix(" ") for line in lines if line.startswith("data:"))
-        if not data:
-            return
-        self.events += 1
-        if data.strip() == "[DONE]":
+        if not data or data.strip() == "[DONE]":
             return
         try:
             doc = json.loads(data)
