@@ -268,3 +268,16 @@ def test_compare_and_the_leaderboard_show_two_conditions_of_one_agent(client):
         make_attempt(make_run(suite, other), task, "TESTS_FAILED")
     data = client.get(f"/api/compare?suite=cond&models={bare.slug},{other.slug}").json()
     assert data["pairs"][0]["same_agent"] is False
+
+
+@pytest.mark.django_db
+def test_the_admin_edits_the_files_as_json_and_shows_the_condition(client, alice):
+    config = ModelConfig.objects.create(
+        name="notes", agent_variant="scripted", workspace_files=FILES
+    )
+    client.force_login(alice)
+    page = client.get(reverse("admin:runs_modelconfig_change", args=[config.pk])).content.decode()
+    assert 'name="workspace_files"' in page and "fix-division" in page
+    assert config.condition in page
+    listing = client.get(reverse("admin:runs_modelconfig_changelist")).content.decode()
+    assert config.condition in listing

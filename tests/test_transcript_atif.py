@@ -359,3 +359,31 @@ def test_ab_import_run_reads_a_harbor_job_with_one_command(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert "ATIF trajectory: 3 file(s)" in done.stdout and "1/20 resolved" in done.stdout
+
+
+@pytest.mark.django_db
+def test_the_api_upload_of_a_harbor_job_imports_it_the_same_way(client, bob, tmp_path, settings):
+    """POST /api/imports/run (and the admin's upload) share ab import-run's code."""
+    from tests.test_api_imports import upload
+    from tests.test_swebench_admin import zip_of
+
+    settings.API_UPLOADS_ROOT = tmp_path / "uploads"
+    settings.ARTIFACTS_ROOT = tmp_path / "artifacts"
+    settings.STORAGES = settings.STORAGES | {
+        "artifacts": {
+            "BACKEND": "django.core.files.storage.FileSystemStorage",
+            "OPTIONS": {"location": str(tmp_path / "artifacts")},
+        }
+    }
+    _, token = api_token_create(user=bob, name="importer")
+    job = harbor_job(tmp_path, TASKS)
+    form = {
+        "suite": "verified-mini",
+        "model": "cc (Harbor)",
+        "file": upload("job.zip", zip_of(job)),
+    }
+    response = client.post("/api/imports/run", form, HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert (body["resolved"], body["suite_size"]) == (1, 20)
+    assert any("ATIF trajectory: 3 file(s)" in line for line in body["plan"])

@@ -13,6 +13,7 @@ from django.urls import reverse
 from runs import transcript
 from runs.transcript import model_calls
 from tasks_app.models import Task
+from tests.conftest import REPO_ROOT
 from tests.model_calls_fixtures import (
     CONVERSATIONS,
     COSTS,
@@ -348,6 +349,49 @@ def test_the_api_is_named_by_the_record_or_else_by_the_body():
     assert model_calls.api_of({"api": "openai-responses"}) == model_calls.RESPONSES
     assert model_calls.api_of({}, {"input": "hi"}) == model_calls.RESPONSES
     assert model_calls.api_of({}, {"messages": []}) == model_calls.CHAT
+
+
+# --- real recordings ------------------------------------------------------------------------
+
+# What each real CLI sent through the gateway on the toy task (recorded by the CLI agents' end
+# to end test against the scripted upstream, scrubbed of ports, paths and times).
+REAL = REPO_ROOT / "tests" / "data" / "model_calls"
+REAL_CALLS = {
+    "claude-code": ["Read", "Bash", "Edit"],
+    "codex": ["exec_command", "exec_command", "exec_command"],
+    "mini-swe-agent": ["bash", "bash", "bash", "bash"],
+}
+
+
+@pytest.mark.parametrize("cli", list(REAL_CALLS))
+def test_a_real_clis_recording_reads_as_its_conversation(cli):
+    data = (REAL / f"{cli}.jsonl").read_bytes()
+    records = [json.loads(line) for line in data.splitlines() if line.strip()]
+    model_calls = [r for r in records if r.get("model_call")]
+    t = transcript.load({"model_calls.jsonl": data}.get)
+    assert t is not None and t.error == "" and t.notes == []
+    assistants = [x for x in t.turns if x.role == "assistant"]
+    # One reply per call, each once, with that call's tokens as the gateway counted them.
+    assert len(assistants) == len(model_calls) == t.api_calls
+    assert [(x.tokens_in, x.tokens_out) for x in assistants] == [
+        (r["usage"]["input_tokens"], r["usage"]["output_tokens"]) for r in model_calls
+    ]
+    assert [c.name for x in assistants for c in x.tool_calls] == REAL_CALLS[cli]
+    calls = [c for x in assistants for c in x.tool_calls]
+    # Each result is what the CLI sent back in its next request, the last bash (the
+    # agent's "submit") excepted: nothing came after it.
+    answered = calls[:-1] if cli == "mini-swe-agent" else calls
+    assert all(c.result is not None and c.result.text for c in answered)
+    for call, later in zip(answered, model_calls[1:], strict=False):
+        assert json.dumps(call.result.text)[1:40] in later["request"]["body"]
+    assert "/ len(values)" in "".join(c.arguments.text for c in calls)
+    assert t.turns[0].role == "system" and "toy.calc.mean()" in "".join(
+        x.text.text for x in t.turns if x.role == "user"
+    )
+    # The run exports as ATIF and reads back the same.
+    document = transcript.to_atif(t, agent_name=cli, agent_version="test")
+    assert transcript.atif.validate(document) == []
+    assert shape(transcript.parse_atif(document)) == shape(t)
 
 
 # --- the attempt page and the API ------------------------------------------------------------

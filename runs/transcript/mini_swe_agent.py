@@ -22,7 +22,8 @@ from runs.transcript.shapes import (
 )
 
 FILE = "trajectory.traj.json"
-_BASH_BLOCK = re.compile(r"```bash\s*\n(.*?)\n```", re.DOTALL)  # mini-swe-agent's action_regex
+# mini-swe-agent's action_regex: ```bash (1.x) or ```mswea_bash_command (its later prompts).
+_BASH_BLOCK = re.compile(r"```(?:bash|mswea_bash_command)\s*\n(.*?)\n```", re.DOTALL)
 
 
 def mini_swe_agent_command(content: Any) -> str | None:

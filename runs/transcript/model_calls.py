@@ -27,6 +27,7 @@ from typing import Any
 import runs.transcript.wire_anthropic as wire_anthropic
 import runs.transcript.wire_chat as wire_chat
 import runs.transcript.wire_responses as wire_responses
+from runs.transcript.messages import looks_failed
 from runs.transcript.mini_swe_agent import mini_swe_agent_command, without_command
 from runs.transcript.ours import ending_turns
 from runs.transcript.shapes import (
@@ -44,7 +45,6 @@ from runs.transcript.wire import Msg, Reply, WireCall, WireError, error_text, is
 FILE = "model_calls.jsonl"
 ANTHROPIC, RESPONSES, CHAT = "anthropic-messages", "openai-responses", "openai-chat"
 _WIRES: dict[str, Any] = {ANTHROPIC: wire_anthropic, RESPONSES: wire_responses, CHAT: wire_chat}
-_BASH_FENCE = "```bash"
 
 
 @dataclass
@@ -312,6 +312,7 @@ class _Builder:
         if msg.role == "user" and self.last_bash is not None and msg.text and not msg.results:
             # A text agent's command output comes back as the next user message.
             self.last_bash.result = block(msg.text)
+            self.last_bash.is_error = looks_failed(msg.text)
             self.last_bash = None
             return
         if msg.results and not msg.text and msg.role in ("user", "tool"):
@@ -332,12 +333,11 @@ class _Builder:
             if tool.call_id:
                 self.open[tool.call_id] = tool
         self.last_bash = None
-        if not msg.calls and msg.text.count(_BASH_FENCE) == 1:
-            command = mini_swe_agent_command(msg.text)
-            if command is not None:
-                turn.text = block(without_command(msg.text))
-                self.last_bash = ToolCall(name="bash", arguments=block(command))
-                turn.tool_calls.append(self.last_bash)
+        command = None if msg.calls else mini_swe_agent_command(msg.text)
+        if command is not None:
+            turn.text = block(without_command(msg.text))
+            self.last_bash = ToolCall(name="bash", arguments=block(command))
+            turn.tool_calls.append(self.last_bash)
         if call is not None:
             turn.tokens_in, turn.tokens_out, turn.cost_usd = (
                 call.tokens_in, call.tokens_out, call.cost_usd
