@@ -163,6 +163,11 @@ class GoldValidation(models.Model):
     failing_tests = models.JSONField(default=list, blank=True)
     reason = models.TextField(blank=True)
     validated_at = models.DateTimeField(auto_now=True)
+    # The environment validated: the Python the specification asks for and the one used (they
+    # differ for an approximate environment), and the dates its installs resolved as of.
+    python_asked = models.CharField(max_length=10, blank=True)
+    python_used = models.CharField(max_length=10, blank=True)
+    installs_as_of = models.CharField(max_length=80, blank=True)
 
     class Meta:
         ordering = ["task", "backend"]
@@ -175,11 +180,28 @@ class GoldValidation(models.Model):
     def __str__(self) -> str:
         return f"{self.task} on {self.backend}: {self.status}"
 
+    @property
+    def approximate(self) -> bool:
+        return bool(self.python_asked) and self.python_asked != self.python_used
+
 
 def invalid_task_ids(suite: Suite) -> list[int]:
-    """Tasks of ``suite`` whose last gold validation (on any backend) found them invalid."""
-    return list(
+    """Tasks of ``suite`` whose last gold validation (on any backend) found them invalid, and
+    tasks on an approximate environment (``ENV_APPROXIMATE_LABEL``) unless gold validation
+    passed on it (valid on some backend and nothing else on any): those count only then."""
+    from tasks_app.swebench.envspec import ENV_APPROXIMATE_LABEL
+
+    invalid = set(
         GoldValidation.objects.filter(task__suite=suite, status=GoldValidationStatus.INVALID)
         .values_list("task_id", flat=True)
         .distinct()
     )
+    approximate = Task.objects.for_suite(suite).with_label(ENV_APPROXIMATE_LABEL)
+    passed = approximate.filter(gold_validations__status=GoldValidationStatus.VALID).exclude(
+        gold_validations__status__in=[
+            GoldValidationStatus.INVALID,
+            GoldValidationStatus.NOT_BUILDABLE,
+        ]
+    )
+    invalid |= set(approximate.exclude(pk__in=passed.values("pk")).values_list("pk", flat=True))
+    return sorted(invalid)
