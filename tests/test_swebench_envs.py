@@ -1,0 +1,326 @@
+"""SWE-bench environments as they were: installs as of a date (a local index over PyPI's
+upload times), interpreters no suite ships (approximate environments), conda specifications
+as pip installs, and invalid instances that say why.
+
+The index tests talk to the package index this machine reaches (PyPI through its mirror), as
+every build does; the rest reads the real archives in ../shared/swebench/repos.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from runs.pipeline.swebench_validation import first_error
+from runs.results.leaderboard import leaderboard_rows
+from tasks_app.models import GoldValidation, Task
+from tasks_app.swebench import conda, envspec
+from tasks_app.swebench.dated_index import DatedIndex, parse_time, release_uploaded
+from tasks_app.swebench.repos import RepoSource
+from tests.pages_fixtures import (
+    artifacts_root,  # noqa: F401 (a fixture)
+    make_attempt,
+    make_model,
+    make_run,
+    make_suite,
+    outcomes,
+    write_artifact,
+)
+from tests.swebench_fixtures import LITE_DEV, SHARED_SWEBENCH, rows
+
+VERIFIED = SHARED_SWEBENCH / "verified_xarray_sphinx.jsonl"
+SHARED_REPOS = SHARED_SWEBENCH / "repos"
+
+
+def row(instance_id: str) -> dict:
+    for path in (LITE_DEV, VERIFIED):
+        for r in rows(path):
+            if r["instance_id"] == instance_id:
+                return r
+    raise KeyError(instance_id)
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("SWEBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+# --- the dated index ---------------------------------------------------------------------
+
+
+def test_it_serves_only_the_files_uploaded_before_the_date(tmp_path):
+    """Real pip through the index: as of 2019-06-01, six resolves to 1.12.0 (uploaded
+    2018-12-10), not 1.13.0 (2019-11-05) or anything later."""
+    with DatedIndex() as index:
+        done = subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--isolated", "--no-deps",
+             "--no-cache-dir", "-d", str(tmp_path), "--index-url",
+             index.url("2019-06-01T00:00:00Z"), "six"],
+            capture_output=True, text=True,
+        )  # fmt: skip
+
+    assert done.returncode == 0, done.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["six-1.12.0-py2.py3-none-any.whl"]
+
+
+def test_it_knows_when_a_release_was_uploaded_and_keeps_the_answer(tmp_path):
+    cache = tmp_path / "times.json"
+
+    first = release_uploaded("pytest", "6.2.0", cache=cache)
+    kept = json.loads(cache.read_text())
+
+    assert first is not None and first.date().isoformat() == "2020-12-12"
+    assert kept == {"pytest==6.2": "2020-12-12T21:18:18Z"}
+    assert release_uploaded("no-such-project-agentbench-0", "1.0", cache=cache) is None
+
+
+def test_it_dates_a_level_by_its_anchor_its_exact_pins_and_its_python_floor():
+    uploads = {("tox", "4.16.0"): parse_time("2024-07-03T03:29:14.8Z")}
+
+    def uploaded(name: str, version: str) -> datetime | None:
+        return uploads.get((name, version), datetime(2000, 1, 1, tzinfo=UTC))
+
+    plain = envspec.dated("2021-11-24T18:52:02Z", "the commit", "3.9", [], uploaded)
+    pinned = envspec.dated(
+        "2021-11-24T18:52:02Z", "the commit", "3.9", [("tox", "4.16.0")], uploaded
+    )
+    floored = envspec.dated("2019-08-21T15:45:13+00:00", "created_at", "3.9", [], uploaded)
+
+    assert plain == ("2021-11-24T18:52:02Z", "the commit")
+    assert pinned == (
+        "2024-07-03T03:29:15Z",
+        "the upload of tox==4.16.0, which the specification pins",
+    )
+    assert floored[0] == "2020-11-15T00:00:00Z" and "Python 3.9" in floored[1]
+    assert envspec.exact_pins(["pip install 'tox==4.16.0' Jinja2==3.0.3 numpy==1.2.* a>=1"]) == [
+        ("tox", "4.16.0"), ("Jinja2", "3.0.3"),
+    ]  # fmt: skip
+
+
+def test_it_keys_a_level_by_its_date(cache):
+    """The date is part of both keys: the same steps resolved as of another day are another
+    level; the env level's date comes from its environment_setup_commit, so an instance joining
+    it does not change its key."""
+    source = RepoSource(SHARED_REPOS)
+    first = envspec.instance_recipe(row("sqlfluff__sqlfluff-1625"), source)
+    sibling = envspec.instance_recipe(row("sqlfluff__sqlfluff-1733"), source)
+    later = dict(row("sqlfluff__sqlfluff-1625"), created_at="2021-10-20T00:00:00Z")
+    moved = envspec.instance_recipe(later, source)
+
+    assert first.env.date == sibling.env.date == "2021-11-24T18:52:02Z"
+    assert first.env.key("b", "r") == sibling.env.key("b", "r")
+    assert first.date == "2021-10-13T11:35:29Z" and moved.date == "2021-10-20T00:00:00Z"
+    assert first.key("e") != moved.key("e")
+
+
+# --- interpreters ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("asked", "used"),
+    [("3.9", "3.9"), ("3.11", "3.11"), ("3.5", "3.9"), ("3.6", "3.9"), ("3.8", "3.9"),
+     ("3.10", "3.11"), ("3.12", "3.13")],
+)  # fmt: skip
+def test_it_uses_the_asked_python_or_the_nearest_newer_one(asked, used):
+    assert envspec.interpreter_for(asked) == (used, envspec.SUITES[used])
+
+
+@pytest.mark.parametrize("asked", ["2.7", "3.14"])
+def test_it_says_why_a_python_with_no_newer_suite_is_not_buildable(asked):
+    with pytest.raises(envspec.NotBuildable) as error:
+        envspec.interpreter_for(asked)
+    assert str(error.value) == (
+        f"the specification asks for Python {asked}: no Debian suite reachable here has it or a "
+        "newer Python 3 (bullseye 3.9, bookworm 3.11, trixie 3.13), and conda is not available"
+    )
+
+
+def test_it_builds_an_instance_asking_for_python_3_6_as_an_approximate_environment(cache):
+    recipe = envspec.instance_recipe(row("pydicom__pydicom-901"), RepoSource(SHARED_REPOS))
+
+    assert (recipe.env.python_asked, recipe.env.python, recipe.env.suite) == (
+        "3.6", "3.9", "bullseye",
+    )  # fmt: skip
+    assert recipe.env.approximate
+    assert recipe.env.commands[0] == "python3.9 -m venv /opt/venv"
+    assert envspec.environment_label("pydicom/pydicom", "1.3") == "env-approximate"
+    assert envspec.environment_label("pydicom/pydicom", "2.1") == "env-exact"
+
+
+# --- conda -------------------------------------------------------------------------------
+
+
+def test_it_translates_xarrays_environment_yml_into_a_pip_install(cache):
+    """pydata__xarray-7229: the environment.yml at its environment_setup_commit, through the
+    one conda -> PyPI table; cdms2 (conda-forge only) is left out and named."""
+    recipe = envspec.instance_recipe(row("pydata__xarray-7229"), RepoSource(SHARED_REPOS))
+    env = recipe.env
+    install = next(c for c in env.commands if "cartopy" in c)
+    names = install.split(" install ", 1)[1].split()
+
+    assert (env.python_asked, env.python) == ("3.10", "3.11")
+    for name in (
+        "matplotlib",
+        "dask",
+        "scitools-iris",
+        "netCDF4",
+        "'numpy<1.24'",
+        "'fsspec!=2021.7.0'",
+    ):
+        assert f" {name}" in install, name
+    for conda_only in ("matplotlib-base", "dask-core", "iris", "hdf5", "cdms2", "pip"):
+        assert conda_only not in names, conda_only
+    assert {"libgeos-dev", "libproj-dev"} <= set(env.apt_packages)
+    assert (
+        "cdms2 (not on PyPI" in env.note and "channels conda-forge, nodefaults dropped" in env.note
+    )
+    # The official pip_packages after, as the harness runs them; their pins date the env.
+    assert env.commands[-1].endswith("numpy==1.23.0 packaging==23.1 pandas==1.5.3 pytest==7.4.0 "
+                                     "python-dateutil==2.8.2 pytz==2023.3 six==1.16.0 "
+                                     "scipy==1.11.1 setuptools==68.0.0 dask==2022.8.1")  # fmt: skip
+    assert env.date == "2023-06-28T21:43:45Z"
+    assert env.date_why == "the upload of scipy==1.11.1, which the specification pins"
+
+
+def test_it_drops_channels_and_build_strings_with_a_note():
+    translated = conda.translate_names(
+        ["conda-forge::scipy", "numpy=1.23=py310h_0", "pandas 1.5 py310_0", "pip", "hdf5",
+         "matplotlib-base>=3.5", "cdms2", "pytorch"]
+    )  # fmt: skip
+
+    assert translated.requirements == [
+        "scipy", "numpy==1.23.*", "pandas==1.5.*", "matplotlib>=3.5", "torch",
+    ]  # fmt: skip
+    assert translated.missing == [
+        "cdms2 (not on PyPI: published on conda-forge only (and retired in 2023))"
+    ]
+    assert "conda build strings are dropped (no pip meaning)" in translated.notes
+    assert "channels named in package specs are dropped (PyPI has none)" in translated.notes
+
+
+def test_it_says_which_environment_yml_it_cannot_read():
+    with pytest.raises(ValueError, match=r"x/environment\.yml: no list of dependencies"):
+        conda.translate_environment_yml("name: x\nchannels: [a]\n", source="x/environment.yml")
+
+
+# --- invalid instances explain themselves --------------------------------------------------
+
+
+def test_it_names_the_first_error_of_a_test_log():
+    log = (
+        "+ python -m pip install -e .\nERROR: Could not find a version (offline reinstall)\n"
+        ": '>>>>> Start Test Output'\n"
+        "ImportError while loading conftest '/testbed/conftest.py'.\n"
+        "conftest.py:3: in <module>\n    import hypothesis\n"
+        "E   ModuleNotFoundError: No module named 'hypothesis'\n"
+        "ERROR tests/test_a.py\n: '>>>>> End Test Output'\n"
+    )
+
+    assert first_error(log) == "ModuleNotFoundError: No module named 'hypothesis'"
+    assert first_error("x\nTraceback\nAttributeError: module 'numpy' has no attribute 'Inf'\n") == (
+        "AttributeError: module 'numpy' has no attribute 'Inf'"
+    )
+    assert first_error("all 3 passed\n") == ""
+
+
+@pytest.mark.django_db
+def test_an_approximate_instance_whose_gold_patch_fails_is_not_buildable_and_says_why(
+    artifacts_root,  # noqa: F811
+):
+    from runs.pipeline.swebench_validation import judge
+    from tasks_app.swebench.build import BuildOutcome, BuiltInstance
+
+    suite = make_suite("approx-judge", tasks=1)
+    task = Task.objects.get(suite=suite)
+    gold = make_attempt(make_run(suite, make_model("oracle")), task, "TESTS_FAILED", grade="NO",
+                        test_results={"FAIL_TO_PASS": {"failure": ["t::a"]}})  # fmt: skip
+    write_artifact(gold, "logs/final_test.txt", CONFTEST_LOG.encode())
+    empty = make_attempt(make_run(suite, make_model("nop")), task, "TESTS_FAILED", grade="NO")
+    built = BuiltInstance(
+        instance_id=task.task_id, key="k", base_commit="c", rootfs="/x", python="3.11",
+        python_asked="3.10", date="2022-11-01T00:00:00Z", env_date="2023-06-28T21:43:45Z",
+        note="conda packages left out (not on PyPI): cdms2 (conda-forge only)",
+    )  # fmt: skip
+
+    row = judge(task, gold, empty, build=BuildOutcome(task.task_id, "cached", built=built))
+    exact = judge(task, gold, empty, build=BuildOutcome(
+        task.task_id, "cached", built=BuiltInstance(**{**built.__dict__, "python_asked": "3.11"})
+    ))  # fmt: skip
+
+    assert row.status == "not_buildable" and exact.status == "invalid"
+    assert row.reason == (
+        "approximate environment (Python 3.11 for 3.10) fails gold validation; "
+        "gold patch grades NO: t::a; "
+        "first error: ModuleNotFoundError: No module named 'hypothesis'; "
+        "built with: conda packages left out (not on PyPI): cdms2 (conda-forge only)"
+    )
+    assert row.installs_as_of == "env 2023-06-28T21:43:45Z, instance 2022-11-01T00:00:00Z"
+
+
+CONFTEST_LOG = (
+    ": '>>>>> Start Test Output'\nImportError while loading conftest '/testbed/conftest.py'.\n"
+    "E   ModuleNotFoundError: No module named 'hypothesis'\n: '>>>>> End Test Output'\n"
+)
+
+
+def _approximate_suite() -> tuple:
+    """Three tasks resolved by one run; the last on an approximate environment (pydicom 1.3
+    asks for Python 3.6, built on 3.9)."""
+    suite = make_suite("approx-board", tasks=3, labels={0: ["swebench", "env-exact"],
+                                                        1: ["swebench", "env-exact"]})  # fmt: skip
+    approx = Task.objects.for_suite(suite).order_by("task_id")[2]
+    approx.labels = ["swebench", "env-approximate"]
+    approx.spec = {"repo": "pydicom/pydicom", "version": "1.3"}
+    approx.source = "swebench"
+    approx.save()
+    outcomes(make_run(suite, make_model("alpha")), [[None], ["TESTS_FAILED"], [None]])
+    return suite, approx
+
+
+@pytest.mark.django_db
+def test_an_approximate_instance_counts_only_once_gold_validation_passes_on_it(client):
+    suite, approx = _approximate_suite()
+
+    unvalidated = leaderboard_rows(suite=suite)[0]
+    GoldValidation.objects.create(task=approx, backend="docker", status="valid",
+                                  gold_grade="FULL", empty_grade="NO",
+                                  python_asked="3.6", python_used="3.9")  # fmt: skip
+    valid = leaderboard_rows(suite=suite)[0]
+    GoldValidation.objects.create(task=approx, backend="bwrap", status="not_buildable",
+                                  gold_grade="NO", empty_grade="NO", reason="gold NO")  # fmt: skip
+    failed_elsewhere = leaderboard_rows(suite=suite)[0]
+    exact_only = leaderboard_rows(suite=suite, labels=["env-exact"])[0]
+
+    assert (unvalidated.resolved, unvalidated.scored) == (1, 2)
+    assert (valid.resolved, valid.scored) == (2, 3)
+    assert (failed_elsewhere.resolved, failed_elsewhere.scored) == (1, 2)
+    assert (exact_only.resolved, exact_only.scored) == (1, 2)
+
+
+@pytest.mark.django_db
+def test_the_leaderboard_the_task_page_and_the_api_name_the_python_asked_and_used(client):
+    suite, approx = _approximate_suite()
+    GoldValidation.objects.create(task=approx, backend="docker", status="valid",
+                                  gold_grade="FULL", empty_grade="NO", python_asked="3.6",
+                                  python_used="3.9", installs_as_of="env 2020-11-15T00:00:00Z, "
+                                  "instance 2020-11-15T00:00:00Z")  # fmt: skip
+
+    board = client.get(f"/suites/{suite.name}/leaderboard/").content.decode()
+    exact = client.get(f"/suites/{suite.name}/leaderboard/?label=env-exact")
+    page = client.get(f"/suites/{suite.name}/tasks/{approx.task_id}/").content.decode()
+    api = client.get(f"/api/tasks/{approx.public_id}").json()
+
+    assert 'id="approximate-env"' in board and 'href="?label=env-exact"' in board
+    assert f"{approx.task_id}</a>: Python 3.9 for 3.6, gold-valid: counted" in board
+    assert exact.status_code == 200
+    assert 'id="environment"' in page and "approximate</span>" in page
+    assert "Python 3.9 for 3.6" in page and "as of env 2020-11-15" in page
+    assert api["environment"]["python_asked"] == "3.6"
+    assert api["environment"]["python_used"] == "3.9" and api["environment"]["approximate"]
+    assert api["environment"]["gold_validations"][0]["status"] == "valid"
