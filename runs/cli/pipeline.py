@@ -218,9 +218,9 @@ def _validate_swebench_gold(args: argparse.Namespace) -> int:
         raise CommandError(str(exc)) from exc
     print()
     _table(
-        ("instance", "verdict", "gold", "empty", "time", "reason"),
+        ("instance", "verdict", "python", "gold", "empty", "time", "reason"),
         [
-            (r.instance_id, r.status, r.gold_grade or "-", r.empty_grade or "-",
+            (r.instance_id, r.status, _python(r), r.gold_grade or "-", r.empty_grade or "-",
              f"{r.seconds:.0f}s", r.reason[:160])
             for r in report.rows
         ],
@@ -229,6 +229,17 @@ def _validate_swebench_gold(args: argparse.Namespace) -> int:
     for folder in report.run_dirs:
         print(f"run folder: {folder}")
     return 0
+
+
+def _python(row) -> str:
+    """The Python used, "3.11 for 3.10 (approx.)" on an approximate environment."""
+    if not row.python_used:
+        return "-"
+    return (
+        f"{row.python_used} for {row.python_asked} (approx.)"
+        if row.approximate
+        else row.python_used
+    )
 
 
 # --- doctor ----------------------------------------------------------------------------
