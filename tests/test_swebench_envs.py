@@ -9,6 +9,7 @@ every build does; the rest reads the real archives in ../shared/swebench/repos.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -324,3 +325,70 @@ def test_the_leaderboard_the_task_page_and_the_api_name_the_python_asked_and_use
     assert api["environment"]["python_asked"] == "3.6"
     assert api["environment"]["python_used"] == "3.9" and api["environment"]["approximate"]
     assert api["environment"]["gold_validations"][0]["status"] == "valid"
+
+
+# --- pins never reach pip's isolated build -------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.bwrap
+def test_a_pin_does_not_reach_the_isolated_build_of_the_testbed(tmp_path, monkeypatch):
+    """A runtime pin (setuptools<60) on a repository whose editable install builds with
+    setuptools>=64 (PEP 660): the pin goes as -c of the pip command, so pip's isolated build
+    environment still gets setuptools 64+ and the install succeeds. Through PIP_CONSTRAINT (as
+    before) the build environment inherited the pin and the install failed."""
+    from tasks_app.swebench.build import Builder
+
+    files = {
+        "pyproject.toml": '[build-system]\nrequires = ["setuptools>=64"]\n'
+        'build-backend = "setuptools.build_meta"\n\n'
+        '[project]\nname = "pinprobe"\nversion = "1.0"\n\n'
+        "[project.optional-dependencies]\ndev = []\n",
+        "pinprobe/__init__.py": "",
+    }
+    folder, commit = _bare_repo(tmp_path, "marshmallow-code__marshmallow", files)
+    # An id of its own: the cache records one build per instance id.
+    instance = dict(
+        row("marshmallow-code__marshmallow-1359"), instance_id="agentbench__pinprobe-1",
+        base_commit=commit, environment_setup_commit=commit, created_at="2023-01-01T00:00:00Z",
+    )  # fmt: skip
+    monkeypatch.setitem(
+        envspec.PIP_PINS, "marshmallow-code/marshmallow", [("setuptools<60", "the test's pin")]
+    )
+
+    recipe = envspec.instance_recipe(instance, RepoSource(folder))
+    builder = Builder(RepoSource(folder), docker=False)
+    try:
+        outcome = builder.build(instance)
+    finally:
+        builder.close()
+
+    assert recipe.commands == (
+        "python -m pip install -c /etc/agentbench-pip-constraints.txt -e '.[dev]'",
+    )
+    assert outcome.status == "built", outcome.line() + "\n" + outcome.log_tail
+    tree = Path(outcome.built.rootfs)
+    assert (tree / "etc/agentbench-pip-constraints.txt").read_text() == "setuptools<60\n"
+    assert list((tree / "opt/venv/lib").glob("python3.9/site-packages/*pinprobe*"))
+
+
+def _bare_repo(tmp_path: Path, stem: str, files: dict[str, str]) -> tuple[Path, str]:
+    work = tmp_path / "work"
+    for name, text in files.items():
+        (work / name).parent.mkdir(parents=True, exist_ok=True)
+        (work / name).write_text(text)
+    git = ["git", "-C", str(work), "-c", "user.name=t", "-c", "user.email=t@t"]
+    # A fixed date: the same commit id on every run, so a second run finds its levels cached.
+    dated = {**os.environ, "GIT_AUTHOR_DATE": "2024-06-01T00:00:00Z",
+             "GIT_COMMITTER_DATE": "2024-06-01T00:00:00Z"}  # fmt: skip
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "probe"], check=True, env=dated)
+    commit = subprocess.run(
+        [*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    folder = tmp_path / "repos"
+    folder.mkdir()
+    subprocess.run(["git", "clone", "-q", "--bare", str(work), str(folder / f"{stem}.git")],
+                   check=True)  # fmt: skip
+    return folder, commit
