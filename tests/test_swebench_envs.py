@@ -392,3 +392,43 @@ def _bare_repo(tmp_path: Path, stem: str, files: dict[str, str]) -> tuple[Path, 
     subprocess.run(["git", "clone", "-q", "--bare", str(work), str(folder / f"{stem}.git")],
                    check=True)  # fmt: skip
     return folder, commit
+
+
+# --- end to end: an approximate environment, an environment.yml --------------------------
+
+APPROXIMATE = "pydicom__pydicom-901"  # asks for Python 3.6: built on 3.9
+CONDA_YML = "pydata__xarray-7229"  # an environment.yml, and 3.10: built on 3.11
+
+
+@pytest.mark.django_db
+@pytest.mark.docker
+@pytest.mark.bwrap
+@pytest.mark.slow
+def test_an_approximate_and_a_conda_instance_build_and_validate_on_both_backends(
+    tmp_path, settings, capsys
+):
+    """The real archives in ../shared/swebench/repos, built into /var/lib/agentbench/swebench
+    (a warm cache finds them built), gold-validated on Docker and on bubblewrap."""
+    from benchsite.cli.main import main
+    from tests.swebench_fixtures import write_jsonl
+
+    settings.ARTIFACTS_ROOT = tmp_path / "artifacts"
+    dataset = write_jsonl(tmp_path / "envs.jsonl", [row(APPROXIMATE), row(CONDA_YML)])
+    assert main(["import-swebench", str(dataset), "--suite", "envs-e2e"]) == 0
+    capsys.readouterr()
+    labels = dict(Task.objects.filter(suite__name="envs-e2e").values_list("task_id", "labels"))
+    assert labels[APPROXIMATE][-1] == labels[CONDA_YML][-1] == "env-approximate"
+
+    for backend in ("docker", "bwrap"):
+        code = main(["validate-suite", "envs-e2e", "--variant", "oracle", "--backend", backend,
+                     "--repos", str(SHARED_REPOS)])  # fmt: skip
+        out = capsys.readouterr().out
+        assert code == 0, out
+        assert f"build [1/2] {APPROXIMATE}: " in out and "[Python 3.9 for 3.6 (approximate)" in out
+        assert "[Python 3.11 for 3.10 (approximate), installs as of 2023-06-28 (env)" in out
+        assert "cdms2 (not on PyPI" in out, out  # the conda translation's note
+        assert f"2 valid (2 on an approximate environment), 0 invalid, 0 not buildable of 2 " \
+               f"instance(s) on {backend}" in out, out  # fmt: skip
+        for instance_id, asked, used in ((APPROXIMATE, "3.6", "3.9"), (CONDA_YML, "3.10", "3.11")):
+            found = GoldValidation.objects.get(task__task_id=instance_id, backend=backend)
+            assert (found.status, found.python_asked, found.python_used) == ("valid", asked, used)

@@ -216,6 +216,8 @@ def _validate_swebench_gold(args: argparse.Namespace) -> int:
         )  # fmt: skip
     except NotSwebenchSuite as exc:
         raise CommandError(str(exc)) from exc
+    finally:
+        builder.close()  # the dated index it served
     print()
     _table(
         ("instance", "verdict", "python", "gold", "empty", "time", "reason"),
