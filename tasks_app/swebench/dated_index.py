@@ -28,7 +28,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,8 @@ JSON_ACCEPT = "application/vnd.pypi.simple.v1+json"
 # Upstream project pages kept in memory per server (a build asks for a few hundred).
 MAX_CACHED_PROJECTS = 2000
 UPSTREAM_TIMEOUT_SEC = 60
+# The files of one release uploaded this long after its first still belong to it.
+RELEASE_WINDOW = timedelta(days=7)
 
 
 class UpstreamError(RuntimeError):
@@ -225,8 +227,10 @@ def serving(base: str | None = None) -> Iterator[DatedIndex]:
 
 
 def release_uploaded(name: str, version: str, *, cache: Path | None = None) -> datetime | None:
-    """When the first file of ``name==version`` was uploaded, or None when the index has no
-    such release. Answers are kept in ``cache`` (a JSON file): an upload time never changes."""
+    """When ``name==version`` was published: the upload of its last file within
+    ``RELEASE_WINDOW`` of its first (a release's wheels follow its first file by minutes to
+    hours; a wheel added months later for a new Python is not part of it). None when the index
+    has no such release. Answers are kept in ``cache`` (a JSON file): they never change."""
     from packaging.utils import canonicalize_version
 
     key = f"{normalize(name)}=={canonicalize_version(version)}"
@@ -234,14 +238,13 @@ def release_uploaded(name: str, version: str, *, cache: Path | None = None) -> d
     if key in known:
         return parse_time(known[key]) if known[key] else None
     data = fetch_project(name)
-    found: datetime | None = None
-    for entry in (data or {}).get("files", []):
-        file_version = _file_version(entry.get("filename", ""))
-        if file_version is None or file_version != canonicalize_version(version):
-            continue
-        if entry.get("upload-time"):
-            when = parse_time(entry["upload-time"])
-            found = when if found is None or when < found else found
+    times = sorted(
+        parse_time(entry["upload-time"])
+        for entry in (data or {}).get("files", [])
+        if entry.get("upload-time")
+        and _file_version(entry.get("filename", "")) == canonicalize_version(version)
+    )
+    found = max((t for t in times if t - times[0] <= RELEASE_WINDOW), default=None)
     if data is not None and cache is not None:
         known[key] = format_time(found) if found else ""
         _write_cache(cache, known)

@@ -280,7 +280,7 @@ def default_upload_times() -> UploadTimes:
     from tasks_app.swebench.dated_index import release_uploaded
     from tasks_app.swebench.repos import cache_root
 
-    cache = cache_root() / "pypi-release-times.json"
+    cache = cache_root() / "pypi-releases.json"
     return lambda name, version: release_uploaded(name, version, cache=cache)
 
 
