@@ -98,7 +98,7 @@ def test_it_dates_a_level_by_its_anchor_its_exact_pins_and_its_python_floor():
         "2024-07-03T03:29:15Z",
         "the upload of tox==4.16.0, which the specification pins",
     )
-    assert floored[0] == "2020-11-15T00:00:00Z" and "Python 3.9" in floored[1]
+    assert floored[0] == "2021-03-15T00:00:00Z" and "Python 3.9" in floored[1]
     assert envspec.exact_pins(["pip install 'tox==4.16.0' Jinja2==3.0.3 numpy==1.2.* a>=1"]) == [
         ("tox", "4.16.0"), ("Jinja2", "3.0.3"),
     ]  # fmt: skip
@@ -309,8 +309,8 @@ def test_the_leaderboard_the_task_page_and_the_api_name_the_python_asked_and_use
     suite, approx = _approximate_suite()
     GoldValidation.objects.create(task=approx, backend="docker", status="valid",
                                   gold_grade="FULL", empty_grade="NO", python_asked="3.6",
-                                  python_used="3.9", installs_as_of="env 2020-11-15T00:00:00Z, "
-                                  "instance 2020-11-15T00:00:00Z")  # fmt: skip
+                                  python_used="3.9", installs_as_of="env 2021-03-15T00:00:00Z, "
+                                  "instance 2021-03-15T00:00:00Z")  # fmt: skip
 
     board = client.get(f"/suites/{suite.name}/leaderboard/").content.decode()
     exact = client.get(f"/suites/{suite.name}/leaderboard/?label=env-exact")
@@ -321,7 +321,7 @@ def test_the_leaderboard_the_task_page_and_the_api_name_the_python_asked_and_use
     assert f"{approx.task_id}</a>: Python 3.9 for 3.6, gold-valid: counted" in board
     assert exact.status_code == 200
     assert 'id="environment"' in page and "approximate</span>" in page
-    assert "Python 3.9 for 3.6" in page and "as of env 2020-11-15" in page
+    assert "Python 3.9 for 3.6" in page and "as of env 2021-03-15" in page
     assert api["environment"]["python_asked"] == "3.6"
     assert api["environment"]["python_used"] == "3.9" and api["environment"]["approximate"]
     assert api["environment"]["gold_validations"][0]["status"] == "valid"

@@ -230,11 +230,11 @@ def test_it_builds_an_instance_offline_and_validates_it_on_both_backends(
     assert whole == 1  # an instance that cannot be built fails the command, saying why
     assert "pyvista__pyvista-4315: failed: instance pyvista__pyvista-4315: repository " in whole_out
     # The build line says how the environment was made: Python, and the install dates.
-    assert f"{INSTANCE}: cached [Python 3.9, installs as of 2020-11-15 (env) / 2020-11-15]" in (
+    assert f"{INSTANCE}: cached [Python 3.9, installs as of 2021-03-15 (env) / 2021-03-15]" in (
         again_out
     )
-    # Installs as of the date, on both backends: pytest 6.2.0 (uploaded 2020-12-12) is after
-    # the cutoff (2020-11-15, Python 3.9's floor), 6.1.2 (2020-10-28) the newest before it.
+    # Installs as of the date, on both backends: pytest 6.2.3 (uploaded 2021-04-03) is after
+    # the cutoff (2021-03-15, Python 3.9's floor), 6.2.2 (2021-01-25) the newest before it.
     built = built_instance(INSTANCE)
     version = ["/opt/venv/bin/python", "-c", "import pytest; print(pytest.__version__)"]
     in_image = subprocess.run(["docker", "run", "--rm", "--network", "none", built.image,
@@ -242,7 +242,7 @@ def test_it_builds_an_instance_offline_and_validates_it_on_both_backends(
     in_tree = subprocess.run(["bwrap", "--ro-bind", built.rootfs, "/", "--proc", "/proc",
                               "--dev", "/dev", "--unshare-net", *version],
                              capture_output=True, text=True)  # fmt: skip
-    assert (in_image.stdout.strip(), in_tree.stdout.strip()) == ("6.1.2", "6.1.2"), (
+    assert (in_image.stdout.strip(), in_tree.stdout.strip()) == ("6.2.2", "6.2.2"), (
         in_image.stderr + in_tree.stderr
     )
 
@@ -259,7 +259,7 @@ def test_it_builds_an_instance_offline_and_validates_it_on_both_backends(
         row = GoldValidation.objects.get(task__task_id=INSTANCE, backend=backend)
         assert (row.status, row.gold_grade, row.empty_grade) == ("valid", "FULL", "NO")
         assert (row.python_asked, row.python_used) == ("3.9", "3.9")
-        assert row.installs_as_of == "env 2020-11-15T00:00:00Z, instance 2020-11-15T00:00:00Z"
+        assert row.installs_as_of == "env 2021-03-15T00:00:00Z, instance 2021-03-15T00:00:00Z"
         skipped = GoldValidation.objects.get(task__task_id="pyvista__pyvista-4315", backend=backend)
         assert skipped.status == "not_buildable" and "pyvista__pyvista.git.tar.gz" in skipped.reason
 

@@ -204,6 +204,8 @@ def _validate_swebench_gold(args: argparse.Namespace) -> int:
     def progress(event: Event) -> None:
         if event.build is not None:
             print("build " + build_line(event.index, event.total, event.build), flush=True)
+            if event.build.log_tail:
+                print("    " + event.build.log_tail.replace("\n", "\n    "), flush=True)
         elif event.row is not None:
             row = event.row
             why = f": {row.reason}" if row.reason else ""

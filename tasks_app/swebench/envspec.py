@@ -50,16 +50,16 @@ CONSTRAINTS = "/etc/agentbench-pip-constraints.txt"
 # Debian suites reachable from this machine's mirror, by the Python version they ship. No
 # reachable registry has another CPython that runs offline (README, "SWE-bench offline").
 SUITES = {"3.9": "bullseye", "3.11": "bookworm", "3.13": "trixie"}
-# The earliest date an install on each interpreter resolves as of: the weeks after its
-# release when numpy, scipy, pandas and matplotlib first had wheels for it. Before that
-# pip would build them from sdists, which for scipy needs a Fortran toolchain (3.9: numpy
-# 1.19.3 2020-10-28, pandas 1.1.4 2020-10-30, scipy 1.5.4 2020-11-04, matplotlib 3.3.3
-# 2020-11-12; 3.11: numpy 1.23.2, scipy 1.9.2, pandas 1.5.1, matplotlib 3.6.1 by 2022-10;
-# 3.13: numpy 2.1, scipy 1.14.1, pandas 2.2.3 by 2024-09).
+# The earliest date an install on each interpreter resolves as of: when the last of the
+# compiled packages these repositories use had a manylinux wheel for it (numpy, scipy, pandas,
+# matplotlib, numba/llvmlite, tables, h5py, netCDF4, NREL-PySAM, statsmodels, lxml, cftime,
+# pyproj, shapely; measured on the index: llvmlite is last each time, 3.9 2021-03-12, 3.11
+# 2023-05-02, 3.13 2025-01-20). Before it pip would build some of them from sdists (llvmlite
+# needs LLVM, scipy a Fortran toolchain) or find no release at all (NREL-PySAM has no sdist).
 PYTHON_FLOOR = {
-    "3.9": "2020-11-15T00:00:00Z",
-    "3.11": "2022-11-01T00:00:00Z",
-    "3.13": "2024-10-01T00:00:00Z",
+    "3.9": "2021-03-15T00:00:00Z",
+    "3.11": "2023-05-15T00:00:00Z",
+    "3.13": "2025-02-01T00:00:00Z",
 }
 # Packages of the base level (debootstrap --include); build-essential and python3-dev build
 # the sdists some old pins need.
