@@ -181,10 +181,15 @@ def test_it_translates_xarrays_environment_yml_into_a_pip_install(cache):
     assert (
         "cdms2 (not on PyPI" in env.note and "channels conda-forge, nodefaults dropped" in env.note
     )
-    # The official pip_packages after, as the harness runs them; their pins date the env.
-    assert env.commands[-1].endswith("numpy==1.23.0 packaging==23.1 pandas==1.5.3 pytest==7.4.0 "
-                                     "python-dateutil==2.8.2 pytz==2023.3 six==1.16.0 "
-                                     "scipy==1.11.1 setuptools==68.0.0 dask==2022.8.1")  # fmt: skip
+    # The official pip_packages after, as the harness runs them; their pins date the env. On
+    # Python 3.11 (approximate) each exact pin is taken as its release series: pandas 1.5.3
+    # needs numpy 1.23.2+ on 3.11, the specification pins numpy 1.23.0 (for 3.10).
+    assert env.commands[-1].endswith("'numpy~=1.23.0' 'packaging~=23.1' 'pandas~=1.5.3' "
+                                     "'pytest~=7.4.0' 'python-dateutil~=2.8.2' 'pytz~=2023.3' "
+                                     "'six~=1.16.0' 'scipy~=1.11.1' 'setuptools~=68.0.0' "
+                                     "'dask~=2022.8.1'")  # fmt: skip
+    assert "Python 3.11 for 3.10: exact pins taken as their release series (numpy==1.23.0 -> " \
+           "numpy~=1.23.0, " in env.note  # fmt: skip
     assert env.date == "2023-06-28T22:30:21Z"
     assert env.date_why == "the upload of scipy==1.11.1, which the specification pins"
 

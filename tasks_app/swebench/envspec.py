@@ -253,6 +253,19 @@ def exact_pins(texts: list[str]) -> list[tuple[str, str]]:
     return found
 
 
+def relaxed(requirement: str) -> str:
+    """An exact pin as its release series (``numpy==1.23.0`` -> ``numpy~=1.23.0``: 1.23.0 or a
+    later 1.23.x); anything else unchanged. On an approximate environment the specification's
+    exact pins were chosen for an older Python: a later patch release of the same series is
+    often the first to support the newer one (numpy 1.23.2 for 3.11; pandas 1.5.3 needs it)."""
+    match = re.fullmatch(
+        r"\s*([A-Za-z0-9][A-Za-z0-9_.\-]*(?:\[[^\]]*\])?)==([0-9][0-9.]*[0-9])\s*", requirement
+    )
+    if not match or "." not in match.group(2):
+        return requirement
+    return f"{match.group(1)}~={match.group(2)}"
+
+
 def dated(
     anchor: str, what: str, python: str, pins: list[tuple[str, str]], uploaded: UploadTimes
 ) -> tuple[str, str]:
@@ -307,10 +320,13 @@ def env_recipe(
     named: list[str] = []  # requirement texts, for the exact pins they name
     apt = list(spec.get("apt-pkgs") or [])
     note = ""
+    approximate = python != asked
+    relax = relaxed if approximate else (lambda requirement: requirement)
     packages = str(spec.get("packages", "") or "")
     if packages == "requirements.txt":
         reqs = requirements_from_archive(instance, env_commit, source)
         named.append(reqs)
+        reqs = "\n".join(relax(line) for line in reqs.split("\n"))
         commands.append(f"cat > /tmp/requirements.txt <<'EOF_59812759871'\n{reqs}\nEOF_59812759871")
         commands.append(f"{pip} -r /tmp/requirements.txt")
     elif packages == "environment.yml":
@@ -321,19 +337,30 @@ def env_recipe(
             )
         except ValueError as exc:
             raise NotBuildable(str(exc)) from exc
-        commands += _translated(pip, translation)
         named += translation.requirements + translation.pip_section
+        commands += _translated(pip, translation, relax)
         apt += [p for p in translation.apt if p not in apt]
         note = translation.note()
     elif packages:
         translation = conda.translate_names(packages.split())
-        commands += _translated(pip, translation)
         named += translation.requirements
+        commands += _translated(pip, translation, relax)
         apt += [p for p in translation.apt if p not in apt]
         note = translation.note()
     if spec.get("pip_packages"):
-        commands.append(f"{pip} " + " ".join(shlex.quote(p) for p in spec["pip_packages"]))
+        commands.append(f"{pip} " + " ".join(shlex.quote(relax(p)) for p in spec["pip_packages"]))
         named += [str(p) for p in spec["pip_packages"]]
+    loosened = [r for r in named if r != relax(r) and "\n" not in r]
+    if loosened:
+        note = "; ".join(
+            n
+            for n in (
+                note,
+                f"Python {python} for {asked}: exact pins taken as their release series "
+                f"({', '.join(f'{r} -> {relax(r)}' for r in loosened)})",
+            )
+            if n
+        )
     commit_date = source.commit_date(repo, env_commit, instance_id=instance["instance_id"])
     date, why = dated(
         commit_date, "the environment_setup_commit's date", python, exact_pins(named),
@@ -356,12 +383,11 @@ def env_recipe(
     )
 
 
-def _translated(pip: str, translation: conda.Translation) -> list[str]:
+def _translated(pip: str, translation: conda.Translation, relax: Callable[[str], str]) -> list[str]:
     commands = []
-    if translation.requirements:
-        commands.append(f"{pip} " + " ".join(shlex.quote(r) for r in translation.requirements))
-    if translation.pip_section:
-        commands.append(f"{pip} " + " ".join(shlex.quote(r) for r in translation.pip_section))
+    for requirements in (translation.requirements, translation.pip_section):
+        if requirements:
+            commands.append(f"{pip} " + " ".join(shlex.quote(relax(r)) for r in requirements))
     return commands
 
 
