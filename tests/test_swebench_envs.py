@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from runs.pipeline.swebench_validation import first_error
+from runs.pipeline.log_errors import first_error
 from runs.results.leaderboard import leaderboard_rows
 from tasks_app.models import GoldValidation, Task
 from tasks_app.swebench import conda, envspec

@@ -182,10 +182,10 @@ def cmd_validate_suite(args: argparse.Namespace) -> int:
         raise CommandError(str(exc)) from exc
     print()
     _table(
-        ("task", "result", "stage", "flaky", "time"),
+        ("task", "result", "stage", "flaky", "time", "why"),
         [
             (r.task_id, r.verdict, r.stage, "yes" if r.flaky_baseline else "",
-             f"{r.duration_sec:.1f}s")
+             f"{r.duration_sec:.1f}s", r.note[:140] if not r.valid else "")
             for r in report.rows
         ],
     )  # fmt: skip

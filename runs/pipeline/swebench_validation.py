@@ -17,7 +17,6 @@ the same explanation.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -30,6 +29,7 @@ from runs.models import AgentVariant, Attempt, AttemptStatus, Run, RunSource, Ru
 from runs.pipeline import artifacts
 from runs.pipeline.adhoc import model_config_for_variant, run_close, run_create
 from runs.pipeline.execute import attempt_execute
+from runs.pipeline.log_errors import first_error
 from tasks_app.models import GoldValidation, GoldValidationStatus, Suite, Task, TaskSource
 from tasks_app.swebench.build import Builder, BuildOutcome
 
@@ -223,32 +223,6 @@ def judge(task: Task, gold: Attempt, empty: Attempt, *, build: BuildOutcome) -> 
         row.reason = "; ".join(problems)
         row.failing_tests = wrong
     return row
-
-
-# The first error of a test log: a pytest "E   SomeError: ..." line, else a line that starts
-# with an exception name (a traceback's last line, "ImportError while loading conftest"),
-# else a line saying ERROR.
-_ERROR_LINES = (
-    re.compile(r"^E\s+((?:[\w.]+\.)?\w*(?:Error|Exception)\b.*)$"),
-    re.compile(r"^((?:[\w.]+\.)?\w*(?:Error|Exception)(?::| while ).*)$"),
-    re.compile(r"^(.*\bERROR\b.*)$"),
-)
-_START = ">>>>> Start Test Output"
-_END = ">>>>> End Test Output"
-
-
-def first_error(log: str) -> str:
-    """The first error line of ``log`` (its test section when it has one), at most 240
-    characters, or "" when there is none."""
-    if _START in log:
-        log = log.split(_START, 1)[1].split(_END, 1)[0]
-    lines = [line.rstrip() for line in log.splitlines()]
-    for pattern in _ERROR_LINES:
-        for line in lines:
-            match = pattern.match(line.strip() if pattern is not _ERROR_LINES[0] else line)
-            if match:
-                return match.group(1).strip()[:240]
-    return ""
 
 
 def _test_log(attempt: Attempt) -> str:
