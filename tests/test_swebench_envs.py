@@ -402,7 +402,7 @@ def _bare_repo(tmp_path: Path, stem: str, files: dict[str, str]) -> tuple[Path, 
 # --- end to end: an approximate environment, an environment.yml --------------------------
 
 APPROXIMATE = "pydicom__pydicom-901"  # asks for Python 3.6: built on 3.9
-CONDA_YML = "pydata__xarray-7229"  # an environment.yml, and 3.10: built on 3.11
+CONDA_YML = "pydata__xarray-4966"  # an environment.yml, and 3.10: built on 3.11 (small tests)
 
 
 @pytest.mark.django_db
