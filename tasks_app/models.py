@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 
 from django.db import models
+from django.db.models import Q
 from django.urls import reverse
 
 
@@ -187,21 +188,15 @@ class GoldValidation(models.Model):
 
 def invalid_task_ids(suite: Suite) -> list[int]:
     """Tasks of ``suite`` whose last gold validation (on any backend) found them invalid, and
-    tasks on an approximate environment (``ENV_APPROXIMATE_LABEL``) unless gold validation
-    passed on it (valid on some backend and nothing else on any): those count only then."""
-    from tasks_app.swebench.envspec import ENV_APPROXIMATE_LABEL
-
-    invalid = set(
-        GoldValidation.objects.filter(task__suite=suite, status=GoldValidationStatus.INVALID)
+    approximate environments it found not buildable (the gold patch fails on them): an
+    approximate instance counts only where gold validation passes on it. An instance not yet
+    validated counts, exact or approximate, as published results are rated over the suite."""
+    return list(
+        GoldValidation.objects.filter(task__suite=suite)
+        .filter(
+            Q(status=GoldValidationStatus.INVALID)
+            | Q(status=GoldValidationStatus.NOT_BUILDABLE, gold_grade__gt="")
+        )
         .values_list("task_id", flat=True)
         .distinct()
     )
-    approximate = Task.objects.for_suite(suite).with_label(ENV_APPROXIMATE_LABEL)
-    passed = approximate.filter(gold_validations__status=GoldValidationStatus.VALID).exclude(
-        gold_validations__status__in=[
-            GoldValidationStatus.INVALID,
-            GoldValidationStatus.NOT_BUILDABLE,
-        ]
-    )
-    invalid |= set(approximate.exclude(pk__in=passed.values("pk")).values_list("pk", flat=True))
-    return sorted(invalid)

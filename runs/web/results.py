@@ -426,14 +426,24 @@ def _approximate(suite: Suite, excluded: frozenset[int]) -> list[dict]:
     from tasks_app.swebench.envspec import ENV_APPROXIMATE_LABEL, approximate_pythons
 
     tasks = Task.objects.for_suite(suite).with_label(ENV_APPROXIMATE_LABEL).order_by("task_id")
+    valid = set(
+        GoldValidation.objects.filter(
+            task__in=tasks, status=GoldValidationStatus.VALID
+        ).values_list("task_id", flat=True)
+    )
     rows = []
     for pk, task_id, repo, version in tasks.values_list(
         "pk", "task_id", "spec__repo", "spec__version"
     ):
         asked, used = approximate_pythons(str(repo), str(version))
-        rows.append(
-            {"task_id": task_id, "asked": asked, "used": used, "counted": pk not in excluded}
+        state = (
+            "gold patch fails here: left out"
+            if pk in excluded
+            else "gold-valid: counted"
+            if pk in valid
+            else "not validated yet: counted"
         )
+        rows.append({"task_id": task_id, "asked": asked, "used": used, "state": state})
     return rows
 
 
