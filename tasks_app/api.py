@@ -92,6 +92,40 @@ class TaskDetailOut(TaskOut):
     environment_setup_commit: str
     harness_min_version: str
     spec: dict
+    environment: dict | None = Field(
+        None,
+        description="SWE-bench: the Python the specification asks for and the one used here "
+        "(approximate when they differ) and each backend's gold validation",
+    )
+
+    @staticmethod
+    def resolve_environment(obj: Task) -> dict | None:
+        if obj.source != TaskSource.SWEBENCH:
+            return None
+        from tasks_app.swebench.envspec import approximate_pythons
+
+        asked, used = approximate_pythons(
+            str(obj.spec.get("repo", "")), str(obj.spec.get("version", ""))
+        )
+        return {
+            "python_asked": asked,
+            "python_used": used,
+            "approximate": bool(asked) and asked != used,
+            "gold_validations": [
+                {
+                    "backend": v.backend,
+                    "status": v.status,
+                    "gold_grade": v.gold_grade,
+                    "empty_grade": v.empty_grade,
+                    "reason": v.reason,
+                    "failing_tests": v.failing_tests,
+                    "python_asked": v.python_asked,
+                    "python_used": v.python_used,
+                    "installs_as_of": v.installs_as_of,
+                }
+                for v in obj.gold_validations.order_by("backend")
+            ],
+        }
 
 
 class TaskFilter(FilterSchema):

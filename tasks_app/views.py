@@ -65,5 +65,24 @@ def task_detail(request: HttpRequest, suite: str, task_id: str) -> HttpResponse:
             "attempts": attempts,
             "spec_json": json.dumps(task.spec, indent=2, sort_keys=True, default=str),
             "gold_validations": list(task.gold_validations.order_by("backend")),
+            "environment": _environment(task),
         },
     )
+
+
+def _environment(task: Task) -> dict | None:
+    """How a SWE-bench task's environment is built here: the Python asked and used (an
+    approximate environment when they differ) and, when it was built on this machine, the
+    dates its installs resolved as of."""
+    if task.source != "swebench":
+        return None
+    from tasks_app.swebench.build import built_instance
+    from tasks_app.swebench.envspec import ENV_APPROXIMATE_LABEL
+
+    built = built_instance(task.task_id)
+    if built is not None and built.base_commit != task.repo_commit:
+        built = None
+    return {
+        "approximate": ENV_APPROXIMATE_LABEL in (task.labels or []),
+        "built": built,
+    }
