@@ -112,7 +112,10 @@ WHITENOISE_IMMUTABLE_FILE_TEST = r"/vendor/[^/]*-\d+\.\d+\.\d+[^/]*$"
 # storage is a matter of setting ARTIFACTS_STORAGE_BACKEND (for example django-storages').
 ARTIFACTS_ROOT = Path(envstr("ARTIFACTS_ROOT", str(VAR_DIR / "artifacts")))
 _FILE_STORAGE = "django.core.files.storage.FileSystemStorage"
-ARTIFACTS_STORAGE_BACKEND = envstr("ARTIFACTS_STORAGE_BACKEND", "") or _FILE_STORAGE
+# A FileSystemStorage whose reads never follow a link (a sandbox plants them in its workspace,
+# inside the attempt's folder); Django's own, named here, is read through it as well.
+_ARTIFACT_STORAGE = "runs.artifact_storage.ArtifactStorage"
+ARTIFACTS_STORAGE_BACKEND = envstr("ARTIFACTS_STORAGE_BACKEND", "") or _ARTIFACT_STORAGE
 # A FileSystemStorage elsewhere than ARTIFACTS_ROOT, e.g. a mount every machine shares: the
 # workers copy each attempt's folder there and the web app reads it
 # (runs/workers/artifacts_sync.py).
@@ -123,7 +126,7 @@ STORAGES = {
     "artifacts": {
         "BACKEND": ARTIFACTS_STORAGE_BACKEND,
         "OPTIONS": {"location": ARTIFACTS_STORAGE_LOCATION or str(ARTIFACTS_ROOT)}
-        if ARTIFACTS_STORAGE_BACKEND == _FILE_STORAGE
+        if ARTIFACTS_STORAGE_BACKEND in (_FILE_STORAGE, _ARTIFACT_STORAGE)
         else {},
     },
 }
