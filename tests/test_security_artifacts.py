@@ -163,7 +163,7 @@ def test_links_planted_by_a_sandbox_never_lead_a_reader_outside_the_attempt(
         validation: {{enforce_clean_setup: false, check_flaky: false}}
         """,
     )
-    import_tasks(tmp_path / "tasks")
+    import_tasks(tmp_path / "tasks", also=[tmp_path])
     attempt = attempt_create_adhoc(
         task=get_task("plants_links", "pipeline-test"),
         model_config=model_config_for_variant("baseline"),

@@ -12,28 +12,16 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import signal
-import socket
-import subprocess
-import sys
-import threading
-import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import requests
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.gunicorn_fixtures import Server, serve
+
 LIMIT_MB = 300
 MB = 1024 * 1024
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def peak_rss_mb(pid: int) -> float:
@@ -43,107 +31,10 @@ def peak_rss_mb(pid: int) -> float:
     raise AssertionError("no VmHWM")
 
 
-class Server:
-    def __init__(self, url: str, token: str, proc: subprocess.Popen, uploads: Path, spool: Path):
-        self.url = url
-        self.token = token
-        self.proc = proc
-        self.uploads = uploads
-        self.spool = spool
-
-    @contextlib.contextmanager
-    def largest_spool(self) -> Iterator[list[int]]:
-        """The most bytes the server's spooled upload files held at once, while in the block."""
-        largest = [0]
-        done = threading.Event()
-
-        def watch() -> None:
-            while not done.is_set():
-                total = 0
-                for path in self.spool.iterdir():
-                    with contextlib.suppress(FileNotFoundError):
-                        total += path.stat().st_size
-                largest[0] = max(largest[0], total)
-                time.sleep(0.01)
-
-        watcher = threading.Thread(target=watch, daemon=True)
-        watcher.start()
-        try:
-            yield largest
-        finally:
-            done.set()
-            watcher.join(5)
-
-    def worker_pid(self) -> int:
-        children = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text()
-        return int(children.split()[0])
-
-    def post(self, path: str, headers: dict | None = None, **kwargs) -> requests.Response:
-        headers = {"Authorization": f"Bearer {self.token}", **(headers or {})}
-        return requests.post(self.url + path, headers=headers, timeout=120, **kwargs)
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     with serve(tmp_path_factory.mktemp("upload-server")) as running:
         yield running
-
-
-@contextlib.contextmanager
-def serve(var: Path, **settings: str) -> Iterator[Server]:
-    """gunicorn (one sync worker) on a fresh SQLite database in ``var``, with a token of
-    alice's; ``settings`` are more environment variables."""
-    env = (
-        {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("DATABASE_URL", "PYTEST", "DJANGO_SETTINGS"))
-        }
-        | {
-            "AB_VAR_DIR": str(var),
-            "DATABASE_URL": f"sqlite:///{var / 'db.sqlite3'}",
-            "API_UPLOADS_ROOT": str(var / "uploads"),
-            "DJANGO_SETTINGS_MODULE": "benchsite.settings",
-            "PYTHONPATH": str(REPO),
-            "API_WRITE_RATE": "1000/min",
-            # Where Django spools large uploads (tempfile honours TMPDIR): watched by the tests.
-            "TMPDIR": str(var / "spool"),
-        }
-        | settings
-    )
-    (var / "spool").mkdir()
-    manage = [sys.executable, str(REPO / "manage.py")]
-    subprocess.run([*manage, "migrate", "-v", "0"], env=env, check=True, cwd=REPO)
-    script = (
-        "from django.contrib.auth.models import User\n"
-        "from benchsite.accounts.services import api_token_create\n"
-        "u = User.objects.create_user('alice', password='x')\n"
-        "print(api_token_create(user=u, name='uploads')[1])\n"
-    )
-    token = subprocess.run(
-        [*manage, "shell", "-c", script], env=env, check=True, cwd=REPO,
-        capture_output=True, text=True,
-    ).stdout.strip().splitlines()[-1]  # fmt: skip
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "benchsite.wsgi:application",
-         "--bind", f"127.0.0.1:{port}", "--workers", "1", "--timeout", "120"],
-        env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                requests.get(url + "/api/suites", timeout=10)
-                break
-            except (requests.ConnectionError, requests.Timeout):  # still starting (a busy host)
-                assert time.monotonic() < deadline, "gunicorn did not answer"
-                time.sleep(0.2)
-        yield Server(url, token, proc, var / "uploads", var / "spool")
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
 
 
 def zip_bomb(inner_name: str, unpacked_mb: int) -> bytes:
