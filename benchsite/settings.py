@@ -167,7 +167,8 @@ ATTEMPT_REAPER_INTERVAL_SEC = envint("ATTEMPT_REAPER_INTERVAL_SEC", 10)
 # Harness.
 AB_TASKS_DIR = Path(envstr("AB_TASKS_DIR", str(BASE_DIR / "tasks")))
 # Folders a locally imported task.yaml may name (repo.url as a path, reference_solution) beside
-# the tasks folder imported and the repository's examples/ (tasks_app/spec.py, PathRules).
+# the tasks folder imported, AB_TASKS_DIR and the repository's tasks/ and examples/
+# (tasks_app/spec.py, PathRules).
 # Uploaded tasks may only name files inside their own upload, whatever this says.
 TASK_PATH_ROOTS = [Path(p) for p in envlist("TASK_PATH_ROOTS", "")]
 HARNESS_VERSION = "0.1.0"

@@ -123,8 +123,8 @@ def task_fields_from_spec(loaded: LoadedTask) -> dict[str, Any]:
 
 def local_path_rules(target: Path | str) -> PathRules:
     """Where a local import's task files may point: the folder imported (or the task file's),
-    the repository's examples/ and TASK_PATH_ROOTS."""
-    return PathRules.local(target, settings.TASK_PATH_ROOTS)
+    the repository's tasks/ and examples/, AB_TASKS_DIR and TASK_PATH_ROOTS."""
+    return PathRules.local(target, [settings.AB_TASKS_DIR, *settings.TASK_PATH_ROOTS])
 
 
 def tasks_import(*, directory: Path | str, rules: PathRules | None = None) -> ImportReport:

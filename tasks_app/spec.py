@@ -7,8 +7,9 @@ The paths a task file names (``repo.url`` as a local path or ``file://`` URL,
 ``reference_solution``) are host paths read by the harness, as root, and shown to readers or
 cloned into a sandbox: they must resolve (links followed) inside the folders ``PathRules``
 allows: for an upload its own folder only, and then a local repository must be a git bundle;
-for a local import the tasks folder given, the repository's ``examples/`` and any folder the
-operator adds (``TASK_PATH_ROOTS``). Anything else is a problem naming the file and field.
+for a local import the tasks folder given, the repository's ``tasks/`` and ``examples/``, the
+configured tasks folder (``AB_TASKS_DIR``) and any folder the operator adds
+(``TASK_PATH_ROOTS``). Anything else is a problem naming the file and field.
 """
 
 from __future__ import annotations
@@ -47,8 +48,10 @@ _TRANSPORT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9+.\-]*::")
 _SCP_LIKE = re.compile(r"^[\w.\-]+@[\w.\-]+:")
 # Clone URLs that reach a server, not a host path.
 REMOTE_SCHEMES = ("http", "https", "git", "ssh", "git+ssh", "ssh+git")
-# The repository's shipped examples (examples/toy_repo.bundle): local imports may name them.
+# The repository's shipped example repositories and tasks (examples/toy_repo.bundle, a task's
+# ../toy_fail_pytest/solution.patch): local imports may name them.
 EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
+SHIPPED_TASKS_DIR = Path(__file__).resolve().parent.parent / "tasks"
 WORKSPACE = "/workspace"
 _BUNDLE_HEADERS = (b"# v2 git bundle\n", b"# v3 git bundle\n")
 
@@ -153,10 +156,12 @@ class PathRules:
     @classmethod
     def local(cls, target: Path | str, extra: Iterable[Path | str] = ()) -> PathRules:
         """A local import of ``target`` (a folder, or one task file): that folder, the
-        repository's examples/ and the ``extra`` folders (TASK_PATH_ROOTS)."""
+        repository's tasks/ and examples/, and the ``extra`` folders (the configured tasks
+        folder, TASK_PATH_ROOTS)."""
         target = Path(target)
         folder = target if target.is_dir() else target.parent
-        return cls(tuple(Path(p).resolve() for p in (folder, EXAMPLES_DIR, *extra)))
+        roots = (folder, SHIPPED_TASKS_DIR, EXAMPLES_DIR, *extra)
+        return cls(tuple(dict.fromkeys(Path(p).resolve() for p in roots)))
 
     def allows(self, path: Path) -> bool:
         try:
@@ -169,9 +174,8 @@ class PathRules:
         if self.uploaded:
             return "the upload (an uploaded task may only name files inside its archive)"
         return (
-            "the tasks folder, the repository's examples/ or TASK_PATH_ROOTS ("
-            + ", ".join(str(r) for r in self.roots)
-            + ")"
+            "the tasks folder, the repository's tasks/ and examples/, AB_TASKS_DIR or "
+            "TASK_PATH_ROOTS (" + ", ".join(str(r) for r in self.roots) + ")"
         )
 
 

@@ -238,6 +238,13 @@ def test_an_upload_may_name_only_a_git_bundle_inside_itself(tmp_path):
     assert field == "repo.url" and "inside its archive" in message
 
 
+def test_a_shipped_task_file_alone_may_name_a_sibling_tasks_solution():
+    # As `ab run-task tasks/custom-dev/toy_setup_fails/task.yaml` loads it: its own folder
+    # is the import, and the repository's tasks/ is allowed beside it.
+    task = load_task_file(TASKS_DIR / "custom-dev/toy_setup_fails/task.yaml")
+    assert task.reference_patch.startswith("diff --git")
+
+
 def test_the_shipped_examples_may_name_the_repositorys_examples(tmp_path):
     task = load_task_file(TASKS_DIR / "custom-dev/toy_fail_pytest/task.yaml",
                           rules=PathRules.local(TASKS_DIR))  # fmt: skip
