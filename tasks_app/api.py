@@ -34,7 +34,7 @@ from benchsite.api.errors import ApiInputError, ErrorOut
 from runs.model_configs import slug_taken_by_other
 from tasks_app.models import Suite, Task, TaskSource
 from tasks_app.services import tasks_import
-from tasks_app.spec import SpecProblem, TaskSpecError, load_task_dir
+from tasks_app.spec import PathRules, SpecProblem, TaskSpecError, load_task_dir
 from tasks_app.swebench.importer import swebench_import
 from tasks_app.swebench.predictions import predictions_import
 from tasks_app.swebench.results import results_import
@@ -195,9 +195,12 @@ def task_detail(request: HttpRequest, public_id: uuid.UUID):
 def task_import(request: HttpRequest, file: File[UploadedFile]):
     target = Path(settings.API_UPLOADS_ROOT) / "tasks" / uuid.uuid4().hex
     unpack_upload(file, target)
+    # Its task files may name files inside the upload only (never a host path, nor another
+    # upload's), and a local repository only as a git bundle.
+    rules = PathRules.upload(target)
     try:
-        _check_suite_names(target)
-        report = tasks_import(directory=target)
+        _check_suite_names(target, rules)
+        report = tasks_import(directory=target, rules=rules)
     except TaskSpecError as exc:
         shutil.rmtree(target, ignore_errors=True)
         raise TaskSpecError([_relative(problem, target) for problem in exc.problems]) from None
@@ -229,12 +232,12 @@ def task_import(request: HttpRequest, file: File[UploadedFile]):
     }
 
 
-def _check_suite_names(directory: Path) -> None:
+def _check_suite_names(directory: Path, rules: PathRules) -> None:
     # The spec allows dots in a suite name, but suite URLs take slugs only: a dotted suite
     # would import fine and then break every page and API answer that links to it.
     bad = [
         SpecProblem(str(t.path), "suite", f"{t.spec.suite!r}: use letters, digits, - and _")
-        for t in load_task_dir(directory)
+        for t in load_task_dir(directory, rules=rules)
         if not re.fullmatch(r"[-a-zA-Z0-9_]+", t.spec.suite)
     ]
     if bad:

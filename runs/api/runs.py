@@ -363,18 +363,19 @@ def attempt_artifact(request: HttpRequest, public_id: uuid.UUID, path: Text):
     _require_reader(request)
     attempt = get_object_or_404(Attempt, public_id=public_id)
     try:
-        name = artifacts.artifact_name(attempt, path)
+        artifacts.artifact_name(attempt, path)
     except artifacts.ArtifactPathError as exc:
         raise ApiInputError("path", str(exc), status=404, location="path") from None
-    store = artifacts.storage()
-    if not store.exists(name):
+    # None as well for a link, or a name reached through one: sandboxed code plants them.
+    handle = artifacts.open_artifact(attempt, path)
+    if handle is None:
         raise ApiInputError("path", f"no artifact {path!r}", status=404, location="path")
     content_type, _ = mimetypes.guess_type(path)
     if content_type is None or content_type.startswith("text/") or path.endswith(".jsonl"):
         # Served as plain text whatever it holds: an artifact written by a sandboxed agent
         # must never render as HTML in the site's origin.
         content_type = "text/plain; charset=utf-8"
-    response = FileResponse(store.open(name, "rb"), content_type=content_type, as_attachment=False)
+    response = FileResponse(handle, content_type=content_type, as_attachment=False)
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Security-Policy"] = "sandbox"
     return response

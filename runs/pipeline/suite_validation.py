@@ -24,7 +24,7 @@ from runs.pipeline.execute import attempt_execute
 from runs.pipeline.log_errors import first_error
 from runs.pipeline.record import RECORD_SCHEMA_VERSION, provenance
 from tasks_app.models import Suite, TaskSource
-from tasks_app.services import task_fields_from_spec, task_upsert
+from tasks_app.services import local_path_rules, task_fields_from_spec, task_upsert
 from tasks_app.spec import load_task_dir
 
 SKIP_LABEL = "flaky"
@@ -126,7 +126,12 @@ def suite_validate(
     no task of ``suite``. Artifacts go under ``out`` (default ARTIFACTS_ROOT).
     """
     loaded = sorted(
-        (t for t in load_task_dir(tasks_dir) if t.spec.suite == suite), key=lambda t: t.spec.id
+        (
+            t
+            for t in load_task_dir(tasks_dir, rules=local_path_rules(tasks_dir))
+            if t.spec.suite == suite
+        ),
+        key=lambda t: t.spec.id,
     )
     if not loaded:
         raise SuiteNotFound(f"no tasks of suite {suite!r} under {tasks_dir}")
