@@ -105,7 +105,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     script = (
         "from django.contrib.auth.models import User\n"
         "from benchsite.accounts.services import api_token_create\n"
-        "u = User.objects.create_user('alice', password='x')\n"
+        "u = User.objects.create_user('alice', password='x', is_staff=True)\n"
         "print(api_token_create(user=u, name='uploads')[1])\n"
     )
     token = subprocess.run(
