@@ -236,20 +236,21 @@ def _take_back(attempt: Attempt, *, note: str, count: bool) -> None:
 
 
 def attempt_remove_workspace(attempt: Attempt) -> None:
-    """Remove the workspace a taken-back try left in its artifact folder (its logs stay).
+    """Remove what a taken-back try left on this machine: its workspace (its logs stay), and
+    its sandbox's host files and quota mounts (``sandbox.leftovers``).
 
     The next try gets a folder of its own and a fresh clone; on a worker of another machine
     the folder is only here when the artifacts root is shared, else nothing is removed.
     """
     from runs.pipeline.artifacts import WORKSPACE_DIR, folder_of
+    from runs.workers.leftovers import attempt_sandbox_name
+    from sandbox.leftovers import remove_host_leftovers
 
-    if attempt.artifacts_dir:
-        workspace = folder_of(attempt.artifacts_dir) / WORKSPACE_DIR
-        # A try killed mid-command leaves its disk quota's filesystem bound over the
-        # workspace (and its loop mount): unmount them first, or rmtree cannot remove it.
-        from sandbox.disk import remove_leftover
-
-        remove_leftover(f"ab-attempt-{attempt.public_id}", workspace)
+    workspace = folder_of(attempt.artifacts_dir) / WORKSPACE_DIR if attempt.artifacts_dir else None
+    # A try killed mid-command leaves its disk quota's filesystem bound over the workspace
+    # (and its loop mount): unmount them first, or rmtree cannot remove it.
+    remove_host_leftovers(attempt_sandbox_name(attempt.public_id), workspace)
+    if workspace is not None:
         shutil.rmtree(workspace, ignore_errors=True)
 
 
