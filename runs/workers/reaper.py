@@ -38,8 +38,10 @@ def lease_acquire(name: str, holder: str, *, ttl_sec: float) -> bool:
     """Take or renew the lease ``name`` for ``holder``; False while another holds it."""
     now = timezone.now()
     free = Q(holder=holder) | Q(expires_at__isnull=True) | Q(expires_at__lt=now)
-    taken = Lease.objects.filter(name=name).filter(free).update(
-        holder=holder[:200], expires_at=now + timedelta(seconds=ttl_sec)
+    taken = (
+        Lease.objects.filter(name=name)
+        .filter(free)
+        .update(holder=holder[:200], expires_at=now + timedelta(seconds=ttl_sec))
     )
     if taken:
         return True
