@@ -26,11 +26,12 @@ from ninja import (
 )
 from ninja.pagination import paginate
 
-from benchsite.accounts.auth import AUTHENTICATED, PUBLIC_READ, write_throttle
+from benchsite.accounts.auth import PUBLIC_READ, write_auth, write_throttle
 from benchsite.accounts.models import AuditAction
 from benchsite.accounts.services import audit_event_record
 from benchsite.api.common import Pages, Text
 from benchsite.api.errors import ApiInputError, ErrorOut
+from runs.access import Write
 from runs.model_configs import slug_taken_by_other
 from tasks_app.models import Suite, Task, TaskSource
 from tasks_app.services import tasks_import
@@ -43,7 +44,14 @@ from tasks_app.uploads.runs import run_import_upload
 
 router = Router(tags=["tasks"])
 
-IMPORT_ERRORS = {400: ErrorOut, 401: ErrorOut, 413: ErrorOut, 422: ErrorOut, 429: ErrorOut}
+IMPORT_ERRORS = {
+    400: ErrorOut,
+    401: ErrorOut,
+    403: ErrorOut,
+    413: ErrorOut,
+    422: ErrorOut,
+    429: ErrorOut,
+}
 
 
 class SuiteOut(Schema):
@@ -181,8 +189,15 @@ def task_detail(request: HttpRequest, public_id: uuid.UUID):
 
 @router.post(
     "/imports/tasks",
-    response={200: ImportReportOut, 400: ErrorOut, 401: ErrorOut, 413: ErrorOut, 429: ErrorOut},
-    auth=AUTHENTICATED,
+    response={
+        200: ImportReportOut,
+        400: ErrorOut,
+        401: ErrorOut,
+        403: ErrorOut,
+        413: ErrorOut,
+        429: ErrorOut,
+    },
+    auth=write_auth(Write.TASKS_IMPORT),
     throttle=write_throttle,
     summary="Import task.yaml files from an uploaded archive",
     description=(
@@ -328,7 +343,7 @@ class ResultsReportOut(Schema):
 @router.post(
     "/imports/swebench",
     response={200: ImportReportOut, **IMPORT_ERRORS},
-    auth=AUTHENTICATED,
+    auth=write_auth(Write.SWEBENCH_IMPORT),
     throttle=write_throttle,
     summary="Import a SWE-bench dataset file (.jsonl, .json, .parquet) as a suite",
 )
@@ -371,7 +386,7 @@ def _check_external_name(name: str) -> None:
 @router.post(
     "/imports/predictions",
     response={200: PredictionsReportOut, **IMPORT_ERRORS},
-    auth=AUTHENTICATED,
+    auth=write_auth(Write.PREDICTIONS_IMPORT),
     throttle=write_throttle,
     summary="Import a predictions file: a run that evaluates each patch on the suite",
 )
@@ -409,7 +424,7 @@ def predictions_import_endpoint(
 @router.post(
     "/imports/results",
     response={200: ResultsReportOut, **IMPORT_ERRORS},
-    auth=AUTHENTICATED,
+    auth=write_auth(Write.RESULTS_IMPORT),
     throttle=write_throttle,
     summary="Import published results (run report, report.json files or a zip of them)",
 )
@@ -455,7 +470,7 @@ def results_import_endpoint(
 @router.post(
     "/imports/run",
     response={200: RunImportOut, **IMPORT_ERRORS},
-    auth=AUTHENTICATED,
+    auth=write_auth(Write.RUN_IMPORT),
     throttle=write_throttle,
     summary="Import a run folder (trajectories, reports, predictions, Inspect logs)",
     description=(
@@ -480,7 +495,7 @@ def run_import_endpoint(request: HttpRequest, payload: Form[RunImportIn], file: 
     if not payload.dry_run:
         audit_event_record(
             actor=request.user,
-            action=RUN_IMPORT,
+            action=Write.RUN_IMPORT,
             objects=[report.run_id],
             object_type="runs.run",
             request=request,
@@ -500,7 +515,3 @@ def run_import_endpoint(request: HttpRequest, payload: Form[RunImportIn], file: 
         "unchanged": report.unchanged,
         "skipped": report.skipped,
     }
-
-
-# Not an AuditAction choice (a new choice would need a migration of the accounts app).
-RUN_IMPORT = "run.import"

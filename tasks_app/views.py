@@ -9,6 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 
+from runs.access import Write, can_write
 from runs.models import Attempt, Run
 from tasks_app.models import Suite, Task
 
@@ -34,7 +35,7 @@ def suite_detail(request: HttpRequest, name: str) -> HttpResponse:
         "runs": runs,
         "capped": suite.task_count > TASKS_SHOWN,
     }
-    if request.user.is_staff:
+    if can_write(request.user, Write.RUN_LAUNCH):
         from runs.web.control import SuiteLaunchForm
 
         context["launch_form"] = SuiteLaunchForm()
