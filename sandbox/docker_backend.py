@@ -16,6 +16,10 @@ bridge, fenced off the host by the host firewall) and disconnected before its fi
 it has loopback only. An exec with ``network=True`` connects it for that exec and disconnects it
 afterwards; a lock keeps other execs of the same sandbox from running while it is connected. A
 sandbox whose config does not allow network is created with none at all (and starts faster).
+
+A model gateway (``config.gateway``, sandbox/gateway_mount.py) is two more read-only volumes
+(its socket folder, the forwarder), and every command runs under the forwarder, which serves
+the gateway on the container's loopback for as long as the command runs.
 """
 
 from __future__ import annotations
@@ -237,6 +241,10 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
         if self._accounts is not None:
             for host_file, inside in self._accounts.binds.items():
                 volumes[host_file] = {"bind": inside, "mode": "ro"}
+        for mount in cfg.readonly_mounts:
+            volumes[str(mount.source.resolve())] = {"bind": mount.target, "mode": "ro"}
+        if cfg.gateway is not None:
+            volumes.update(cfg.gateway.docker_volumes())
         tmpfs = {"/tmp": tmpfs_opts + ",mode=1777", "/home/agent": tmpfs_opts + ",mode=0755"}
         if self._disk is not None:  # on the quota's filesystem instead of in memory
             tmpfs = {}
@@ -376,6 +384,9 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
         self, cmd: str | list[str], *, timeout: float, cwd: str | None, env: dict[str, str] | None
     ) -> ExecResult:
         argv = ["sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
+        gateway = self.config.gateway
+        if gateway is not None and gateway.active:
+            argv = gateway.wrap(argv)
         workdir = self.config.resolve_cwd(cwd)
         started_wall = time.time()
         oom_before = self._oom_kills()

@@ -367,3 +367,15 @@ def test_the_migration_turns_flagged_missing_rows_into_the_missing_state():
     assert (migrated.date_source, migrated.source_path) == ("metadata", "/data/run")
     assert migrated.finished_at == dt.datetime(2025, 11, 18, tzinfo=dt.UTC)
     assert rows["o__o-0"].finished_at == migrated.finished_at
+
+
+def test_an_inspect_log_dates_its_run_by_when_it_was_created(artifacts_root):
+    from tests.test_run_import import INSPECT_JSON_LOG, INSPECT_LOG
+
+    swebench_import(source=MINI / "instances.jsonl", suite_name="v")
+    for path, model in ((INSPECT_LOG, "eval-log"), (INSPECT_JSON_LOG, "json-log")):
+        report = run_folder_import(path=path, suite_name="v", model_name=model)
+        run = Run.objects.get(public_id=report.run_id)
+        assert run.date_source == RunDateSource.INSPECT, model
+        assert run.finished_at.isoformat()[:10] == report.date[:10]
+        assert report.date_source == "inspect" and report.date < "2027"

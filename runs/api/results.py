@@ -119,6 +119,7 @@ def leaderboard_row_out(row: LeaderboardRow) -> dict:
         "date": row.date,
         "imported_on": row.imported_on,
         "agent_variant": row.agent_variant,
+        "condition": row.condition,
         "is_published": row.is_published,
         "is_reference": row.is_reference,
         "infra": row.infra,

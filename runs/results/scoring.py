@@ -171,30 +171,6 @@ class Tallies(Generic[K]):
             raise ValueError("tallies over different task indexes")
         return Tallies(self.index, self.counts + other.counts)
 
-    def get(self, key: K) -> TaskTally | None:
-        """The task's tally, None when the row has no attempt on it."""
-        at = self.index.position.get(key)
-        if at is None:
-            return None
-        column = self.counts[:, at]
-        if not column.any():
-            return None
-        return TaskTally(*(int(v) for v in column))
-
-    def items(self) -> Iterable[tuple[K, TaskTally]]:
-        for at in np.flatnonzero(self.counts.any(axis=0)):
-            yield self.index.keys[at], TaskTally(*(int(v) for v in self.counts[:, at]))
-
-
-def pool(tallies: Iterable[Mapping[K, TaskTally]]) -> dict[K, TaskTally]:
-    """Several runs' tallies added task by task (a configuration's aggregate row)."""
-    pooled: dict[K, TaskTally] = {}
-    for per_task in tallies:
-        for task, tally in per_task.items():
-            have = pooled.get(task)
-            pooled[task] = tally if have is None else have + tally
-    return pooled
-
 
 @dataclass(frozen=True)
 class Score(Generic[K]):
@@ -236,18 +212,6 @@ class Score(Generic[K]):
     @property
     def _attempted(self) -> np.ndarray:
         return self._scored > 0
-
-    @functools.cached_property
-    def per_task(self) -> dict[K, float]:
-        """Each denominator task's fraction, in task order."""
-        keys = self.index.keys
-        return {keys[i]: float(self._share[i]) for i in np.flatnonzero(self._in_rate)}
-
-    @functools.cached_property
-    def attempted_per_task(self) -> dict[K, float]:
-        """Each attempted task's fraction (resolved / scored samples), in task order."""
-        keys = self.index.keys
-        return {keys[i]: float(self._attempted_share[i]) for i in np.flatnonzero(self._attempted)}
 
     @property
     def resolved_label(self) -> str:

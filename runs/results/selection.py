@@ -88,7 +88,6 @@ class Usage:
     nothing recorded (an imported report without a trajectory) counts in none of the
     averages, and missing instances did no work. Averages are per attempt that recorded it."""
 
-    ran: int = 0
     cost: float = 0.0
     costed: int = 0  # attempts with a known cost
     tokens: int = 0
@@ -406,9 +405,10 @@ def read_results(
         tallies = _tables(index, ((run, _decode(int(code)), ids) for run, code, ids in grouped))
     models = {
         m.id: m
-        for m in ModelConfig.objects.filter(id__in={r.model_id for r in runs.values()}).exclude(
-            agent_variant=AgentVariant.BASELINE
-        )
+        # The condition's files stay in the database: ``condition`` names them for the rows.
+        for m in ModelConfig.objects.filter(id__in={r.model_id for r in runs.values()})
+        .exclude(agent_variant=AgentVariant.BASELINE)
+        .defer("workspace_files")
     }
     runs = {i: r for i, r in runs.items() if r.model_id in models}
     return SuiteResults(
@@ -528,7 +528,6 @@ def _usage(attempts: QuerySet[Attempt]) -> dict[int, Usage]:
         .order_by()
         .values_list("run_id")
         .annotate(
-            n=Count("id"),
             cost=Sum("cost_usd"),
             costed=Count("cost_usd"),
             tokens=Sum(F("tokens_in") + F("tokens_out")),
@@ -540,9 +539,9 @@ def _usage(attempts: QuerySet[Attempt]) -> dict[int, Usage]:
         )
     )
     out = {}
-    for run_id, n, cost, costed, tokens, tokened, calls, called, wall, walled in rows:
+    for run_id, cost, costed, tokens, tokened, calls, called, wall, walled in rows:
         out[run_id] = Usage(
-            n, float(cost or 0), costed, int(tokens or 0), tokened, int(calls or 0), called,
+            float(cost or 0), costed, int(tokens or 0), tokened, int(calls or 0), called,
             float(wall or 0), walled,
         )  # fmt: skip
     return out

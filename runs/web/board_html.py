@@ -34,7 +34,12 @@ def leaderboard_rows_html(rows: list, *, any_k: bool) -> SafeString:
 def _row(r, any_k: bool) -> str:
     s, links = r.score, r.links
     slug, key = esc(r.slug), esc(r.key)
-    variant = esc(r.agent_variant)
+    variant = f'<a href="{esc(links.config)}">{esc(r.agent_variant)}</a>'
+    if r.condition:
+        variant += (
+            ' · <span class="condition" title="condition: the files this configuration adds to '
+            f'the workspace">condition {esc(r.condition)}</span>'
+        )
     if r.is_published:
         variant += " · published results"
     if r.missing:

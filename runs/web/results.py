@@ -10,6 +10,7 @@ from html import escape as esc
 from urllib.parse import quote, urlencode
 
 from django.contrib.auth.views import redirect_to_login
+from django.db.models import Exists, OuterRef
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -212,7 +213,8 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
             "references_html": leaderboard_rows_html(board.references, any_k=any_k),
             "repo_table": _repo_table(board) if len(board.groups) > 1 else None,
             "compare_default": ",".join(r.key for r in _top_competitors(board.rows, 2)),
-            "left_out": _left_out(suite),
+            "left_out": _left_out(suite) if board.results.excluded else [],
+            "approximate": _approximate(suite, board.results.excluded),
         },
         status=400 if errors else 200,
     )
@@ -222,6 +224,7 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
 class RowLinks:
     attempts: str  # the row's configuration's attempts
     infra: str  # its infrastructure outcomes
+    config: str = ""  # its configuration's page
     run: str = ""  # a run's row: the run page and its attempts
     run_attempts: str = ""
     runs: tuple[tuple[str, str], ...] = ()  # a configuration's row: (run page, short id)
@@ -232,19 +235,24 @@ def _set_row_links(suite: Suite, rows: list) -> None:
     than its figures)."""
     attempts = reverse("suite-attempts", args=[suite.name])
     run_url = reverse("run-detail", args=[_ZERO]).replace(str(_ZERO), "{}")
+    config_url = reverse("model-config-detail", args=["x"])[: -len("x/")] + "{}/"
     for r in rows:
         base = f"{attempts}?models={quote(r.slug, safe='')}"
+        config = config_url.format(quote(r.slug, safe=""))
         if r.run is not None:
             short = r.run.short_id
             r.links = RowLinks(
                 attempts=base,
                 infra=f"{base}&runs={short}&outcome=infra",
+                config=config,
                 run=run_url.format(r.run.public_id),
                 run_attempts=f"{attempts}?runs={short}",
             )
         else:
             runs = tuple((run_url.format(run.public_id), run.short_id) for run in r.entry.runs)
-            r.links = RowLinks(attempts=base, infra=f"{base}&outcome=infra", runs=runs)
+            r.links = RowLinks(
+                attempts=base, infra=f"{base}&outcome=infra", config=config, runs=runs
+            )
 
 
 def _repo_table(board) -> dict:
@@ -501,6 +509,39 @@ def _count_rows(
         base = f"{attempts_url}?models={quote(b.model.slug, safe='')}"
         cells = [(b.counts.get(r.code, 0), f"{base}&reason={r.code}") for r in reasons]
         rows.append((b, base, cells))
+    return rows
+
+
+def _approximate(suite: Suite, excluded: frozenset[int]) -> list[dict]:
+    """The suite's SWE-bench instances on an approximate environment (asked and used Python),
+    and whether they count (gold-valid) or not, for the notice above the table."""
+    from tasks_app.swebench.envspec import ENV_APPROXIMATE_LABEL, approximate_pythons
+
+    tasks = (
+        Task.objects.for_suite(suite)
+        .with_label(ENV_APPROXIMATE_LABEL)
+        .annotate(
+            gold_valid=Exists(
+                GoldValidation.objects.filter(
+                    task=OuterRef("pk"), status=GoldValidationStatus.VALID
+                )
+            )
+        )
+        .order_by("task_id")
+    )
+    rows = []
+    for pk, task_id, repo, version, is_valid in tasks.values_list(
+        "pk", "task_id", "spec__repo", "spec__version", "gold_valid"
+    ):
+        asked, used = approximate_pythons(str(repo), str(version))
+        state = (
+            "gold patch fails here: left out"
+            if pk in excluded
+            else "gold-valid: counted"
+            if is_valid
+            else "not validated yet: counted"
+        )
+        rows.append({"task_id": task_id, "asked": asked, "used": used, "state": state})
     return rows
 
 
