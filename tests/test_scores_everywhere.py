@@ -359,9 +359,9 @@ def test_a_partial_run_reads_the_same_on_every_surface(client, capsys, partial_s
     # Attempt lists: ?reason=TESTS_FAILED lists the 5 failures only; ?outcome=missing the 10.
     listing = reverse("suite-attempts", args=[suite.name])
     slug = run.model_config.slug
-    failed = client.get(listing, {"model": slug, "reason": "TESTS_FAILED"}).context["page"]
+    failed = client.get(listing, {"models": slug, "reason": "TESTS_FAILED"}).context["page"]
     assert failed.paginator.count == 5
-    missing = client.get(listing, {"model": slug, "outcome": "missing"}).context["page"]
+    missing = client.get(listing, {"models": slug, "outcome": "missing"}).context["page"]
     assert missing.paginator.count == 10
     api = client.get("/api/attempts", {"run": str(run.public_id), "failure_reason": "TESTS_FAILED"})
     assert api.json()["count"] == 5
