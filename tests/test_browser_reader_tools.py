@@ -164,6 +164,9 @@ def test_an_attempt_steps_through_its_list_with_links_and_keys(page, live_server
     page.goto(f"{live_server.url}/suites/tools/attempts/?models=partial&sort=cost&order=desc")
     order = attempt_ids(page)
     page.locator("#attempts a.attempt-link").first.click()
+    # The page's load (its shortcut script included), not only its markup: a key pressed
+    # before the script runs is lost.
+    page.wait_for_url(f"**/attempts/{order[0]}/**")
     page.wait_for_selector("#attempt-nav")
     assert page.locator("#nav-position").inner_text() == "1 of 12 in this list"
     assert page.locator("#nav-prev").count() == 0
