@@ -17,7 +17,12 @@ from tasks_app.swebench.eval_script import END_MARKER, START_MARKER
 
 # The log read for the page: past this the file stays a download.
 MAX_READ_BYTES = 4 * 1024 * 1024
-MAX_LINES = 5_000  # lines shown; the rest is cut (the page says how many)
+# What the page shows of it: each line carries its anchor and number (~70 characters of
+# markup), so both the lines and their text are capped to keep the attempt page small (its
+# whole HTML stays under 400 KB with a huge log, tests/test_pages_attempt.py); the rest is
+# counted as cut (the page says how many) and stays in the download.
+MAX_LINES = 2_000
+MAX_SHOWN_CHARS = 100_000
 MAX_LINE_CHARS = 2_000
 
 # A line that states a verdict: pytest's -rA summary and verbose lines, django's
@@ -51,12 +56,16 @@ def read(text: str) -> LogSection:
         first, last, marked = start + 1, end, True
     else:
         first, last, marked = 0, len(all_lines), False
-    part = [(n + 1, all_lines[n][:MAX_LINE_CHARS]) for n in range(first, last)]
+    shown: list[tuple[int, str]] = []
+    budget = MAX_SHOWN_CHARS
+    for n in range(first, min(last, first + MAX_LINES)):
+        text = all_lines[n][:MAX_LINE_CHARS]
+        if len(text) > budget:
+            break
+        budget -= len(text)
+        shown.append((n + 1, text))
     return LogSection(
-        lines=part[:MAX_LINES],
-        marked=marked,
-        cut=max(0, len(part) - MAX_LINES),
-        total_lines=len(all_lines),
+        lines=shown, marked=marked, cut=(last - first) - len(shown), total_lines=len(all_lines)
     )
 
 

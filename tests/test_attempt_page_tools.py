@@ -225,6 +225,20 @@ def test_a_log_without_markers_is_shown_whole(reader, graded):
     assert "(it has no test markers)" in body
 
 
+def test_a_long_test_section_is_cut_by_lines_and_by_characters():
+    from runs import final_tests
+
+    many = "x\n" * (final_tests.MAX_LINES + 50)
+    log = final_tests.read(f"setup\n>>>>> Start Test Output\n{many}>>>>> End Test Output\n")
+    assert log.marked and len(log.lines) == final_tests.MAX_LINES and log.cut == 50
+    assert log.lines[0] == (3, "x")
+    wide = ("y" * 1000 + "\n") * 500  # 500,000 characters
+    log = final_tests.read(wide)
+    shown = sum(len(text) for _, text in log.lines)
+    assert shown <= final_tests.MAX_SHOWN_CHARS and len(log.lines) + log.cut == 500
+    assert len(log.lines) == final_tests.MAX_SHOWN_CHARS // 1000
+
+
 def test_visitors_get_no_log(client, graded):
     body, context = open_page(client, graded)
     assert "test_log" not in context and 'id="test-log"' not in body
