@@ -15,6 +15,8 @@ file                        when a step starts and ends
                             step lasts until the next call (the last one's end is unknown)
 ``trajectory.inspect.json`` Inspect: each ``model`` event's ``timestamp`` to the last
                             ``completed`` of it and the ``tool`` events after it
+``trajectory.atif.json``    ATIF (Harbor's agents): an agent step from the step before it to its
+                            own ``timestamp``
 ``llm_messages.jsonl``      our LLM agent's ``events.jsonl``: ``llm_request`` to the last
                             ``tool_finish`` before the next request (``t``: seconds since start)
 ``events.jsonl``            our other agents: each ``tool_start`` to its ``tool_finish``
@@ -231,9 +233,29 @@ def _tools(read: Reader) -> list[StepTime]:
     return steps
 
 
+# --- ATIF ------------------------------------------------------------------------------------
+
+
+def _atif(read: Reader) -> list[StepTime]:
+    """One step per agent step: from the step before it (any source: the task, a tool's
+    output) to its own ``timestamp``, when its reply was in."""
+    data = _json(read("trajectory.atif.json"))
+    steps: list[StepTime] = []
+    last: float | None = None
+    for step in data.get("steps") or []:
+        if not isinstance(step, dict):
+            continue
+        stamp = _iso(step.get("timestamp"))
+        if step.get("source") == "agent":
+            steps.append(StepTime(len(steps) + 1, last, stamp))
+        last = stamp
+    return steps
+
+
 _PARSERS: dict[str, Callable[[Reader], list[StepTime]]] = {
     "trajectory.traj.json": _mini_swe_agent,
     "trajectory.inspect.json": _inspect,
+    "trajectory.atif.json": _atif,
     "llm_messages.jsonl": _llm,
     "events.jsonl": _tools,
 }

@@ -319,6 +319,21 @@ def test_inspect_times_each_model_call_with_its_tools():
     assert [s.seconds for s in times.steps] == [5.0, 2.5]
 
 
+def test_an_atif_agent_step_runs_from_the_step_before_to_its_own_time():
+    from tests.test_transcript_atif import harbor_trajectory
+
+    document = harbor_trajectory("org__repo-1")
+    loaded, times = times_of({"trajectory.atif.json": json.dumps(document).encode()})
+    assert loaded.source == "atif" and times is not None
+    # The task at 10:00:00, the first reply at 10:00:07, the second a minute later.
+    assert [s.seconds for s in times.steps] == [7.0, 60.0] and times.total == 67.0
+    assistants = [t.index for t in loaded.turns if t.role == "assistant"]
+    assert [times.by_turn[i].step for i in assistants] == [1, 2]
+    del document["steps"][0]["timestamp"]
+    _, times = times_of({"trajectory.atif.json": json.dumps(document).encode()})
+    assert times is not None and [s.seconds for s in times.steps] == [None, 60.0]
+
+
 def test_no_times_or_steps_that_do_not_match_give_no_timing():
     messages = [{"role": "assistant", "content": "```bash\nls\n```"}]
     data = json.dumps({"info": {}, "messages": messages}).encode()
