@@ -391,3 +391,18 @@ def test_an_inspect_log_dates_its_run_by_when_it_was_created(artifacts_root):
         assert run.date_source == RunDateSource.INSPECT, model
         assert run.finished_at.isoformat()[:10] == report.date[:10]
         assert report.date_source == "inspect" and report.date < "2027"
+
+
+def test_a_configurations_page_dates_its_runs_as_the_run_page_does(client, alice, partial_suite):
+    """A run of unknown date is "imported on ..." there too, never dated by its import."""
+    client.force_login(alice)
+    for name, undated in ((PARTIAL, True), (FULL, False), (SAMPLE, False)):
+        run = run_of(name)
+        page = client.get(reverse("model-config-detail", args=[run.model_config.slug]))
+        body = page.content.decode()
+        shown = body[body.index(str(run.public_id)[:8]) :]
+        shown = shown[shown.index('class="run-date"') : shown.index("</li>")]
+        assert ("imported on" in shown) is undated, name
+        if not undated:
+            assert run.finished_at.strftime("%Y-%m-%d") in shown, name
+    assert run_of(SAMPLE).finished_at.date() == SAMPLE_DATE
