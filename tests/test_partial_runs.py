@@ -406,3 +406,13 @@ def test_a_configurations_page_dates_its_runs_as_the_run_page_does(client, alice
         if not undated:
             assert run.finished_at.strftime("%Y-%m-%d") in shown, name
     assert run_of(SAMPLE).finished_at.date() == SAMPLE_DATE
+
+
+def test_a_harbor_job_is_dated_by_its_trajectories_last_step(tmp_path, artifacts_root):
+    from tests.test_transcript_atif import TASKS, harbor_job
+
+    job = harbor_job(tmp_path, TASKS)
+    report = run_folder_import(path=job, suite_name="verified-mini", model_name="cc (Harbor)")
+    run = Run.objects.get(public_id=report.run_id)
+    assert (run.date_source, report.date_source) == (RunDateSource.TRAJECTORIES, "trajectories")
+    assert run.finished_at == dt.datetime(2026, 1, 5, 10, 1, 7, tzinfo=dt.UTC)
