@@ -391,3 +391,28 @@ def test_an_inspect_log_dates_its_run_by_when_it_was_created(artifacts_root):
         assert run.date_source == RunDateSource.INSPECT, model
         assert run.finished_at.isoformat()[:10] == report.date[:10]
         assert report.date_source == "inspect" and report.date < "2027"
+
+
+def test_a_configurations_page_dates_its_runs_as_the_run_page_does(client, alice, partial_suite):
+    """A run of unknown date is "imported on ..." there too, never dated by its import."""
+    client.force_login(alice)
+    for name, undated in ((PARTIAL, True), (FULL, False), (SAMPLE, False)):
+        run = run_of(name)
+        page = client.get(reverse("model-config-detail", args=[run.model_config.slug]))
+        body = page.content.decode()
+        shown = body[body.index(str(run.public_id)[:8]) :]
+        shown = shown[shown.index('class="run-date"') : shown.index("</li>")]
+        assert ("imported on" in shown) is undated, name
+        if not undated:
+            assert run.finished_at.strftime("%Y-%m-%d") in shown, name
+    assert run_of(SAMPLE).finished_at.date() == SAMPLE_DATE
+
+
+def test_a_harbor_job_is_dated_by_its_trajectories_last_step(tmp_path, artifacts_root):
+    from tests.test_transcript_atif import TASKS, harbor_job
+
+    job = harbor_job(tmp_path, TASKS)
+    report = run_folder_import(path=job, suite_name="verified-mini", model_name="cc (Harbor)")
+    run = Run.objects.get(public_id=report.run_id)
+    assert (run.date_source, report.date_source) == (RunDateSource.TRAJECTORIES, "trajectories")
+    assert run.finished_at == dt.datetime(2026, 1, 5, 10, 1, 7, tzinfo=dt.UTC)

@@ -38,6 +38,7 @@ from runs.results.selection import (
     VIEWS,
     Entry,
     SelectionError,
+    SuiteResults,
     read_results,
     runs_by_prefix,
 )
@@ -214,7 +215,7 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
             "repo_table": _repo_table(board) if len(board.groups) > 1 else None,
             "compare_default": ",".join(r.key for r in _top_competitors(board.rows, 2)),
             "left_out": _left_out(suite) if board.results.excluded else [],
-            "approximate": _approximate(suite, board.results.excluded),
+            "approximate": _approximate(suite, board.results, labels),
         },
         status=400 if errors else 200,
     )
@@ -512,11 +513,14 @@ def _count_rows(
     return rows
 
 
-def _approximate(suite: Suite, excluded: frozenset[int]) -> list[dict]:
+def _approximate(suite: Suite, results: SuiteResults, labels: list[str]) -> list[dict]:
     """The suite's SWE-bench instances on an approximate environment (asked and used Python),
     and whether they count (gold-valid) or not, for the notice above the table."""
     from tasks_app.swebench.envspec import ENV_APPROXIMATE_LABEL, approximate_pythons
 
+    if not labels and not any(ENV_APPROXIMATE_LABEL in t.labels for t in results.tasks.values()):
+        return []  # the selection read every task's labels: none is approximate, no query
+    excluded = results.excluded
     tasks = (
         Task.objects.for_suite(suite)
         .with_label(ENV_APPROXIMATE_LABEL)

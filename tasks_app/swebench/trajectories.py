@@ -280,6 +280,8 @@ def read_atif(
             or sum(_number(m.get("completion_tokens")) for m in metrics)
         ),
         duration_sec=_seconds(stamps[0], stamps[-1]) if len(stamps) > 1 else None,
+        # Its last step's time dates the run when nothing else does (``RunFolder.run_date``).
+        ended_at=_unix(stamps[-1]) if stamps else None,
         epoch=sample + 1,
         resolved=_verdict(reward) if reward is not None else None,
         error=" ".join(
@@ -291,6 +293,17 @@ def read_atif(
 def is_harbor_trial_result(data: Any) -> bool:
     """Harbor's per-trial ``result.json`` (a TrialResult): the task, the trial, the verdict."""
     return isinstance(data, dict) and "trial_name" in data and "task_name" in data
+
+
+def _unix(stamp: str) -> float | None:
+    """An ISO time (UTC when it names no zone) as unix time; None when it is not one."""
+    from datetime import UTC, datetime
+
+    try:
+        when = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
 
 
 def _seconds(first: str, last: str) -> float | None:
