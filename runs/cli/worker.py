@@ -96,13 +96,15 @@ class LocalWorker:
         concurrency: int | None = None,
         loglevel: str = "WARNING",
         reaper: bool = False,
+        env: dict[str, str] | None = None,
     ):
         self.supervisor = supervisor
         self.node = worker_nodename(hostname)
         self.concurrency = concurrency or settings.CELERY_WORKER_CONCURRENCY
         ready_dir = Path(tempfile.mkdtemp(prefix="ab-worker-"))
         self.ready_file = ready_dir / "ready"
-        env = os.environ | {"AB_WORKER_READY_FILE": str(self.ready_file)}
+        # ``env``: settings of this worker only (validate-suite --worker: its backend).
+        env = os.environ | (env or {}) | {"AB_WORKER_READY_FILE": str(self.ready_file)}
         argv = worker_argv(node=self.node, concurrency=concurrency, loglevel=loglevel)
         self.celery: Child = supervisor.start("worker", argv, env=env)
         self.reaper: Child | None = supervisor.start("reaper", reaper_argv()) if reaper else None

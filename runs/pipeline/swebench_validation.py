@@ -4,13 +4,16 @@ Builds what is missing, then runs every buildable instance twice through the nor
 with the gold patch (oracle) and with no patch (nop). Gold FULL and empty NO is a valid
 instance; anything else is recorded as invalid on the task (``GoldValidation``) with both
 grades and the tests that went the wrong way, and the leaderboard leaves the task out of its
-rates. A test that needs the network fails here (attempts have none), so such instances show
-up as invalid with that reason, not later as agent failures.
+rates. The final tests run with a network that silently drops everything (as the official
+harness's containers have a network: a test expecting a connect to time out passes); a test
+that needs the internet fails, and the reason names it, so such instances show up as invalid
+with that reason, not later as agent failures.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -23,10 +26,13 @@ from runs.models import AgentVariant, Attempt, AttemptStatus, Run, RunSource, Ru
 from runs.pipeline import artifacts
 from runs.pipeline.adhoc import model_config_for_variant, run_close, run_create
 from runs.pipeline.execute import attempt_execute
+from runs.services import attempts_enqueue, run_cancel
 from tasks_app.models import GoldValidation, GoldValidationStatus, Suite, Task, TaskSource
 from tasks_app.swebench.build import Builder, BuildOutcome
 
-# Lines in a test log that say a test wanted the network (attempts run with none).
+# What a test's output shows when it wanted the internet. The final tests run with a network
+# that silently drops everything (sandbox/blackhole.py): a connect times out and a name does
+# not resolve, as on a machine whose network reaches nothing.
 NETWORK_MARKERS = (
     "Temporary failure in name resolution",
     "Name or service not known",
@@ -34,7 +40,12 @@ NETWORK_MARKERS = (
     "socket.gaierror",
     "urlopen error",
     "Failed to establish a new connection",
+    "ConnectTimeout",
+    "Max retries exceeded",
+    "timed out",
 )
+# pytest's header of one test's failure: "____ Class.test_name[param] ____".
+_SECTION = re.compile(r"^_{3,} (?P<name>\S.*?) _{3,}$", re.MULTILINE)
 REPORT_JSON = "gold_validation.json"
 
 
@@ -52,6 +63,19 @@ class GoldRow:
     failing_tests: list[str] = field(default_factory=list)
     reason: str = ""
     seconds: float = 0.0
+    # "exact", or "approximate: ..." when the build stands in for an environment it could not
+    # have exactly (``environment_of``): a valid one is counted "approximate-valid".
+    environment: str = "exact"
+
+    @property
+    def verdict(self) -> str:
+        """valid | approximate-valid | invalid | not_buildable (the summary's columns)."""
+        if self.status == GoldValidationStatus.VALID and self.environment != "exact":
+            return "approximate-valid"
+        return self.status
+
+
+VERDICTS = ("valid", "approximate-valid", "invalid", "not_buildable")
 
 
 @dataclass
@@ -65,11 +89,22 @@ class GoldReport:
         return sum(1 for r in self.rows if r.status == status)
 
     def summary(self) -> str:
+        approximate = sum(1 for r in self.rows if r.verdict == "approximate-valid")
         return (
-            f"{self.count('valid')} valid, {self.count('invalid')} invalid, "
+            f"{self.count('valid')} valid"
+            + (f" ({approximate} approximate)" if approximate else "")
+            + f", {self.count('invalid')} invalid, "
             f"{self.count('not_buildable')} not buildable of {len(self.rows)} instance(s) "
             f"on {self.backend}"
         )
+
+
+def environment_of(build: BuildOutcome) -> str:
+    """How exact an instance's built environment is: "exact", or "approximate: <what>" when
+    the build says it stands in for one it could not have (an interpreter no suite ships: the
+    build's ``approximate`` note, set by envspec)."""
+    note = str(getattr(build.built, "approximate", "") or "") if build.built else ""
+    return f"approximate: {note}" if note else "exact"
 
 
 @dataclass(frozen=True)
@@ -102,15 +137,27 @@ def swebench_suite_tasks(suite_name: str, instance_ids: list[str] | None = None)
 
 
 def build_tasks(
-    tasks: list[Task], builder: Builder, progress: Callable[[Event], None] | None = None
+    tasks: list[Task],
+    builder: Builder,
+    progress: Callable[[Event], None] | None = None,
+    *,
+    jobs: int = 1,
 ) -> dict[str, BuildOutcome]:
-    outcomes = {}
-    for index, task in enumerate(tasks, start=1):
-        outcome = builder.build(task.spec)
-        outcomes[task.task_id] = outcome
+    """Build every task's instance (``jobs`` levels at once); progress as each one ends."""
+    from tasks_app.swebench.parallel import build_all
+
+    by_id = {t.task_id: t for t in tasks}
+
+    def done(index: int, outcome: BuildOutcome) -> None:
         if progress:
-            progress(Event(index, len(tasks), task.task_id, build=outcome))
-    return outcomes
+            progress(Event(index, len(tasks), outcome.instance_id, build=outcome))
+
+    outcomes = build_all(builder, [t.spec for t in tasks], jobs=jobs, on_outcome=done)
+    return {task_id: outcomes[task_id] for task_id in by_id}
+
+
+# Runs the queued attempt ids through the workers and returns once every one is final.
+WorkersWait = Callable[[list[int]], None]
 
 
 def gold_validate(
@@ -121,19 +168,33 @@ def gold_validate(
     instance_ids: list[str] | None = None,
     out: Path | None = None,
     progress: Callable[[Event], None] | None = None,
+    jobs: int = 1,
+    workers: WorkersWait | None = None,
 ) -> GoldReport:
-    """Build, then run gold and empty on each buildable instance; record each verdict."""
+    """Build (``jobs`` levels at once), then run gold and empty on each buildable instance and
+    record each verdict: one after the other in this process, or, given ``workers``, queued
+    to the workers (``runs.services.attempts_enqueue``) and waited for with it."""
     tasks = swebench_suite_tasks(suite_name, instance_ids)
     suite = tasks[0].suite
     report = GoldReport(suite=suite_name, backend=backend)
-    builds = build_tasks(tasks, builder, progress)
+    builds = build_tasks(tasks, builder, progress, jobs=jobs)
     runnable = [t for t in tasks if builds[t.task_id].ok]
     with artifacts.root_override(out):
         gold_run = _run(suite, AgentVariant.ORACLE, runnable)
         empty_run = _run(suite, AgentVariant.NOP, runnable)
         report.run_dirs = [str(artifacts.run_dir(gold_run)), str(artifacts.run_dir(empty_run))]
         status = RunStatus.FINISHED
+        # For the workers: every attempt queued at once. Inline: each one created (claimed)
+        # when it runs, so none sits "running" without a heartbeat for the reaper to take.
+        pairs = {
+            t.task_id: (_attempt(gold_run, t, queued=True), _attempt(empty_run, t, queued=True))
+            for t in (runnable if workers is not None else [])
+        }
         try:
+            if workers is not None and pairs:
+                ids = [a.id for pair in pairs.values() for a in pair]
+                attempts_enqueue(ids)
+                workers(ids)
             for index, task in enumerate(tasks, start=1):
                 build = builds[task.task_id]
                 if not build.ok:
@@ -141,22 +202,45 @@ def gold_validate(
                         task.task_id, GoldValidationStatus.NOT_BUILDABLE, build.status,
                         reason=f"{build.status}: {build.reason}",
                     )  # fmt: skip
+                    ran_on = backend
                 else:
-                    gold = attempt_execute(_attempt(gold_run, task), backend=backend)
-                    empty = attempt_execute(_attempt(empty_run, task), backend=backend)
+                    if workers is None:
+                        gold = attempt_execute(_attempt(gold_run, task), backend=backend)
+                        empty = attempt_execute(_attempt(empty_run, task), backend=backend)
+                    else:
+                        gold, empty = pairs[task.task_id]
+                        gold.refresh_from_db()
+                        empty.refresh_from_db()
                     row = judge(task, gold, empty, build=build.status)
-                _store(task, backend, row)
+                    row.environment = environment_of(build)
+                    ran_on = _backend_of(gold, backend)
+                _store(task, ran_on, row)
                 report.rows.append(row)
                 if progress:
                     progress(Event(index, len(tasks), task.task_id, row=row))
         except KeyboardInterrupt:
             status = RunStatus.CANCELLED
+            if workers is not None:
+                for run in (gold_run, empty_run):
+                    run_cancel(run=run)
             raise
         finally:
             for run in (gold_run, empty_run):
                 run_close(run=run, status=status)
             artifacts.write_json(artifacts.run_dir(gold_run), REPORT_JSON, _report_dict(report))
     return report
+
+
+def _backend_of(attempt: Attempt, default: str) -> str:
+    """The backend the attempt ran on (a worker's own setting), from its run.json."""
+    if not attempt.artifacts_dir:
+        return default
+    path = artifacts.folder_of(attempt.artifacts_dir) / artifacts.RUN_JSON
+    try:
+        backend = json.loads(path.read_text()).get("sandbox", {}).get("backend")
+    except (OSError, ValueError, AttributeError):
+        return default
+    return backend if backend in ("docker", "bwrap") else default
 
 
 def judge(task: Task, gold: Attempt, empty: Attempt, *, build: str) -> GoldRow:
@@ -177,8 +261,16 @@ def judge(task: Task, gold: Attempt, empty: Attempt, *, build: str) -> GoldRow:
     ]
     if gold.grade != "FULL":
         problems.append(_attempt_problem("gold patch", gold, wrong))
-        if _needs_network(gold):
-            problems.insert(0, "the tests need the network (attempts have none)")
+        log = _final_log(gold)
+        online = network_tests(log, wrong)
+        if online:
+            problems.insert(
+                0,
+                f"tests that need the internet (network errors in their output; the final "
+                f"tests' network reaches nothing): {_listed(online)}",
+            )
+        elif any(marker in log for marker in NETWORK_MARKERS):
+            problems.insert(0, "the log shows network errors (the final tests reach no network)")
     passing_empty = (empty.test_results or {}).get("FAIL_TO_PASS", {}).get("success") or []
     if empty.grade != "NO":
         problems.append(_attempt_problem("no patch", empty, passing_empty))
@@ -190,25 +282,46 @@ def judge(task: Task, gold: Attempt, empty: Attempt, *, build: str) -> GoldRow:
     return row
 
 
+def _listed(tests: list[str]) -> str:
+    return ", ".join(tests[:5]) + (f" and {len(tests) - 5} more" if len(tests) > 5 else "")
+
+
 def _attempt_problem(what: str, attempt: Attempt, tests: list[str]) -> str:
     if attempt.status != AttemptStatus.FINISHED or not attempt.grade:
         first = (attempt.error_text or "").strip().splitlines()[:1]
         return f"{what}: attempt ended {attempt.failure_reason_id or attempt.status}" + (
             f" ({first[0][:200]})" if first else ""
         )
-    shown = ", ".join(tests[:5]) + (f" and {len(tests) - 5} more" if len(tests) > 5 else "")
-    return f"{what} grades {attempt.grade}" + (f": {shown}" if tests else "")
+    return f"{what} grades {attempt.grade}" + (f": {_listed(tests)}" if tests else "")
 
 
-def _needs_network(attempt: Attempt) -> bool:
+def _final_log(attempt: Attempt) -> str:
     if not attempt.artifacts_dir:
-        return False
+        return ""
     log = artifacts.folder_of(attempt.artifacts_dir) / "logs" / "final_test.txt"
     try:
-        text = log.read_text(errors="replace")
+        return log.read_text(errors="replace")
     except OSError:
-        return False
-    return any(marker in text for marker in NETWORK_MARKERS)
+        return ""
+
+
+def network_tests(log: str, tests: list[str]) -> list[str]:
+    """The tests among ``tests`` whose own output in ``log`` shows a network error: their
+    pytest failure section, or their line of the short summary."""
+    sections: dict[str, str] = {}
+    found = list(_SECTION.finditer(log))
+    for index, match in enumerate(found):
+        end = found[index + 1].start() if index + 1 < len(found) else len(log)
+        sections[match.group("name")] = log[match.end() : end]
+    summary = [line for line in log.splitlines() if line.startswith(("FAILED ", "ERROR "))]
+    named = []
+    for test in tests:
+        parts = test.split("::")
+        text = sections.get(".".join(parts[1:]), "") + sections.get(parts[-1], "")
+        text += "\n".join(line for line in summary if line.split(" ")[1:2] == [test])
+        if any(marker in text for marker in NETWORK_MARKERS):
+            named.append(test)
+    return named
 
 
 def _run(suite: Suite, variant: str, tasks: list[Task]) -> Run:
@@ -220,7 +333,9 @@ def _run(suite: Suite, variant: str, tasks: list[Task]) -> Run:
     )
 
 
-def _attempt(run: Run, task: Task) -> Attempt:
+def _attempt(run: Run, task: Task, *, queued: bool = False) -> Attempt:
+    """An attempt of ``run`` on ``task``: claimed by this process (running), or queued for
+    the workers."""
     now = timezone.now()
     return Attempt.objects.create(
         run=run,
@@ -228,9 +343,9 @@ def _attempt(run: Run, task: Task) -> Attempt:
         suite=task.suite,
         model_config=run.model_config,
         task_revision=task.revision,
-        status=AttemptStatus.RUNNING,
-        started_at=now,
-        heartbeat_at=now,
+        status=AttemptStatus.QUEUED if queued else AttemptStatus.RUNNING,
+        started_at=None if queued else now,
+        heartbeat_at=None if queued else now,
     )
 
 
@@ -256,8 +371,45 @@ def _report_dict(report: GoldReport) -> dict[str, Any]:
         "backend": report.backend,
         "summary": report.summary(),
         "runs": report.run_dirs,
-        "instances": [asdict(r) for r in report.rows],
+        "counts": {
+            verdict: sum(1 for r in report.rows if r.verdict == verdict) for verdict in VERDICTS
+        },
+        "instances": [asdict(r) | {"verdict": r.verdict} for r in report.rows],
     }
+
+
+def summary_table(report: GoldReport) -> list[str]:
+    """The end of a gold validation: instances by verdict, then why, grouped (the instance's
+    own ids, commits and test names taken out so that alike reasons fall together)."""
+    lines = [f"{'verdict':<20} {'instances':>9}"]
+    for verdict in VERDICTS:
+        count = sum(1 for r in report.rows if r.verdict == verdict)
+        lines.append(f"{verdict.replace('_', ' '):<20} {count:>9}")
+    lines.append(
+        f"of {len(report.rows)} instance(s) on {report.backend}; leaderboards leave the "
+        "invalid ones out of every rate"
+    )
+    groups: dict[str, list[str]] = {}
+    for row in report.rows:
+        if row.status != GoldValidationStatus.VALID:
+            groups.setdefault(f"{row.verdict.replace('_', ' ')}: {_reason_kind(row)}", []).append(
+                row.instance_id
+            )
+    if groups:
+        lines += ["", f"{'why':<90} {'instances':>9}"]
+        for why, ids in sorted(groups.items(), key=lambda item: (-len(item[1]), item[0])):
+            shown = why if len(why) <= 90 else why[:87] + "..."
+            lines.append(f"{shown:<90} {len(ids):>9}  {_listed(ids)}")
+    return lines
+
+
+def _reason_kind(row: GoldRow) -> str:
+    text = row.reason.split("; ")[0].replace(row.instance_id, "<instance>")
+    text = re.sub(r"\b[0-9a-f]{40}\b", "<commit>", text)
+    for test in sorted(row.failing_tests, key=len, reverse=True):
+        text = text.replace(test, "")
+    text = re.sub(r" and \d+ more", "", text)
+    return re.sub(r"[:,\s]+$", "", re.sub(r"(, )+", ", ", text))
 
 
 def report_json(report: GoldReport) -> str:
