@@ -84,8 +84,8 @@ def workers_args(p: argparse.ArgumentParser, *, what: str) -> None:
     p.add_argument("--poll", type=float, default=5.0, help="seconds between progress lines")
 
 
-def wait_for_attempts(ids: list[int], *, poll: float) -> None:
-    """Print progress until every attempt in ``ids`` is final."""
+def wait_for_attempts(ids: list[int], *, poll: float, quiet: bool = False) -> None:
+    """Return once every attempt in ``ids`` is final, printing progress unless ``quiet``."""
     import time
 
     from runs.models import FINAL_STATES, Attempt
@@ -96,7 +96,7 @@ def wait_for_attempts(ids: list[int], *, poll: float) -> None:
         done = sum(1 for s in statuses if s in FINAL_STATES)
         running = statuses.count("running")
         line = f"attempts: {done}/{len(ids)} done, {running} running"
-        if line != last:
+        if line != last and not quiet:
             print(line, flush=True)
             last = line
         if done >= len(ids):
@@ -264,20 +264,21 @@ def _validate_swebench_gold(args: argparse.Namespace) -> int:
 
     def through(ids: list[int]) -> None:
         nonlocal worker
-        if args.worker:
+        if args.worker and worker is None:
             # Its attempts run on the backend asked for, whatever SANDBOX_BACKEND says.
             worker = LocalWorker(
                 Supervisor(), reaper=True, concurrency=args.concurrency,
                 env={"SANDBOX_BACKEND": backend},
             )  # fmt: skip
-        print(f"{len(ids)} attempt(s) queued for the workers", flush=True)
-        wait_for_attempts(ids, poll=args.poll)
+        wait_for_attempts(ids, poll=args.poll, quiet=True)
 
     try:
         report = gold_validate(
             suite_name=args.suite, builder=builder, backend=backend,
             instance_ids=args.instance, out=args.out, progress=progress, jobs=args.jobs,
             workers=through if through_workers else None,
+            # Instances in flight at once: enough to keep every worker process busy.
+            window=2 * (args.concurrency or settings.CELERY_WORKER_CONCURRENCY),
         )  # fmt: skip
     except NotSwebenchSuite as exc:
         raise CommandError(str(exc)) from exc

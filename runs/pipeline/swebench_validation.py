@@ -12,6 +12,7 @@ with that reason, not later as agent failures.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Callable
@@ -28,7 +29,7 @@ from runs.pipeline.adhoc import model_config_for_variant, run_close, run_create
 from runs.pipeline.execute import attempt_execute
 from runs.services import attempts_enqueue, run_cancel
 from tasks_app.models import GoldValidation, GoldValidationStatus, Suite, Task, TaskSource
-from tasks_app.swebench.build import Builder, BuildOutcome
+from tasks_app.swebench.build import Builder, BuildOutcome, use_built_instance
 
 # What a test's output shows when it wanted the internet. The final tests run with a network
 # that silently drops everything (sandbox/blackhole.py): a connect times out and a name does
@@ -170,10 +171,17 @@ def gold_validate(
     progress: Callable[[Event], None] | None = None,
     jobs: int = 1,
     workers: WorkersWait | None = None,
+    window: int = 4,
 ) -> GoldReport:
     """Build (``jobs`` levels at once), then run gold and empty on each buildable instance and
     record each verdict: one after the other in this process, or, given ``workers``, queued
-    to the workers (``runs.services.attempts_enqueue``) and waited for with it."""
+    to the workers (``runs.services.attempts_enqueue``), ``window`` instances at a time, and
+    waited for with it.
+
+    Each instance's level is built again right before its attempts (a no-op when it is
+    cached: with a budget below the suite's size, eviction may have taken it meanwhile) and
+    held under a use lease until both its attempts are done, so the budget holds during the
+    validation too: only the instances in flight cannot be evicted."""
     tasks = swebench_suite_tasks(suite_name, instance_ids)
     suite = tasks[0].suite
     report = GoldReport(suite=suite_name, backend=backend)
@@ -184,40 +192,56 @@ def gold_validate(
         empty_run = _run(suite, AgentVariant.NOP, runnable)
         report.run_dirs = [str(artifacts.run_dir(gold_run)), str(artifacts.run_dir(empty_run))]
         status = RunStatus.FINISHED
-        # For the workers: every attempt queued at once. Inline: each one created (claimed)
-        # when it runs, so none sits "running" without a heartbeat for the reaper to take.
-        pairs = {
-            t.task_id: (_attempt(gold_run, t, queued=True), _attempt(empty_run, t, queued=True))
-            for t in (runnable if workers is not None else [])
-        }
+        in_flight: list[_InFlight] = []
+
+        def settle(item: _InFlight) -> None:
+            if workers is not None:
+                workers([item.gold.id, item.empty.id])
+                item.gold.refresh_from_db()
+                item.empty.refresh_from_db()
+            item.lease.close()
+            row = judge(item.task, item.gold, item.empty, build=item.build.status)
+            row.environment = environment_of(item.build)
+            record(item.index, item.task, row, _backend_of(item.gold, backend))
+
+        def record(index: int, task: Task, row: GoldRow, ran_on: str) -> None:
+            _store(task, ran_on, row)
+            report.rows.append(row)
+            if progress:
+                progress(Event(index, len(tasks), task.task_id, row=row))
+
         try:
-            if workers is not None and pairs:
-                ids = [a.id for pair in pairs.values() for a in pair]
-                attempts_enqueue(ids)
-                workers(ids)
             for index, task in enumerate(tasks, start=1):
                 build = builds[task.task_id]
+                lease = contextlib.ExitStack()
+                if build.ok:
+                    build = builder.build(task.spec)
+                    if build.ok:
+                        built = lease.enter_context(use_built_instance(task.task_id))
+                        build = build if built is not None else _evicted(build)
                 if not build.ok:
+                    lease.close()
                     row = GoldRow(
                         task.task_id, GoldValidationStatus.NOT_BUILDABLE, build.status,
                         reason=f"{build.status}: {build.reason}",
                     )  # fmt: skip
-                    ran_on = backend
-                else:
-                    if workers is None:
-                        gold = attempt_execute(_attempt(gold_run, task), backend=backend)
-                        empty = attempt_execute(_attempt(empty_run, task), backend=backend)
-                    else:
-                        gold, empty = pairs[task.task_id]
-                        gold.refresh_from_db()
-                        empty.refresh_from_db()
-                    row = judge(task, gold, empty, build=build.status)
-                    row.environment = environment_of(build)
-                    ran_on = _backend_of(gold, backend)
-                _store(task, ran_on, row)
-                report.rows.append(row)
-                if progress:
-                    progress(Event(index, len(tasks), task.task_id, row=row))
+                    record(index, task, row, backend)
+                    continue
+                if workers is None:
+                    gold = attempt_execute(_attempt(gold_run, task), backend=backend)
+                    empty = attempt_execute(_attempt(empty_run, task), backend=backend)
+                    settle(_InFlight(index, task, build, gold, empty, lease))
+                    continue
+                item = _InFlight(
+                    index, task, build, _attempt(gold_run, task, queued=True),
+                    _attempt(empty_run, task, queued=True), lease,
+                )  # fmt: skip
+                attempts_enqueue([item.gold.id, item.empty.id])
+                in_flight.append(item)
+                while len(in_flight) >= max(window, 1):
+                    settle(in_flight.pop(0))
+            while in_flight:
+                settle(in_flight.pop(0))
         except KeyboardInterrupt:
             status = RunStatus.CANCELLED
             if workers is not None:
@@ -225,10 +249,31 @@ def gold_validate(
                     run_cancel(run=run)
             raise
         finally:
+            for item in in_flight:
+                item.lease.close()
             for run in (gold_run, empty_run):
                 run_close(run=run, status=status)
             artifacts.write_json(artifacts.run_dir(gold_run), REPORT_JSON, _report_dict(report))
+    report.rows.sort(key=lambda r: r.instance_id)
     return report
+
+
+@dataclass
+class _InFlight:
+    """An instance whose two attempts run (or are queued), its level leased until they end."""
+
+    index: int
+    task: Task
+    build: BuildOutcome
+    gold: Attempt
+    empty: Attempt
+    lease: contextlib.ExitStack
+
+
+def _evicted(build: BuildOutcome) -> BuildOutcome:
+    return BuildOutcome(
+        build.instance_id, "failed", "its level was evicted again before its attempts started"
+    )
 
 
 def _backend_of(attempt: Attempt, default: str) -> str:
@@ -312,7 +357,9 @@ def network_tests(log: str, tests: list[str]) -> list[str]:
     found = list(_SECTION.finditer(log))
     for index, match in enumerate(found):
         end = found[index + 1].start() if index + 1 < len(found) else len(log)
-        sections[match.group("name")] = log[match.end() : end]
+        # The last failure ends where pytest's next part starts ("==== short test summary").
+        rule = log.find("\n=", match.end(), end)
+        sections[match.group("name")] = log[match.end() : end if rule == -1 else rule]
     summary = [line for line in log.splitlines() if line.startswith(("FAILED ", "ERROR "))]
     named = []
     for test in tests:

@@ -1,0 +1,207 @@
+"""SWE-bench evaluation at suite scale: gold validation and predictions through the workers,
+each ending with a summary (valid / approximate-valid / invalid / not buildable, reasons
+grouped), and the run summary's score being the leaderboard's (invalid instances left out).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from runs.cli.runs import summary_table as run_summary
+from runs.pipeline.swebench_validation import (
+    GoldReport,
+    GoldRow,
+    environment_of,
+    network_tests,
+    summary_table,
+)
+from tasks_app.models import GoldValidation, GoldValidationStatus, Task
+from tasks_app.swebench.build import BuildOutcome, BuiltInstance
+from tests.pages_fixtures import make_model, make_run, make_suite, outcomes
+from tests.swebench_fixtures import EXAMPLES, LITE_DEV, rows, write_jsonl
+from tests.worker_stack import create_stack
+
+REPOS = EXAMPLES / "repos"
+VALID = "marshmallow-code__marshmallow-1359"
+OLD_PYTHON = "pydicom__pydicom-901"
+
+
+# --- the summaries (pure) -------------------------------------------------------------------
+
+
+def test_the_summary_counts_verdicts_and_groups_alike_reasons():
+    python = "not buildable: the specification asks for Python {}: no Debian suite reachable"
+    report = GoldReport(
+        suite="s",
+        backend="docker",
+        rows=[
+            GoldRow("a__a-1", "valid", "built"),
+            GoldRow("a__a-2", "valid", "cached", environment="approximate: 3.10 asked, 3.11 used"),
+            GoldRow("b__b-1", "invalid", "built", failing_tests=["t.py::x", "t.py::y"],
+                    reason="gold patch grades NO: t.py::x, t.py::y"),
+            GoldRow("b__b-2", "invalid", "built", failing_tests=["t.py::z"],
+                    reason="gold patch grades NO: t.py::z"),
+            GoldRow("c__c-1", "not_buildable", "not buildable", reason=python.format("3.6")),
+            GoldRow("c__c-2", "not_buildable", "not buildable", reason=python.format("3.6")),
+            GoldRow("d__d-1", "not_buildable", "failed",
+                    reason="failed: instance d__d-1: repository d/d is not in /repos"),
+        ],
+    )  # fmt: skip
+
+    lines = summary_table(report)
+
+    counts = {line[:20].strip(): line[20:].strip() for line in lines[1:5]}
+    assert counts == {
+        "valid": "1", "approximate-valid": "1", "invalid": "2", "not buildable": "3",
+    }  # fmt: skip
+    why = [line for line in lines if line.startswith(("invalid:", "not buildable:"))]
+    assert why[0].startswith("invalid: gold patch grades NO ") and why[0].endswith(
+        "2  b__b-1, b__b-2"
+    )
+    assert why[1].startswith("not buildable: " + python.format("3.6")[:60])
+    assert why[1].endswith("2  c__c-1, c__c-2")
+    assert "instance <instance>: repository d/d is not in /repos" in why[2]
+    assert report.summary() == (
+        "2 valid (1 approximate), 2 invalid, 3 not buildable of 7 instance(s) on docker"
+    )
+
+
+def test_an_approximate_build_makes_a_valid_instance_approximate_valid():
+    built = BuiltInstance(instance_id="x__x-1", key="k", base_commit="c", rootfs="/r")
+    exact = BuildOutcome("x__x-1", "cached", built=built)
+    assert environment_of(exact) == "exact"
+    # What envspec's approximate environments put on the build (the hook this reads).
+    built.approximate = "Python 3.10 asked, 3.11 used"  # type: ignore[attr-defined]
+    assert environment_of(exact) == "approximate: Python 3.10 asked, 3.11 used"
+    row = GoldRow("x__x-1", "valid", "cached", environment=environment_of(exact))
+    assert row.verdict == "approximate-valid"
+    assert GoldRow("x__x-1", "invalid", "cached", environment=row.environment).verdict == "invalid"
+
+
+def test_it_names_only_the_failing_tests_whose_own_output_shows_a_network_error():
+    log = "\n".join(
+        [
+            "=================================== FAILURES ===================================",
+            "____________________________ TestApi.test_download ____________________________",
+            "E   requests.exceptions.ConnectionError: HTTPSConnectionPool(host='pypi.org', "
+            "port=443): Max retries exceeded (Caused by NewConnectionError('Failed to "
+            "establish a new connection: [Errno -3] Temporary failure in name resolution'))",
+            "________________________________ test_parse ____________________________________",
+            "E   AssertionError: assert 1 == 2",
+            "=========================== short test summary info ============================",
+            "FAILED tests/test_api.py::TestApi::test_download - requests.exceptions...",
+            "FAILED tests/test_api.py::test_parse - AssertionError: assert 1 == 2",
+            "FAILED tests/test_api.py::test_fetch - socket.timeout: timed out",
+        ]
+    )
+    failing = [
+        "tests/test_api.py::TestApi::test_download",
+        "tests/test_api.py::test_parse",
+        "tests/test_api.py::test_fetch",
+    ]
+
+    assert network_tests(log, failing) == [
+        "tests/test_api.py::TestApi::test_download",
+        "tests/test_api.py::test_fetch",
+    ]
+
+
+@pytest.mark.django_db
+def test_a_run_summary_scores_as_the_leaderboard_does_leaving_invalid_instances_out():
+    suite = make_suite("scale-summary", tasks=2)
+    run = make_run(suite, make_model("alpha"))
+    outcomes(run, [[None], ["TESTS_FAILED"]])
+    before = run_summary(run)
+    invalid = Task.objects.for_suite(suite).order_by("task_id")[1]
+    GoldValidation.objects.create(
+        task=invalid, backend="docker", status=GoldValidationStatus.INVALID,
+        gold_grade="NO", empty_grade="NO", reason="gold patch grades NO",
+    )  # fmt: skip
+
+    after = run_summary(run)
+
+    assert "score 50.0% (1 / 2 tasks; the leaderboard's figure for this run)" in before
+    assert "score 100.0% (1 / 1 tasks; the leaderboard's figure for this run)" in after
+    assert "1 task(s) of the suite left out of every rate: gold validation found them" in after
+
+
+# --- through the workers ----------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.docker
+def test_gold_validation_and_predictions_run_through_the_workers_and_end_with_a_summary(
+    tmp_path,
+):
+    """Real Celery workers (started by the commands themselves) on the embedded database and
+    broker; marshmallow-1359 is built in the shared cache (as tests/test_swebench_offline.py
+    builds it), pydicom-901 asks for Python 3.6."""
+    stack = create_stack("sqlite+sqla", tmp_path)
+    try:
+        dataset = write_jsonl(
+            tmp_path / "lite.jsonl",
+            [r for r in rows(LITE_DEV) if r["instance_id"] in (VALID, OLD_PYTHON)],
+        )
+        stack.ab("import-swebench", str(dataset), "--suite", "lite-workers")
+        validated = stack.ab(
+            "validate-suite", "lite-workers", "--variant", "oracle", "--backend", "docker",
+            "--repos", str(REPOS), "--jobs", "2", "--worker", "--concurrency", "2",
+            timeout=3600,
+        ).stdout  # fmt: skip
+        gold = {VALID: next(r for r in rows(LITE_DEV) if r["instance_id"] == VALID)["patch"]}
+        predictions = tmp_path / "preds.jsonl"
+        predictions.write_text(
+            json.dumps({"instance_id": VALID, "model_patch": gold[VALID],
+                        "model_name_or_path": "gold"}) + "\n"
+        )  # fmt: skip
+        predicted = stack.ab(
+            "import-predictions", str(predictions), "--suite", "lite-workers",
+            "--model", "gold-as-predictions", "--worker", "--concurrency", "2",
+            timeout=1800,
+        ).stdout  # fmt: skip
+        alias = stack.connect()
+        from runs.models import Attempt
+
+        workers = set(
+            Attempt.objects.using(alias)
+            .filter(task__task_id=VALID)
+            .values_list("worker", flat=True)
+        )
+        stored = {
+            (g.task.task_id, g.backend, g.status)
+            for g in GoldValidation.objects.using(alias).select_related("task")
+        }
+    finally:
+        stack.close()
+
+    assert f"[2/2] {VALID}: valid" in validated, validated
+    table = validated[validated.index("verdict ") :]
+    assert re.search(r"^valid +1$", table, re.MULTILINE), table
+    assert re.search(r"^not buildable +1$", table, re.MULTILINE), table
+    assert re.search(
+        r"^not buildable: not buildable: the specification asks for Python 3\.6.* 1  "
+        + OLD_PYTHON
+        + "$",
+        table,
+        re.MULTILINE,
+    ), table
+    folder = Path(re.search(r"^run folder: (.*)$", validated, re.MULTILINE).group(1))
+    report = json.loads((folder / "gold_validation.json").read_text())
+    assert report["counts"] == {
+        "valid": 1, "approximate-valid": 0, "invalid": 0, "not_buildable": 1,
+    }  # fmt: skip
+    # Three attempts on the instance (gold, empty, the prediction), each claimed by a worker.
+    assert len(workers) >= 1 and "" not in workers
+    assert (VALID, "docker", "valid") in stored and (
+        OLD_PYTHON,
+        "docker",
+        "not_buildable",
+    ) in stored
+    assert f"[1/1] {VALID}" not in predicted  # not inline
+    assert re.search(
+        r"score \d+\.\d% \(1 / \d+ tasks; the leaderboard's figure for this run\)", predicted
+    ), predicted
