@@ -24,6 +24,7 @@ all, as before, and ``unavailable_reason`` says why.
 from __future__ import annotations
 
 import os
+import select
 import shutil
 import subprocess
 
@@ -76,12 +77,18 @@ def remove(netns: int) -> None:
     _ip(netns, ["link", "del", IFACE], check=False)
 
 
-def open_netns(pid: int) -> int:
-    """A file descriptor on ``pid``'s network namespace (close it when done)."""
+def open_netns(pid: int, *, alive: int | None = None) -> int | None:
+    """A file descriptor on ``pid``'s network namespace (close it when done). With ``alive``,
+    a pidfd of the process: None when it had exited by the time the namespace was opened (the
+    pid may name another process by then)."""
     try:
-        return os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+        netns = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
     except OSError as exc:
         raise BlackholeError(f"cannot open the network namespace of pid {pid}: {exc}") from exc
+    if alive is not None and select.select([alive], [], [], 0)[0]:
+        os.close(netns)
+        return None
+    return netns
 
 
 def _check_not_host(netns: int) -> None:

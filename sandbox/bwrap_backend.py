@@ -377,6 +377,7 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
             if child_pid is not None:
                 # The child waits on its block fd: its pid cannot have been reused.
                 netns = blackhole.open_netns(child_pid)
+                assert netns is not None  # without ``alive`` it is never None
                 try:
                     blackhole.install(netns)
                 finally:

@@ -412,12 +412,10 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
         if reason is None and (self._init_pid is None or self._init_pidfd is None):
             reason = "the container's processes are not on this host"
         if reason is None:
-            assert self._init_pid is not None and self._init_pidfd is not None
-            netns = blackhole.open_netns(self._init_pid)
-            # Opened while the init pidfd says the process is still the container's.
-            if not select.select([self._init_pidfd], [], [], 0)[0]:
+            assert self._init_pid is not None
+            netns = blackhole.open_netns(self._init_pid, alive=self._init_pidfd)
+            if netns is not None:
                 return netns
-            os.close(netns)
             reason = "the container's init exited"
         log.warning("no black-hole network for %s (%s): no network at all", self.name, reason)
         return None
