@@ -79,6 +79,9 @@ def test_an_approximate_build_makes_a_valid_instance_approximate_valid():
     assert environment_of(exact) == "approximate: Python 3.10 asked, 3.11 used"
     row = GoldRow("x__x-1", "valid", "cached", environment=environment_of(exact))
     assert row.verdict == "approximate-valid"
+    # Or a flag, with the Python asked for beside the one used.
+    built.approximate, built.python, built.python_asked = True, "3.11", "3.10"  # type: ignore[attr-defined]
+    assert environment_of(exact) == "approximate: Python 3.10 asked, 3.11 used"
     assert GoldRow("x__x-1", "invalid", "cached", environment=row.environment).verdict == "invalid"
 
 
@@ -205,3 +208,23 @@ def test_gold_validation_and_predictions_run_through_the_workers_and_end_with_a_
     assert re.search(
         r"score \d+\.\d% \(1 / \d+ tasks; the leaderboard's figure for this run\)", predicted
     ), predicted
+
+
+def test_an_instance_record_with_fields_this_build_does_not_know_is_still_read(
+    tmp_path, monkeypatch
+):
+    """The cache is shared by every checkout on the machine: a newer build's record (more
+    fields) must not break an older reader."""
+    from tasks_app.swebench.build import built_instance
+
+    monkeypatch.setenv("SWEBENCH_CACHE_DIR", str(tmp_path))
+    (tmp_path / "tree" / "testbed").mkdir(parents=True)
+    (tmp_path / "instances").mkdir()
+    record = {"instance_id": "x__x-1", "key": "k", "base_commit": "c",
+              "rootfs": str(tmp_path / "tree"), "python": "3.11", "python_asked": "3.10",
+              "date": "2020-11-15T00:00:00Z"}  # fmt: skip
+    (tmp_path / "instances" / "x__x-1.json").write_text(json.dumps(record))
+
+    built = built_instance("x__x-1")
+
+    assert built is not None and (built.key, built.python) == ("k", "3.11")

@@ -102,10 +102,16 @@ class GoldReport:
 
 def environment_of(build: BuildOutcome) -> str:
     """How exact an instance's built environment is: "exact", or "approximate: <what>" when
-    the build says it stands in for one it could not have (an interpreter no suite ships: the
-    build's ``approximate`` note, set by envspec)."""
-    note = str(getattr(build.built, "approximate", "") or "") if build.built else ""
-    return f"approximate: {note}" if note else "exact"
+    the build says it stands in for one it could not have (an interpreter no suite ships):
+    its ``approximate`` (a note, or a flag with ``python_asked`` beside ``python``)."""
+    built = build.built
+    approximate = getattr(built, "approximate", "") if built is not None else ""
+    if not approximate:
+        return "exact"
+    if isinstance(approximate, str):
+        return f"approximate: {approximate}"
+    asked = getattr(built, "python_asked", "")
+    return f"approximate: Python {asked} asked, {getattr(built, 'python', '?')} used"
 
 
 @dataclass(frozen=True)

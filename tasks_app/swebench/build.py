@@ -22,7 +22,7 @@ import os
 import subprocess
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -101,7 +101,10 @@ def built_instance(instance_id: str) -> BuiltInstance | None:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    built = BuiltInstance(**data)
+    # A record written by a newer (or another branch's) build may hold fields this one does
+    # not know: the shared cache is read by every checkout on the machine.
+    known = {f.name for f in fields(BuiltInstance)}
+    built = BuiltInstance(**{k: v for k, v in data.items() if k in known})
     return built if Path(built.rootfs, "testbed").is_dir() else None
 
 
