@@ -22,6 +22,7 @@ from runs.pipeline.swebench_validation import (
 from tasks_app.models import GoldValidation, GoldValidationStatus, Task
 from tasks_app.swebench.build import BuildOutcome, BuiltInstance
 from tests.pages_fixtures import make_model, make_run, make_suite, outcomes
+from tests.swebench_cache_fixtures import drop_root, new_root, seed_base
 from tests.swebench_fixtures import EXAMPLES, LITE_DEV, rows, write_jsonl
 from tests.worker_stack import create_stack
 
@@ -141,10 +142,12 @@ def test_gold_validation_and_predictions_run_through_the_workers_and_end_with_a_
     tmp_path,
 ):
     """Real Celery workers (started by the commands themselves) on the embedded database and
-    broker; marshmallow-1359 is built in the shared cache (as tests/test_swebench_offline.py
-    builds it), pydicom-901 asks for Python 3.6."""
-    stack = create_stack("sqlite+sqla", tmp_path)
+    broker; marshmallow-1359 is built in a cache root of the test's own (on the shared base
+    level), pydicom-901 asks for Python 3.6."""
+    root = new_root()
+    stack = create_stack("sqlite+sqla", tmp_path, {"SWEBENCH_CACHE_DIR": str(root)})
     try:
+        seed_base(root)
         dataset = write_jsonl(
             tmp_path / "lite.jsonl",
             [r for r in rows(LITE_DEV) if r["instance_id"] in (VALID, OLD_PYTHON)],
@@ -180,6 +183,7 @@ def test_gold_validation_and_predictions_run_through_the_workers_and_end_with_a_
         }
     finally:
         stack.close()
+        drop_root(root)
 
     assert f"[2/2] {VALID}: valid" in validated, validated
     table = validated[validated.index("verdict ") :]
@@ -228,3 +232,21 @@ def test_an_instance_record_with_fields_this_build_does_not_know_is_still_read(
     built = built_instance("x__x-1")
 
     assert built is not None and (built.key, built.python) == ("k", "3.11")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("budget", ["lots", "inf"])
+def test_a_budget_that_is_not_a_number_of_gb_is_an_error_naming_it(
+    budget, tmp_path, monkeypatch, capsys
+):
+    from benchsite.cli.main import main
+
+    monkeypatch.setenv("SWEBENCH_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("SWEBENCH_CACHE_MAX_GB", budget)
+
+    code = main(["swebench", "du"])
+
+    assert code == 1
+    assert capsys.readouterr().err.strip() == (
+        f"ab swebench: SWEBENCH_CACHE_MAX_GB must be a number of GB, got {budget!r}"
+    )

@@ -253,8 +253,8 @@ class Builder:
 
     @contextlib.contextmanager
     def _building(self, kind: str, name: str) -> Iterator[None]:
-        """Around the build of a missing level (tree or image): room in the budget first, the
-        progress events, room again for what it really took."""
+        """Around the build of a missing level (tree or image): room in the budget for it
+        first (the caller makes room again for what it really took), the progress events."""
         eviction.make_room(max_bytes=self.max_bytes, kind=kind, report=self.report)
         self.events(LevelEvent(kind, name, "start"))
         started = time.monotonic()

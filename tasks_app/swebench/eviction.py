@@ -21,6 +21,7 @@ from __future__ import annotations
 import fcntl
 import json
 import logging
+import math
 import os
 import statistics
 import subprocess
@@ -54,8 +55,10 @@ def max_bytes_from_env() -> int | None:
         return None
     try:
         gb = float(raw)
-    except ValueError as exc:
-        raise BudgetError(f"{BUDGET_ENV} must be a number of GB, got {raw!r}") from exc
+    except ValueError:
+        gb = math.nan
+    if not math.isfinite(gb):
+        raise BudgetError(f"{BUDGET_ENV} must be a number of GB, got {raw!r}")
     return int(gb * GB) if gb > 0 else None
 
 
