@@ -139,7 +139,7 @@ def test_a_run_summary_scores_as_the_leaderboard_does_leaving_invalid_instances_
 @pytest.mark.slow
 @pytest.mark.docker
 def test_gold_validation_and_predictions_run_through_the_workers_and_end_with_a_summary(
-    tmp_path,
+    tmp_path, django_db_blocker
 ):
     """Real Celery workers (started by the commands themselves) on the embedded database and
     broker; marshmallow-1359 is built in a cache root of the test's own (on the shared base
@@ -172,15 +172,16 @@ def test_gold_validation_and_predictions_run_through_the_workers_and_end_with_a_
         alias = stack.connect()
         from runs.models import Attempt
 
-        workers = set(
-            Attempt.objects.using(alias)
-            .filter(task__task_id=VALID)
-            .values_list("worker", flat=True)
-        )
-        stored = {
-            (g.task.task_id, g.backend, g.status)
-            for g in GoldValidation.objects.using(alias).select_related("task")
-        }
+        with django_db_blocker.unblock():  # the stack's own database, not the test's
+            workers = set(
+                Attempt.objects.using(alias)
+                .filter(task__task_id=VALID)
+                .values_list("worker", flat=True)
+            )
+            stored = {
+                (g.task.task_id, g.backend, g.status)
+                for g in GoldValidation.objects.using(alias).select_related("task")
+            }
     finally:
         stack.close()
         drop_root(root)
