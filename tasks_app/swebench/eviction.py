@@ -202,6 +202,7 @@ def make_room(
                 _log_line(line)
                 say(line)
                 break
+            used = candidate.last_used()  # its lease file goes with it
             with cache.exclusive(candidate.name) as free:
                 if not free:
                     busy.add(candidate.name)
@@ -213,7 +214,7 @@ def make_room(
             line = (
                 f"evicted {candidate.kind} level {candidate.name} ({human(candidate.bytes)}: "
                 f"tree {human(candidate.tree_bytes)}, image {human(candidate.image_bytes)}; "
-                f"last used {_ago(candidate.last_used())}) to keep the cache under "
+                f"last used {_ago(used)}) to keep the cache under "
                 f"{BUDGET_ENV}={max_bytes / GB:g} (now {human(snap.total)}, "
                 f"{human(need)} wanted)"
             )
