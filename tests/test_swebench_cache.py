@@ -163,7 +163,8 @@ def test_it_evicts_lru_instance_levels_then_unused_envs_and_never_a_leased_level
     # tiny-2 is in use and its env level stands under it: both stay, and the log says so.
     assert level_two.tree.is_dir() and docker_images.image_key(level_two.image) == level_two.key
     assert env_one.tree.is_dir() and docker_images.image_key(env_one.image) == env_one.key
-    assert any(line.startswith(f"evicted instance level {level_one.name} (") for line in lines)
+    evicted = [x for x in lines if x.startswith(f"evicted instance level {level_one.name} (")]
+    assert len(evicted) == 1 and "last used never" not in evicted[0], lines
     assert any("nothing left to evict (1 level(s) in use)" in line for line in lines), lines
     assert f"evicted instance level {level_one.name}" in (root / "evictions.log").read_text()
 
