@@ -20,7 +20,11 @@ BUILD_BACKENDS = ("auto", "docker", "bwrap")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("swebench", help="SWE-bench instances offline: build their environments")
+    p = sub.add_parser(
+        "swebench",
+        help="SWE-bench instances offline: build their environments, the cache's disk use "
+        "(du, prune)",
+    )
     inner = p.add_subparsers(dest="swebench_command", metavar="SUBCOMMAND", required=True)
     b = inner.add_parser(
         "build",
