@@ -201,7 +201,7 @@ def test_an_attempt_holds_a_use_lease_on_its_instance_level_while_it_runs(tiny, 
     seed_base(root, docker=False)
     assert Builder(RepoSource(repos), docker=False, max_bytes=None).build(one).ok
     level = level_of(one["instance_id"])
-    swebench_import(source=write_jsonl(root.parent / "tiny.jsonl", [one]), suite_name="tiny")
+    swebench_import(source=write_jsonl(repos.parent / "tiny.jsonl", [one]), suite_name="tiny")
     task = Task.objects.get(suite__name="tiny", task_id=one["instance_id"])
     seen: list[bool] = []
 
