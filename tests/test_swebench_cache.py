@@ -310,3 +310,37 @@ def test_prune_removes_levels_built_with_an_older_recipe_unless_in_use(tiny, mon
     base = cache.read_level(old_three.parent).parent
     assert why[base].skipped == f"{old_three.parent} stays and stands on it"
     assert {lv.name for lv in cache.all_levels()} == {old_three.name, old_three.parent, base}
+
+
+@pytest.mark.django_db
+@pytest.mark.bwrap
+def test_gold_validation_keeps_to_the_budget_by_building_just_ahead_of_its_attempts(tiny, settings):
+    """A budget that holds the base and about one env and instance level: the validation
+    builds each instance shortly before its attempts, eviction makes room as it goes, and no
+    attempt finds its level gone."""
+    from runs.models import Attempt
+    from runs.pipeline.swebench_validation import gold_validate
+    from tasks_app.swebench.importer import swebench_import
+    from tests.swebench_fixtures import write_jsonl
+
+    root, repos, rows = tiny
+    settings.ARTIFACTS_ROOT = repos.parent / "artifacts"
+    seed_base(root, docker=False)
+    swebench_import(source=write_jsonl(repos.parent / "tiny.jsonl", rows), suite_name="tiny")
+    budget = eviction.snapshot().total + 100_000_000
+    lines: list[str] = []
+    builder = Builder(RepoSource(repos), docker=False, max_bytes=budget, report=lines.append)
+
+    report = gold_validate(suite_name="tiny", builder=builder, backend="bwrap", jobs=2)
+
+    assert [r.instance_id for r in report.rows] == [r["instance_id"] for r in rows]
+    assert all(r.build in ("built", "cached") for r in report.rows), report.rows
+    errors = list(
+        Attempt.objects.filter(task__suite__name="tiny").values_list("error_text", flat=True)
+    )
+    assert len(errors) == 6 and not any("not built on this machine" in e for e in errors), errors
+    assert any(line.startswith("evicted ") for line in lines), lines
+    # Every lease was given back.
+    for level in cache.all_levels():
+        with cache.exclusive(level.name) as free:
+            assert free, level.name

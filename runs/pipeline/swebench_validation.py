@@ -1,6 +1,7 @@
 """Gold validation of a SWE-bench suite (``ab validate-suite SUITE --variant oracle``).
 
-Builds what is missing, then runs every buildable instance twice through the normal pipeline:
+Builds what is missing (in a thread of its own, just ahead of the attempts) and runs every
+buildable instance twice through the normal pipeline, here or through the workers:
 with the gold patch (oracle) and with no patch (nop). Gold FULL and empty NO is a valid
 instance; anything else is recorded as invalid on the task (``GoldValidation``) with both
 grades and the tests that went the wrong way, and the leaderboard leaves the task out of its
@@ -15,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -143,26 +145,6 @@ def swebench_suite_tasks(suite_name: str, instance_ids: list[str] | None = None)
     return sorted(tasks, key=lambda t: t.task_id)
 
 
-def build_tasks(
-    tasks: list[Task],
-    builder: Builder,
-    progress: Callable[[Event], None] | None = None,
-    *,
-    jobs: int = 1,
-) -> dict[str, BuildOutcome]:
-    """Build every task's instance (``jobs`` levels at once); progress as each one ends."""
-    from tasks_app.swebench.parallel import build_all
-
-    by_id = {t.task_id: t for t in tasks}
-
-    def done(index: int, outcome: BuildOutcome) -> None:
-        if progress:
-            progress(Event(index, len(tasks), outcome.instance_id, build=outcome))
-
-    outcomes = build_all(builder, [t.spec for t in tasks], jobs=jobs, on_outcome=done)
-    return {task_id: outcomes[task_id] for task_id in by_id}
-
-
 # Runs the queued attempt ids through the workers and returns once every one is final.
 WorkersWait = Callable[[list[int]], None]
 
@@ -179,23 +161,26 @@ def gold_validate(
     workers: WorkersWait | None = None,
     window: int = 4,
 ) -> GoldReport:
-    """Build (``jobs`` levels at once), then run gold and empty on each buildable instance and
-    record each verdict: one after the other in this process, or, given ``workers``, queued
-    to the workers (``runs.services.attempts_enqueue``), ``window`` instances at a time, and
-    waited for with it.
+    """Build (``jobs`` levels at once) and run gold and empty on each buildable instance,
+    recording each verdict: one after the other in this process, or, given ``workers``,
+    queued to the workers (``runs.services.attempts_enqueue``), ``window`` instances at a
+    time, and waited for with it.
 
-    Each instance's level is built again right before its attempts (a no-op when it is
-    cached: with a budget below the suite's size, eviction may have taken it meanwhile) and
-    held under a use lease until both its attempts are done, so the budget holds during the
-    validation too: only the instances in flight cannot be evicted."""
+    The builds run in a thread of their own while the attempts run, in the suite's order;
+    each instance is handed over with its level under a use lease, kept until both its
+    attempts ended. With a budget (``builder.max_bytes``) the builds run only a few instances
+    ahead (``window`` plus ``jobs``), so that what is built is used before eviction could take
+    it and the budget holds: only the instances between their build and their verdict cannot
+    be evicted. Without one they run as far ahead as they can."""
     tasks = swebench_suite_tasks(suite_name, instance_ids)
     suite = tasks[0].suite
     report = GoldReport(suite=suite_name, backend=backend)
-    builds = build_tasks(tasks, builder, progress, jobs=jobs)
-    runnable = [t for t in tasks if builds[t.task_id].ok]
+    in_flight_max = max(window, 1) if workers is not None else 1
+    ahead = in_flight_max + max(jobs, 1) if builder.max_bytes is not None else len(tasks)
+    builds = _Builds(tasks, builder, jobs=jobs, ahead=ahead, progress=progress)
     with artifacts.root_override(out):
-        gold_run = _run(suite, AgentVariant.ORACLE, runnable)
-        empty_run = _run(suite, AgentVariant.NOP, runnable)
+        gold_run = _run(suite, AgentVariant.ORACLE, tasks)
+        empty_run = _run(suite, AgentVariant.NOP, tasks)
         report.run_dirs = [str(artifacts.run_dir(gold_run)), str(artifacts.run_dir(empty_run))]
         status = RunStatus.FINISHED
         in_flight: list[_InFlight] = []
@@ -206,6 +191,7 @@ def gold_validate(
                 item.gold.refresh_from_db()
                 item.empty.refresh_from_db()
             item.lease.close()
+            builds.done_with()
             row = judge(item.task, item.gold, item.empty, build=item.build.status)
             row.environment = environment_of(item.build)
             record(item.index, item.task, row, _backend_of(item.gold, backend))
@@ -217,16 +203,12 @@ def gold_validate(
                 progress(Event(index, len(tasks), task.task_id, row=row))
 
         try:
+            builds.start()
             for index, task in enumerate(tasks, start=1):
-                build = builds[task.task_id]
-                lease = contextlib.ExitStack()
-                if build.ok:
-                    build = builder.build(task.spec)
-                    if build.ok:
-                        built = lease.enter_context(use_built_instance(task.task_id))
-                        build = build if built is not None else _evicted(build)
+                build, lease = builds.next(task)
                 if not build.ok:
                     lease.close()
+                    builds.done_with()
                     row = GoldRow(
                         task.task_id, GoldValidationStatus.NOT_BUILDABLE, build.status,
                         reason=f"{build.status}: {build.reason}",
@@ -244,7 +226,7 @@ def gold_validate(
                 )  # fmt: skip
                 attempts_enqueue([item.gold.id, item.empty.id])
                 in_flight.append(item)
-                while len(in_flight) >= max(window, 1):
+                while len(in_flight) >= in_flight_max:
                     settle(in_flight.pop(0))
             while in_flight:
                 settle(in_flight.pop(0))
@@ -257,11 +239,80 @@ def gold_validate(
         finally:
             for item in in_flight:
                 item.lease.close()
+            builds.close()
             for run in (gold_run, empty_run):
                 run_close(run=run, status=status)
             artifacts.write_json(artifacts.run_dir(gold_run), REPORT_JSON, _report_dict(report))
     report.rows.sort(key=lambda r: r.instance_id)
     return report
+
+
+class _Builds:
+    """The tasks' builds, made in their order by a thread of their own (``jobs`` levels at
+    once) at most ``ahead`` instances before the validation is done with them. Each comes
+    with its instance level under a use lease (an ExitStack the validation closes)."""
+
+    def __init__(
+        self,
+        tasks: list[Task],
+        builder: Builder,
+        *,
+        jobs: int,
+        ahead: int,
+        progress: Callable[[Event], None] | None,
+    ):
+        self.tasks, self.builder, self.jobs, self.progress = tasks, builder, jobs, progress
+        self.slots = threading.Semaphore(max(ahead, 1))
+        self.cond = threading.Condition()
+        self.ready: dict[str, tuple[BuildOutcome, contextlib.ExitStack]] = {}
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name="gold-builds", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def next(self, task: Task) -> tuple[BuildOutcome, contextlib.ExitStack]:
+        """``task``'s build, once it is there (raises what stopped the builds)."""
+        with self.cond:
+            self.cond.wait_for(lambda: task.task_id in self.ready or self.error is not None)
+            if task.task_id not in self.ready:
+                assert self.error is not None
+                raise self.error
+            return self.ready.pop(task.task_id)
+
+    def done_with(self) -> None:
+        """The validation is done with one instance: the builds may go one further."""
+        self.slots.release()
+
+    def close(self) -> None:
+        """Let go of the builds nobody took (the validation was interrupted)."""
+        with self.cond:
+            for _, lease in self.ready.values():
+                lease.close()
+            self.ready.clear()
+
+    def _run(self) -> None:
+        from tasks_app.swebench.parallel import build_all
+
+        try:
+            build_all(
+                self.builder, [t.spec for t in self.tasks], jobs=self.jobs,
+                on_outcome=self._built, slots=self.slots,
+            )  # fmt: skip
+        except BaseException as exc:  # handed to the validation, which raises it
+            with self.cond:
+                self.error = exc
+                self.cond.notify_all()
+
+    def _built(self, index: int, outcome: BuildOutcome) -> None:
+        lease = contextlib.ExitStack()
+        if outcome.ok and lease.enter_context(use_built_instance(outcome.instance_id)) is None:
+            outcome = _evicted(outcome)
+        if self.progress:
+            self.progress(Event(index, len(self.tasks), outcome.instance_id, build=outcome))
+        with self.cond:
+            self.ready[outcome.instance_id] = (outcome, lease)
+            self.cond.notify_all()
 
 
 @dataclass

@@ -111,10 +111,15 @@ def build_all(
     jobs: int,
     on_outcome: Callable[[int, BuildOutcome], None] | None = None,
     on_progress: Callable[[BuildProgress], None] | None = None,
+    slots: threading.Semaphore | None = None,
 ) -> dict[str, BuildOutcome]:
     """Build ``instances`` with ``jobs`` threads; returns each instance's outcome by id.
     ``on_outcome(n, outcome)`` hears the n-th instance to finish; ``on_progress`` every change
-    of the level counts. Both are called one at a time."""
+    of the level counts. Both are called one at a time.
+
+    ``slots``: build in the order given, taking a slot before each instance; the caller gives
+    it back when it is done with the instance (gold validation: once its attempts ended), so
+    the builds run at most that many instances ahead of it."""
     jobs = max(1, jobs)
     progress = BuildProgress(jobs=jobs, typical=typical_seconds())
     levels: dict[str, tuple[str, ...]] = {}
@@ -143,7 +148,15 @@ def build_all(
             report_progress()
 
     def take() -> dict[str, Any] | None:
-        """The next instance, preferring one whose missing levels nobody is building."""
+        """The next instance, preferring one whose missing levels nobody is building (with
+        ``slots``: the next in order, once a slot is free)."""
+        if slots is not None:
+            slots.acquire()
+            with lock:
+                if not pending:
+                    slots.release()
+                    return None
+                return pending.pop(0)
         with lock:
             if not pending:
                 return None
