@@ -75,7 +75,10 @@ def one_run(label: str, instances: list[dict], *, jobs: int, docker: bool, repos
             (root / "pip-cache").unlink()  # the seed links the shared one: start empty
         builder = Builder(RepoSource(repos), docker=docker, max_bytes=None)
         started = time.monotonic()
-        outcomes = build_all(builder, instances, jobs=jobs)
+        try:
+            outcomes = build_all(builder, instances, jobs=jobs)
+        finally:
+            builder.close()  # the dated index it served
         total = time.monotonic() - started
         failed = [o.line() for o in outcomes.values() if not o.ok]
         if failed:

@@ -15,7 +15,11 @@ class FailureReasonAdmin(admin.ModelAdmin):
 
 @admin.register(ModelConfig)
 class ModelConfigAdmin(admin.ModelAdmin):
-    list_display = ["name", "agent_variant", "model_name", "base_url", "max_steps", "created_at"]
+    list_display = [
+        "name", "agent_variant", "model_name", "base_url", "max_steps", "condition", "created_at",
+    ]  # fmt: skip
+    # workspace_files is edited as JSON ({path: text}); the model's clean() checks it.
+    readonly_fields = ["condition"]
     list_filter = ["agent_variant"]
     search_fields = ["name", "model_name", "base_url"]
     prepopulated_fields = {"slug": ["name"]}

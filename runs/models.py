@@ -10,6 +10,7 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils.text import slugify
 
+from runs import conditions
 from runs.taxonomy import Category, Stage
 
 
@@ -61,6 +62,9 @@ class AgentVariant(models.TextChoices):
     # Baseline validation only (ab validate-suite, ab run-task): no agent stage.
     BASELINE = "baseline", "Baseline validation (no agent)"
     LLM = "llm", "LLM (OpenAI-compatible)"
+    # An agent CLI (Claude Code, Codex CLI, mini-swe-agent...): ``ModelConfig.cli_agent`` names
+    # its definition (runs/agents/cli/definitions/<name>.yaml).
+    CLI = "cli", "Agent CLI"
     # Results produced elsewhere: imported predictions or published reports.
     EXTERNAL = "external", "External (imported)"
 
@@ -87,6 +91,10 @@ class ModelConfig(models.Model):
     max_tokens = models.PositiveBigIntegerField(null=True, blank=True)
     max_cost_usd = models.DecimalField(max_digits=10, decimal_places=4, null=True, blank=True)
     repeated_failure_threshold = models.PositiveSmallIntegerField(default=3)
+    # Variant "cli": which agent CLI definition runs, and how many model calls its gateway
+    # lets through (tokens, cost and wall time are the fields above).
+    cli_agent = models.CharField(max_length=50, blank=True)
+    max_model_calls = models.PositiveIntegerField(null=True, blank=True)
     strict_patch = models.BooleanField(default=False)
     log_llm_messages = models.BooleanField(default=True)
     price_input_per_mtok = models.DecimalField(
@@ -95,6 +103,10 @@ class ModelConfig(models.Model):
     price_output_per_mtok = models.DecimalField(
         max_digits=10, decimal_places=4, null=True, blank=True
     )
+    # The condition: files added to the workspace before the agent starts ({relative path:
+    # text}; runs/conditions.py). Results reads defer it: ``condition`` names it for them.
+    workspace_files = models.JSONField(default=dict, blank=True)
+    condition = models.CharField(max_length=200, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -106,7 +118,50 @@ class ModelConfig(models.Model):
     def save(self, *args, **kwargs) -> None:
         if not self.slug:
             self.slug = self._free_slug()
+        if "workspace_files" in self.__dict__:  # not deferred: the label follows the files
+            self.condition = conditions.condition_label(self.workspace_files or {})
+            fields = kwargs.get("update_fields")
+            if fields is not None and "workspace_files" in fields:
+                kwargs["update_fields"] = {*fields, "condition"}
         super().save(*args, **kwargs)
+
+    def clean(self) -> None:
+        from django.core.exceptions import ValidationError
+
+        try:
+            self.workspace_files = conditions.clean_files(
+                self.workspace_files,
+                max_files=settings.CONDITION_FILES_MAX,
+                max_file_bytes=settings.CONDITION_FILE_MAX_BYTES,
+                max_total_bytes=settings.CONDITION_FILES_MAX_BYTES,
+            )
+        except conditions.ConditionError as exc:
+            raise ValidationError({"workspace_files": exc.problems}) from None
+        if self.agent_variant == AgentVariant.CLI:
+            self._clean_cli()
+
+    def _clean_cli(self) -> None:
+        from django.core.exceptions import ValidationError
+
+        from runs.agents.cli.definition import DEFINITIONS_DIR
+
+        known = sorted(p.stem for p in DEFINITIONS_DIR.glob("*.yaml"))
+        if self.cli_agent not in known:
+            raise ValidationError(
+                {"cli_agent": f"name an agent CLI definition: {', '.join(known)}"}
+            )
+        if not self.model_name:
+            raise ValidationError({"model_name": "an agent CLI needs the model name to ask for"})
+
+    def agent_key(self) -> str:
+        """The same for two configurations that differ only in their condition."""
+        return conditions.agent_key(
+            {
+                f.attname: getattr(self, f.attname)
+                for f in self._meta.concrete_fields
+                if f.attname not in conditions.NOT_THE_AGENT
+            }
+        )
 
     def _free_slug(self) -> str:
         # "Agent X" and "agent x" are different names with the same slug: number the later one.
@@ -295,6 +350,9 @@ class Attempt(models.Model):
     # run-level fail-fast stops every run of the model configuration on a permanent one.
     error_kind = models.CharField(max_length=20, blank=True)
     stderr_tail = models.TextField(blank=True)
+    # An agent CLI's process: how it ended (the signal when one killed it).
+    agent_exit_code = models.IntegerField(null=True, blank=True)
+    agent_signal = models.PositiveSmallIntegerField(null=True, blank=True)
     artifacts_dir = models.CharField(max_length=500, blank=True)
     schema_version = models.CharField(max_length=20, default=SCHEMA_VERSION)
     # SWE-bench style grading: per-test statuses of FAIL_TO_PASS / PASS_TO_PASS and the grade.
@@ -446,3 +504,18 @@ class AttemptStage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} (exit {self.exit_code})"
+
+
+class Lease(models.Model):
+    """Who runs a periodic job of the deployment now: the reaper's pass is one holder's at a
+    time (``runs.workers.reaper``), so every ``ab worker`` can offer to run it and several do
+    not repeat each other's work. A holder renews its lease each pass; once ``expires_at``
+    passes (its process died), another takes it over. No page shows it: the page cache's
+    triggers leave this table alone (``runs.data_version``)."""
+
+    name = models.CharField(max_length=200, unique=True)
+    holder = models.CharField(max_length=200, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.holder or '-'} until {self.expires_at}"

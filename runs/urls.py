@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from runs.web import attempts, charts, control, results, runs
+from runs.web import attempts, charts, configs, control, results, runs
 
 urlpatterns = [
     path("runs/<uuid:public_id>/", runs.run_detail, name="run-detail"),
@@ -19,10 +19,16 @@ urlpatterns = [
         name="attempt-artifact",
     ),
     path(
+        "attempts/<uuid:public_id>/transcript.atif.json",
+        attempts.attempt_atif,
+        name="attempt-atif",
+    ),
+    path(
         "attempts/<uuid:public_id>/<str:which>.diff",
         attempts.attempt_patch,
         name="attempt-patch",
     ),
+    path("configs/<slug:slug>/", configs.model_config_detail, name="model-config-detail"),
     path("suites/<slug:name>/launch/", control.suite_launch_view, name="suite-launch"),
     path("suites/<slug:name>/leaderboard/", results.leaderboard, name="suite-leaderboard"),
     path("suites/<slug:name>/compare/", results.compare, name="suite-compare"),

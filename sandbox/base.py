@@ -12,7 +12,10 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:  # sandbox.gateway_mount imports this module (AGENT_UID)
+    from sandbox.gateway_mount import GatewayMount
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +58,24 @@ class ExecResult:
         return self.exit_code == 0
 
 
+# Where read-only mounts go inside a sandbox: an empty folder every Debian image has, so the
+# bubblewrap backend can put a tmpfs over it to make the mount points (its root is read-only).
+READONLY_MOUNT_ROOT = "/mnt"
+
+
+@dataclass(frozen=True, slots=True)
+class ReadOnlyMount:
+    """A host folder seen read-only inside the sandbox (an agent CLI's install, say)."""
+
+    source: Path
+    target: str  # inside the sandbox, under READONLY_MOUNT_ROOT
+
+    def __post_init__(self) -> None:
+        parts = self.target.split("/")
+        if not self.target.startswith(READONLY_MOUNT_ROOT + "/") or ".." in parts:
+            raise ValueError(f"a read-only mount goes under {READONLY_MOUNT_ROOT}/: {self.target}")
+
+
 @dataclass(frozen=True, slots=True)
 class SandboxConfig:
     """How to build one sandbox. ``name`` is deterministic (e.g. from the attempt's public id)."""
@@ -78,6 +99,11 @@ class SandboxConfig:
     # With a quota, copy the workspace's tree back into ``workspace`` at close (False when the
     # caller deletes it anyway).
     disk_copy_back: bool = True
+    # Host folders mounted read-only (Docker ``:ro`` bind mounts, bubblewrap ``--ro-bind``).
+    readonly_mounts: tuple[ReadOnlyMount, ...] = ()
+    # A model gateway to expose (runs/gateway/): its socket folder is mounted in and every exec
+    # runs under a forwarder serving it at ``gateway.base_url`` (sandbox/gateway_mount.py).
+    gateway: GatewayMount | None = None
 
     def resolve_cwd(self, cwd: str | None) -> str:
         """A command's working directory inside the sandbox: relative ones are taken from the

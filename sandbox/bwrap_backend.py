@@ -8,6 +8,10 @@ gives it a user-mode network whose connections the host firewall keeps off every
 the host (sandbox/slirp.py, sandbox/host_fence.py). One with ``network="blackhole"`` gets a
 default route into a black hole in its own namespace instead (sandbox/blackhole.py).
 
+A model gateway (``config.gateway``, sandbox/gateway_mount.py) adds a tmpfs ``/run`` with the
+gateway's socket folder and forwarder bound read-only in it, and runs each command under the
+forwarder, in the command's own namespaces.
+
 Privileges: run as root, the host runs bwrap as the sandbox uid (``AGENT_UID``, 64000: no
 host account has it, see sandbox/accounts.py), so a breakout lands on a uid that owns nothing,
 never root. Workspaces
@@ -41,6 +45,7 @@ from sandbox.base import (
     AGENT_UID,
     BLACKHOLE,
     KILLED_EXIT_CODE,
+    READONLY_MOUNT_ROOT,
     ExecNetwork,
     ExecResult,
     Sandbox,
@@ -248,6 +253,12 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
         blackholed = network == BLACKHOLE and self._blackhole_possible()
         network = network is True
         argv = ["sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
+        # Checked once: the mounts and the forwarder go together (sandbox/gateway_mount.py).
+        gateway = (
+            self.config.gateway if self.config.gateway and self.config.gateway.active else None
+        )
+        if gateway is not None:
+            argv = gateway.wrap(argv)
         full_env = {
             "PATH": PATH_ENV,
             "HOME": "/home/agent",
@@ -259,7 +270,7 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
         }
         args = self._rlimit_prefix(timeout) + self._bwrap_args(
             argv, cwd=self.config.resolve_cwd(cwd), env=full_env, network=network,
-            blackhole=blackholed,
+            blackhole=blackholed, gateway=gateway is not None,
         )  # fmt: skip
         if network and not self.config.allow_network:
             raise SandboxError(f"sandbox {self.config.name} was created without network")
@@ -411,6 +422,7 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
         cwd: str,
         env: dict[str, str],
         network: bool,
+        gateway: bool,
         blackhole: bool = False,
     ) -> list[str]:
         tmp_size = str(self.config.memory_mb * 1024 * 1024 // 2)
@@ -440,6 +452,14 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
         if self._accounts is not None:
             for host_file, inside in self._accounts.binds.items():
                 args += ["--ro-bind", host_file, inside]
+        if self.config.readonly_mounts:
+            # The root is read-only: a tmpfs over the (empty) mount root makes the mount points
+            # (64 KiB: room for the mount points, none for the sandbox's own files).
+            args += ["--perms", "0755", "--size", "65536", "--tmpfs", READONLY_MOUNT_ROOT]
+            for mount in self.config.readonly_mounts:
+                args += ["--ro-bind", str(mount.source.resolve()), mount.target]
+        if gateway and self.config.gateway is not None:
+            args += self.config.gateway.bwrap_args()
         if network or blackhole:
             # The network namespace stays unshared: the command waits on fd 4 until slirp4netns
             # gave it a tap device (see _attach_network), or the black hole its route

@@ -18,6 +18,10 @@ afterwards; a lock keeps other execs of the same sandbox from running while it i
 An exec with ``network="blackhole"`` gets a default route into a black hole in the container's
 namespace for its duration instead (sandbox/blackhole.py), under the same lock. A
 sandbox whose config does not allow network is created with none at all (and starts faster).
+
+A model gateway (``config.gateway``, sandbox/gateway_mount.py) is two more read-only volumes
+(its socket folder, the forwarder), and every command runs under the forwarder, which serves
+the gateway on the container's loopback for as long as the command runs.
 """
 
 from __future__ import annotations
@@ -247,6 +251,10 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
         if self._accounts is not None:
             for host_file, inside in self._accounts.binds.items():
                 volumes[host_file] = {"bind": inside, "mode": "ro"}
+        for mount in cfg.readonly_mounts:
+            volumes[str(mount.source.resolve())] = {"bind": mount.target, "mode": "ro"}
+        if cfg.gateway is not None:
+            volumes.update(cfg.gateway.docker_volumes())
         tmpfs = {"/tmp": tmpfs_opts + ",mode=1777", "/home/agent": tmpfs_opts + ",mode=0755"}
         if self._disk is not None:  # on the quota's filesystem instead of in memory
             tmpfs = {}
@@ -424,6 +432,9 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
         self, cmd: str | list[str], *, timeout: float, cwd: str | None, env: dict[str, str] | None
     ) -> ExecResult:
         argv = ["sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
+        gateway = self.config.gateway
+        if gateway is not None and gateway.active:
+            argv = gateway.wrap(argv)
         workdir = self.config.resolve_cwd(cwd)
         started_wall = time.time()
         oom_before = self._oom_kills()

@@ -80,15 +80,24 @@ def test_it_names_a_cycle_when_there_is_one():
 # benchsite/; "core" is runs' top-level modules (models, services, taxonomy, access, ...).
 FORBIDDEN = {
     "runs.results": {"runs.web", "runs.api", "runs.cli", "runs.workers", "runs.pipeline",
-                     "runs.demo", "runs.agents", "runs.services"},
-    "runs.web": {"runs.api", "runs.cli", "runs.workers", "runs.pipeline", "runs.demo"},
-    "runs.api": {"runs.web", "runs.cli", "runs.workers", "runs.pipeline", "runs.demo"},
+                     "runs.demo", "runs.agents", "runs.services", "runs.gateway"},
+    "runs.web": {"runs.api", "runs.cli", "runs.workers", "runs.pipeline", "runs.demo",
+                 "runs.gateway"},
+    "runs.api": {"runs.web", "runs.cli", "runs.workers", "runs.pipeline", "runs.demo",
+                 "runs.gateway"},
     "runs.cli": {"runs.web"},
     "runs.workers": {"runs.web", "runs.api", "runs.cli", "runs.demo"},
     "runs.pipeline": {"runs.web", "runs.api", "runs.cli", "runs.workers", "runs.demo"},
     "runs.demo": {"runs.web", "runs.api", "runs.cli", "runs.workers", "runs.pipeline"},
     "runs.agents": {"runs.web", "runs.api", "runs.cli", "runs.workers", "runs.pipeline",
                     "runs.demo", "runs.results", "runs.models", "runs.services"},
+    "runs.gateway": {"runs.web", "runs.api", "runs.cli", "runs.workers", "runs.pipeline",
+                     "runs.demo", "runs.results", "runs.models", "runs.services"},
+    # Pure: reads stored files into turns, whatever imports it (pages, API, imports).
+    "runs.transcript": {"runs.web", "runs.api", "runs.cli", "runs.workers", "runs.pipeline",
+                        "runs.demo", "runs.agents", "runs.results", "runs.models",
+                        "runs.services", "runs.artifacts", "runs.access", "runs.model_configs",
+                        "runs.data_version", "tasks_app", "benchsite"},
     "core": {"runs.web", "runs.api", "runs.cli", "runs.workers", "runs.demo"},
     "tasks_app.uploads": {"runs"},
 }  # fmt: skip
@@ -100,7 +109,8 @@ EXCEPTIONS = {
     ("tasks_app.swebench.predictions", "runs.workers.tasks"),
 }
 CORE = {"runs.models", "runs.services", "runs.taxonomy", "runs.failfast", "runs.access",
-        "runs.artifacts", "runs.transcript", "runs.model_configs", "runs.data_version"}  # fmt: skip
+        "runs.artifacts", "runs.artifact_storage", "runs.transcript", "runs.model_configs",
+        "runs.data_version", "runs.conditions"}  # fmt: skip
 
 
 def _role(module: str) -> str | None:

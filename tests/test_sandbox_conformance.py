@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import pwd
+import shutil
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -16,7 +18,7 @@ import docker
 import pytest
 
 from sandbox import BACKENDS, open_sandbox
-from sandbox.base import AGENT_UID, ExecResult, Sandbox, SandboxConfig
+from sandbox.base import AGENT_UID, ExecResult, ReadOnlyMount, Sandbox, SandboxConfig
 from sandbox.errors import SandboxError, SandboxPathError
 from sandbox.host_fence import host_ipv4_addresses
 from tests.netns_fixtures import FakeInternet, Listener, fake_internet, host_address_for, listener
@@ -447,6 +449,32 @@ def test_a_kill_9_reports_137_without_oom(sb: Sandbox) -> None:
 
 
 # -- files ---------------------------------------------------------------------------------
+
+
+def test_it_mounts_a_host_folder_read_only(make_sandbox: MakeSandbox) -> None:
+    # Under /tmp itself: bubblewrap runs as the sandbox uid, which cannot enter pytest's tmp_path
+    # (an install cache under /var/lib/agentbench is open to it the same way).
+    tool = Path(tempfile.mkdtemp(prefix="ab-ro-mount-"))
+    tool.chmod(0o755)
+    (tool / "bin").mkdir(mode=0o755)
+    (tool / "bin" / "hello").write_text("#!/bin/sh\necho hello from the mount\n")
+    (tool / "bin" / "hello").chmod(0o755)
+    mount = ReadOnlyMount(source=tool, target="/mnt/agentbench/tool")
+    with make_sandbox(readonly_mounts=(mount,)) as sb:
+        ran = sb.exec("/mnt/agentbench/tool/bin/hello", timeout=30)
+        assert (ran.exit_code, ran.stdout) == (0, "hello from the mount\n")
+        wrote = sb.exec("touch /mnt/agentbench/tool/bin/planted", timeout=30)
+        assert wrote.exit_code != 0
+        assert "Read-only file system" in wrote.stderr
+    assert sorted(p.name for p in (tool / "bin").iterdir()) == ["hello"]
+    shutil.rmtree(tool)
+
+
+def test_a_read_only_mount_must_go_under_the_mount_root() -> None:
+    with pytest.raises(ValueError, match="under /mnt/"):
+        ReadOnlyMount(source=Path("/usr"), target="/usr/local/agent")
+    with pytest.raises(ValueError, match="under /mnt/"):
+        ReadOnlyMount(source=Path("/usr"), target="/mnt/../etc")
 
 
 def test_it_round_trips_files(sb: Sandbox) -> None:

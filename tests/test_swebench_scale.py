@@ -15,12 +15,11 @@ from runs.cli.runs import summary_table as run_summary
 from runs.pipeline.swebench_validation import (
     GoldReport,
     GoldRow,
-    environment_of,
     network_tests,
     summary_table,
 )
 from tasks_app.models import GoldValidation, GoldValidationStatus, Task
-from tasks_app.swebench.build import BuildOutcome, BuiltInstance
+from tasks_app.swebench.build import BuiltInstance
 from tests.pages_fixtures import make_model, make_run, make_suite, outcomes
 from tests.swebench_cache_fixtures import drop_root, new_root, seed_base
 from tests.swebench_fixtures import EXAMPLES, LITE_DEV, rows, write_jsonl
@@ -41,7 +40,7 @@ def test_the_summary_counts_verdicts_and_groups_alike_reasons():
         backend="docker",
         rows=[
             GoldRow("a__a-1", "valid", "built"),
-            GoldRow("a__a-2", "valid", "cached", environment="approximate: 3.10 asked, 3.11 used"),
+            GoldRow("a__a-2", "valid", "cached", python_asked="3.10", python_used="3.11"),
             GoldRow("b__b-1", "invalid", "built", failing_tests=["t.py::x", "t.py::y"],
                     reason="gold patch grades NO: t.py::x, t.py::y"),
             GoldRow("b__b-2", "invalid", "built", failing_tests=["t.py::z"],
@@ -67,23 +66,25 @@ def test_the_summary_counts_verdicts_and_groups_alike_reasons():
     assert why[1].endswith("2  c__c-1, c__c-2")
     assert "instance <instance>: repository d/d is not in /repos" in why[2]
     assert report.summary() == (
-        "2 valid (1 approximate), 2 invalid, 3 not buildable of 7 instance(s) on docker"
+        "2 valid (1 on an approximate environment), 2 invalid, 3 not buildable of 7 instance(s) "
+        "on docker"
     )
 
 
 def test_an_approximate_build_makes_a_valid_instance_approximate_valid():
-    built = BuiltInstance(instance_id="x__x-1", key="k", base_commit="c", rootfs="/r")
-    exact = BuildOutcome("x__x-1", "cached", built=built)
-    assert environment_of(exact) == "exact"
-    # What envspec's approximate environments put on the build (the hook this reads).
-    built.approximate = "Python 3.10 asked, 3.11 used"  # type: ignore[attr-defined]
-    assert environment_of(exact) == "approximate: Python 3.10 asked, 3.11 used"
-    row = GoldRow("x__x-1", "valid", "cached", environment=environment_of(exact))
+    # The hook: swebench-envs' build records the Python asked for beside the one used.
+    built = BuiltInstance(
+        instance_id="x__x-1", key="k", base_commit="c", rootfs="/r", python="3.11",
+        python_asked="3.10",
+    )  # fmt: skip
+    assert built.approximate
+    row = GoldRow("x__x-1", "valid", "cached", python_asked=built.python_asked,
+                  python_used=built.python)  # fmt: skip
     assert row.verdict == "approximate-valid"
-    # Or a flag, with the Python asked for beside the one used.
-    built.approximate, built.python, built.python_asked = True, "3.11", "3.10"  # type: ignore[attr-defined]
-    assert environment_of(exact) == "approximate: Python 3.10 asked, 3.11 used"
-    assert GoldRow("x__x-1", "invalid", "cached", environment=row.environment).verdict == "invalid"
+    exact = GoldRow("x__x-2", "valid", "cached", python_asked="3.9", python_used="3.9")
+    assert exact.verdict == "valid"
+    assert GoldRow("x__x-1", "invalid", "cached", python_asked="3.10",
+                   python_used="3.11").verdict == "invalid"  # fmt: skip
 
 
 def test_it_names_only_the_failing_tests_whose_own_output_shows_a_network_error():

@@ -113,4 +113,9 @@ COMMANDS: dict[str, Command] = {
         "runs.cli.agents",
         "run an agent (scripted, oracle, nop or an LLM) on one task and record the attempt",
     ),
+    "agents": Command(
+        "runs.cli.agents",
+        "list the agent variants and agent CLI definitions",
+        needs_db=False,
+    ),
 }

@@ -21,11 +21,13 @@ class Budgets:
     max_tokens: int | None = None
     max_cost_usd: float | None = None
     repeated_failure_threshold: int = 3
+    # Model calls an agent CLI may make (its gateway refuses more); None: no limit.
+    max_model_calls: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class ModelSettings:
-    variant: str  # scripted | oracle | nop | llm
+    variant: str  # scripted | oracle | nop | llm | cli
     model_name: str = ""
     base_url: str = ""
     api_key: str = ""
@@ -79,6 +81,14 @@ class AgentOutcome:
     # stops every run of the model configuration on a permanent one.
     llm_error_kind: str | None = None
     duration_sec: float = 0.0
+    # An agent CLI's process: its exit code and signal (None: not killed by one), the command
+    # line (with the gateway token redacted), its output, and what it reported about itself.
+    exit_code: int | None = None
+    signal: int | None = None
+    command: str = ""
+    stdout: str = ""
+    stderr: str = ""
+    cli: dict = field(default_factory=dict)
 
 
 class Agent(Protocol):

@@ -11,6 +11,8 @@ never aborts a whole run. The ``openai`` client's own retries are switched off
 
 from __future__ import annotations
 
+import contextlib
+import email.utils
 import random
 import time
 from collections.abc import Callable
@@ -102,13 +104,19 @@ def is_permanent(exc: BaseException) -> bool:
     """Whether ``exc`` will fail the same way on every retry."""
     if isinstance(exc, openai.APITimeoutError | openai.APIConnectionError):
         return False
-    status = status_of(exc)
+    return is_permanent_status(status_of(exc), str(exc))
+
+
+def is_permanent_status(status: int | None, message: str) -> bool:
+    """Whether an API answer with this HTTP status (None: no answer) and error message will
+    fail the same way on every retry. The one classifier: the LLM agent applies it to the
+    client's exceptions, the model gateway (runs/gateway) to the upstream's answers."""
     if status is not None:
         if status in PERMANENT_STATUS:
             return True
         if status in TRANSIENT_STATUS or status >= 500:
             return False
-    message = str(exc).lower()
+    message = message.lower()
     if any(p in message for p in TRANSIENT_PATTERNS):
         return False
     return any(p in message for p in PERMANENT_PATTERNS)
@@ -126,10 +134,22 @@ def _retry_after(exc: BaseException) -> float | None:
     headers = getattr(response, "headers", None)
     if headers is None:
         return None
-    try:
-        return float(headers.get("retry-after", ""))
-    except ValueError:
+    return retry_after_sec(headers.get("retry-after-ms"), headers.get("retry-after"))
+
+
+def retry_after_sec(retry_after_ms: str | None, retry_after: str | None) -> float | None:
+    """Seconds the server asked us to wait: ``retry-after-ms`` (OpenAI), else ``Retry-After``
+    in seconds or as an HTTP date; None when neither says."""
+    with contextlib.suppress(TypeError, ValueError):
+        return max(0.0, float(retry_after_ms or "") / 1000)
+    if not retry_after:
         return None
+    with contextlib.suppress(ValueError):
+        return max(0.0, float(retry_after))
+    with contextlib.suppress(TypeError, ValueError, IndexError):
+        when = email.utils.parsedate_to_datetime(retry_after)
+        return max(0.0, when.timestamp() - time.time())
+    return None
 
 
 def call_with_retries(

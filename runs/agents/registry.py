@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 
@@ -16,7 +17,10 @@ from runs.agents.simple import NopPolicy, OraclePolicy, ScriptedPolicy
 from runs.agents.tools import Toolbox
 from runs.taxonomy import Reason
 
-VARIANTS = ("scripted", "oracle", "nop", "llm", "external")
+if TYPE_CHECKING:
+    from runs.agents.cli.agent import CliResources
+
+VARIANTS = ("scripted", "oracle", "nop", "llm", "external", "cli")
 
 
 class LoopAgent:
@@ -115,8 +119,11 @@ def _llm_agent(model: ModelSettings) -> Agent:
     )
 
 
-def build_agent(model: ModelSettings, *, prediction_patch: str | None = None) -> Agent | None:
-    """The agent for ``model.variant``; None for "baseline" (validation only, no agent)."""
+def build_agent(
+    model: ModelSettings, *, prediction_patch: str | None = None, cli: CliResources | None = None
+) -> Agent | None:
+    """The agent for ``model.variant``; None for "baseline" (validation only, no agent). A CLI
+    agent needs the resources the pipeline prepared before the sandbox (``cli_resources``)."""
     variant = model.variant
     if variant == "baseline":
         return None
@@ -130,4 +137,10 @@ def build_agent(model: ModelSettings, *, prediction_patch: str | None = None) ->
         return _llm_agent(model)
     if variant == "external":
         return ExternalPatchAgent(prediction_patch)
+    if variant == "cli":
+        from runs.agents.cli.agent import CliAgent
+
+        if cli is None:
+            return MisconfiguredAgent("cli", "no agent CLI prepared for this attempt")
+        return CliAgent(cli)
     raise ValueError(f"unknown agent variant {variant!r}; expected one of {', '.join(VARIANTS)}")

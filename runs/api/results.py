@@ -114,6 +114,7 @@ def leaderboard_row_out(row: LeaderboardRow) -> dict:
         "runs": [r.public_id for r in row.entry.runs],
         "date": row.date,
         "agent_variant": row.agent_variant,
+        "condition": row.condition,
         "is_published": row.is_published,
         "is_reference": row.is_reference,
         "infra": row.infra,

@@ -57,10 +57,16 @@ class ModelConfigOut(Schema):
     max_tokens: int | None
     max_cost_usd: float | None
     repeated_failure_threshold: int
+    cli_agent: str = Field(description="variant cli: the agent CLI definition (ab agents)")
+    max_model_calls: int | None
     strict_patch: bool
     log_llm_messages: bool
     price_input_per_mtok: float | None
     price_output_per_mtok: float | None
+    workspace_files: dict[str, str] = Field(
+        description="the condition: files added to the workspace before the agent starts"
+    )
+    condition: str = Field(description="the condition's name: its paths and a digest")
     created_at: dt.datetime
 
 
@@ -107,10 +113,19 @@ class ModelConfigIn(Schema):
     max_tokens: int | None = Field(None, ge=1, le=INT63)
     max_cost_usd: Price | None = None
     repeated_failure_threshold: int = Field(3, ge=1, le=1000)
+    cli_agent: Text = Field("", max_length=50, description="variant cli: see `ab agents`")
+    max_model_calls: int | None = Field(None, ge=1, le=INT32)
     strict_patch: bool = False
     log_llm_messages: bool = True
     price_input_per_mtok: Price | None = None
     price_output_per_mtok: Price | None = None
+    workspace_files: dict[str, str] = Field(
+        {},
+        description="the condition: {path relative to the repository: text} written into the "
+        "workspace before the agent starts, kept out of the final patch (no '..', nothing in "
+        ".git; CONDITION_FILES_MAX files, CONDITION_FILE_MAX_BYTES each, "
+        "CONDITION_FILES_MAX_BYTES in all)",
+    )
 
 
 class ModelConfigFilter(FilterSchema):
@@ -199,6 +214,8 @@ class AttemptOut(Schema):
     is_empty_run: bool
     is_missing: bool
     exit_code: int | None
+    agent_exit_code: int | None
+    agent_signal: int | None
     duration_sec: float | None
     tokens_in: int
     tokens_out: int
@@ -215,7 +232,9 @@ class AttemptOut(Schema):
 class ArtifactOut(Schema):
     name: str
     size: int
-    url: str
+    kind: str = Field(description='"file", or "link": a link left in the workspace, never read')
+    target: str | None = Field(None, description="a link's target, as written (not followed)")
+    url: str | None = Field(description="the file's download; null for a link")
 
 
 class StageOut(Schema):
@@ -264,7 +283,13 @@ class AttemptDetailOut(AttemptOut):
     @staticmethod
     def resolve_artifacts(obj) -> list[dict]:
         return [
-            {"name": f.name, "size": f.size, "url": artifact_url(obj, f.name)}
+            {
+                "name": f.name,
+                "size": f.size,
+                "kind": f.kind,
+                "target": f.target if f.is_link else None,
+                "url": None if f.is_link else artifact_url(obj, f.name),
+            }
             for f in artifacts.list_artifacts(obj)
         ]
 
@@ -350,6 +375,7 @@ class LeaderboardRowOut(ScoreFields):
     runs: list[uuid.UUID]
     date: dt.datetime | None
     agent_variant: str
+    condition: str = Field(description="the files its configuration adds (a condition), or ''")
     is_published: bool
     is_reference: bool
     infra: int = Field(description="same as excluded")
@@ -397,6 +423,7 @@ class CompareEntryOut(Schema):
     kind: Literal["run", "config"]
     label: str
     model: ModelRefOut
+    condition: str = Field(description="the files its configuration adds to the workspace")
     run: uuid.UUID | None
     runs: list[uuid.UUID]
 
@@ -408,6 +435,10 @@ class CompareSummaryOut(CompareEntryOut, ScoreFields):
 class ComparePairOut(Schema):
     a: CompareEntryOut
     b: CompareEntryOut
+    same_agent: bool = Field(
+        description="two conditions of one agent: the configurations differ only in the "
+        "files they add to the workspace, so the delta is the condition's effect"
+    )
     paired: int
     fixed_by_b: list[str] = Field(description="tasks where b's resolved share is higher")
     regressed: list[str]

@@ -1,9 +1,11 @@
 """The REST shape of an attempt's transcript: ``runs.transcript.Transcript`` as JSON.
 
 The same normalised conversation the attempt page shows, whatever file it came from
-(mini-swe-agent, SWE-agent, Inspect AI, our agents' logs). Text is sent as stored, not
-escaped: a client that renders it as HTML must escape it. Each text block says how long it
-was (``total_chars``) when the reader cut it at ``runs.transcript.MAX_BLOCK_CHARS``.
+(mini-swe-agent, SWE-agent, Inspect AI, ATIF, a CLI agent's recorded model calls, our agents'
+logs); ``?format=atif`` answers the same turns as an ATIF trajectory instead (runs/api/runs.py).
+Text is sent as stored, not escaped: a client that renders it as HTML must escape it. Each text
+block says how long it was (``total_chars``) when the reader cut it at
+``runs.transcript.MAX_BLOCK_CHARS``.
 """
 
 from __future__ import annotations
@@ -46,7 +48,10 @@ class ScoreOut(Schema):
 
 
 class TranscriptOut(Schema):
-    source: str = Field(description="mini-swe-agent, swe-agent, inspect, llm or events")
+    source: str = Field(
+        description="mini-swe-agent, swe-agent, inspect, atif, model-calls (a CLI agent's calls "
+        "through the gateway), llm or events"
+    )
     file: str = Field(description="the artifact it was read from")
     error: str = Field(description="set when the file could not be read; turns are then empty")
     model: str

@@ -11,7 +11,7 @@ from django.conf import settings
 
 from benchsite.cli.main import CommandError
 
-AGENT_VARIANTS = ("scripted", "oracle", "nop", "llm")
+AGENT_VARIANTS = ("scripted", "oracle", "nop", "llm", "cli")
 BACKENDS = ("auto", "docker", "bwrap")
 
 
@@ -27,7 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="agent to run (default: the task's agent.entrypoint, else scripted)",
     )
-    p.add_argument("--model", default="", help="model name (llm), e.g. gpt-4o-mini")
+    p.add_argument("--model", default="", help="model name (llm, cli), e.g. gpt-4o-mini")
+    p.add_argument("--cli", default="", help="agent CLI definition (cli variant; see ab agents)")
+    p.add_argument("--max-calls", type=int, default=None, help="model calls budget (cli)")
     p.add_argument(
         "--base-url", default="", help="OpenAI-compatible API base URL (default: LLM_BASE_URL)"
     )
@@ -64,6 +66,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.set_defaults(handler=cmd_run_agent)
 
+    p = sub.add_parser("agents", help="list the agent variants and agent CLI definitions")
+    p.add_argument(
+        "--install",
+        metavar="NAME",
+        action="append",
+        default=[],
+        help="build this CLI's install into the cache now (repeatable; 'all')",
+    )
+    p.set_defaults(handler=cmd_agents)
+
 
 def cmd_run_agent(args: argparse.Namespace) -> int:
     from runs.models import RunStatus
@@ -92,13 +104,13 @@ def cmd_run_agent(args: argparse.Namespace) -> int:
 
 def _import_task(task_file: Path):
     from tasks_app.models import Task
-    from tasks_app.services import tasks_import
+    from tasks_app.services import local_path_rules, tasks_import
     from tasks_app.spec import TaskSpecError, load_task_file
 
     if not task_file.is_file():
         raise CommandError(f"--task: no such task file: {task_file}")
     try:
-        loaded = load_task_file(task_file)
+        loaded = load_task_file(task_file, rules=local_path_rules(task_file))
         tasks_import(directory=task_file)
     except TaskSpecError as exc:
         raise CommandError(f"invalid task file:\n{exc}") from exc
@@ -115,13 +127,29 @@ def _model_config(args: argparse.Namespace, variant: str):
 
     fields: dict[str, object] = {"strict_patch": args.strict_patch}
     name = variant
+    if variant == "cli":
+        if not args.cli or not args.model:
+            raise CommandError("--cli NAME and --model are required with --variant cli")
+        key_env = args.api_key_env or settings.LLM_API_KEY_ENV
+        fields |= {
+            "model_name": args.model,
+            "base_url": args.base_url,
+            "api_key_env": key_env,
+            "cli_agent": args.cli,
+            "max_model_calls": args.max_calls,
+        }
+        name = f"cli:{args.cli} {args.model}" + (f" @ {args.base_url}" if args.base_url else "")
+        if args.max_calls is not None:
+            name += f" calls={args.max_calls}"
     if variant == "llm":
         if not args.model:
             raise CommandError("--model is required with --variant llm")
         key_env = args.api_key_env or settings.LLM_API_KEY_ENV
         if not os.environ.get(key_env):
-            print(f"ab run-agent: note: ${key_env} is not set; calling the API without a key",
-                  file=sys.stderr)  # fmt: skip
+            print(
+                f"ab run-agent: note: ${key_env} is not set; calling the API without a key",
+                file=sys.stderr,
+            )
         fields |= {"model_name": args.model, "base_url": args.base_url, "api_key_env": key_env}
         name = f"llm {args.model}" + (f" @ {args.base_url}" if args.base_url else "")
     if args.strict_patch:
@@ -147,19 +175,27 @@ def _model_config(args: argparse.Namespace, variant: str):
 def _print(attempt) -> None:
     from runs.pipeline import artifacts
 
-    print(f"task {attempt.suite.name}/{attempt.task.task_id}  agent {attempt.model_config.name}"
-          f"  (attempt {attempt.public_id})")  # fmt: skip
+    print(
+        f"task {attempt.suite.name}/{attempt.task.task_id}  agent {attempt.model_config.name}"
+        f"  (attempt {attempt.public_id})"
+    )
     rows = [
-        (s.name, "" if s.exit_code is None else str(s.exit_code), f"{s.duration_sec or 0:.2f}s",
-         s.output_path)
+        (
+            s.name,
+            "" if s.exit_code is None else str(s.exit_code),
+            f"{s.duration_sec or 0:.2f}s",
+            s.output_path,
+        )
         for s in attempt.stages.order_by("order")
-    ]  # fmt: skip
+    ]
     table = [("stage", "exit", "time", "log"), *rows]
     widths = [max(len(row[i]) for row in table) for i in range(4)]
     for row in table:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
-    print(f"steps {attempt.steps}, tokens {attempt.tokens_in} in / {attempt.tokens_out} out, "
-          f"cost ${attempt.cost_usd}")  # fmt: skip
+    print(
+        f"steps {attempt.steps}, tokens {attempt.tokens_in} in / {attempt.tokens_out} out, "
+        f"cost ${attempt.cost_usd}"
+    )
     if attempt.resolved:
         print("result: RESOLVED (the tests pass)")
     else:
@@ -168,3 +204,42 @@ def _print(attempt) -> None:
         if attempt.error_text:
             print("  " + attempt.error_text.splitlines()[0])
     print(f"artifacts: {artifacts.folder_of(attempt.artifacts_dir)}")
+
+
+def cmd_agents(args: argparse.Namespace) -> int:
+    """The built-in variants, then every agent CLI definition with its pinned package and
+    whether its install is in the cache; ``--install`` builds installs."""
+    from runs.agents.cli.definition import DefinitionError, load_definitions
+    from runs.agents.cli.install import InstallError, cached_install, ensure_install, install_root
+
+    print("built-in variants: scripted, oracle, nop, llm, external (imported), cli (below)")
+    try:
+        definitions = load_definitions()
+    except DefinitionError as exc:
+        raise CommandError(f"invalid agent CLI definition:\n{exc}") from exc
+    wanted = set(args.install)
+    unknown = wanted - set(definitions) - {"all"}
+    if unknown:
+        raise CommandError(
+            f"--install: no agent CLI {sorted(unknown)[0]!r}; known: " + ", ".join(definitions)
+        )
+    rows = [("cli agent", "runs in", "wire API", "package", "install")]
+    failed = False
+    for name, definition in definitions.items():
+        spec = definition.spec
+        if "all" in wanted or name in wanted:
+            try:
+                built = ensure_install(definition)
+                state = f"{'built' if built.built else 'cached'} {built.path}"
+            except InstallError as exc:
+                state, failed = f"FAILED: {exc}", True
+        else:
+            found = cached_install(definition)
+            state = str(found) if found else f"not built (ab agents --install {name})"
+        package = f"{spec.install.kind}:{spec.install.package}=={spec.install.version}"
+        rows.append((name, spec.runs_in, spec.wire_api, package, state))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    for row in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(row[:4], widths, strict=True)) + "  " + row[4])
+    print(f"install cache: {install_root()}")
+    return 1 if failed else 0

@@ -31,6 +31,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", default="", help="model name (llm variant)")
     p.add_argument("--base-url", default="", help="OpenAI-compatible base URL (llm variant)")
     p.add_argument("--api-key-env", default="", help="variable holding the API key")
+    p.add_argument("--cli", default="", help="agent CLI definition (cli variant; see ab agents)")
+    p.add_argument("--max-calls", type=int, default=None, help="model calls budget (cli variant)")
+    p.add_argument("--max-time-sec", type=int, default=None, help="agent time budget")
     p.add_argument("--config", default="", help="name of the model configuration to use/create")
     p.add_argument("--samples", type=int, default=1, help="attempts per task (default 1)")
     p.add_argument("--labels", default="", help="only tasks with all these labels (a,b)")
@@ -76,6 +79,10 @@ def _suite(name: str):
 
 def _model_config(args: argparse.Namespace) -> ModelConfig:
     name = args.config or args.variant
+    if args.variant == AgentVariant.CLI:
+        if not args.cli:
+            raise CommandError("--cli NAME is required with --variant cli (see ab agents)")
+        name = args.config or f"cli:{args.cli}"
     if not args.config and args.model:
         name = f"{args.variant}:{args.model}"
     if not args.config and args.base_url:
@@ -87,6 +94,9 @@ def _model_config(args: argparse.Namespace) -> ModelConfig:
             "model_name": args.model,
             "base_url": args.base_url,
             "api_key_env": args.api_key_env,
+            "cli_agent": args.cli,
+            "max_model_calls": args.max_calls,
+            **({"max_time_sec": args.max_time_sec} if args.max_time_sec else {}),
         },
     )
     if not created and config.agent_variant != args.variant:
@@ -120,7 +130,7 @@ def cmd_run_suite(args: argparse.Namespace) -> int:
     print(f"run {run.public_id}: {suite.name} x {config.name}, {total} attempt(s) queued")
     if not (args.wait or args.worker):
         return 0
-    worker = LocalWorker(Supervisor(), reaper=True) if args.worker else None
+    worker = LocalWorker(Supervisor()) if args.worker else None
     try:
         _wait(run, poll=args.poll)
     finally:

@@ -11,15 +11,19 @@ import os
 import time
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 
 from runs.agents.contract import AgentContext, AgentOutcome, Budgets, ModelSettings, TaskView
 from runs.models import AgentVariant, ModelConfig
 from runs.pipeline.plan import TaskPlan
-from runs.pipeline.stages import StageResult
+from runs.pipeline.stages import CommandRun, StageResult
 from runs.taxonomy import Reason, Stage
 from sandbox.base import Sandbox
+
+if TYPE_CHECKING:
+    from runs.agents.cli.agent import CliResources
 
 # An LLM agent that ran this long without a single token never really started.
 EMPTY_RUN_MIN_SEC = 1.0
@@ -31,7 +35,8 @@ TEST_RESULT_REASONS = frozenset(
 def model_settings_for(config: ModelConfig) -> ModelSettings:
     """The agent's view of a model configuration, with the API key read from the environment
     variable the configuration names (the key itself is never stored)."""
-    is_llm = config.agent_variant == AgentVariant.LLM
+    # The built-in LLM agent and agent CLIs call a model: their key comes from the environment.
+    is_llm = config.agent_variant in (AgentVariant.LLM, AgentVariant.CLI)
     key_env = config.api_key_env or (settings.LLM_API_KEY_ENV if is_llm else "")
     return ModelSettings(
         variant=config.agent_variant,
@@ -54,6 +59,7 @@ def budgets_for(config: ModelConfig, *, task_max_steps: int | None) -> Budgets:
         max_tokens=config.max_tokens,
         max_cost_usd=_float(config.max_cost_usd),
         repeated_failure_threshold=config.repeated_failure_threshold,
+        max_model_calls=config.max_model_calls,
     )
 
 
@@ -65,12 +71,14 @@ def run_agent_stage(
     task_max_steps: int | None,
     artifacts_dir: Path,
     prediction_patch: str | None = None,
+    cli: CliResources | None = None,
 ) -> tuple[StageResult | None, AgentOutcome | None]:
-    """Run the configured agent; ``(None, None)`` when the variant has no agent (baseline)."""
+    """Run the configured agent; ``(None, None)`` when the variant has no agent (baseline).
+    An agent CLI runs with the resources ``cli_resources_for`` prepared before the sandbox."""
     from runs.agents.registry import build_agent  # the agents package loads its own deps
 
     model = model_settings_for(config)
-    agent = build_agent(model, prediction_patch=prediction_patch)
+    agent = build_agent(model, prediction_patch=prediction_patch, cli=cli)
     if agent is None:
         return None, None
     ctx = AgentContext(
@@ -102,11 +110,21 @@ def agent_stage_result(
     """The agent stage's reason from its outcome, with timeouts and empty runs tagged."""
     duration = outcome.duration_sec or elapsed
     stage = StageResult("agent_run", Stage.AGENT_RUN, extra_duration_sec=duration)
+    if outcome.command:  # an agent CLI: its process is the stage's command
+        stage.runs.append(
+            CommandRun(outcome.command, -1 if outcome.exit_code is None else outcome.exit_code,
+                       outcome.stdout, outcome.stderr, 0.0, outcome.is_timeout,
+                       where="worker" if outcome.cli.get("runs_in") == "worker" else "sandbox")
+        )  # fmt: skip
     stage.reason = outcome.reason
     stage.note = outcome.error_text
     if outcome.is_timeout:
         stage.reason = Reason.TIMEOUT
-        stage.note = f"[timeout] agent stopped after {duration:.1f}s: {outcome.stop}"
+        stage.note = (
+            outcome.error_text  # an agent CLI's own words: killed by the harness, and when
+            if outcome.error_text.startswith("[timeout]")
+            else f"[timeout] agent stopped after {duration:.1f}s: {outcome.stop}"
+        )
     elif is_empty_run(outcome, variant=variant, duration=duration):
         outcome.is_empty_run = True
         stage.reason = Reason.LLM_ERROR
@@ -120,7 +138,9 @@ def agent_stage_result(
         # What the tests say is the final test stage's to report (after the test patch, for
         # SWE-bench), not the agent's own last run.
         stage.counts = False
-    summary = {"agent": agent_name, "variant": variant} | asdict(outcome)
+    summary = {"agent": agent_name, "variant": variant} | {
+        k: v for k, v in asdict(outcome).items() if k not in ("stdout", "stderr")
+    }
     summary["reason"] = outcome.reason.value if outcome.reason else None
     stage.detail = "agent outcome:\n" + json.dumps(summary, indent=2, default=str)
     return stage
@@ -132,6 +152,7 @@ def is_empty_run(outcome: AgentOutcome, *, variant: str, duration: float) -> boo
     # Only a model-driven agent is expected to use tokens; scripted and oracle agents never do.
     # An agent that called tools or left the tests passing did produce output, even when the
     # server reported no usage (some OpenAI-compatible servers omit it).
+    # An agent CLI's outcome says itself whether it was empty (the gateway counted its calls).
     return (
         variant == AgentVariant.LLM
         and duration > EMPTY_RUN_MIN_SEC
@@ -145,3 +166,22 @@ def is_empty_run(outcome: AgentOutcome, *, variant: str, duration: float) -> boo
 
 def _float(value: object) -> float | None:
     return None if value is None else float(value)  # type: ignore[arg-type]
+
+
+def cli_resources_for(config: ModelConfig, *, artifacts_dir: Path, task_max_steps: int | None):
+    """For a CLI configuration: a context manager giving the CLI's install and an open gateway
+    (they must exist before the sandbox); for any other variant, one giving None."""
+    import contextlib
+
+    if config.agent_variant != AgentVariant.CLI:
+        return contextlib.nullcontext(None)
+    from runs.agents.cli.agent import cli_resources
+
+    return cli_resources(
+        config.cli_agent,
+        model=model_settings_for(config),
+        budgets=budgets_for(config, task_max_steps=task_max_steps),
+        artifacts_dir=artifacts_dir,
+        body_cap_bytes=getattr(settings, "GATEWAY_BODY_CAP_BYTES", 4_000_000),
+        price_table_path=settings.LLM_PRICE_TABLE or None,
+    )

@@ -3,21 +3,23 @@ attempt without a final state and never raises for attempt-level failures."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import shutil
 import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from billiard.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 
+from runs import conditions
 from runs.agents.contract import AgentOutcome
 from runs.models import AgentVariant, Attempt, AttemptStatus
-from runs.pipeline import artifacts, persist, stages, swebench, workspace
-from runs.pipeline.agent_stage import run_agent_stage
+from runs.pipeline import artifacts, condition_files, persist, stages, swebench, workspace
+from runs.pipeline.agent_stage import cli_resources_for, run_agent_stage
 from runs.pipeline.outcome import decide
 from runs.pipeline.plan import TaskPlan, plan_for_task
 from runs.pipeline.record import BaselineRecord, attempt_record
@@ -25,6 +27,9 @@ from runs.pipeline.stages import StageResult
 from runs.taxonomy import Reason, Stage
 from sandbox.base import SandboxConfig
 from sandbox.errors import SandboxClosed, SandboxError
+
+if TYPE_CHECKING:
+    from runs.agents.cli.agent import CliResources
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +87,9 @@ class _Execution:
         self.baseline = BaselineRecord()
         self.agent_outcome: AgentOutcome | None = None
         self.final_patch: str | None = None
+        # The commit the workspace was checked out at, as an id: resolved before any sandboxed
+        # code ran, since the git folder is the sandbox's to rewrite afterwards (its refs too).
+        self.base_commit = ""
         self.grading: swebench.Grading | None = None
         self.status = AttemptStatus.FINISHED
         self.current: tuple[str, Stage] = ("git_clone", Stage.GIT_CLONE)
@@ -145,7 +153,18 @@ class _Execution:
         if not code_inside and not self._get_code(plan, ws, repo_dir):
             return
         self._checkpoint("setup", Stage.SETUP)
+        # An agent CLI's install and gateway must exist before its sandbox (both are mounted).
+        cli = cli_resources_for(self.attempt.model_config, artifacts_dir=self.folder,
+                                task_max_steps=self.attempt.task.max_steps)  # fmt: skip
+        with cli as cli_res:
+            self._sandboxed(plan, ws, repo_dir, excludes, code_inside, cli_res)
+
+    def _sandboxed(self, plan: TaskPlan, ws: Path, repo_dir: Path, excludes: list[str],
+                   code_inside: bool, cli: CliResources | None) -> None:  # fmt: skip
+        assert self.folder is not None
         config = self._sandbox_config(plan, ws)
+        if cli is not None:
+            config = dataclasses.replace(config, **cli.sandbox_fields())
         from sandbox import open_sandbox
 
         rootfs = Path(plan.rootfs) if plan.rootfs else None
@@ -169,6 +188,15 @@ class _Execution:
                 return
             if self.attempt.model_config.agent_variant == AgentVariant.BASELINE:
                 return
+            files = self.attempt.model_config.workspace_files or {}
+            if files:
+                # The condition: its files are the agent's input, written after the baseline
+                # (which tests the task as it is) and kept out of the final patch.
+                self._checkpoint(condition_files.STAGE_NAME, Stage.SETUP)
+                written = condition_files.write_condition_files(sandbox, plan, files)
+                if self._record(written).reason is not None:
+                    return
+                excludes = excludes + conditions.diff_excludes(files)
             self._checkpoint("agent_run", Stage.AGENT_RUN)
             with stages.ticking(self.heartbeat, settings.ATTEMPT_HEARTBEAT_SEC):
                 agent_stage, self.agent_outcome = run_agent_stage(
@@ -178,6 +206,7 @@ class _Execution:
                     task_max_steps=self.attempt.task.max_steps,
                     artifacts_dir=self.folder,
                     prediction_patch=self._prediction(),
+                    cli=cli,
                 )
             if agent_stage is not None:
                 self._record(agent_stage)
@@ -226,7 +255,10 @@ class _Execution:
             return False
         self._checkpoint("git_checkout", Stage.GIT_CHECKOUT)
         checkout = stages.checkout_stage(plan, repo_dir, timeout=timeout)
-        return self._record(checkout).reason is None
+        if self._record(checkout).reason is not None:
+            return False
+        self.base_commit = workspace.head_commit(repo_dir)
+        return True
 
     def _setup(self, sandbox, plan: TaskPlan, repo_dir: Path, excludes: list[str]) -> bool:
         if not plan.setup_commands:
@@ -235,7 +267,7 @@ class _Execution:
             sandbox, plan, heartbeat=self.heartbeat, heartbeat_sec=settings.ATTEMPT_HEARTBEAT_SEC
         )
         if setup.reason is None and plan.validation.enforce_clean_setup and not plan.is_swebench:
-            stages.clean_tree_check(setup, repo_dir, excludes)
+            stages.clean_tree_check(setup, repo_dir, self.base_commit or plan.commit, excludes)
         return self._record(setup).reason is None
 
     def _baseline(self, sandbox, plan: TaskPlan) -> bool:
@@ -286,7 +318,7 @@ class _Execution:
         )
 
     def _take_patch(self, plan: TaskPlan, repo_dir: Path, excludes: list[str]) -> None:
-        diff = workspace.diff_against(repo_dir, plan.commit, excludes=excludes)
+        diff = workspace.diff_against(repo_dir, self.base_commit or plan.commit, excludes=excludes)
         if not diff.ok:
             raise RuntimeError(f"could not diff the workspace: {diff.stderr.strip()}")
         self.final_patch = diff.stdout

@@ -65,6 +65,8 @@ _FIELDS = [
     "error_fingerprint",
     "error_kind",
     "stderr_tail",
+    "agent_exit_code",
+    "agent_signal",
     "finished_at",
     "heartbeat_at",
     "tokens_in",
@@ -110,6 +112,8 @@ def attempt_finish(*, attempt: Attempt, result: AttemptResult) -> Attempt:
             attempt.tool_calls = agent.tool_calls
             attempt.steps = agent.steps
             attempt.error_kind = agent.llm_error_kind or ""
+            attempt.agent_exit_code = agent.exit_code
+            attempt.agent_signal = agent.signal
         if result.final_patch is not None:
             attempt.final_patch = result.final_patch
             attempt.lines_changed = result.lines_changed

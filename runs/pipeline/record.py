@@ -139,6 +139,9 @@ class OutcomeRecord:
     final_patch_path: str
     grade: str
     test_results: dict
+    # An agent CLI's process: its exit code and the signal that killed it, if one did.
+    agent_exit_code: int | None = None
+    agent_signal: int | None = None
 
     @classmethod
     def of(cls, attempt: Attempt, final_patch_path: str) -> OutcomeRecord:
@@ -165,6 +168,8 @@ class OutcomeRecord:
             final_patch_path=final_patch_path,
             grade=attempt.grade,
             test_results=dict(attempt.test_results or {}),
+            agent_exit_code=attempt.agent_exit_code,
+            agent_signal=attempt.agent_signal,
         )
 
 
@@ -202,8 +207,10 @@ def model_snapshot(config: ModelConfig) -> dict[str, Any]:
             "max_tokens": config.max_tokens,
             "max_cost_usd": float(config.max_cost_usd) if config.max_cost_usd else None,
             "repeated_failure_threshold": config.repeated_failure_threshold,
+            "max_model_calls": config.max_model_calls,
         },
         "strict_patch": config.strict_patch,
+        "cli_agent": config.cli_agent,
     }
 
 

@@ -9,6 +9,12 @@ rates. The final tests run with a network that silently drops everything (as the
 harness's containers have a network: a test expecting a connect to time out passes); a test
 that needs the internet fails, and the reason names it, so such instances show up as invalid
 with that reason, not later as agent failures.
+
+An invalid instance explains itself: beside the tests that went the wrong way, the reason
+names the first error of the gold attempt's test log (an import error, an unknown module).
+An instance built on an approximate environment (a newer Python than its specification asks
+for) counts only when gold validation passes on it; otherwise it is not buildable here, with
+the same explanation.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from runs.models import AgentVariant, Attempt, AttemptStatus, Run, RunSource, Ru
 from runs.pipeline import artifacts
 from runs.pipeline.adhoc import model_config_for_variant, run_close, run_create
 from runs.pipeline.execute import attempt_execute
+from runs.pipeline.log_errors import first_error
 from runs.services import attempts_enqueue, run_cancel
 from tasks_app.models import GoldValidation, GoldValidationStatus, Suite, Task, TaskSource
 from tasks_app.swebench.build import Builder, BuildOutcome, use_built_instance
@@ -66,14 +73,20 @@ class GoldRow:
     failing_tests: list[str] = field(default_factory=list)
     reason: str = ""
     seconds: float = 0.0
-    # "exact", or "approximate: ..." when the build stands in for an environment it could not
-    # have exactly (``environment_of``): a valid one is counted "approximate-valid".
-    environment: str = "exact"
+    python_asked: str = ""
+    python_used: str = ""
+    installs_as_of: str = ""
+
+    @property
+    def approximate(self) -> bool:
+        """Built on an approximate environment (swebench-envs: a newer Python than the
+        specification asks for): a valid one is counted "approximate-valid"."""
+        return bool(self.python_asked) and self.python_asked != self.python_used
 
     @property
     def verdict(self) -> str:
         """valid | approximate-valid | invalid | not_buildable (the summary's columns)."""
-        if self.status == GoldValidationStatus.VALID and self.environment != "exact":
+        if self.status == GoldValidationStatus.VALID and self.approximate:
             return "approximate-valid"
         return self.status
 
@@ -92,28 +105,13 @@ class GoldReport:
         return sum(1 for r in self.rows if r.status == status)
 
     def summary(self) -> str:
-        approximate = sum(1 for r in self.rows if r.verdict == "approximate-valid")
+        approximate = sum(1 for r in self.rows if r.status == "valid" and r.approximate)
         return (
-            f"{self.count('valid')} valid"
-            + (f" ({approximate} approximate)" if approximate else "")
-            + f", {self.count('invalid')} invalid, "
+            f"{self.count('valid')} valid ({approximate} on an approximate environment), "
+            f"{self.count('invalid')} invalid, "
             f"{self.count('not_buildable')} not buildable of {len(self.rows)} instance(s) "
             f"on {self.backend}"
         )
-
-
-def environment_of(build: BuildOutcome) -> str:
-    """How exact an instance's built environment is: "exact", or "approximate: <what>" when
-    the build says it stands in for one it could not have (an interpreter no suite ships):
-    its ``approximate`` (a note, or a flag with ``python_asked`` beside ``python``)."""
-    built = build.built
-    approximate = getattr(built, "approximate", "") if built is not None else ""
-    if not approximate:
-        return "exact"
-    if isinstance(approximate, str):
-        return f"approximate: {approximate}"
-    asked = getattr(built, "python_asked", "")
-    return f"approximate: Python {asked} asked, {getattr(built, 'python', '?')} used"
 
 
 @dataclass(frozen=True)
@@ -192,8 +190,7 @@ def gold_validate(
                 item.empty.refresh_from_db()
             item.lease.close()
             builds.done_with()
-            row = judge(item.task, item.gold, item.empty, build=item.build.status)
-            row.environment = environment_of(item.build)
+            row = judge(item.task, item.gold, item.empty, build=item.build)
             record(item.index, item.task, row, _backend_of(item.gold, backend))
 
         def record(index: int, task: Task, row: GoldRow, ran_on: str) -> None:
@@ -209,9 +206,11 @@ def gold_validate(
                 if not build.ok:
                     lease.close()
                     builds.done_with()
+                    error = first_error(build.log_tail) if build.status == "failed" else ""
                     row = GoldRow(
                         task.task_id, GoldValidationStatus.NOT_BUILDABLE, build.status,
-                        reason=f"{build.status}: {build.reason}",
+                        reason=f"{build.status}: {build.reason}"
+                        + (f" (first error: {error})" if error else ""),
                     )  # fmt: skip
                     record(index, task, row, backend)
                     continue
@@ -345,15 +344,19 @@ def _backend_of(attempt: Attempt, default: str) -> str:
     return backend if backend in ("docker", "bwrap") else default
 
 
-def judge(task: Task, gold: Attempt, empty: Attempt, *, build: str) -> GoldRow:
+def judge(task: Task, gold: Attempt, empty: Attempt, *, build: BuildOutcome) -> GoldRow:
     """The verdict of one instance from its gold and empty attempts."""
+    built = build.built
     row = GoldRow(
         task.task_id,
         GoldValidationStatus.VALID,
-        build,
+        build.status,
         gold_grade=gold.grade,
         empty_grade=empty.grade,
         seconds=round((gold.duration_sec or 0) + (empty.duration_sec or 0), 1),
+        python_asked=built.python_asked if built else "",
+        python_used=built.python if built else "",
+        installs_as_of=f"env {built.env_date}, instance {built.date}" if built else "",
     )
     problems = []
     results = gold.test_results or {}
@@ -363,7 +366,7 @@ def judge(task: Task, gold: Attempt, empty: Attempt, *, build: str) -> GoldRow:
     ]
     if gold.grade != "FULL":
         problems.append(_attempt_problem("gold patch", gold, wrong))
-        log = _final_log(gold)
+        log = _test_log(gold)
         online = network_tests(log, wrong)
         if online:
             problems.insert(
@@ -378,7 +381,20 @@ def judge(task: Task, gold: Attempt, empty: Attempt, *, build: str) -> GoldRow:
         problems.append(_attempt_problem("no patch", empty, passing_empty))
         wrong += [f"{t} (passes with no patch)" for t in passing_empty]
     if problems:
+        error = first_error(_test_log(gold)) if gold.grade != "FULL" else ""
+        if error:
+            problems.append(f"first error: {error}")
+        if built and built.note:
+            problems.append(f"built with: {built.note}")
         row.status = GoldValidationStatus.INVALID
+        if row.approximate:
+            # Counted only when the gold patch passes on it: otherwise not buildable here.
+            row.status = GoldValidationStatus.NOT_BUILDABLE
+            problems.insert(
+                0,
+                f"approximate environment (Python {row.python_used} for {row.python_asked}) "
+                "fails gold validation",
+            )
         row.reason = "; ".join(problems)
         row.failing_tests = wrong
     return row
@@ -388,16 +404,7 @@ def _listed(tests: list[str]) -> str:
     return ", ".join(tests[:5]) + (f" and {len(tests) - 5} more" if len(tests) > 5 else "")
 
 
-def _attempt_problem(what: str, attempt: Attempt, tests: list[str]) -> str:
-    if attempt.status != AttemptStatus.FINISHED or not attempt.grade:
-        first = (attempt.error_text or "").strip().splitlines()[:1]
-        return f"{what}: attempt ended {attempt.failure_reason_id or attempt.status}" + (
-            f" ({first[0][:200]})" if first else ""
-        )
-    return f"{what} grades {attempt.grade}" + (f": {_listed(tests)}" if tests else "")
-
-
-def _final_log(attempt: Attempt) -> str:
+def _test_log(attempt: Attempt) -> str:
     if not attempt.artifacts_dir:
         return ""
     log = artifacts.folder_of(attempt.artifacts_dir) / "logs" / "final_test.txt"
@@ -405,6 +412,15 @@ def _final_log(attempt: Attempt) -> str:
         return log.read_text(errors="replace")
     except OSError:
         return ""
+
+
+def _attempt_problem(what: str, attempt: Attempt, tests: list[str]) -> str:
+    if attempt.status != AttemptStatus.FINISHED or not attempt.grade:
+        first = (attempt.error_text or "").strip().splitlines()[:1]
+        return f"{what}: attempt ended {attempt.failure_reason_id or attempt.status}" + (
+            f" ({first[0][:200]})" if first else ""
+        )
+    return f"{what} grades {attempt.grade}" + (f": {_listed(tests)}" if tests else "")
 
 
 def network_tests(log: str, tests: list[str]) -> list[str]:
@@ -464,6 +480,9 @@ def _store(task: Task, backend: str, row: GoldRow) -> None:
                 "empty_grade": row.empty_grade,
                 "failing_tests": row.failing_tests,
                 "reason": row.reason,
+                "python_asked": row.python_asked,
+                "python_used": row.python_used,
+                "installs_as_of": row.installs_as_of,
             },
         )
 

@@ -158,6 +158,13 @@ class PairResult:
     def complete(self) -> bool:
         return self.score_a.complete and self.score_b.complete
 
+    @property
+    def same_agent(self) -> bool:
+        """Two conditions of one agent: the configurations differ only in the files they add
+        to the workspace (``runs.conditions``); the delta is then the condition's effect."""
+        a, b = self.a.model, self.b.model
+        return a.id != b.id and a.agent_key() == b.agent_key()
+
 
 @dataclass
 class Comparison:
@@ -297,6 +304,7 @@ def entry_record(entry: Entry) -> dict:
             "name": entry.model.name,
             "slug": entry.model.slug,
         },
+        "condition": entry.model.condition,
         "run": entry.run.public_id if entry.run else None,
         "runs": [r.public_id for r in entry.runs],
     }
@@ -312,6 +320,7 @@ def pair_record(pair: PairResult) -> dict:
     return {
         "a": entry_record(pair.a),
         "b": entry_record(pair.b),
+        "same_agent": pair.same_agent,
         "paired": pair.paired,
         "fixed_by_b": [r.task_id for r in pair.fixed_by_b],
         "regressed": [r.task_id for r in pair.regressed],

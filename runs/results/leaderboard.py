@@ -75,6 +75,11 @@ class LeaderboardRow:
         return self.entry.model.agent_variant
 
     @property
+    def condition(self) -> str:
+        """The files its configuration adds to the workspace, named ("" for none)."""
+        return self.entry.model.condition
+
+    @property
     def run(self) -> RunFacts | None:
         return self.entry.run
 

@@ -355,9 +355,10 @@ def read_results(
     }  # fmt: skip
     models = {
         m.id: m
-        for m in ModelConfig.objects.filter(id__in={r.model_id for r in runs.values()}).exclude(
-            agent_variant=AgentVariant.BASELINE
-        )
+        # The condition's files stay in the database: ``condition`` names them for the rows.
+        for m in ModelConfig.objects.filter(id__in={r.model_id for r in runs.values()})
+        .exclude(agent_variant=AgentVariant.BASELINE)
+        .defer("workspace_files")
     }
     runs = {i: r for i, r in runs.items() if r.model_id in models}
     return SuiteResults(

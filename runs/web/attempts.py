@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
-from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 
@@ -27,6 +27,7 @@ STAGE_TITLES = {
     "setup": "Setup commands",
     "baseline_run": "Baseline tests (before the agent)",
     "baseline_rerun": "Baseline tests, second run",
+    "condition_files": "The condition's files (added before the agent, not in the patch)",
     "agent_run": "Agent",
     "apply_test_patch": "Apply the test patch",
     "final_test": "Tests after the agent",
@@ -52,12 +53,7 @@ def _attempt(public_id) -> Attempt:
 def _stage_logs(attempt: Attempt) -> list[StageLog]:
     logs = []
     for stage in attempt.stages.all():
-        tail = None
-        if stage.output_path:
-            try:
-                tail = artifacts.read_tail(artifacts.artifact_name(attempt, stage.output_path))
-            except artifacts.ArtifactPathError:
-                tail = None
+        tail = artifacts.read_tail(attempt, stage.output_path) if stage.output_path else None
         logs.append(
             StageLog(
                 stage=stage,
@@ -198,19 +194,30 @@ def attempt_artifact(request: HttpRequest, public_id, path: str) -> HttpResponse
     refused = _refuse_non_readers(request)
     if refused:
         return refused
-    try:
-        name = artifacts.artifact_name(attempt, path)
-    except artifacts.ArtifactPathError as exc:
-        raise Http404(str(exc)) from None
-    store = artifacts.storage()
-    if not store.exists(name):
+    handle = artifacts.open_artifact(attempt, path)
+    if handle is None:
         raise Http404("no such artifact")
     return FileResponse(
-        store.open(name, "rb"),
+        handle,
         as_attachment=True,
-        filename=posixpath.basename(name),
+        filename=posixpath.basename(path),
         content_type="application/octet-stream",
     )
+
+
+def attempt_atif(request: HttpRequest, public_id) -> HttpResponse:
+    """The transcript as an ATIF trajectory (Harbor's format), a JSON download; readable with
+    the same rights as the transcript (``runs.artifacts.attempt_atif``)."""
+    attempt = _attempt(public_id)
+    refused = _refuse_non_readers(request)
+    if refused:
+        return refused
+    document = artifacts.attempt_atif(attempt)
+    if document is None:
+        raise Http404("this attempt has no readable transcript")
+    response = JsonResponse(document, json_dumps_params={"ensure_ascii": False})
+    response["Content-Disposition"] = f'attachment; filename="{artifacts.atif_file_name(attempt)}"'
+    return response
 
 
 def attempt_patch(request: HttpRequest, public_id, which: str) -> HttpResponse:

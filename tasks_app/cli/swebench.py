@@ -178,7 +178,7 @@ def _wait_for_workers(args: argparse.Namespace, report) -> None:
     ids = list(Attempt.objects.filter(run__public_id=report.run_id).values_list("id", flat=True))
     worker = None
     if args.worker:
-        worker = LocalWorker(Supervisor(), reaper=True, concurrency=args.concurrency)
+        worker = LocalWorker(Supervisor(), concurrency=args.concurrency)
     try:
         wait_for_attempts(ids, poll=args.poll)
     finally:

@@ -167,10 +167,13 @@ def cmd_build(args: argparse.Namespace) -> int:
         _Progress.levels(progress)
         last[:] = [progress.line()]
 
-    build_all(
-        builder, [t.spec for t in tasks], jobs=args.jobs, on_outcome=outcome_line,
-        on_progress=on_progress,
-    )  # fmt: skip
+    try:
+        build_all(
+            builder, [t.spec for t in tasks], jobs=args.jobs, on_outcome=outcome_line,
+            on_progress=on_progress,
+        )  # fmt: skip
+    finally:
+        builder.close()  # the dated index it served
     _Progress.clear()
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     print(f"{len(tasks)} instance(s) for {backend}: {summary} in {time.monotonic() - started:.0f}s")

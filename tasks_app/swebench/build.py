@@ -20,13 +20,14 @@ import contextlib
 import json
 import os
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from tasks_app.swebench import cache, docker_images, envspec, eviction, trees
+from tasks_app.swebench import cache, dated_index, docker_images, envspec, eviction, trees
 from tasks_app.swebench.repos import RepoError, RepoSource, cache_root, locked, repo_stem
 
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
@@ -44,11 +45,25 @@ class BuiltInstance:
     rootfs: str
     image: str = ""
     python: str = ""
+    python_asked: str = ""  # differs from python: an approximate environment
+    date: str = ""  # the instance level's installs resolved as of this time ...
+    env_date: str = ""  # ... and the env level's
     # Seconds each level took in this build (0: it was cached) ...
     seconds: dict[str, float] = field(default_factory=dict)
     # ... and when it was first built on this machine (cold: what bench/swebench_eval.py shows).
     cold_seconds: dict[str, float] = field(default_factory=dict)
     note: str = ""
+
+    @property
+    def approximate(self) -> bool:
+        return bool(self.python_asked) and self.python_asked != self.python
+
+    def environment(self) -> str:
+        """How the environment was made, for the build line and the task page."""
+        python = f"Python {self.python}"
+        if self.approximate:
+            python += f" for {self.python_asked} (approximate)"
+        return f"{python}, installs as of {self.env_date[:10]} (env) / {self.date[:10]}"
 
     def has_image(self) -> bool:
         return bool(self.image) and docker_images.image_key(self.image) == self.key
@@ -70,7 +85,8 @@ class BuildOutcome:
 
     def line(self) -> str:
         why = f": {self.reason}" if self.reason else ""
-        return f"{self.instance_id}: {self.status}{why}"
+        how = f" [{self.built.environment()}]" if self.built else ""
+        return f"{self.instance_id}: {self.status}{how}{why}"
 
 
 @dataclass(frozen=True)
@@ -159,6 +175,23 @@ class Builder:
         self.events = events or (lambda _event: None)
         self.report = report or (lambda _line: None)
 
+        self._index: dated_index.DatedIndex | None = None
+        self._index_lock = threading.Lock()  # parallel builds share one index
+
+    def index_url(self, date: str) -> str:
+        """The PIP_INDEX_URL of installs as of ``date`` (the index serves from this process,
+        started on first use, stopped by ``close``)."""
+        with self._index_lock:
+            if self._index is None:
+                self._index = dated_index.DatedIndex().__enter__()
+            return self._index.url(date)
+
+    def close(self) -> None:
+        with self._index_lock:
+            if self._index is not None:
+                self._index.__exit__(None, None, None)
+                self._index = None
+
     def keys(self, instance: dict[str, Any]) -> tuple[str, str, str]:
         """(base, env, instance) level names of ``instance``, for scheduling; raises
         NotBuildable or RepoError as ``build`` would report them."""
@@ -194,6 +227,8 @@ class Builder:
         instance_id = instance["instance_id"]
         try:
             recipe = envspec.instance_recipe(instance, self.source)
+        except dated_index.UpstreamError as exc:
+            return BuildOutcome(instance_id, "failed", f"the package index: {exc}")
         except envspec.NotBuildable as exc:
             return BuildOutcome(instance_id, "not buildable", str(exc))
         except RepoError as exc:
@@ -219,6 +254,9 @@ class Builder:
             "env": _cold(env_tree),
             "instance": _cold(Path(built.rootfs)),
         }
+        built.python_asked = recipe.env.python_asked
+        built.date, built.env_date = recipe.date, recipe.env.date
+        built.note = "; ".join(n for n in (recipe.env.note, built.note) if n)
         self._record(built)
         status = "built" if any(run.seconds.values()) else "cached"
         waited = {k: v for k, v in run.waited.items() if v >= 1 and not run.seconds.get(k)}
@@ -325,7 +363,7 @@ class Builder:
             if not tree.is_dir() or (self.docker and docker_images.image_key(tag) != key):
                 with self._building("env", name):
                     if not tree.is_dir():
-                        self.log(f"building env {recipe.repo} {recipe.version}")
+                        self.log(f"building env {recipe.repo} {recipe.version} as of {recipe.date}")
                         with trees.staging(tree) as work:
                             trees.hardlink_copy(base_tree, work)
                             self._env_steps(work, recipe)
@@ -347,7 +385,7 @@ class Builder:
 
     def _env_steps(self, work: Path, recipe: envspec.EnvRecipe) -> None:
         constraints = "\n".join(recipe.pins) + "\n"
-        (work / "etc/agentbench-pip-constraints.txt").write_text(constraints)
+        (work / envspec.CONSTRAINTS.lstrip("/")).write_text(constraints)
         if recipe.apt_packages:
             packages = " ".join(recipe.apt_packages)
             try:
@@ -365,6 +403,7 @@ class Builder:
         trees.run_in_tree(
             work,
             "\n".join(recipe.commands),
+            env={"PIP_INDEX_URL": self.index_url(recipe.date)},
             pip_cache=self.pip_cache,
             timeout=ENV_TIMEOUT_SEC,
             what=f"env {recipe.repo} {recipe.version}",
@@ -437,7 +476,9 @@ class Builder:
                 env={
                     "PATH": f"{envspec.VENV}/bin:{trees.PATH_ENV}",
                     "VIRTUAL_ENV": envspec.VENV,
-                    "PIP_CONSTRAINT": "/etc/agentbench-pip-constraints.txt",
+                    # Installs as of the instance's date; the pins are -c of its pip commands
+                    # (envspec), never PIP_CONSTRAINT.
+                    "PIP_INDEX_URL": self.index_url(recipe.date),
                     "PYTHONDONTWRITEBYTECODE": "1",
                 },
                 pip_cache=self.pip_cache,

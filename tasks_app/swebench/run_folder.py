@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 from django.conf import settings
 
+from runs.transcript import atif
 from tasks_app.swebench import inspect_log
 from tasks_app.swebench.errors import Problem
 from tasks_app.swebench.fields import INSTANCE_ID_RE
@@ -38,6 +39,8 @@ from tasks_app.swebench.results import (
 from tasks_app.swebench.trajectories import (
     NotThisFormat,
     TrajectoryFacts,
+    is_harbor_trial_result,
+    read_atif,
     read_inspect_sample,
     read_mini_swe_agent,
     read_swe_agent,
@@ -45,6 +48,7 @@ from tasks_app.swebench.trajectories import (
 
 FORMATS_TRIED = (
     "mini-swe-agent trajectory (<id>.traj.json)",
+    "ATIF trajectory (Harbor's <trial>/agent/trajectory.json, or <id>.atif.json)",
     "SWE-agent trajectory (<id>.traj)",
     "Inspect AI log (.eval, or .json with version, eval, samples)",
     "per-instance report.json (wrapped {id: report} or not)",
@@ -55,6 +59,8 @@ FORMATS_TRIED = (
 )
 # Files beside results in the SWE-bench experiments layout that carry no outcome of their own.
 AUXILIARY_JSON = frozenset({"resolved_by_repo.json", "resolved_by_time.json"})
+# Harbor's job and trial configurations: how the run was set up, no outcome of their own.
+CONFIG_JSON = frozenset({"config.json", "lock.json"})
 URL_RE = re.compile(r"https?://[^\s)>\]\"']+")
 Progress = Callable[[str, int, int], None]
 
@@ -356,13 +362,19 @@ class _Reader:
         self.folder.formats["predictions"] += 1
 
     def _json(self, path: Path, relative: str) -> None:
-        if path.name in AUXILIARY_JSON:
+        if path.name in AUXILIARY_JSON or path.name in CONFIG_JSON:
             self.folder.ignored.append(relative)
             return
         content = self._bytes(path, relative)
         data = parse_json(content, relative)
         problems: list[Problem] = []
-        if inspect_log.is_json_log(data):
+        if atif.is_atif(data):
+            self._atif(path, relative, content, data)
+        elif is_harbor_trial_result(data) or _is_harbor_job_result(data):
+            # Read with the trial's trajectory (which comes first: agent/ sorts before it);
+            # a trial without one (its agent never started) has nothing to show.
+            self.folder.ignored.append(relative)
+        elif inspect_log.is_json_log(data):
             self._json_log(data, path, relative)
         elif is_legacy_report(data):
             self.from_run_reports.update(read_legacy_report(data, relative, problems))
@@ -392,6 +404,45 @@ class _Reader:
         if problems:
             for problem in problems:
                 self._bad(relative, problem)
+
+    def _atif(self, path: Path, relative: str, content: bytes, data: dict) -> None:
+        """An ATIF trajectory: in a Harbor trial folder (``<trial>/agent/trajectory.json``,
+        its ``result.json`` naming the task and holding the verdict), our own export (its
+        ``extra.agentbench`` naming the task and sample), or ``<instance id>.atif.json``."""
+        ours = (
+            data.get("extra", {}).get(atif.OURS, {}) if isinstance(data.get("extra"), dict) else {}
+        )
+        trial = self._harbor_trial(path)
+        if trial is not None:
+            instance_id = str(trial["task_name"])
+            sample = sum(1 for i, _ in self.folder.entries if i == instance_id)
+        elif isinstance(ours, dict) and isinstance(ours.get("task_id"), str):
+            instance_id = ours["task_id"]
+            sample = ours.get("sample") if isinstance(ours.get("sample"), int) else 0
+        else:
+            instance_id = path.name.removesuffix(".json").removesuffix(".atif")
+            instance_id = instance_id.removesuffix(".trajectory")
+            if instance_id == "trajectory":
+                instance_id = path.parent.name
+            sample = 0
+        facts = read_atif(data, relative, instance_id, trial, sample)
+        self.folder.formats["ATIF trajectory"] += 1
+        # The trial's verdict is part of what this attempt imports: a new one is a change.
+        verdict = json.dumps(trial, sort_keys=True).encode() if trial is not None else b""
+        self._add_trajectory(facts, self._source(path, relative, content + verdict))
+
+    def _harbor_trial(self, path: Path) -> dict | None:
+        """Harbor's trial ``result.json`` for ``<trial>/agent/trajectory.json``, or None."""
+        if path.parent.name != "agent":
+            return None
+        result = path.parent.parent / "result.json"
+        if not result.is_file() or result.stat().st_size > self.max_bytes:
+            return None
+        try:
+            data = parse_json(result.read_bytes(), str(result))
+        except JsonFileError:
+            return None
+        return data if is_harbor_trial_result(data) else None
 
     def _reports(
         self, data: Any, path: Path, relative: str, content: bytes, problems: list[Problem]
@@ -445,6 +496,10 @@ class _Reader:
 
 class _TooLarge(Exception):
     pass
+
+
+def _is_harbor_job_result(data: Any) -> bool:
+    return isinstance(data, dict) and "n_total_trials" in data and "stats" in data
 
 
 def _tried() -> str:

@@ -42,6 +42,7 @@ from tasks_app.swebench.run_folder import InstanceEntry, Progress, RunFolder, re
 from tasks_app.swebench.trajectories import ARTIFACT_NAMES, REPORT_ARTIFACT, TrajFormat
 
 SNAPSHOT_KIND = "run_folder"
+TRIAL_VERDICTS = (TrajFormat.INSPECT, TrajFormat.ATIF)
 # Outcomes of the exit-status rules replace only these: a result the agent's stop explains.
 AGENT_EXPLAINED = frozenset({Kind.UNRESOLVED, Kind.EMPTY_PATCH, Kind.NO_GENERATION})
 UPDATED_FIELDS = (
@@ -106,7 +107,8 @@ def decide(entry: InstanceEntry) -> Outcome:
     rule = from_exit_status(status) if traj else None
     # Only an unusual stop is worth a note: "Submitted" is every normal attempt's status.
     note = f"exit status {status!r}" if rule is not None else ""
-    if traj is not None and traj.format is TrajFormat.INSPECT and entry.result is None:
+    # Inspect's scorer and Harbor's verifier (an ATIF trial's result.json) decide by themselves.
+    if traj is not None and traj.format in TRIAL_VERDICTS and entry.result is None:
         if traj.error:
             return Outcome(Kind.ERROR, note=f"sample error: {traj.error[:500]}")
         if traj.resolved is True:

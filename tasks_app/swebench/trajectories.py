@@ -9,7 +9,12 @@ unchanged as the attempt's artifact, under the name the attempt page's viewer ex
 * SWE-agent ``<id>.traj``: ``trajectory`` (one step per action), ``history``, ``info``
   (``submission``, ``exit_status``, ``model_stats`` with ``tokens_sent``/``tokens_received``);
 * an Inspect AI sample (``samples/<id>_epoch_<n>.json`` of an ``.eval`` log): ``scores`` the
-  outcome, ``messages`` the conversation, ``model_usage`` the tokens, ``error``/``limit``.
+  outcome, ``messages`` the conversation, ``model_usage`` the tokens, ``error``/``limit``;
+* an ATIF trajectory (Harbor's ``agent/trajectory.json``, or our own export): checked against
+  the format (``runs.transcript.atif.validate``); ``final_metrics`` (else the steps' metrics)
+  the tokens and cost, its agent steps the calls, Harbor's trial ``result.json`` beside it
+  the outcome (``verifier_result.rewards``, ``exception_info``); our export's
+  ``extra.agentbench`` the patch and exit status.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
-from runs.transcript import mini_swe_agent_command
+from runs.transcript import atif, mini_swe_agent_command
 from tasks_app.swebench.errors import Problem
 
 
@@ -26,6 +31,7 @@ class TrajFormat(enum.StrEnum):
     MINI_SWE_AGENT = "mini-swe-agent"
     SWE_AGENT = "swe-agent"
     INSPECT = "inspect"
+    ATIF = "atif"
 
 
 # The artifact name of each format (agreed with the attempt page's transcript viewer).
@@ -33,6 +39,7 @@ ARTIFACT_NAMES: dict[TrajFormat, str] = {
     TrajFormat.MINI_SWE_AGENT: "trajectory.traj.json",
     TrajFormat.SWE_AGENT: "trajectory.traj",
     TrajFormat.INSPECT: "trajectory.inspect.json",
+    TrajFormat.ATIF: atif.FILE,
 }
 REPORT_ARTIFACT = "report.json"
 
@@ -209,3 +216,73 @@ def _verdict(value: Any) -> bool | None:
         if value in INCORRECT_VALUES:
             return False
     return None
+
+
+def read_atif(
+    data: Any, where: str, instance_id: str, trial: dict | None = None, sample: int = 0
+) -> TrajectoryFacts:
+    """Facts of an ATIF trajectory; ``NotThisFormat`` naming each field that breaks the format.
+
+    ``trial`` is Harbor's trial ``result.json`` beside it, when there is one: its reward
+    decides the outcome (1 resolved, 0 not), its ``exception_info`` is an error.
+    """
+    problems = atif.validate(data)
+    if problems:
+        shown = "; ".join(problems[:5]) + (
+            f" (and {len(problems) - 5} more)" if problems[5:] else ""
+        )
+        raise NotThisFormat(where, f"not a valid ATIF trajectory: {shown}")
+    steps = [s for s in data["steps"] if isinstance(s, dict)]
+    agent_steps = [s for s in steps if s.get("source") == "agent"]
+    metrics = [_dict(s.get("metrics")) for s in agent_steps]
+    final = _dict(data.get("final_metrics"))
+    ours = _dict(_dict(data.get("extra")).get(atif.OURS))
+    calls = sum(
+        int(_number(s.get("llm_call_count"))) if s.get("llm_call_count") is not None else 1
+        for s in agent_steps
+    )
+    stamps = sorted(str(s["timestamp"]) for s in steps if isinstance(s.get("timestamp"), str))
+    trial = trial or {}
+    rewards = _dict(_dict(trial.get("verifier_result")).get("rewards"))
+    reward = rewards.get("reward", next(iter(rewards.values()), None) if rewards else None)
+    exception = _dict(trial.get("exception_info"))
+    return TrajectoryFacts(
+        format=TrajFormat.ATIF,
+        instance_id=instance_id,
+        exit_status=_text(ours.get("exit_status")) or "",
+        submission=_text(ours.get("submission")),
+        cost_usd=_number(final.get("total_cost_usd"))
+        or sum(_number(m.get("cost_usd")) for m in metrics),
+        api_calls=int(_number(ours.get("api_calls"))) or calls,
+        tool_calls=sum(len(s.get("tool_calls") or []) for s in agent_steps),
+        tokens_in=int(
+            _number(final.get("total_prompt_tokens"))
+            or sum(_number(m.get("prompt_tokens")) for m in metrics)
+        ),
+        tokens_out=int(
+            _number(final.get("total_completion_tokens"))
+            or sum(_number(m.get("completion_tokens")) for m in metrics)
+        ),
+        duration_sec=_seconds(stamps[0], stamps[-1]) if len(stamps) > 1 else None,
+        epoch=sample + 1,
+        resolved=_verdict(reward) if reward is not None else None,
+        error=" ".join(
+            str(exception.get(k) or "") for k in ("exception_type", "exception_message")
+        ).strip()[:2000],
+    )
+
+
+def is_harbor_trial_result(data: Any) -> bool:
+    """Harbor's per-trial ``result.json`` (a TrialResult): the task, the trial, the verdict."""
+    return isinstance(data, dict) and "trial_name" in data and "task_name" in data
+
+
+def _seconds(first: str, last: str) -> float | None:
+    from datetime import datetime
+
+    try:
+        start = datetime.fromisoformat(first.replace("Z", "+00:00"))
+        end = datetime.fromisoformat(last.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return max((end - start).total_seconds(), 0.0)

@@ -1,0 +1,372 @@
+"""Run an agent CLI on an attempt: in its sandbox (Claude Code, Codex) or on the worker with its
+commands in the sandbox (mini-swe-agent), its model calls through the gateway.
+
+The pipeline calls ``cli_resources`` before it opens the sandbox (the install is mounted
+read-only and the gateway exposed when the sandbox is made), then ``CliAgent.run`` in the agent
+stage. The CLI gets the gateway's per-attempt token as its key, never the real one; the real
+key stays in the gateway on the worker. What happened becomes an outcome in ``outcome.py``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from runs.agents.cli.bridge import SandboxBridge
+from runs.agents.cli.definition import AgentDefinition, DefinitionError, get_definition, render
+from runs.agents.cli.install import InstallError, ensure_install
+from runs.agents.cli.outcome import (
+    CliRun,
+    GatewayView,
+    classify,
+    read_summary,
+)
+from runs.agents.contract import AgentContext, AgentOutcome, Budgets, ModelSettings
+from runs.agents.events import EventLog
+from runs.taxonomy import Reason
+from sandbox.base import ReadOnlyMount
+
+MOUNT_ROOT = "/mnt/agentbench/agents"
+SANDBOX_HOME = "/home/agent"
+PROMPT_PATH = "/tmp/agentbench-prompt.txt"
+BRIDGE_DIR = Path(__file__).parent / "msa"
+OUTPUT_CAP_BYTES = 4_000_000
+# A prompt goes into the sandbox through environment variables of at most this size each
+# (Linux caps one argument or variable at 128 KiB).
+_ENV_CHUNK = 100_000
+
+
+@dataclass
+class CliResources:
+    """What an attempt of a CLI agent needs before its sandbox exists."""
+
+    name: str
+    definition: AgentDefinition | None = None
+    install: Path | None = None
+    gateway: Any = None  # an open runs.gateway handle
+    error: str = ""  # why the CLI cannot run: the agent stage reports it
+    error_reason: Reason = Reason.LLM_ERROR
+    error_kind: str = "permanent"
+    install_seconds: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def mount_target(self) -> str:
+        assert self.definition is not None
+        return f"{MOUNT_ROOT}/{self.definition.install_dir_name}"
+
+    def sandbox_fields(self) -> dict[str, Any]:
+        """Fields for the attempt's ``SandboxConfig``: the install (read-only, when the CLI runs
+        inside) and the gateway's exposure."""
+        fields: dict[str, Any] = {}
+        if self.definition is None or self.install is None or self.gateway is None:
+            return fields
+        if self.definition.spec.runs_in == "sandbox":
+            fields["readonly_mounts"] = (ReadOnlyMount(self.install, self.mount_target),)
+        mount = getattr(self.gateway, "sandbox_mount", None)
+        if mount is not None:
+            fields["gateway"] = mount
+        return fields
+
+
+@contextlib.contextmanager
+def cli_resources(
+    name: str,
+    *,
+    model: ModelSettings,
+    budgets: Budgets,
+    artifacts_dir: Path,
+    body_cap_bytes: int,
+    price_table_path: str | None = None,
+) -> Iterator[CliResources]:
+    """The definition, its cached install and an open gateway for one attempt; on a problem,
+    resources that say why (the agent stage turns it into the attempt's outcome)."""
+    try:
+        definition = get_definition(name)
+    except DefinitionError as exc:
+        yield CliResources(name, error=f"[cli-definition] {exc}")
+        return
+    try:
+        install = ensure_install(definition)
+    except InstallError as exc:
+        yield CliResources(
+            name,
+            definition,
+            error=f"[cli-install] {exc}",
+            error_reason=Reason.SANDBOX_ERROR,
+            error_kind="transient",
+        )
+        return
+    if not model.model_name:
+        yield CliResources(name, definition, error="[cli-config] no model name configured")
+        return
+    from runs.agents.registry import retry_policy
+    from runs.gateway import GatewayBudgets, GatewayConfig, open_gateway
+
+    config = GatewayConfig(
+        upstream_base_url=model.base_url,
+        upstream_api_key=model.api_key,
+        model_name=model.model_name,
+        budgets=GatewayBudgets(
+            max_calls=budgets.max_model_calls,
+            max_tokens=budgets.max_tokens,
+            max_cost_usd=budgets.max_cost_usd,
+            # Wall time is the harness's clock on the CLI process (killed at max_time_sec:
+            # TIMEOUT, ours): the gateway opens before the sandbox, so its clock would count
+            # setup and the baseline too.
+            max_wall_sec=None,
+        ),
+        price_input_per_mtok=model.price_input_per_mtok,
+        price_output_per_mtok=model.price_output_per_mtok,
+        price_table_path=price_table_path,
+        record_path=artifacts_dir / "model_calls.jsonl",
+        body_cap_bytes=body_cap_bytes,
+        retry=retry_policy(),
+    )
+    with open_gateway(config) as gateway:
+        yield CliResources(name, definition, install.path, gateway, install_seconds=install.seconds)
+
+
+class CliAgent:
+    """The agent for a model configuration of variant ``cli``."""
+
+    def __init__(self, resources: CliResources):
+        self.resources = resources
+        self.name = f"cli:{resources.name}"
+
+    def run(self, ctx: AgentContext) -> AgentOutcome:
+        started = time.monotonic()
+        events = EventLog(ctx.artifacts_dir)
+        res = self.resources
+        events.emit("agent_start", agent=self.name, task=ctx.task.task_id)
+        if res.error or res.definition is None or res.install is None:
+            events.emit("agent_error", agent=self.name, error=res.error)
+            return AgentOutcome(
+                reason=res.error_reason,
+                stop="cli_error",
+                error_text=res.error,
+                llm_error_kind=res.error_kind,
+            )
+        definition = res.definition
+        values = {
+            "model": ctx.model.model_name,
+            "max_turns": ctx.budgets.max_steps,
+            "token": res.gateway.token,
+            "workdir": ctx.task.workdir,
+            "prompt": prompt_for(definition, ctx),
+        }
+        if definition.spec.runs_in == "sandbox":
+            run = self._run_in_sandbox(ctx, definition, values)
+        else:
+            run = self._run_on_worker(ctx, definition, values)
+        summary = res.gateway.summary
+        view = gateway_view(summary)
+        verdict = classify(definition.spec.title, run, view, time_limit=ctx.budgets.max_time_sec)
+        own = read_summary(definition.spec.summary, res.extra.pop("summary_text", run.stdout))
+        outcome = AgentOutcome(
+            reason=verdict.reason,
+            stop=verdict.stop,
+            tokens_in=view.input_tokens,
+            tokens_out=view.output_tokens,
+            cost_usd=view.cost_usd,
+            tool_calls=int(res.extra.pop("tool_calls", 0) or 0),
+            steps=view.calls,
+            error_text=verdict.error_text,
+            is_timeout=verdict.is_timeout,
+            is_empty_run=verdict.is_empty_run,
+            llm_error_kind=verdict.error_kind,
+            duration_sec=round(time.monotonic() - started, 3),
+            exit_code=run.exit_code,
+            signal=run.signal,
+            command=res.extra.pop("command", ""),
+            stdout=run.stdout,
+            stderr=run.stderr,
+            cli={
+                "name": definition.name,
+                "version": definition.spec.install.version,
+                "runs_in": definition.spec.runs_in,
+                "summary": own.to_dict(),
+                "install": res.install.name,
+            },
+        )
+        events.emit(
+            "agent_finish",
+            stop=outcome.stop,
+            exit_code=run.exit_code,
+            signal=run.signal,
+            calls=view.calls,
+            error=outcome.error_text[:500],
+        )
+        return outcome
+
+    # -- inside the sandbox ------------------------------------------------------------------
+
+    def _run_in_sandbox(self, ctx: AgentContext, definition: AgentDefinition,
+                        values: dict[str, Any]) -> CliRun:  # fmt: skip
+        res = self.resources
+        sb = ctx.sandbox
+        values |= {
+            "install": res.mount_target,
+            "base_url": res.gateway.sandbox_base_url,
+            "home": SANDBOX_HOME,
+            "prompt_file": PROMPT_PATH,
+            "bridge": "",
+        }
+        prompt = values.pop("prompt")
+        chunks = [prompt[i : i + _ENV_CHUNK] for i in range(0, len(prompt), _ENV_CHUNK)] or [""]
+        env = {f"AB_PROMPT_{i}": chunk for i, chunk in enumerate(chunks)}
+        joined = "".join(f'"$AB_PROMPT_{i}"' for i in range(len(chunks)))
+        dirs = " ".join(shlex.quote(f"{SANDBOX_HOME}/{d}") for d in definition.spec.writable)
+        prepare = f"printf %s {joined} > {PROMPT_PATH}" + (f" && mkdir -p {dirs}" if dirs else "")
+        prepared = sb.exec(prepare, timeout=60, env=env)
+        if not prepared.ok:  # the CLI never starts: an empty run that says why
+            return CliRun(
+                prepared.exit_code,
+                None,
+                False,
+                prepared.oom_killed,
+                0.0,
+                "",
+                f"could not write the prompt into the sandbox: {prepared.stderr}",
+            )
+        values["prompt"] = ""
+        argv = [render(t, values) for t in definition.spec.command]
+        command = " ".join(shlex.quote(a) for a in argv)
+        if definition.spec.stdin:
+            command += " < " + shlex.quote(render(definition.spec.stdin, values))
+        cli_env = {k: render(v, values) for k, v in definition.spec.env.items()}
+        cli_env.setdefault("HOME", SANDBOX_HOME)
+        res.extra["command"] = _redact(command, res.gateway.token)
+        result = sb.exec(
+            command, timeout=ctx.budgets.max_time_sec, cwd=ctx.task.workdir, env=cli_env
+        )
+        return CliRun(
+            exit_code=result.exit_code,
+            signal=None,
+            timed_out=result.timed_out,
+            oom_killed=result.oom_killed,
+            duration_sec=result.duration_sec,
+            stdout=result.stdout,
+            stderr=result.stderr,
+        )
+
+    # -- on the worker, commands in the sandbox ----------------------------------------------
+
+    def _run_on_worker(self, ctx: AgentContext, definition: AgentDefinition,
+                       values: dict[str, Any]) -> CliRun:  # fmt: skip
+        res = self.resources
+        assert res.install is not None
+        with tempfile.TemporaryDirectory(prefix="ab-cli-") as tmp:
+            home = Path(tmp) / "home"
+            home.mkdir(mode=0o700)
+            bridge = SandboxBridge(
+                ctx.sandbox, Path(tmp) / "bridge.sock", default_cwd=ctx.task.workdir
+            )
+            values |= {
+                "install": str(res.install),
+                "base_url": res.gateway.host_base_url,
+                "home": str(home),
+                "prompt_file": str(Path(tmp) / "prompt.txt"),
+                "bridge": str(BRIDGE_DIR),
+            }
+            Path(values["prompt_file"]).write_text(values["prompt"])
+            argv = [render(t, values) for t in definition.spec.command]
+            # Only what the CLI needs: the worker's environment holds the real key.
+            env = {
+                "PATH": "/usr/local/bin:/usr/bin:/bin",
+                "HOME": str(home),
+                "LANG": "C.UTF-8",
+                "AGENTBENCH_BRIDGE_SOCKET": str(bridge.path),
+            } | {k: render(v, values) for k, v in definition.spec.env.items()}
+            res.extra["command"] = _redact(shlex.join(argv), res.gateway.token)
+            with bridge:
+                run = _run_process(argv, env=env, cwd=Path(tmp), timeout=ctx.budgets.max_time_sec)
+            res.extra["tool_calls"] = bridge.calls
+            trajectory = home / "trajectory.json"
+            if trajectory.is_file():
+                text = trajectory.read_text(errors="replace")
+                res.extra["summary_text"] = text
+                (ctx.artifacts_dir / f"{definition.name}.trajectory.json").write_text(text)
+            return run
+
+
+def _run_process(argv: list[str], *, env: dict[str, str], cwd: Path, timeout: float) -> CliRun:
+    started = time.monotonic()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        try:
+            proc = subprocess.Popen(
+                argv,
+                env=env,
+                cwd=cwd,
+                stdout=out,
+                stderr=err,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        except OSError as exc:  # no such program, not executable
+            return CliRun(127, None, False, False, 0.0, "", f"{argv[0]}: {exc.strerror}")
+        timed_out = False
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        code = proc.returncode
+        sig = -code if code < 0 else None
+        return CliRun(
+            exit_code=128 + sig if sig else code,
+            signal=sig,
+            timed_out=timed_out,
+            oom_killed=False,
+            duration_sec=round(time.monotonic() - started, 3),
+            stdout=_read_capped(out),
+            stderr=_read_capped(err),
+        )
+
+
+def _read_capped(handle: Any) -> str:
+    handle.seek(0, os.SEEK_END)
+    size = handle.tell()
+    handle.seek(max(0, size - OUTPUT_CAP_BYTES))
+    return handle.read().decode("utf-8", errors="replace")
+
+
+def gateway_view(summary: Any) -> GatewayView:
+    """The gateway's summary (``runs.gateway.GatewaySummary``) as the outcome reads it."""
+    permanent = getattr(summary, "permanent_error", None)
+    if permanent is not None and not isinstance(permanent, str):
+        message = getattr(permanent, "message", None) or str(permanent)
+        status = getattr(permanent, "status", None)
+        permanent = f"{status} {message}" if status else message
+    return GatewayView(
+        calls=int(getattr(summary, "calls", 0) or 0),
+        input_tokens=int(getattr(summary, "input_tokens", 0) or 0),
+        output_tokens=int(getattr(summary, "output_tokens", 0) or 0),
+        cost_usd=float(getattr(summary, "cost_usd", 0.0) or 0.0),
+        budget_exceeded=getattr(summary, "budget_exceeded", None),
+        permanent_error=permanent,
+        transient_exhausted=bool(getattr(summary, "transient_exhausted", False)),
+        transient_error=str(getattr(summary, "transient_error", "") or ""),
+    )
+
+
+def prompt_for(definition: AgentDefinition, ctx: AgentContext) -> str:
+    problem = ctx.task.problem_statement.strip() or "The tests of this repository fail."
+    return definition.spec.prompt.replace("{problem}", problem).replace(
+        "{test_command}", ctx.task.test_command
+    )
+
+
+def _redact(text: str, token: str) -> str:
+    return text.replace(token, "<gateway-token>") if token else text

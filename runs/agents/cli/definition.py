@@ -1,0 +1,260 @@
+"""Agent CLI definitions: one YAML file per CLI (``definitions/<name>.yaml``), validated here.
+
+Pure: no Django, no I/O beyond reading the files. A bad file is a ``DefinitionError`` naming the
+file and the field, like a bad ``task.yaml``.
+
+A definition says how to install the CLI offline (a pinned npm or PyPI package, with the npm
+tarball's integrity hash), the command that runs it (an argv template; the prompt comes from a
+file), which environment variables carry the gateway's base URL and token, how to read the
+usage summary it prints, and where it writes (folders under its HOME, which is on the sandbox's
+disk quota). Templates may use only these placeholders:
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import string
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+DEFINITIONS_DIR = Path(__file__).parent / "definitions"
+
+PLACEHOLDERS = {
+    "install": "the install's folder (read-only; inside the sandbox, or on the worker)",
+    "model": "the model name of the configuration",
+    "max_turns": "the configuration's step budget (max_steps)",
+    "base_url": "the gateway's base URL as the CLI sees it: it stands for the configuration's "
+    "base URL (https://api.openai.com/v1, https://api.anthropic.com), paths after it unchanged",
+    "token": "the attempt's gateway token (never the real key)",
+    "prompt_file": "a file holding the task's prompt",
+    "prompt": "the task's prompt itself (for a CLI that takes it as an argument)",
+    "workdir": "the task's working directory inside the sandbox",
+    "home": "the CLI's HOME (writable, on the sandbox's disk quota)",
+    "bridge": "the folder of the harness's environment class for a CLI run on the worker",
+}
+__doc__ = (__doc__ or "") + "".join(f"``{{{k}}}`` {v}; " for k, v in PLACEHOLDERS.items())
+
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,40}$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class InstallSpec(_Strict):
+    kind: Literal["npm", "pypi"]
+    # npm: the package whose tarball holds the binary (a platform package where one exists).
+    package: str = Field(min_length=1)
+    version: str = Field(min_length=1)
+    # npm: the registry's ``dist.integrity`` of that tarball; the download must match it.
+    integrity: str = ""
+    # npm: the files of the tarball to keep (the rest is not copied into the cache).
+    keep: list[str] = []
+    # pypi: more pinned requirements installed with the package (``name==version``).
+    requirements: list[str] = []
+    # pypi: install exactly the requirements (the whole tree, pinned), without resolving.
+    no_deps: bool = False
+    # pypi: the interpreter that makes the venv (it runs on the worker).
+    python: str = "python3"
+
+    @field_validator("version")
+    @classmethod
+    def _pinned(cls, value: str) -> str:
+        if not re.fullmatch(r"[0-9][0-9A-Za-z.+-]*", value):
+            raise ValueError(f"must be an exact version, not a range: {value!r}")
+        return value
+
+    @field_validator("requirements")
+    @classmethod
+    def _pinned_requirements(cls, value: list[str]) -> list[str]:
+        loose = [r for r in value if "==" not in r]
+        if loose:
+            raise ValueError(f"every requirement must be pinned with ==: {', '.join(loose)}")
+        return value
+
+
+class DefinitionSpec(_Strict):
+    name: str
+    title: str = Field(min_length=1)
+    description: str = ""
+    wire_api: Literal["anthropic-messages", "openai-responses", "openai-chat"]
+    # sandbox: the CLI runs inside the attempt's sandbox (the install mounted read-only);
+    # worker: it runs on the worker and executes its commands in the sandbox (mini-swe-agent).
+    runs_in: Literal["sandbox", "worker"] = "sandbox"
+    install: InstallSpec
+    command: list[str] = Field(min_length=1)
+    stdin: str = ""  # a template whose file is the command's standard input (the prompt)
+    env: dict[str, str] = Field(default_factory=dict)
+    # Folders under HOME the CLI writes (its config and session files), made before it runs.
+    writable: list[str] = []
+    # How to read the usage summary the CLI prints on stdout (runs.agents.cli.summaries).
+    summary: Literal["none", "claude-json", "codex-jsonl", "mini-swe-agent"] = "none"
+    # The prompt given to the CLI; {problem} is the task's problem statement.
+    prompt: str = (
+        "{problem}\n\nThe repository is in the current directory. Change the code so that the "
+        "tests pass (run them with: {test_command}). Do not modify the tests."
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not NAME_RE.fullmatch(value):
+            raise ValueError("lowercase letters, digits and dashes, at most 41 characters")
+        return value
+
+    @field_validator("writable")
+    @classmethod
+    def _relative(cls, value: list[str]) -> list[str]:
+        for path in value:
+            if path.startswith("/") or ".." in Path(path).parts:
+                raise ValueError(f"must be a path under HOME, not {path!r}")
+        return value
+
+
+@dataclass(frozen=True)
+class Problem:
+    file: str
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f": {self.field}" if self.field else ""
+        return f"{self.file}{where}: {self.message}"
+
+
+class DefinitionError(ValueError):
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        super().__init__("\n".join(str(p) for p in problems))
+
+
+@dataclass(frozen=True)
+class AgentDefinition:
+    spec: DefinitionSpec
+    path: Path
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def install_key(self) -> str:
+        """What the cached install is keyed by: the install section (package, version,
+        integrity hash, kept files, pinned requirements) and the runner's recipe version."""
+        blob = json.dumps(
+            {"recipe": INSTALL_RECIPE_VERSION, "install": self.spec.install.model_dump()},
+            sort_keys=True,
+        )
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+    @property
+    def install_dir_name(self) -> str:
+        """The install's folder in the cache: named by the package (two definitions of one
+        package, with other flags, share it) and keyed by the install section."""
+        package = re.sub(r"[^a-z0-9.-]+", "-", self.spec.install.package.lower()).strip("-")
+        return f"{package}-{self.spec.install.version}-{self.install_key[:16]}"
+
+
+# Bump when the way an install is built changes (the cached installs are then rebuilt).
+INSTALL_RECIPE_VERSION = 1
+
+
+def load_definition(path: Path) -> AgentDefinition:
+    """One definition file; ``DefinitionError`` names the file and every bad field."""
+    name = str(path)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise DefinitionError([Problem(name, "", f"cannot read: {exc.strerror}")]) from exc
+    except yaml.YAMLError as exc:
+        raise DefinitionError([Problem(name, "", f"invalid YAML: {exc}")]) from exc
+    if not isinstance(raw, dict):
+        raise DefinitionError([Problem(name, "", "expected a mapping at the top level")])
+    try:
+        spec = DefinitionSpec.model_validate(raw)
+    except ValidationError as exc:
+        raise DefinitionError(
+            [
+                Problem(name, ".".join(str(p) for p in err["loc"]), err["msg"])
+                for err in exc.errors()
+            ]
+        ) from exc
+    problems = _template_problems(name, spec)
+    if spec.install.kind == "npm" and not spec.install.integrity.startswith("sha512-"):
+        problems.append(Problem(name, "install.integrity", "npm installs need the sha512 hash"))
+    if spec.install.kind == "npm" and not spec.install.keep:
+        problems.append(Problem(name, "install.keep", "name the files of the package to keep"))
+    if spec.runs_in == "sandbox" and spec.install.kind == "pypi":
+        problems.append(
+            Problem(
+                name,
+                "runs_in",
+                "a PyPI install runs on the worker (sandbox images differ "
+                "in Python), so runs_in must be worker",
+            )
+        )
+    if path.stem != spec.name:
+        problems.append(Problem(name, "name", f"must match the file name ({path.stem!r})"))
+    if problems:
+        raise DefinitionError(problems)
+    return AgentDefinition(spec=spec, path=path)
+
+
+def _template_problems(file: str, spec: DefinitionSpec) -> list[Problem]:
+    fields: list[tuple[str, str]] = [(f"command.{i}", t) for i, t in enumerate(spec.command)]
+    fields += [(f"env.{k}", v) for k, v in spec.env.items()]
+    if spec.stdin:
+        fields.append(("stdin", spec.stdin))
+    problems = []
+    for where, template in fields:
+        try:
+            used = {name for _, name, _, _ in string.Formatter().parse(template) if name}
+        except ValueError as exc:
+            problems.append(Problem(file, where, f"bad template: {exc}"))
+            continue
+        unknown = sorted(used - PLACEHOLDERS.keys())
+        if unknown:
+            problems.append(
+                Problem(
+                    file,
+                    where,
+                    f"unknown placeholder {{{unknown[0]}}}; known: " + ", ".join(PLACEHOLDERS),
+                )
+            )
+    return problems
+
+
+def load_definitions(directory: Path | None = None) -> dict[str, AgentDefinition]:
+    """Every definition of a folder, by name; all problems of all files in one error."""
+    directory = directory or DEFINITIONS_DIR
+    found: dict[str, AgentDefinition] = {}
+    problems: list[Problem] = []
+    for path in sorted(directory.glob("*.yaml")):
+        try:
+            definition = load_definition(path)
+        except DefinitionError as exc:
+            problems += exc.problems
+            continue
+        found[definition.name] = definition
+    if problems:
+        raise DefinitionError(problems)
+    return found
+
+
+def get_definition(name: str, directory: Path | None = None) -> AgentDefinition:
+    directory = directory or DEFINITIONS_DIR
+    path = directory / f"{name}.yaml"
+    if not path.is_file():
+        known = ", ".join(sorted(p.stem for p in directory.glob("*.yaml"))) or "none"
+        raise DefinitionError([Problem(str(path), "", f"no agent CLI {name!r}; known: {known}")])
+    return load_definition(path)
+
+
+def render(template: str, values: dict[str, Any]) -> str:
+    return template.format(**values)

@@ -1,0 +1,48 @@
+"""The model gateway: the one address a CLI agent's model calls reach while its attempt runs.
+
+    with open_gateway(GatewayConfig(upstream_base_url=..., upstream_api_key=..., ...)) as gw:
+        SandboxConfig(..., gateway=gw.sandbox_mount)   # the CLI uses gw.sandbox_base_url
+        ...                                            # with gw.token as its key
+    gw.summary                                         # calls, tokens, cost, budget, errors
+
+It listens on a Unix socket whose folder is mounted into the sandbox (a forwarder in every
+exec serves it on ``127.0.0.1:<port>`` inside: sandbox/gateway_mount.py) and on a loopback
+TCP port for agents running on the worker (``gw.host_base_url``). It swaps the attempt's token
+for the real key, forwards OpenAI chat completions, OpenAI Responses and Anthropic Messages
+(streaming or not, the answer passed on as it arrives), retries transient upstream failures,
+keeps the budgets, and writes every request to ``model_calls.jsonl``.
+
+Record format (``agentbench.model_call.v1``), one JSON object per request, in the order
+requests end: ``format``, ``seq`` (order of arrival), ``started_at`` (ISO, UTC),
+``duration_ms``, ``via`` (``sandbox`` or ``host``), ``method``, ``path``, ``api``
+(``openai-chat``, ``openai-responses``, ``anthropic-messages``, ``anthropic-count-tokens``,
+``models``, or null for a path not forwarded), ``model_call`` (counted against the budgets),
+``model`` and ``stream`` (from the request body), ``outcome`` (``ok``, ``stream_error``,
+``permanent_error``, ``transient_exhausted``, ``budget``, ``refused``, ``not_allowed``,
+``bad_request``, ``client_gone``), ``status`` (what the CLI got), ``retries``, ``attempts``
+(each failed try before the answer: ``status``, ``error``, ``retry_after_sec``,
+``waited_sec``), ``error`` (null or ``kind``: permanent, transient, budget, refused...;
+``message``; ``budget``), ``usage`` (``input_tokens``, ``output_tokens``, ``reported``: the
+upstream's own fields; null when it reported none), ``cost_usd``, ``price``,
+``upstream_ms`` (until the upstream's headers), ``body_cap_bytes``, ``request`` and
+``response``: ``headers`` (lower-case names; Authorization, x-api-key and cookies
+``[redacted]``), ``auth`` (request: ``attempt-token``, ``other`` or ``none``), ``rewritten``
+(request: what the gateway changed before forwarding, if anything), ``status`` (response),
+``body`` (text exactly as sent, or base64 when not UTF-8: ``body_encoding``; a stream's raw
+SSE text), ``body_bytes`` (full size), ``body_kept_bytes``, ``body_truncated``.
+
+Imports: ``runs.agents`` (the error classifier, the price table) and ``sandbox``; no Django,
+no models: settings come in through ``GatewayConfig``.
+"""
+
+from runs.gateway.config import GatewayBudgets, GatewayConfig, GatewaySummary, UpstreamError
+from runs.gateway.server import Gateway, open_gateway
+
+__all__ = [
+    "Gateway",
+    "GatewayBudgets",
+    "GatewayConfig",
+    "GatewaySummary",
+    "UpstreamError",
+    "open_gateway",
+]

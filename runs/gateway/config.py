@@ -1,0 +1,101 @@
+"""What a gateway is opened with (``GatewayConfig``) and what it reports (``GatewaySummary``)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from runs.agents.llm_errors import RetryPolicy
+from sandbox.gateway_mount import DEFAULT_PORT
+
+# The four budgets, in the order a request is checked against them.
+BUDGET_NAMES = ("time", "calls", "tokens", "cost")
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayBudgets:
+    """Limits on the model calls of one attempt; None is no limit. A model call is refused
+    once ``max_calls`` calls were made, once the tokens (in + out) or the cost reached their
+    limit (the call that crosses one is answered: its size is known only afterwards), or once
+    ``max_wall_sec`` passed since the gateway opened."""
+
+    max_calls: int | None = None
+    max_tokens: int | None = None
+    max_cost_usd: float | None = None
+    max_wall_sec: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayConfig:
+    """One attempt's gateway. ``upstream_base_url`` is what the CLI would use without us
+    (``https://api.openai.com/v1``, ``https://api.anthropic.com``): a request to
+    ``<gateway>/<path>`` goes to ``<upstream_base_url>/<path>``, so the CLI's base URL is the
+    gateway's URL whatever the provider. ``upstream_api_key`` never leaves the host."""
+
+    upstream_base_url: str
+    upstream_api_key: str
+    model_name: str = ""
+    budgets: GatewayBudgets = field(default_factory=GatewayBudgets)
+    # The configuration's prices (USD per million tokens); None: the price table.
+    price_input_per_mtok: float | None = None
+    price_output_per_mtok: float | None = None
+    # The JSON price table (the LLM_PRICE_TABLE setting) over runs/agents/pricing.py's table.
+    price_table_path: str | None = None
+    # model_calls.jsonl; None records nothing (the summary is still kept).
+    record_path: Path | None = None
+    # Each request and response body is kept byte for byte up to this many bytes.
+    body_cap_bytes: int = 1_000_000
+    # Retries of transient upstream failures (pass runs.agents.registry.retry_policy(): the
+    # LLM_RETRY_* settings).
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    # Seconds to connect, and between two reads of an answer (a stream may last longer).
+    upstream_timeout_sec: float = 600.0
+    max_request_bytes: int = 32 * 1024 * 1024
+    max_response_bytes: int = 64 * 1024 * 1024
+    # Where the forwarder listens inside the sandbox.
+    sandbox_port: int = DEFAULT_PORT
+    # Ask for usage in chat-completions streams (stream_options.include_usage) when the CLI
+    # did not: without it a stream reports no tokens, and budgets cannot be kept.
+    stream_usage: bool = True
+
+
+class UpstreamError(NamedTuple):
+    """A permanent upstream error: its message (fingerprintable: no key, no token) and the
+    HTTP status (None when there was no answer)."""
+
+    message: str
+    status: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class GatewaySummary:
+    """The attempt's model calls as the gateway saw them (``Gateway.summary``). Failures and
+    retries are those of model calls; a request for the model list or a token count that fails
+    counts only when the upstream refused the key (401, 403: every call would fail)."""
+
+    calls: int = 0  # model calls let through (retries of one call count once)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    # The first budget a call was refused for: "calls", "tokens", "cost" or "time".
+    budget_exceeded: str | None = None
+    budget_message: str = ""
+    # The first permanent upstream error (401, 403, unknown model...): not retried.
+    permanent_error: UpstreamError | None = None
+    transient_failures: int = 0  # transient upstream failures seen (retried or not)
+    transient_exhausted: int = 0  # calls whose transient failure reached the CLI
+    refused: int = 0  # requests without the attempt's token (401)
+    requests: int = 0  # every request received, refused ones included
+    retries: int = 0
+    wall_sec: float = 0.0
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        error = self.permanent_error
+        data["permanent_error"] = None if error is None else error._asdict()
+        return data

@@ -1,0 +1,510 @@
+"""One request through the gateway: token, route, budgets, retries, the answer passed back
+as it arrives, and its record. ``Call.run`` is called by the HTTP handler of server.py."""
+
+from __future__ import annotations
+
+import hmac
+import http
+import http.client
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler
+from typing import TYPE_CHECKING, Any
+
+import runs.gateway.wire as wire
+from runs.agents.llm_errors import is_permanent_status, retry_after_sec
+from runs.gateway.config import UpstreamError
+from runs.gateway.record import Capture, headers_record
+from runs.gateway.upstream import Exchange
+
+if TYPE_CHECKING:
+    from runs.gateway.server import Gateway
+
+# Never passed on, either way (RFC 9110 7.6.1), plus what the gateway sets itself.
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+AUTH_HEADERS = ("authorization", "x-api-key", "api-key")
+NOT_FORWARDED = HOP_BY_HOP | {"host", "content-length", "accept-encoding", "expect", *AUTH_HEADERS}
+NOT_RETURNED = HOP_BY_HOP | {"content-length", "set-cookie"}
+# Budget refusals: 400, which no client retries (a 429 would be retried, over and over).
+BUDGET_STATUS = 400
+# Bytes of an error answer read before retrying (error bodies are small).
+ERROR_BODY_LIMIT = 1024 * 1024
+
+
+class ClientGone(Exception):
+    """The CLI closed its connection while we answered."""
+
+
+class BadRequest(Exception):
+    """A request body the gateway will not read (too large, malformed framing)."""
+
+    def __init__(self, status: int, kind: str, message: str):
+        super().__init__(message)
+        self.status = status
+        self.kind = kind
+
+
+@dataclass
+class Failed:
+    """No success from the upstream after retries (or a permanent error at once)."""
+
+    kind: str  # "permanent" | "transient"
+    message: str
+    status: int  # what the CLI gets
+    reason: str
+    headers: list[tuple[str, str]]
+    body: bytes
+    from_upstream: bool  # False: the gateway's own error (no answer at all)
+
+
+class Call:
+    def __init__(self, gateway: Gateway, handler: BaseHTTPRequestHandler, via: str):
+        self.gw = gateway
+        self.h = handler
+        self.started = time.monotonic()
+        self.headers = list(handler.headers.items())
+        self.hdict = {k.lower(): v for k, v in self.headers}
+        self.api = wire.api_of(handler.command, handler.path)
+        self.anthropic = wire.is_anthropic(self.api, self.hdict)
+        self.record: dict[str, Any] = {
+            "seq": gateway.writer.next_seq(),
+            "started_at": datetime.now(UTC).isoformat(),
+            "via": via,
+            "method": handler.command,
+            "path": handler.path,
+            "api": self.api,
+            "model_call": self.api in wire.MODEL_CALL_APIS,
+            "model": "",
+            "stream": False,
+            "outcome": "",
+            "status": None,
+            "retries": 0,
+            "attempts": [],
+            "error": None,
+            "usage": None,
+            "cost_usd": None,
+            "price": None,
+            "body_cap_bytes": gateway.config.body_cap_bytes,
+        }
+
+    # -- the request ------------------------------------------------------------------------
+
+    def run(self) -> None:
+        self.gw.ledger.add(requests=1)
+        try:
+            self._run()
+        except ClientGone:
+            self.record["outcome"] = self.record["outcome"] or "client_gone"
+            self.h.close_connection = True
+        finally:
+            self.record["duration_ms"] = round((time.monotonic() - self.started) * 1000, 3)
+            self.gw.writer.write(self.record)
+
+    def _run(self) -> None:
+        cfg = self.gw.config
+        auth = self._auth()
+        capture = Capture(cfg.body_cap_bytes)
+        self.record["request"] = {"headers": headers_record(self.headers), "auth": auth}
+        try:
+            body = self._read_body(cfg.max_request_bytes)
+        except BadRequest as exc:
+            self.record["request"].update(capture.as_record())
+            self.h.close_connection = True  # the rest of the body is not read
+            self._refuse(exc.status, exc.kind, str(exc), outcome="bad_request")
+            return
+        capture.feed(body)
+        self.record["request"].update(capture.as_record())
+        if self.gw.closed or auth != "attempt-token":
+            if not self.gw.closed:
+                self.gw.ledger.add(refused=1)
+            self.h.close_connection = self.gw.closed
+            message = "agentbench gateway: this request does not carry the attempt's token"
+            if self.gw.closed:
+                message = "agentbench gateway: the attempt is over; its token is no longer valid"
+            self._refuse(
+                401, "authentication_error", message, outcome="refused", code="invalid_api_key"
+            )
+            return
+        if self.api is None:
+            self._refuse(
+                404,
+                "not_found_error",
+                f"agentbench gateway: {self.h.command} {self.h.path.split('?')[0]} "
+                "is not a model API the gateway forwards",
+                outcome="not_allowed",
+            )
+            return
+        model, stream, doc = wire.request_facts(body)
+        self.record.update(model=model, stream=stream)
+        if self.api in wire.MODEL_CALL_APIS and (refusal := self.gw.ledger.admit()) is not None:
+            name, message = refusal
+            self.record["error"] = {"kind": "budget", "budget": name, "message": message}
+            self._refuse(
+                BUDGET_STATUS,
+                "invalid_request_error",
+                message,
+                outcome="budget",
+                code="budget_exceeded",
+            )
+            return
+        if self.api == wire.CHAT and stream and cfg.stream_usage and doc is not None:
+            rewritten = wire.with_stream_usage(doc)
+            if rewritten is not None:
+                body = rewritten
+                self.record["request"]["rewritten"] = "stream_options.include_usage=true"
+        result = self._forward(body)
+        if isinstance(result, Failed):
+            self._fail(result)
+        else:
+            self._relay(result, model)
+
+    def _read_body(self, limit: int) -> bytes:
+        rfile = self.h.rfile
+        too_large = BadRequest(
+            413, "request_too_large", f"agentbench gateway: a request body is over {limit} bytes"
+        )
+        try:
+            if "chunked" in self.hdict.get("transfer-encoding", "").lower():
+                data = bytearray()
+                while size := int(rfile.readline(1024).split(b";")[0].strip() or b"0", 16):
+                    if len(data) + size > limit:
+                        raise too_large
+                    data += rfile.read(size)
+                    rfile.readline(1024)
+                while rfile.readline(65536) not in (b"\r\n", b"\n", b""):
+                    pass  # trailers
+                return bytes(data)
+            length = int(self.hdict.get("content-length") or 0)
+        except ValueError as exc:
+            raise BadRequest(
+                400, "invalid_request_error", f"agentbench gateway: a malformed request body: {exc}"
+            ) from exc
+        if length > limit:
+            raise too_large
+        return rfile.read(length) if length > 0 else b""
+
+    def _auth(self) -> str:
+        """``attempt-token`` when every credential the request carries is the token, ``none``
+        when it carries none, else ``other``."""
+        presented = []
+        for name in AUTH_HEADERS:
+            value = self.hdict.get(name, "").strip()
+            if name == "authorization" and value.lower().startswith("bearer "):
+                value = value[7:].strip()
+            if value:
+                presented.append(value)
+        if not presented:
+            return "none"
+        token = self.gw.token
+        ok = all(hmac.compare_digest(p.encode(), token.encode()) for p in presented)
+        return "attempt-token" if ok else "other"
+
+    # -- upstream ---------------------------------------------------------------------------
+
+    def _upstream_headers(self) -> list[tuple[str, str]]:
+        dropped = set(NOT_FORWARDED)
+        for token in self.hdict.get("connection", "").split(","):
+            dropped.add(token.strip().lower())
+        out = [(k, v) for k, v in self.headers if k.lower() not in dropped]
+        key = self.gw.config.upstream_api_key
+        if key:  # the key goes in the header the CLI put the token in
+            if "x-api-key" in self.hdict:
+                out.append(("x-api-key", key))
+            if "api-key" in self.hdict:
+                out.append(("api-key", key))
+            if "authorization" in self.hdict or not (
+                "x-api-key" in self.hdict or "api-key" in self.hdict
+            ):
+                out.append(("Authorization", f"Bearer {key}"))
+        # Bodies as sent, so the record and the usage are readable text.
+        out.append(("Accept-Encoding", "identity"))
+        return out
+
+    def _forward(self, body: bytes) -> Exchange | Failed:
+        """Send the request; retry transient failures (429, 5xx, 529, no answer) with backoff
+        honouring Retry-After, until it succeeds, fails permanently, or the retries (or the
+        wall-time budget) run out."""
+        gw, policy = self.gw, self.gw.config.retry
+        headers = self._upstream_headers()
+        deadline = gw.ledger.deadline
+        attempt = 0
+        while True:
+            attempt += 1
+            sent = time.monotonic()
+            try:
+                exchange = gw.upstream.send(self.h.command, self.h.path, headers, body)
+            except (OSError, http.client.HTTPException) as exc:
+                failure = self._no_answer(exc)
+                retry_after = None
+            else:
+                self.record["upstream_ms"] = round((time.monotonic() - sent) * 1000, 3)
+                if exchange.status < 400:
+                    return exchange
+                failure = self._error_answer(exchange)
+                retry_after = retry_after_sec(
+                    exchange.header("retry-after-ms"), exchange.header("retry-after")
+                )
+            if failure.kind == "permanent":
+                return failure
+            self._count(transient_failures=1)
+            wait = policy.delay(attempt, retry_after)
+            tried: dict[str, Any] = {
+                "status": failure.status if failure.from_upstream else None,
+                "error": failure.message,
+                "retry_after_sec": retry_after,
+            }
+            out_of_time = deadline is not None and time.monotonic() + wait >= deadline
+            if attempt >= policy.max_attempts or out_of_time or gw.closed:
+                self.record["attempts"].append(tried)
+                return failure
+            tried["waited_sec"] = round(wait, 3)
+            self.record["attempts"].append(tried)
+            self.record["retries"] = attempt
+            self._count(retries=1)
+            if gw.wait_closed(wait):
+                return failure
+
+    def _error_answer(self, exchange: Exchange) -> Failed:
+        try:
+            body = exchange.read_all(ERROR_BODY_LIMIT)
+            exchange.finish()
+        except (OSError, ValueError, http.client.HTTPException):
+            exchange.abort()
+            body = b""
+        body = self.gw.scrub(body)
+        message = self.gw.scrub_text(wire.error_message(body))
+        permanent = is_permanent_status(exchange.status, message)
+        return Failed(
+            kind="permanent" if permanent else "transient",
+            message=message,
+            status=exchange.status,
+            reason=exchange.reason,
+            headers=exchange.headers,
+            body=body,
+            from_upstream=True,
+        )
+
+    def _no_answer(self, exc: BaseException) -> Failed:
+        timed_out = isinstance(exc, TimeoutError)
+        message = self.gw.scrub_text(f"the upstream did not answer: {type(exc).__name__}: {exc}")
+        status = 504 if timed_out else 502
+        return Failed(
+            kind="transient",  # connection refused, reset, timed out: worth another try
+            message=message,
+            status=status,
+            reason=http.HTTPStatus(status).phrase,
+            headers=[("Content-Type", "application/json")],
+            body=wire.error_body(
+                self.anthropic, kind="api_error", message=f"agentbench gateway: {message}"
+            ),
+            from_upstream=False,
+        )
+
+    # -- the summary ------------------------------------------------------------------------
+
+    def _count(self, **counts: int) -> None:
+        """Failures count for the model calls alone: a CLI's look-up of the model list that
+        fails says nothing of the attempt's model calls."""
+        if self.record["model_call"]:
+            self.gw.ledger.add(**counts)
+
+    def _permanent(self, message: str, status: int | None) -> None:
+        """A permanent error of a model call, or a key refused on any path (401, 403)."""
+        if self.record["model_call"] or status in (401, 403):
+            self.gw.ledger.permanent(UpstreamError(self.gw.scrub_text(message), status))
+
+    # -- answers ----------------------------------------------------------------------------
+
+    def _fail(self, failed: Failed) -> None:
+        self.record["error"] = {"kind": failed.kind, "message": failed.message}
+        if failed.kind == "permanent":
+            self.record["outcome"] = "permanent_error"
+            where = f"{self.h.command} {self.h.path.split('?')[0]}"
+            self._permanent(
+                f"the upstream answered HTTP {failed.status} to {where}: {failed.message}",
+                failed.status,
+            )
+        else:
+            self.record["outcome"] = "transient_exhausted"
+            self._count(transient_exhausted=1)
+        headers = [(k, v) for k, v in failed.headers if k.lower() not in NOT_RETURNED]
+        self._send_whole(failed.status, failed.reason, headers, failed.body)
+
+    def _refuse(
+        self, status: int, kind: str, message: str, *, outcome: str, code: str | None = None
+    ) -> None:
+        self.record["outcome"] = outcome
+        if self.record["error"] is None:
+            self.record["error"] = {"kind": outcome, "message": message}
+        body = wire.error_body(self.anthropic, kind=kind, message=message, code=code)
+        self._send_whole(
+            status, http.HTTPStatus(status).phrase, [("Content-Type", "application/json")], body
+        )
+
+    def _send_whole(
+        self, status: int, reason: str, headers: list[tuple[str, str]], body: bytes
+    ) -> None:
+        self.record["status"] = status
+        capture = Capture(self.gw.config.body_cap_bytes)
+        capture.feed(body)
+        self.record["response"] = {
+            "status": status,
+            "headers": headers_record(headers),
+            **capture.as_record(),
+        }
+        self._write(self._head(status, reason, headers, f"Content-Length: {len(body)}") + body)
+
+    def _head(
+        self, status: int, reason: str, headers: list[tuple[str, str]], framing: str
+    ) -> bytes:
+        lines = [f"HTTP/1.1 {status} {reason}"]
+        lines += [f"{k}: {self.gw.scrub_text(v)}" for k, v in headers]
+        lines.append(framing)
+        if self.h.close_connection:
+            lines.append("Connection: close")
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1", errors="replace")
+
+    def _write(self, data: bytes) -> None:
+        try:
+            self.h.wfile.write(data)
+        except OSError as exc:
+            raise ClientGone(str(exc)) from exc
+
+    def _relay(self, exchange: Exchange, model: str) -> None:
+        """Pass the answer on: a body of known length whole, anything else (SSE streams) chunk
+        by chunk as it arrives, each chunk written at once."""
+        cfg = self.gw.config
+        headers = [(k, v) for k, v in exchange.headers if k.lower() not in NOT_RETURNED]
+        sse = "text/event-stream" in exchange.header("content-type").lower()
+        whole = None
+        if exchange.header("content-length") and not sse:
+            try:
+                whole = self.gw.scrub(exchange.read_all(cfg.max_response_bytes))
+            except (OSError, ValueError, http.client.HTTPException) as exc:
+                exchange.abort()
+                self._count(transient_failures=1)
+                self._fail(self._no_answer(exc))
+                return
+            exchange.finish()
+        capture = Capture(cfg.body_cap_bytes)
+        usage = wire.Usage()
+        self.record["status"] = exchange.status
+        self.record["outcome"] = "ok"
+        error: str | None = None
+        try:
+            if whole is not None:
+                capture.feed(whole)
+                usage.read(wire.json_doc(whole))
+                self._write(
+                    self._head(
+                        exchange.status, exchange.reason, headers, f"Content-Length: {len(whole)}"
+                    )
+                    + whole
+                )
+            else:
+                error = self._stream(exchange, headers, capture, usage, sse)
+        except ClientGone:
+            exchange.abort()
+            self.record["outcome"] = "client_gone"
+            raise
+        finally:
+            self._account(usage, model, capture, headers, exchange.status, error)
+
+    def _stream(
+        self,
+        exchange: Exchange,
+        headers: list[tuple[str, str]],
+        capture: Capture,
+        usage: wire.Usage,
+        sse: bool,
+    ) -> str | None:
+        scanner = wire.SSEScanner() if sse else None
+        whole = bytearray()  # a non-SSE body of unknown length, for its usage
+        scrubber = self.gw.scrubber()
+        self._write(
+            self._head(exchange.status, exchange.reason, headers, "Transfer-Encoding: chunked")
+        )
+        error = None
+        while True:
+            try:
+                chunk = exchange.read1()
+            except (OSError, http.client.HTTPException) as exc:
+                exchange.abort()
+                error = f"the upstream stopped mid-answer: {type(exc).__name__}: {exc}"
+                self.h.close_connection = True  # no final chunk: the CLI sees a cut answer
+                break
+            out = scrubber.feed(chunk) if chunk else scrubber.flush()
+            if out:
+                capture.feed(out)
+                if scanner is not None:
+                    scanner.feed(out)
+                elif len(whole) < self.gw.config.max_response_bytes:
+                    whole += out
+                self._write(b"%x\r\n%s\r\n" % (len(out), out))
+            if not chunk:
+                exchange.finish()
+                self._write(b"0\r\n\r\n")
+                break
+        if scanner is not None:
+            scanner.close()
+            usage.fields.update(scanner.usage.fields)
+            error = error or scanner.error
+        else:
+            usage.read(wire.json_doc(bytes(whole)))
+        return error
+
+    def _account(
+        self,
+        usage: wire.Usage,
+        model: str,
+        capture: Capture,
+        headers: list[tuple[str, str]],
+        status: int,
+        error: str | None,
+    ) -> None:
+        self.record["response"] = {
+            "status": status,
+            "headers": headers_record(headers),
+            **capture.as_record(),
+        }
+        if error is not None:
+            kind = "permanent" if is_permanent_status(None, error) else "transient"
+            self.record["outcome"] = "stream_error"
+            self.record["error"] = {"kind": kind, "message": self.gw.scrub_text(error)}
+            if kind == "permanent":
+                where = f"{self.h.command} {self.h.path.split('?')[0]}"
+                self._permanent(f"the upstream's answer to {where} reported: {error}", status)
+            else:
+                self._count(transient_failures=1, transient_exhausted=1)
+        if not usage.found or self.api not in wire.MODEL_CALL_APIS:
+            return
+        price = self.gw.price(model)
+        cost = price.cost(usage.input_tokens, usage.output_tokens) if price else 0.0
+        self.record["usage"] = {
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+            "reported": dict(usage.fields),
+        }
+        self.record["cost_usd"] = round(cost, 8)
+        if price is not None:
+            self.record["price"] = {
+                "input_per_mtok": price.input_per_mtok,
+                "output_per_mtok": price.output_per_mtok,
+            }
+        self.gw.ledger.add(
+            input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, cost_usd=cost
+        )
