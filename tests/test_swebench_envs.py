@@ -451,6 +451,8 @@ def test_an_approximate_and_a_conda_instance_build_and_validate_on_both_backends
                          r"\(approximate\)", out), out  # fmt: skip
         assert "[Python 3.11 for 3.10 (approximate), installs as of 2023-06-28 (env)" in out
         assert "cdms2 (not on PyPI" in out, out  # the conda translation's note
+        # The summary table's column for them (swebench-scale's validate-suite).
+        assert re.search(r"^approximate-valid +2$", out, re.MULTILINE), out
         assert f"2 valid (2 on an approximate environment), 0 invalid, 0 not buildable of 2 " \
                f"instance(s) on {backend}" in out, out  # fmt: skip
         for instance_id, asked, used in ((APPROXIMATE, "3.6", "3.9"), (CONDA_YML, "3.10", "3.11")):
