@@ -1,9 +1,14 @@
 """Server time of the results pages on a large bench: 500 tasks x 30 models x 3 samples.
 
-Seeds 45,000 attempts with bulk_create into a temporary SQLite database, then times each page
-with Django's test Client (warm-up, then ``--requests`` requests) and prints the median.
+Seeds 45,000 attempts with bulk_create into a temporary SQLite database (the last
+``--partial`` runs are imported results that never attempted a fifth of the tasks, so the
+pages compute both rates and the paired tests over the tasks both rows attempted), then times
+each page with Django's test Client (warm-up, then ``--requests`` requests) and prints the
+medians. The target is the CPU median (SQLite runs in this process, so CPU time is what an idle
+machine would wait; wall time also counts waiting for a core on a busy one): the exit status
+is 1 when any page misses it.
 
-    python bench/pages.py [--tasks 500] [--models 30] [--samples 3] [--requests 20]
+    python bench/pages.py [--tasks 500] [--models 30] [--samples 3] [--partial 3] [--requests 20]
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ def configure(tmp: Path) -> None:
     django.setup()
 
 
-def seed(tasks: int, models: int, samples: int) -> dict:
+def seed(tasks: int, models: int, samples: int, partial: int = 3) -> dict:
     import datetime as dt
     from decimal import Decimal
 
@@ -50,6 +55,7 @@ def seed(tasks: int, models: int, samples: int) -> dict:
         FailureReason,
         ModelConfig,
         Run,
+        RunSource,
         RunStatus,
     )
     from tasks_app.models import Suite, Task, TaskSource
@@ -87,14 +93,30 @@ def seed(tasks: int, models: int, samples: int) -> dict:
             for m in range(models)
         )
         runs = Run.objects.bulk_create(
-            Run(suite=suite, model_config=c, samples=samples, status=RunStatus.FINISHED)
-            for c in configs
+            Run(
+                suite=suite,
+                model_config=c,
+                samples=samples,
+                status=RunStatus.FINISHED,
+                source=RunSource.PUBLISHED if m >= models - partial else RunSource.HARNESS,
+            )
+            for m, c in enumerate(configs)
         )
         batch: list[Attempt] = []
         for m, (config, run) in enumerate(zip(configs, runs, strict=True)):
             skill = 0.2 + 0.6 * m / max(1, models - 1)
             for t, task in enumerate(task_rows):
                 for s in range(samples):
+                    if run.source == RunSource.PUBLISHED and t % 5 == 0:
+                        # Imported results without an entry: never attempted.
+                        batch.append(
+                            Attempt(
+                                run=run, task=task, suite=suite, model_config=config,
+                                sample_index=s, status=AttemptStatus.MISSING, cost_usd=None,
+                                tokens_in=None, tokens_out=None, steps=None, tool_calls=None,
+                            )
+                        )  # fmt: skip
+                        continue
                     roll = rng.random()
                     if roll < 0.04:
                         code = rng.choice(infra_reasons)
@@ -220,6 +242,9 @@ def main() -> int:
     parser.add_argument("--tasks", type=int, default=500)
     parser.add_argument("--models", type=int, default=30)
     parser.add_argument("--samples", type=int, default=3)
+    parser.add_argument(
+        "--partial", type=int, default=3, help="runs that attempted only 4 tasks in 5"
+    )
     parser.add_argument("--requests", type=int, default=20)
     parser.add_argument("--keep", action="store_true", help="keep the temporary database")
     args = parser.parse_args()
@@ -227,11 +252,12 @@ def main() -> int:
     try:
         configure(tmp)
         started = time.perf_counter()
-        data = seed(args.tasks, args.models, args.samples)
+        data = seed(args.tasks, args.models, args.samples, args.partial)
         total = args.tasks * args.models * args.samples
         print(
             f"seeded {total} attempts ({args.tasks} tasks x {args.models} models x "
-            f"{args.samples} samples) in {time.perf_counter() - started:.1f} s (SQLite, {tmp})"
+            f"{args.samples} samples, {args.partial} runs missing a fifth of the tasks) in "
+            f"{time.perf_counter() - started:.1f} s (SQLite, {tmp})"
         )
         # SQLite runs inside this process, so CPU time is the server time a quiet machine
         # would see; wall time also counts waiting for a core on a busy one.
@@ -239,15 +265,23 @@ def main() -> int:
         print(f"load average {load:.1f} on {os.cpu_count()} cores; {args.requests} requests each")
         print(
             f"{'page':28} {'wall median':>12} {'wall max':>9} {'cpu median':>11}"
-            f"  target <= {TARGET_MS:.0f} ms"
+            f"  target: cpu median <= {TARGET_MS:.0f} ms"
         )
-        failed = False
+        missed = []
         for name, median, worst, cpu in time_pages(data, args.requests):
-            ok = median <= TARGET_MS
-            failed |= not ok
-            verdict = "ok" if ok else ("SLOW (cpu ok)" if cpu <= TARGET_MS else "SLOW")
+            if cpu > TARGET_MS:
+                missed.append(name)
+            verdict = "MISSED" if cpu > TARGET_MS else "ok"
+            if verdict == "ok" and median > TARGET_MS:
+                verdict += " (wall over: waiting for a core)"
             print(f"{name:28} {median:12.1f} {worst:9.1f} {cpu:11.1f}  {verdict}")
-        return 1 if failed else 0
+        load = os.getloadavg()[0]
+        print(f"load average {load:.1f} at the end")
+        if missed:
+            print(f"target missed by {len(missed)} page(s): {', '.join(missed)}")
+            return 1
+        print("every page within its target")
+        return 0
     finally:
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -204,6 +204,19 @@ class RunSource(models.TextChoices):
     VALIDATION = "validation", "Baseline validation"
 
 
+class RunDateSource(models.TextChoices):
+    """Where a run's date (``finished_at``) comes from. Imports read it from the folder when it
+    says, else take ``--date``; ``UNKNOWN`` runs carry their import time, are shown as
+    "imported on ..." and stay out of date filters and the over-time chart unless asked."""
+
+    HARNESS = "harness", "this harness's clock"
+    METADATA = "metadata", "the folder's metadata.yaml"
+    INSPECT = "inspect", "the Inspect log's timestamps"
+    TRAJECTORIES = "trajectories", "the trajectories' timestamps"
+    GIVEN = "given", "given on import (--date)"
+    UNKNOWN = "unknown", "unknown (the import time)"
+
+
 class RunQuerySet(models.QuerySet["Run"]):
     def active(self) -> RunQuerySet:
         return self.filter(status__in=[RunStatus.QUEUED, RunStatus.RUNNING])
@@ -237,6 +250,19 @@ class Run(models.Model):
     config_snapshot = models.JSONField(default=dict, blank=True)
     artifacts_dir = models.CharField(max_length=500, blank=True)
     notes = models.TextField(blank=True)
+    # Provenance of an imported run: its date's source, what was imported, when and by whom.
+    date_source = models.CharField(
+        max_length=20, choices=RunDateSource.choices, default=RunDateSource.HARNESS
+    )
+    source_path = models.CharField(max_length=1000, blank=True)
+    imported_at = models.DateTimeField(null=True, blank=True)
+    imported_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
 
     objects = RunQuerySet.as_manager()
 
@@ -258,6 +284,11 @@ class Run(models.Model):
     def is_final(self) -> bool:
         return self.status in RUN_FINAL_STATES
 
+    @property
+    def date_known(self) -> bool:
+        """False for an imported run whose source said nothing of when it ran."""
+        return self.date_source != RunDateSource.UNKNOWN
+
 
 class AttemptStatus(models.TextChoices):
     QUEUED = "queued", "Queued"
@@ -269,9 +300,19 @@ class AttemptStatus(models.TextChoices):
     # never re-sends it (both look for QUEUED only) until ``run_evaluate`` queues it. Neither
     # final nor failed: it has no outcome yet.
     NOT_EVALUATED = "not_evaluated", "Not evaluated"
+    # Imported results with no entry for the instance (or predictions without one): the
+    # system never attempted it. Final, but no outcome of the agent's: no failure reason, no
+    # grade, no usage. Counted as 0 in the whole-suite rate, left out of the attempted rate,
+    # the failure taxonomy and the paired tests (runs.results.scoring).
+    MISSING = "missing", "Not attempted"
 
 
-FINAL_STATES = (AttemptStatus.FINISHED, AttemptStatus.SKIPPED, AttemptStatus.CANCELLED)
+FINAL_STATES = (
+    AttemptStatus.FINISHED,
+    AttemptStatus.SKIPPED,
+    AttemptStatus.CANCELLED,
+    AttemptStatus.MISSING,
+)
 
 
 class Grade(models.TextChoices):
@@ -331,16 +372,18 @@ class Attempt(models.Model):
     is_infra = models.BooleanField(default=False)
     is_timeout = models.BooleanField(default=False)
     is_empty_run = models.BooleanField(default=False)
-    # The instance had no entry in imported results; it counts as unresolved.
-    is_missing = models.BooleanField(default=False)
 
     exit_code = models.IntegerField(null=True, blank=True)
     duration_sec = models.FloatField(null=True, blank=True)
-    tokens_in = models.PositiveBigIntegerField(default=0)
-    tokens_out = models.PositiveBigIntegerField(default=0)
-    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=0)
-    tool_calls = models.PositiveIntegerField(default=0)
-    steps = models.PositiveIntegerField(default=0)
+    # Usage: NULL when unknown (an imported report without a trajectory, a missing instance),
+    # shown as "—", never as zero.
+    tokens_in = models.PositiveBigIntegerField(default=0, null=True, blank=True)
+    tokens_out = models.PositiveBigIntegerField(default=0, null=True, blank=True)
+    cost_usd = models.DecimalField(
+        max_digits=12, decimal_places=6, default=0, null=True, blank=True
+    )
+    tool_calls = models.PositiveIntegerField(default=0, null=True, blank=True)
+    steps = models.PositiveIntegerField(default=0, null=True, blank=True)
     lines_changed = models.PositiveIntegerField(default=0)
     files_touched = models.JSONField(default=list, blank=True)
     final_patch = models.TextField(blank=True)
@@ -408,7 +451,6 @@ class Attempt(models.Model):
                     "model_config",
                     "task",
                     "is_infra",
-                    "is_missing",
                     "failure_reason",
                     "sample_index",
                     "run",
@@ -433,7 +475,6 @@ class Attempt(models.Model):
                     "task",
                     "status",
                     "is_infra",
-                    "is_missing",
                     "failure_reason",
                     "cost_usd",
                     "tokens_in",
@@ -467,15 +508,24 @@ class Attempt(models.Model):
         return self.status == AttemptStatus.FINISHED and self.failure_reason_id is None
 
     @property
+    def is_missing(self) -> bool:
+        """Never attempted (imported results without an entry for the instance)."""
+        return self.status == AttemptStatus.MISSING
+
+    @property
+    def tokens(self) -> int | None:
+        """Tokens in and out; None ("—") when nothing recorded them."""
+        if self.tokens_in is None and self.tokens_out is None:
+            return None
+        return (self.tokens_in or 0) + (self.tokens_out or 0)
+
+    @property
     def outcome(self) -> str:
         """How this attempt counts in scores (``runs.results.scoring.attempt_outcome``)."""
         from runs.results.scoring import attempt_outcome
 
         return attempt_outcome(
-            self.status,
-            is_infra=self.is_infra,
-            resolved=self.failure_reason_id is None,
-            is_missing=self.is_missing,
+            self.status, is_infra=self.is_infra, resolved=self.failure_reason_id is None
         )
 
     @property

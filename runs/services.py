@@ -493,17 +493,17 @@ def run_totals(run: Run) -> dict:
     figure for this run's row) as ``success_rate``."""
     from runs.results.scoring import TaskTally, classify, score
 
-    rows = run.attempts.values_list(
-        "task_id", "status", "failure_reason_id", "is_infra", "is_missing"
-    )
+    rows = run.attempts.values_list("task_id", "status", "failure_reason_id", "is_infra")
     by_status: Counter[str] = Counter()
     by_reason: Counter[str] = Counter()
     per_task: dict[int, TaskTally] = {}
-    for task_id, status, reason, is_infra, is_missing in rows:
+    for task_id, status, reason, is_infra in rows:
         by_status[status] += 1
-        tally = classify(status, is_infra=is_infra, resolved=reason is None, is_missing=is_missing)
+        tally = classify(status, is_infra=is_infra, resolved=reason is None)
         per_task[task_id] = per_task[task_id] + tally if task_id in per_task else tally
-        if status in FINAL_STATES:
+        if status == AttemptStatus.MISSING:
+            by_reason["MISSING"] += 1
+        elif status in FINAL_STATES:
             by_reason[reason or "RESOLVED"] += 1
     figures = score(per_task, universe=per_task, k=run.samples)
     return {
@@ -520,4 +520,9 @@ def run_totals(run: Run) -> dict:
         "tasks": figures.tasks,
         "score_label": figures.resolved_label,
         "success_rate": None if figures.rate is None else round(figures.rate, 4),
+        "missing": figures.missing_attempts,
+        "attempted_tasks": figures.attempted_tasks,
+        "attempted_rate": (
+            None if figures.attempted_rate is None else round(figures.attempted_rate, 4)
+        ),
     }

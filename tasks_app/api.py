@@ -287,10 +287,20 @@ class PredictionsImportIn(Schema):
     enqueue: bool = Field(True, description="send the attempts to the workers for evaluation")
 
 
+RUN_DATE = Field(
+    None,
+    description="when the run ran, used when the files say nothing (metadata.yaml, an Inspect "
+    "log, trajectories' timestamps); without either the run's date is unknown: shown as its "
+    "import time and left out of date filters and the over-time chart unless asked",
+)
+
+
 class ResultsImportIn(Schema):
     suite: SuiteName
     model: ModelName
     ignore_unknown: bool = False
+    skip_bad: bool = Field(False, description="leave bad files out (listed) instead of failing")
+    date: dt.datetime | None = RUN_DATE
 
 
 class RunImportIn(Schema):
@@ -298,6 +308,7 @@ class RunImportIn(Schema):
     model: ModelName
     dry_run: bool = Field(False, description="read and check everything, store nothing")
     skip_bad: bool = Field(False, description="leave bad files out (listed) instead of failing")
+    date: dt.datetime | None = RUN_DATE
 
 
 class RunImportOut(Schema):
@@ -313,6 +324,8 @@ class RunImportOut(Schema):
     updated: int
     unchanged: int
     skipped: list[str] = Field(description="bad files left out (skip_bad)")
+    date: str = Field(description="the run's date (ISO); empty when unknown")
+    date_source: str = Field(description="metadata, inspect, trajectories, given or unknown")
 
 
 class PredictionsReportOut(Schema):
@@ -338,6 +351,7 @@ class ResultsReportOut(Schema):
     replaced_runs: int
     ignored_unknown: list[str]
     skipped_files: list[str]
+    plan: list[str] = Field(description="what the upload holds, format by format")
 
 
 @router.post(
@@ -442,6 +456,8 @@ def results_import_endpoint(
         model_name=payload.model,
         predictions=read_upload(predictions) if predictions is not None else None,
         ignore_unknown=payload.ignore_unknown,
+        skip_bad=payload.skip_bad,
+        date=payload.date,
         created_by=request.user,
     )
     audit_event_record(
@@ -464,6 +480,7 @@ def results_import_endpoint(
         "replaced_runs": report.replaced_runs,
         "ignored_unknown": report.ignored_unknown,
         "skipped_files": report.skipped_files,
+        "plan": report.plan,
     }
 
 
@@ -489,6 +506,7 @@ def run_import_endpoint(request: HttpRequest, payload: Form[RunImportIn], file: 
         model_name=payload.model,
         dry_run=payload.dry_run,
         skip_bad=payload.skip_bad,
+        date=payload.date,
         created_by=request.user,
     )
     name = Path(file.name or "upload").name
@@ -514,4 +532,6 @@ def run_import_endpoint(request: HttpRequest, payload: Form[RunImportIn], file: 
         "updated": report.updated,
         "unchanged": report.unchanged,
         "skipped": report.skipped,
+        "date": report.date,
+        "date_source": report.date_source,
     }

@@ -66,8 +66,13 @@ def make_attempt(
     status: str = AttemptStatus.FINISHED,
     **fields,
 ) -> Attempt:
+    """``missing``: the instance was never attempted (status missing: no reason, no usage)."""
+    if missing:
+        status, reason = AttemptStatus.MISSING, None
+        for name in ("cost_usd", "tokens_in", "tokens_out", "duration_sec", "steps"):
+            fields.setdefault(name, None)
     failure = FailureReason.objects.get(code=reason) if reason else None
-    is_infra = bool(failure and failure.is_infrastructure and not missing)
+    is_infra = bool(failure and failure.is_infrastructure)
     return Attempt.objects.create(
         run=run,
         task=task,
@@ -77,7 +82,6 @@ def make_attempt(
         status=status,
         failure_reason=failure,
         is_infra=is_infra,
-        is_missing=missing,
         finished_at=finished_at if status == AttemptStatus.FINISHED else None,
         cost_usd=fields.pop("cost_usd", Decimal("0.10")),
         tokens_in=fields.pop("tokens_in", 1000),

@@ -92,7 +92,10 @@ def test_it_goes_from_the_leaderboard_to_a_comparison_to_an_attempt(page, live_s
     page.click("#compare-top")
     page.wait_for_selector("#matrix")
     assert page.locator("#matrix tbody tr").count() == 23
-    assert "Paired test over 23 tasks" in page.content()
+    # Both rows attempted every task: the paired test runs over all 23, with no coverage notice.
+    assert page.locator(".pair .paired-n").first.inner_text() == "23"
+    assert "tasks both attempted" in page.locator(".pair").first.inner_text()
+    assert page.locator(".coverage-warning").count() == 0
     shot(page, "compare")
 
     page.locator("#matrix a.attempt-link").first.click()

@@ -128,7 +128,8 @@ def test_an_imported_run_without_costs_shows_dashes_and_its_calls_per_sample(rea
     # The Inspect log: 3 of the 20 instances, one model call each, tokens but no cost.
     run_folder_import(path=INSPECT_LOG, suite_name=suite.name, model_name="insp")
     row = {r.name: r for r in leaderboard_rows(suite=suite)}["insp"]
-    assert (row.attempts, row.missing) == (20, 17)
+    # 3 attempts made, 17 instances never attempted.
+    assert (row.attempts, row.missing, row.attempted_tasks) == (3, 17, 3)
     # Per attempt that ran: the 17 missing instances did no work.
     assert row.mean_calls == 1
     assert row.mean_tokens == pytest.approx((1200 + 300 + 1201 + 301 + 1202 + 302) / 3)

@@ -69,8 +69,9 @@ def test_the_run_page_and_the_leaderboard_say_how_many_wait(waiting_run, client,
     api = client.get("/api/leaderboard?suite=lite-dev", **auth).json()
     (row,) = api["rows"]
     assert row["not_evaluated"] == 7
-    # Unrated: the 16 instances with no prediction are the only outcomes.
-    assert row["scored"] == len(IDS) - 7
+    # Unrated: the 16 instances with no prediction are the only outcomes, and they are no
+    # attempts: never attempted.
+    assert row["scored"] == 0 and row["missing_attempts"] == len(IDS) - 7
 
 
 def test_evaluate_queues_them_for_the_workers(

@@ -35,7 +35,7 @@ def test_it_seeds_both_suites_once_and_the_same_way(artifacts_root):  # noqa: F8
     suites = {s for s, *_ in first}
     assert suites == {"custom-dev", "swebench-lite-dev"}
     assert Run.objects.filter(source=RunSource.PUBLISHED).exists()
-    assert Attempt.objects.filter(is_missing=True).count() == 2
+    assert Attempt.objects.filter(status="missing").count() == 2
     assert Attempt.objects.filter(sample_index=2).exists()  # k=3 for some models
     assert AttemptStage.objects.exists()
     assert any(artifacts_root.rglob("events.jsonl"))

@@ -391,7 +391,9 @@ def test_an_experiments_style_folder_brings_its_patches_and_metadata(lite, tmp_p
     assert report.resolved == 5
     plan = "\n".join(report.plan)
     assert "legacy v1 report: 1 file(s)" in plan and "predictions: 1 file(s)" in plan
-    assert "name=Agent X" in plan and "ignored  2 other file(s)" in plan
+    assert "name=Agent X" in plan and "ignored  1 other file(s)" in plan
+    # A JSON file of the layout that holds no outcomes is skipped with a notice, by name.
+    assert "ignored  results/resolved_by_repo.json (a known auxiliary file" in plan
     run = Run.objects.get(public_id=report.run_id)
     metadata = run.config_snapshot["metadata"]
     assert (

@@ -1,6 +1,8 @@
 """One definition of a score: the leaderboard page, the compare page, the taxonomy, the API
 (JSON and CSV), the compare exports and ``ab leaderboard`` show the same figures for every
-row and every pair, on the demo data and on a suite with k = 3 and two runs of one model."""
+row and every pair, on the demo data, on a suite with k = 3 and two runs of one model, and on
+a suite where runs cover part of it (tests/partial_fixtures.py: real imported reports): both
+rates, the missing state and the paired test over the tasks both rows attempted."""
 
 from __future__ import annotations
 
@@ -26,6 +28,13 @@ from tests.pages_fixtures import (
     make_run,
     make_suite,
     outcomes,
+)
+from tests.partial_fixtures import (
+    FULL,
+    PARTIAL,
+    PARTIAL_IDS,
+    partial_suite,  # noqa: F401 - fixture
+    run_of,
 )
 
 pytestmark = pytest.mark.django_db
@@ -88,7 +97,10 @@ def close(a, b) -> bool:
     return abs(float(a) - float(b)) < 1e-9
 
 
-FIELDS = ("rate", "ci_low", "ci_high", "resolved", "tasks", "pending", "pass_at_k")
+FIELDS = (
+    "rate", "ci_low", "ci_high", "resolved", "tasks", "pending", "pass_at_k", "attempted_rate",
+    "attempted_ci_low", "attempted_ci_high", "attempted_tasks", "missing",
+)  # fmt: skip
 # Usage per attempt that ran, and how the page shows each.
 USAGE = {
     "mean_cost_usd": usd,
@@ -99,8 +111,9 @@ USAGE = {
 }
 
 
-def figures(rate, ci_low, ci_high, resolved, tasks, pending, pass_at_k) -> tuple:
-    return (rate, ci_low, ci_high, resolved, tasks, pending, pass_at_k)
+def figures(s) -> tuple:
+    """A score's figures, in FIELDS' order."""
+    return tuple(getattr(s, f) for f in FIELDS)
 
 
 def picked(record: dict, fields=FIELDS) -> tuple:
@@ -131,11 +144,9 @@ def check_everywhere(client, capsys, suite: Suite) -> None:
         assert page.status_code == 200
         rows = page.context["board"].all_rows
         assert len(rows) >= 4
-        want = {
-            r.key: figures(r.rate, r.ci_low, r.ci_high, r.resolved, r.tasks, r.pending, r.pass_at_k)
-            for r in rows
-        }
+        want = {r.key: figures(r.score) for r in rows}
         p_values = {r.key: r.p_value_vs_leader for r in rows}
+        paired = {r.key: r.paired_vs_leader for r in rows}
         usage = {r.key: tuple(getattr(r, f) for f in USAGE) for r in rows}
         assert any(r.mean_calls for r in rows) and any(r.mean_calls is None for r in rows)
         body = page.content.decode()
@@ -144,6 +155,10 @@ def check_everywhere(client, capsys, suite: Suite) -> None:
             rate = "—" if r.rate is None else f"{100 * r.rate:.1f}%"
             assert rate in html
             assert r.score.resolved_label in html
+            cell = re.search(r'<td class="num attempted">(.*?)</td>', html, re.S).group(1)
+            attempted = r.score.attempted_rate
+            assert ("—" if attempted is None else f"{100 * attempted:.1f}%") in cell
+            assert r.score.attempted_label in cell
             for value, (field, shown) in zip(usage[r.key], USAGE.items(), strict=True):
                 assert f'<td class="num">{shown(value)}</td>' in html, (r.key, field)
 
@@ -154,11 +169,14 @@ def check_everywhere(client, capsys, suite: Suite) -> None:
             same(got, want[row["key"]], f"API {view} {row['key']}")
             same(picked(row, USAGE), usage[row["key"]], f"API usage {view} {row['key']}")
             assert close(row["p_value_vs_leader"], p_values[row["key"]])
+            assert row["paired_vs_leader"] == paired[row["key"]]
 
         text = client.get("/api/leaderboard.csv", {"suite": suite.name, "view": view})
         for row in csv.DictReader(io.StringIO(text.content.decode())):
             same(picked(row), want[row["key"]], f"CSV {view} {row['key']}")
             same(picked(row, USAGE), usage[row["key"]], f"CSV usage {view} {row['key']}")
+            p = row["p_value_vs_leader"]
+            assert close(float(p) if p else None, p_values[row["key"]])
 
         capsys.readouterr()
         assert ab(["leaderboard", suite.name, "--view", view, "--json"]) == 0
@@ -173,6 +191,9 @@ def check_everywhere(client, capsys, suite: Suite) -> None:
             line = next(ln for ln in table.splitlines() if f" {r.key[:44]} " in ln)
             assert ("-" if r.rate is None else f"{100 * r.rate:.1f}%") in line
             assert r.score.resolved_label in line
+            attempted = r.score.attempted_rate
+            assert ("-" if attempted is None else f"{100 * attempted:.1f}%") in line
+            assert r.score.attempted_label in line
 
         check_pairs(client, suite, page.context["board"], want)
         if view == "configs":
@@ -194,9 +215,8 @@ def check_pairs(client, suite: Suite, board, want: dict) -> None:
         assert page.status_code == 200, page.content[:300]
         comparison = page.context["comparison"]
         for summary in comparison.summaries:
-            s = summary.score
             same(
-                figures(s.rate, s.ci_low, s.ci_high, s.resolved, s.tasks, s.pending, s.pass_at_k),
+                figures(summary.score),
                 want[summary.entry.key],
                 f"compare {models} {summary.entry.key}",
             )
@@ -204,6 +224,11 @@ def check_pairs(client, suite: Suite, board, want: dict) -> None:
         expected = paired_test(rows[a].score, rows[b].score)
         assert close(pair.p_value, expected.p_value)
         assert len(pair.fixed_by_b) == len(expected.better)
+        assert (pair.paired, pair.test.only_a, pair.test.only_b) == (
+            expected.tasks,
+            expected.only_a,
+            expected.only_b,
+        )
         if leader is not None and leader.key == a and rows[b].p_value_vs_leader is not None:
             assert close(pair.p_value, rows[b].p_value_vs_leader)
         if leader is not None and leader.key == b and rows[a].p_value_vs_leader is not None:
@@ -212,6 +237,8 @@ def check_pairs(client, suite: Suite, board, want: dict) -> None:
         pair_line = re.search(r'<p class="pair"[^>]*>(.*?)</p>', body, re.S).group(1)
         for rate in (pair.rate_a, pair.rate_b):
             assert ("—" if rate is None else f"{100 * rate:.1f}%") in pair_line
+        assert f'<span class="paired-n">{pair.paired}</span>' in pair_line
+        assert ("Coverage differs" in body) is pair.coverage_differs
 
         api = client.get("/api/compare", {"suite": suite.name, "models": models}).json()
         exported = client.get(compare, {"models": models, "format": "json"}).json()
@@ -222,6 +249,12 @@ def check_pairs(client, suite: Suite, board, want: dict) -> None:
             (p,) = data["pairs"]
             assert close(p["p_value"], pair.p_value)
             assert close(p["rate_a"], want[a][0]) and close(p["rate_b"], want[b][0])
+            assert (p["paired"], p["only_a"], p["only_b"]) == (
+                pair.paired,
+                pair.test.only_a,
+                pair.test.only_b,
+            )
+            assert close(p["attempted_rate_a"], rows[a].score.attempted_rate)
 
 
 def check_taxonomy(client, suite: Suite, want: dict) -> None:
@@ -229,17 +262,23 @@ def check_taxonomy(client, suite: Suite, want: dict) -> None:
     body = page.content.decode()
     for b in page.context["breakdown"].models:
         s = b.score
-        got = figures(s.rate, s.ci_low, s.ci_high, s.resolved, s.tasks, s.pending, s.pass_at_k)
-        same(got, want[b.model.slug], f"taxonomy {b.model.slug}")
+        same(figures(s), want[b.model.slug], f"taxonomy {b.model.slug}")
         row = re.search(rf'<tr data-model="{b.model.slug}">(.*?)</tr>', body, re.S).group(1)
         assert s.resolved_label in row
     api = client.get("/api/taxonomy", {"suite": suite.name}).json()
+    missing = {b.model.slug: b.missing for b in page.context["breakdown"].models}
     for m in api["models"]:
-        assert close(m["score"]["rate"], want[m["model"]["slug"]][0])
+        same(picked(m["score"]), want[m["model"]["slug"]], f"taxonomy API {m['model']['slug']}")
+        assert m["missing"] == missing[m["model"]["slug"]]
     text = client.get("/api/taxonomy.csv", {"suite": suite.name}).content.decode()
     slug_of = {b.model.name: b.model.slug for b in page.context["breakdown"].models}
+    at = {f: FIELDS.index(f) for f in FIELDS}
     for row in csv.DictReader(io.StringIO(text)):
-        assert close(float(row["rate"]) if row["rate"] else None, want[slug_of[row["model"]]][0])
+        want_row = want[slug_of[row["model"]]]
+        assert close(float(row["rate"]) if row["rate"] else None, want_row[at["rate"]])
+        attempted = float(row["attempted_rate"]) if row["attempted_rate"] else None
+        assert close(attempted, want_row[at["attempted_rate"]])
+        assert int(row["missing"]) == missing[slug_of[row["model"]]]
 
 
 def test_it_shows_the_same_figures_everywhere_on_a_k3_suite_with_two_runs(client, capsys, k3_suite):
@@ -249,3 +288,118 @@ def test_it_shows_the_same_figures_everywhere_on_a_k3_suite_with_two_runs(client
 def test_it_shows_the_same_figures_everywhere_on_the_demo_data(client, capsys, demo):
     check_everywhere(client, capsys, demo)
     check_everywhere(client, capsys, Suite.objects.get(name="custom-dev"))
+
+
+def test_it_shows_the_same_figures_everywhere_on_a_suite_runs_cover_in_part(
+    client,
+    capsys,
+    partial_suite,  # noqa: F811
+):
+    check_everywhere(client, capsys, partial_suite)
+
+
+def test_a_partial_run_reads_the_same_on_every_surface(client, capsys, partial_suite):  # noqa: F811
+    """The run that attempted 10 of the 20 instances (5 resolved): 25% over the suite, 50% on
+    what it attempted; its 10 other instances are not attempted everywhere, never failures."""
+    suite = partial_suite
+    run = run_of(PARTIAL)
+    key = f"{run.model_config.slug}@{str(run.public_id)[:8]}"
+    board = client.get(reverse("suite-leaderboard", args=[suite.name]))
+    row = next(r for r in board.context["board"].all_rows if r.key == key)
+    s = row.score
+    assert (s.rate, s.resolved_label, s.ci_low) == (0.25, "5 / 20", pytest.approx(s.ci_low))
+    assert (s.attempted_rate, s.attempted_label) == (0.5, "5 / 10")
+    assert (s.attempts, s.missing, s.missing_attempts, s.scored) == (10, 10, 10, 10)
+    html = row_html(board.content.decode(), key)
+    assert "25.0%" in html and "50.0%" in html and "10 of 20 not attempted" in html
+    # The full run leads; the paired test covers the 10 tasks both attempted, where they agree.
+    leader = board.context["board"].leader
+    assert leader.name == FULL
+    assert (row.p_value_vs_leader, row.paired_vs_leader, row.status) == (1.0, 10, "tied")
+    assert row.coverage_differs_from_leader and "coverage differs" in html
+
+    api = client.get("/api/leaderboard", {"suite": suite.name}).json()["rows"]
+    got = next(r for r in api if r["key"] == key)
+    assert (got["rate"], got["attempted_rate"], got["missing"], got["attempts"]) == (
+        0.25, 0.5, 10, 10,
+    )  # fmt: skip
+    assert (got["p_value_vs_leader"], got["paired_vs_leader"]) == (1.0, 10)
+    text = client.get("/api/leaderboard.csv", {"suite": suite.name}).content.decode()
+    got_csv = next(r for r in csv.DictReader(io.StringIO(text)) if r["key"] == key)
+    assert (got_csv["attempted_pct"], got_csv["resolved_pct"], got_csv["missing"]) == (
+        "50.0", "25.0", "10",
+    )  # fmt: skip
+    capsys.readouterr()
+    assert ab(["leaderboard", suite.name]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if f" {key[:44]} " in ln)
+    assert "25.0%" in line and "50.0%" in line and "5 / 10" in line
+    assert "n = 10, coverage differs" in line and "10 not attempted" in line
+
+    # The run page: both rates, the missing count, no failure among them.
+    page = client.get(run.get_absolute_url()).content.decode()
+    score = page[page.index('id="run-score"') :]
+    assert "25.0%" in score and "50.0%" in score and "5 / 10" in score
+    outcomes_table = page[page.index('id="run-outcomes"') :]
+    outcomes_table = outcomes_table[: outcomes_table.index("</table>")]
+    assert "TESTS_FAILED" in outcomes_table and ">5<" in outcomes_table
+    assert 'not attempted</span></td><td class="num">10<' in outcomes_table
+
+    # The taxonomy: 5 TESTS_FAILED in the bars, table and CSV, the 10 missing apart.
+    taxonomy = client.get("/api/taxonomy", {"suite": suite.name}).json()
+    model = next(m for m in taxonomy["models"] if m["model"]["name"] == PARTIAL)
+    assert model["counts"] == {"TESTS_FAILED": 5} and (model["total"], model["missing"]) == (10, 10)
+    chart = client.get(reverse("suite-taxonomy-chart", args=[suite.name])).json()
+    failed = next(b for b in chart["bars"] if b["name"].startswith("TESTS_FAILED"))
+    assert failed["y"][failed["x"].index(PARTIAL)] == 5
+    assert not any("missing" in b["name"] or "attempted" in b["name"] for b in chart["bars"])
+    text = client.get("/api/taxonomy.csv", {"suite": suite.name}).content.decode()
+    got_csv = next(r for r in csv.DictReader(io.StringIO(text)) if r["model"] == PARTIAL)
+    assert (got_csv["TESTS_FAILED"], got_csv["missing"], got_csv["total"]) == ("5", "10", "10")
+
+    # Attempt lists: ?reason=TESTS_FAILED lists the 5 failures only; ?outcome=missing the 10.
+    listing = reverse("suite-attempts", args=[suite.name])
+    slug = run.model_config.slug
+    failed = client.get(listing, {"model": slug, "reason": "TESTS_FAILED"}).context["page"]
+    assert failed.paginator.count == 5
+    missing = client.get(listing, {"model": slug, "outcome": "missing"}).context["page"]
+    assert missing.paginator.count == 10
+    api = client.get("/api/attempts", {"run": str(run.public_id), "failure_reason": "TESTS_FAILED"})
+    assert api.json()["count"] == 5
+
+
+def test_a_strict_subset_of_a_run_compares_equal_over_exactly_the_shared_tasks(
+    client,
+    partial_suite,  # noqa: F811
+):
+    full, partial = run_of(FULL), run_of(PARTIAL)
+    keys = [f"{r.model_config.slug}@{str(r.public_id)[:8]}" for r in (partial, full)]
+    compare = reverse("suite-compare", args=[partial_suite.name])
+    page = client.get(compare, {"models": ",".join(keys)})
+    (pair,) = page.context["comparison"].pairs
+    shared = set(PARTIAL_IDS)
+    assert (pair.p_value, pair.paired, pair.test.exact) == (1.0, 10, True)
+    assert (pair.test.only_a, pair.test.only_b) == (0, 10) and pair.coverage_differs
+    assert not pair.fixed_by_b and not pair.regressed
+    assert {r.task_id for r in pair.both + pair.neither} == shared
+    body = page.content.decode()
+    assert "Coverage differs: 0 tasks attempted only by" in body
+    # The 10 tasks the subset never attempted are "not attempted" cells, not failures.
+    rows = {r.task_id: r for r in page.context["comparison"].rows}
+    for task_id, r in rows.items():
+        assert (r.cells[0].outcome == "missing") is (task_id not in shared)
+        assert r.cells[0].reason == "" or task_id in shared
+    for data in (
+        client.get("/api/compare", {"suite": partial_suite.name, "models": ",".join(keys)}).json(),
+        client.get(compare, {"models": ",".join(keys), "format": "json"}).json(),
+    ):
+        (p,) = data["pairs"]
+        assert (p["p_value"], p["paired"], p["only_a"], p["only_b"]) == (1.0, 10, 0, 10)
+        assert p["coverage_differs"] and not p["fixed_by_b"] and not p["regressed"]
+    text = client.get(compare, {"models": ",".join(keys), "format": "csv"}).content.decode()
+    label = page.context["comparison"].entries[0].label
+    for row in csv.DictReader(io.StringIO(text)):
+        cell = (row[f"{label}:outcome"], row[f"{label}:reason"], row[f"{label}:scored"])
+        if row["task_id"] in shared:
+            assert cell[0] in ("resolved", "failed") and cell[2] == "1"
+        else:
+            assert cell == ("missing", "", "0")

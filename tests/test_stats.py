@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import itertools
 import math
+import random
 
 import pytest
 
@@ -93,9 +95,10 @@ def tallies(*per_task: tuple[int, int]) -> dict[int, TaskTally]:
 
 
 def test_the_statuses_scoring_knows_are_the_models():
-    assert {AttemptStatus.FINISHED.value} | scoring.UNRUN_STATUSES == {
+    assert {AttemptStatus.FINISHED.value, scoring.MISSING} | scoring.UNRUN_STATUSES == {
         s.value for s in FINAL_STATES
     }
+    assert AttemptStatus.MISSING.value == scoring.MISSING
     assert {s.value for s in FINAL_STATES} == scoring.FINAL_STATUSES
     # Imported predictions waiting for evaluation are pending whether or not the status exists.
     assert scoring.NOT_EVALUATED not in scoring.FINAL_STATUSES
@@ -114,7 +117,28 @@ def test_own_runs_are_rated_over_scored_tasks_and_published_ones_over_the_suite(
     own = {0: TaskTally(scored=1, resolved=1), 1: TaskTally(excluded=1)}
     assert score(own, universe=range(3)).tasks == 1
     published = score(own, universe=range(3), whole_suite=True)
-    assert (published.rate, published.tasks, published.missing) == (pytest.approx(1 / 3), 3, 2)
+    # Task 2 has no attempt at all: not attempted. Task 1 was, but infrastructure failed.
+    assert (published.rate, published.tasks, published.missing) == (pytest.approx(1 / 3), 3, 1)
+    assert (published.attempted_rate, published.attempted_tasks) == (1.0, 1)
+
+
+def test_a_partial_run_has_a_whole_suite_rate_and_a_rate_on_what_it_attempted():
+    # 100 tasks, 10 attempted (8 resolved), 90 missing: 8% over the suite, 80% attempted.
+    attempted = {i: TaskTally(scored=1, resolved=int(i < 8)) for i in range(10)}
+    missing = {i: TaskTally(missing=1) for i in range(10, 100)}
+    s = score(attempted | missing, universe=range(100), whole_suite=True)
+    assert (s.rate, s.tasks, s.resolved_label) == (pytest.approx(0.08), 100, "8 / 100")
+    assert (s.attempted_rate, s.attempted_tasks, s.attempted_label) == (0.8, 10, "8 / 10")
+    assert (s.attempted_ci_low, s.attempted_ci_high) == pytest.approx(wilson_interval(8, 10))
+    assert (s.ci_low, s.ci_high) == pytest.approx(wilson_interval(8, 100))
+    # Missing instances are no attempts and no failures.
+    assert (s.attempts, s.scored, s.missing, s.missing_attempts) == (10, 10, 90, 90)
+    assert s.partial
+    # An own run (predictions without an entry for some instances) counts them 0 the same way.
+    own = score(attempted | missing, universe=range(100))
+    assert (own.rate, own.tasks, own.attempted_rate) == (pytest.approx(0.08), 100, 0.8)
+    full = score(attempted, universe=range(10))
+    assert full.rate == full.attempted_rate == 0.8 and not full.partial
 
 
 def test_excluded_tasks_leave_the_rate_and_their_attempts_are_counted_apart():
@@ -127,9 +151,9 @@ def test_excluded_tasks_leave_the_rate_and_their_attempts_are_counted_apart():
 def test_pending_attempts_are_never_failures_and_are_said():
     per_task = {
         0: TaskTally(scored=1, resolved=1),
-        1: classify("queued", is_infra=False, resolved=True, is_missing=False),
-        2: classify(scoring.NOT_EVALUATED, is_infra=False, resolved=True, is_missing=False),
-        3: classify("running", is_infra=False, resolved=True, is_missing=False),
+        1: classify("queued", is_infra=False, resolved=True),
+        2: classify(scoring.NOT_EVALUATED, is_infra=False, resolved=True),
+        3: classify("running", is_infra=False, resolved=True),
     }
     s = score(per_task, universe=range(4))
     assert (s.rate, s.tasks, s.pending, s.not_evaluated) == (1.0, 1, 3, 1)
@@ -139,11 +163,10 @@ def test_pending_attempts_are_never_failures_and_are_said():
 
 def test_skipped_cancelled_and_infrastructure_attempts_are_excluded():
     for status, infra in (("skipped", False), ("cancelled", False), ("finished", True)):
-        assert classify(status, is_infra=infra, resolved=False, is_missing=False) == TaskTally(
-            excluded=1
-        )
-    missing = classify("finished", is_infra=False, resolved=True, is_missing=True)
-    assert (missing.scored, missing.resolved, missing.missing) == (1, 0, 1)
+        assert classify(status, is_infra=infra, resolved=False) == TaskTally(excluded=1)
+    # Never attempted: no reason, so "resolved" by the reason alone, and still no success.
+    missing = classify(scoring.MISSING, is_infra=False, resolved=True)
+    assert missing == TaskTally(missing=1) and missing.attempts == 0
 
 
 def test_the_interval_is_wilson_over_tasks_with_one_sample_and_clusters_several():
@@ -169,17 +192,55 @@ def test_the_paired_test_is_exact_mcnemar_with_one_sample_a_task():
     assert len(test.worse) == 8 and not test.better
 
 
-def test_the_paired_test_on_shares_is_reproducible_and_sensible():
+def brute_force_p(diffs: list[float]) -> float:
+    """Every one of the 2^n sign patterns, counted."""
+    observed = abs(sum(diffs))
+    hits = sum(
+        abs(sum(s * d for s, d in zip(signs, diffs, strict=True))) >= observed - 1e-9
+        for signs in itertools.product((-1, 1), repeat=len(diffs))
+    )
+    return hits / 2 ** len(diffs)
+
+
+def test_the_paired_test_on_shares_is_exact():
     diffs = [1 / 3, 2 / 3, 1, 1 / 3, 2 / 3, 1, 1 / 3, 1, 2 / 3, 1]
     p, exact = sign_flip_p_value(diffs)
-    assert not exact
-    assert sign_flip_p_value(diffs) == (p, False)
-    # All ten tasks better: the exact sign-flip p is 2 / 2^10 ~ 0.002; the estimate's floor
-    # is 1 / 2001.
-    assert p < 0.01
+    # All ten tasks better: only the two all-same-sign patterns are as extreme.
+    assert exact and p == pytest.approx(2 / 2**10)
+    rng = random.Random(7)
+    for _ in range(30):
+        n = rng.randint(2, 12)
+        diffs = [
+            rng.choice((-1, 1)) * rng.choice((1, 2, 3, 4)) / rng.choice((3, 4)) for _ in range(n)
+        ]
+        p, exact = sign_flip_p_value(diffs)
+        assert exact and p == pytest.approx(brute_force_p(diffs)), diffs
     p_mixed, _ = sign_flip_p_value([1 / 3, -2 / 3, 1, -1, 1 / 3, -1 / 3])
     assert p_mixed > 0.5
     assert sign_flip_p_value([]) == (1.0, True)
+    # Differences too fine to scale to integers fall back to fixed-seed sign flips.
+    p_fine, exact = sign_flip_p_value([0.1234567891, -0.2718281828, 0.3141592653, 0.5772156649])
+    assert not exact and sign_flip_p_value(
+        [0.1234567891, -0.2718281828, 0.3141592653, 0.5772156649]
+    ) == (p_fine, False)
+
+
+def test_the_paired_test_covers_only_the_tasks_both_rows_attempted():
+    # a attempted tasks 0-9, b every task 0-49; on 0-9 they agree exactly.
+    shared = {i: TaskTally(scored=1, resolved=int(i % 2 == 0)) for i in range(10)}
+    rest = {i: TaskTally(scored=1, resolved=1) for i in range(10, 50)}
+    a = score(
+        shared | {i: TaskTally(missing=1) for i in range(10, 50)},
+        universe=range(50),
+        whole_suite=True,
+    )
+    b = score(shared | rest, universe=range(50), whole_suite=True)
+    test = paired_test(a, b)
+    assert (test.tasks, test.only_a, test.only_b) == (10, 0, 40)
+    assert test.coverage_differs and test.p_value == 1.0 and not test.better and not test.worse
+    assert len(test.same) == 5 and len(test.neither) == 5
+    # The whole-suite rates differ widely; the paired test does not count the 40 missing.
+    assert (a.rate, b.rate) == (pytest.approx(0.1), pytest.approx(0.9))
 
 
 def test_the_leader_is_the_best_complete_non_reference_row():
@@ -202,3 +263,32 @@ def test_the_leader_is_the_best_complete_non_reference_row():
     assert places["weak"].status == "behind" and places["weak"].p_value < 0.05
     assert places["oracle"].status == "reference" and places["oracle"].rank is None
     assert places["busy"].status == "pending" and not places["busy"].tied
+    assert places["close"].paired == 10 and not places["close"].coverage_differs
+
+
+def test_the_leaderboards_batched_tests_are_the_pairs_own():
+    rng = random.Random(3)
+
+    def row(skill: float, attempted: int = 40) -> scoring.Score:
+        per_task = {}
+        for t in range(40):
+            if t >= attempted:
+                per_task[t] = TaskTally(missing=1)
+                continue
+            n = rng.choice((1, 2, 3))
+            per_task[t] = TaskTally(scored=n, resolved=sum(rng.random() < skill for _ in range(n)))
+        return score(per_task, universe=range(40), whole_suite=True, k=3)
+
+    leader = row(0.8)
+    others = [row(0.5), row(0.75), row(0.8, attempted=25), row(0.2, attempted=5)]
+    batched = scoring.paired_tests(leader, others)
+    for other, test in zip(others, batched, strict=True):
+        alone = paired_test(leader, other)
+        assert (test.p_value, test.exact, test.tasks) == (alone.p_value, alone.exact, alone.tasks)
+        assert test.better == alone.better and test.worse == alone.worse
+    # Small enough to count every sign pattern: the exact p is that count.
+    small = [t for t in batched if 0 < len(t.better) + len(t.worse) <= 14]
+    assert small
+    for test in small:
+        diffs = [float(d) for d in test._d if abs(d) > 1e-12]
+        assert test.p_value == pytest.approx(brute_force_p(diffs))

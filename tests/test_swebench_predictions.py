@@ -53,7 +53,9 @@ def test_it_keeps_patched_instances_not_evaluated_and_records_the_rest_as_unreso
         assert attempt.status == "finished" and attempt.failure_reason_id == "TESTS_FAILED"
         assert attempt.error_text.startswith("[empty-patch]")
     absent = attempts[IDS[12]]
-    assert absent.status == "finished" and absent.is_missing
+    # Not attempted: a state of its own, no failure reason and no grade.
+    assert absent.status == "missing" and absent.is_missing and absent.failure_reason_id is None
+    assert absent.grade == "" and absent.finished_at is None
     assert absent.error_text.startswith("[no-prediction]")
     assert report.no_prediction == sorted(IDS[12:])
     # Nothing is left to run, so the run is settled; the waiting ones are counted apart.
@@ -123,7 +125,8 @@ def test_a_run_with_nothing_to_evaluate_is_finished_at_once(lite, tmp_path):
     report = predictions_import(source=path, suite_name=lite, model_name="m")
     run = Run.objects.get(public_id=report.run_id)
     assert run.status == "finished" and run.totals["resolved"] == 0
-    assert run.totals["scored"] == 23
+    # One empty patch scored; 22 instances never attempted (0 in the rate, no failures).
+    assert (run.totals["scored"], run.totals["missing"], run.totals["tasks"]) == (1, 22, 23)
 
 
 def test_ab_import_predictions_lists_what_it_recorded(tmp_path):

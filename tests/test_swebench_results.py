@@ -71,7 +71,10 @@ def test_a_run_report_becomes_one_finished_attempt_per_suite_instance(lite, tmp_
     assert run.model_config.agent_variant == "external"
     attempts = by_task(run)
     assert len(attempts) == 23
-    assert all(a.status == "finished" and a.finished_at for a in attempts.values())
+    missing = [a for a in attempts.values() if a.status == "missing"]
+    assert all(
+        a.status == "finished" and a.finished_at for a in attempts.values() if a not in missing
+    )
     assert attempts[LITE_IDS[0]].resolved and attempts[LITE_IDS[0]].grade == "FULL"
     unresolved = attempts[LITE_IDS[5]]
     assert unresolved.failure_reason_id == "TESTS_FAILED" and not unresolved.is_infra
@@ -80,12 +83,14 @@ def test_a_run_report_becomes_one_finished_attempt_per_suite_instance(lite, tmp_
     error = attempts[LITE_IDS[14]]
     assert error.failure_reason_id == "SANDBOX_ERROR" and error.is_infra
     assert attempts[LITE_IDS[16]].is_infra
-    missing = [a for a in attempts.values() if a.is_missing]
-    assert len(missing) == 6 and all(a.failure_reason_id == "TESTS_FAILED" for a in missing)
+    # Never attempted: no failure reason, grade, time or usage.
+    assert len(missing) == 6 and all(a.is_missing for a in missing)
+    assert all(a.failure_reason_id is None and a.grade == "" for a in missing)
+    assert all(a.finished_at is None and a.cost_usd is None for a in missing)
     assert report.resolved == 5 and report.missing == 6 and report.suite_size == 23
     # % resolved is over the whole suite: missing and empty count in the denominator.
-    assert run.totals["resolved"] == 5
-    assert run.totals["scored"] == 23 - 3  # the three infrastructure outcomes are excluded
+    assert run.totals["resolved"] == 5 and run.totals["tasks"] == 23 - 3
+    assert run.totals["scored"] == 23 - 3 - 6  # infrastructure excluded, missing not attempted
     assert "5/23 resolved (21.7%)" in report.summary()
 
 
@@ -101,7 +106,8 @@ def test_reimporting_the_same_results_is_a_no_op_and_new_results_replace_the_run
     path = run_report(tmp_path, resolved_ids=LITE_IDS[:4], unresolved_ids=LITE_IDS[4:])
     changed = results_import(source=path, suite_name=lite, model_name="m")
 
-    assert changed.replaced_runs == 1 and changed.run_id != first.run_id
+    # One import for every source: new results update the model's run in place.
+    assert not changed.unchanged and changed.run_id == first.run_id
     assert Run.objects.count() == 1 and Attempt.objects.count() == 23
     assert Attempt.objects.resolved().count() == 4
 
@@ -187,7 +193,7 @@ def test_bad_results_name_the_file_and_field(lite, tmp_path):
 
     broken = tmp_path / "broken.json"
     broken.write_text("{\n  nope")
-    with pytest.raises(SwebenchInputError, match=r"broken.json: invalid JSON \(line 2"):
+    with pytest.raises(SwebenchInputError, match=r"broken.json: invalid JSON at line 2"):
         results_import(source=broken, suite_name=lite, model_name="m")
 
 
@@ -229,11 +235,12 @@ def test_imported_results_show_on_the_leaderboard_run_and_attempt_pages(
 
     board = client.get(f"/suites/{lite}/leaderboard/").content.decode()
     assert "published-agent" in board
-    assert "published results, 3 missing of 23" in board
+    assert "published results" in board and "3 of 23 not attempted" in board
     assert client.get(f"/runs/{report.run_id}/").status_code == 200
     attempt = Attempt.objects.get(run__public_id=report.run_id, task__task_id=LITE_IDS[22])
     page = client.get(attempt.get_absolute_url()).content.decode()
-    assert "missing" in page and LITE_IDS[22] in page
+    assert "not attempted" in page and LITE_IDS[22] in page
+    assert "TESTS_FAILED" not in page and "counts as the agent&#x27;s result" not in page
 
 
 def test_a_stale_published_attempt_is_marked_after_a_dataset_update(lite, tmp_path, client, alice):
@@ -252,4 +259,6 @@ def test_a_stale_published_attempt_is_marked_after_a_dataset_update(lite, tmp_pa
     assert "stale: task revision 1 &lt; 2" in page
     # The same results imported again now count as new: the dataset changed under them.
     again = results_import(source=path, suite_name=lite, model_name="m")
-    assert not again.unchanged and again.replaced_runs == 1
+    assert not again.unchanged and again.run_id == report.run_id
+    attempt.refresh_from_db()
+    assert not attempt.is_stale_revision

@@ -76,14 +76,16 @@ def _ref(model: ModelConfig) -> dict:
 SCORE_CSV = (
     "rate", "resolved", "tasks", "ci_low", "ci_high", "k", "pass_at_k", "whole_suite",
     "attempts", "scored", "resolved_attempts", "excluded", "pending", "not_evaluated", "missing",
-    "complete",
+    "attempted_rate", "attempted_resolved", "attempted_tasks", "attempted_ci_low",
+    "attempted_ci_high", "missing_attempts", "complete",
 )  # fmt: skip
 LEADERBOARD_CSV = (
-    "rank", "status", "key", "kind", "model", "slug", "run", "date", "agent_variant",
-    "published", "reference", *SCORE_CSV, "resolved_pct", "ci_low_pct", "ci_high_pct",
-    "mean_cost_usd", "total_cost_usd", "cost_per_resolved_usd", "mean_tokens", "mean_calls",
-    "mean_wall_sec",
-    "leader", "tied_with_leader", "p_value_vs_leader",
+    "rank", "status", "key", "kind", "model", "slug", "run", "date", "imported_on",
+    "agent_variant", "published", "reference", *SCORE_CSV, "resolved_pct", "ci_low_pct",
+    "ci_high_pct", "attempted_pct", "mean_cost_usd", "total_cost_usd", "cost_per_resolved_usd",
+    "mean_tokens", "mean_calls", "mean_wall_sec",
+    "leader", "tied_with_leader", "p_value_vs_leader", "paired_vs_leader",
+    "coverage_differs_from_leader",
 )  # fmt: skip
 
 
@@ -106,6 +108,7 @@ def leaderboard_row_out(row: LeaderboardRow) -> dict:
             "public_id": run.public_id,
             "created_at": run.created_at,
             "finished_at": run.finished_at,
+            "date_known": run.date_known,
             "samples": run.samples,
             "source": run.source,
             "status": run.status,
@@ -113,6 +116,7 @@ def leaderboard_row_out(row: LeaderboardRow) -> dict:
         },
         "runs": [r.public_id for r in row.entry.runs],
         "date": row.date,
+        "imported_on": row.imported_on,
         "agent_variant": row.agent_variant,
         "condition": row.condition,
         "is_published": row.is_published,
@@ -130,6 +134,8 @@ def leaderboard_row_out(row: LeaderboardRow) -> dict:
         "is_leader": row.is_leader,
         "tied_with_leader": row.tied_with_leader,
         "p_value_vs_leader": row.p_value_vs_leader,
+        "paired_vs_leader": row.paired_vs_leader,
+        "coverage_differs_from_leader": row.coverage_differs_from_leader,
         "by_repo": {
             g: {"tasks": v.tasks, "resolved": v.resolved, "rate": v.rate}
             for g, v in row.groups.items()
@@ -156,6 +162,7 @@ def _leaderboard(query: LeaderboardQuery) -> Leaderboard:
         date_to=query.date_to,
         sort=query.sort,
         descending=query.descending,
+        include_undated=query.include_undated,
     )
 
 
@@ -163,10 +170,11 @@ def _leaderboard_csv_row(r: LeaderboardRow) -> list:
     score = score_record(r.score)
     return [
         r.rank, r.status, r.key, r.kind, r.name, r.slug, r.run.public_id if r.run else None,
-        r.date, r.agent_variant, r.is_published, r.is_reference, *(score[k] for k in SCORE_CSV),
-        _pct(r.rate), _pct(r.ci_low), _pct(r.ci_high), r.mean_cost_usd, r.total_cost_usd,
-        r.cost_per_resolved_usd, r.mean_tokens, r.mean_calls, r.mean_wall_sec, r.is_leader,
-        r.tied_with_leader, r.p_value_vs_leader,
+        r.date, r.imported_on, r.agent_variant, r.is_published, r.is_reference,
+        *(score[k] for k in SCORE_CSV), _pct(r.rate), _pct(r.ci_low), _pct(r.ci_high),
+        _pct(r.attempted_rate), r.mean_cost_usd, r.total_cost_usd, r.cost_per_resolved_usd,
+        r.mean_tokens, r.mean_calls, r.mean_wall_sec, r.is_leader, r.tied_with_leader,
+        r.p_value_vs_leader, r.paired_vs_leader, r.coverage_differs_from_leader,
     ]  # fmt: skip
 
 
@@ -333,6 +341,7 @@ def taxonomy_out(breakdown: TaxonomyBreakdown) -> dict:
                 "resolved": b.resolved,
                 "total": b.total,
                 "infra": b.infra,
+                "missing": b.missing,
                 "counts": b.counts,
                 "score": score_record(b.score) if b.score else None,
             }
@@ -347,6 +356,7 @@ def taxonomy_out(breakdown: TaxonomyBreakdown) -> dict:
                 "resolved": p.resolved,
                 "pending": p.pending,
                 "rate": p.rate,
+                "dated": p.dated,
             }
             for p in breakdown.points
         ],
@@ -356,23 +366,29 @@ def taxonomy_out(breakdown: TaxonomyBreakdown) -> dict:
 def _taxonomy(query: TaxonomyQuery) -> TaxonomyBreakdown:
     suite = _suite(query.suite)
     models = _models(query.models, minimum=1) if split_list(query.models) else None
-    return taxonomy_breakdown(suite=suite, models=models)
+    return taxonomy_breakdown(suite=suite, models=models, include_undated=query.include_undated)
 
 
 def _taxonomy_csv(breakdown: TaxonomyBreakdown) -> HttpResponse:
     codes = [r.code for r in breakdown.reasons]
-    header = ["model", "rate", "score_resolved", "score_tasks", "pending", "resolved"]
+    header = [
+        "model", "rate", "score_resolved", "score_tasks", "attempted_rate", "attempted_tasks",
+        "pending", "resolved",
+    ]  # fmt: skip
+    figures = ("rate", "resolved", "tasks", "attempted_rate", "attempted_tasks", "pending")
+    # Missing instances are no failure reason: a column of their own, out of ``total``.
     return csv_response(
         f"taxonomy-{breakdown.suite.name}.csv",
-        [*header, *codes, "infra", "total"],
+        [*header, *codes, "infra", "total", "missing"],
         (
             [
                 b.model.name,
-                *((s.rate, s.resolved, s.tasks, s.pending) if (s := b.score) else [None] * 4),
+                *(getattr(b.score, f) if b.score else None for f in figures),
                 b.resolved,
                 *(b.counts.get(c, 0) for c in codes),
                 b.infra,
                 b.total,
+                b.missing,
             ]
             for b in breakdown.models
         ),

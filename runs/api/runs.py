@@ -87,12 +87,7 @@ class _AttemptFilter(AttemptFilter):
     def filter_resolved(self, value: bool | None) -> Q:
         if value is None:
             return Q()
-        resolved = Q(
-            status=AttemptStatus.FINISHED,
-            is_infra=False,
-            failure_reason__isnull=True,
-            is_missing=False,
-        )
+        resolved = Q(status=AttemptStatus.FINISHED, is_infra=False, failure_reason__isnull=True)
         return resolved if value else ~resolved
 
 

@@ -160,6 +160,14 @@ class RunOut(Schema):
     harness_version: str
     git_revision: str
     notes: str
+    date_source: str = Field(
+        description="where finished_at comes from: harness, metadata, inspect, trajectories, "
+        "given (--date) or unknown (an import without a date: finished_at is the import time)"
+    )
+    date_known: bool
+    source_path: str = Field(description="the folder or file an imported run was read from")
+    imported_at: dt.datetime | None
+    imported_by: str | None
     url: str = Field(alias="get_absolute_url")
 
     @staticmethod
@@ -169,6 +177,10 @@ class RunOut(Schema):
     @staticmethod
     def resolve_created_by(obj) -> str | None:
         return obj.created_by.get_username() if obj.created_by_id else None
+
+    @staticmethod
+    def resolve_imported_by(obj) -> str | None:
+        return obj.imported_by.get_username() if obj.imported_by_id else None
 
 
 class RunFilter(FilterSchema):
@@ -205,7 +217,11 @@ class AttemptOut(Schema):
     model: str = Field(alias="model_config.name")
     sample_index: int
     task_revision: int
-    status: str
+    status: str = Field(description="missing: never attempted (no outcome, reason or grade)")
+    outcome: str = Field(
+        description="how scores count it: resolved, failed, missing, infra, pending or "
+        "not_evaluated (the pages' badge)"
+    )
     resolved: bool
     failure_reason: str | None = Field(alias="failure_reason_id")
     failure_stage: str
@@ -217,11 +233,11 @@ class AttemptOut(Schema):
     agent_exit_code: int | None
     agent_signal: int | None
     duration_sec: float | None
-    tokens_in: int
-    tokens_out: int
-    cost_usd: float
-    tool_calls: int
-    steps: int
+    tokens_in: int | None = Field(description="null when unknown (a report without trajectory)")
+    tokens_out: int | None
+    cost_usd: float | None = Field(description="null when unknown")
+    tool_calls: int | None
+    steps: int | None
     lines_changed: int
     grade: str
     started_at: dt.datetime | None
@@ -323,6 +339,9 @@ class LeaderboardQuery(Schema):
     labels: Text | None = Field(None, description="comma-separated: tasks carrying every label")
     date_from: dt.date | None = Field(None, le=LAST_DATE)
     date_to: dt.date | None = Field(None, le=LAST_DATE)
+    include_undated: bool = Field(
+        False, description="a date filter keeps runs of unknown date (imported without one)"
+    )
     sort: Literal[SORT_KEYS] = "rate"  # type: ignore[valid-type]
     descending: bool | None = None
     format: Literal["json", "csv"] = "json"
@@ -331,7 +350,10 @@ class LeaderboardQuery(Schema):
 class ScoreFields(Schema):
     """The figures of runs.results.scoring.Score (README: "How a score is computed")."""
 
-    rate: float | None = Field(description="pass@1: mean over tasks of resolved / scored samples")
+    rate: float | None = Field(
+        description="pass@1: mean over tasks of resolved / scored samples; published results "
+        "over the whole suite (a task not attempted counts 0): the leaderboard's order"
+    )
     resolved: float = Field(description="sum of the per-task shares (rate x tasks)")
     tasks: int = Field(description="the denominator: scored tasks, or the suite if published")
     ci_low: float | None = Field(description="95% Wilson, task-clustered effective n")
@@ -345,7 +367,15 @@ class ScoreFields(Schema):
     excluded: int = Field(description="infrastructure failures, skipped and cancelled")
     pending: int = Field(description="not final: queued, running, not evaluated")
     not_evaluated: int
-    missing: int
+    missing: int = Field(description="tasks of the denominator not attempted at all")
+    attempted_rate: float | None = Field(
+        description="the same mean over only the tasks attempted (a scored sample)"
+    )
+    attempted_resolved: float
+    attempted_tasks: int
+    attempted_ci_low: float | None
+    attempted_ci_high: float | None
+    missing_attempts: int = Field(description="attempts never made (status missing)")
     complete: bool = Field(description="no pending attempt: only then ranked, leader or tied")
 
 
@@ -359,6 +389,7 @@ class RunRefOut(Schema):
     public_id: uuid.UUID
     created_at: dt.datetime
     finished_at: dt.datetime | None
+    date_known: bool
     samples: int
     source: str
     status: str
@@ -373,7 +404,8 @@ class LeaderboardRowOut(ScoreFields):
     model: ModelRefOut
     run: RunRefOut | None
     runs: list[uuid.UUID]
-    date: dt.datetime | None
+    date: dt.datetime | None = Field(description="null when no run of the row has a known date")
+    imported_on: dt.datetime | None = Field(description="for a row of unknown date")
     agent_variant: str
     condition: str = Field(description="the files its configuration adds (a condition), or ''")
     is_published: bool
@@ -394,7 +426,11 @@ class LeaderboardRowOut(ScoreFields):
     mean_wall_sec: float | None
     is_leader: bool
     tied_with_leader: bool
-    p_value_vs_leader: float | None
+    p_value_vs_leader: float | None = Field(
+        description="paired test vs the leader over the tasks both attempted"
+    )
+    paired_vs_leader: int | None = Field(description="that test's n")
+    coverage_differs_from_leader: bool
     by_repo: dict[str, GroupScoreOut]
 
 
@@ -439,7 +475,10 @@ class ComparePairOut(Schema):
         description="two conditions of one agent: the configurations differ only in the "
         "files they add to the workspace, so the delta is the condition's effect"
     )
-    paired: int
+    paired: int = Field(description="the tasks both rows attempted: the test's n")
+    only_a: int = Field(description="tasks only a attempted (out of the test and buckets)")
+    only_b: int
+    coverage_differs: bool
     fixed_by_b: list[str] = Field(description="tasks where b's resolved share is higher")
     regressed: list[str]
     both: list[str] = Field(description="equal share above zero")
@@ -447,6 +486,8 @@ class ComparePairOut(Schema):
     rate_a: float | None
     rate_b: float | None
     delta: float | None
+    attempted_rate_a: float | None
+    attempted_rate_b: float | None
     mean_paired_difference: float | None
     p_value: float = Field(description="paired sign-flip test (exact McNemar with k = 1)")
     exact: bool
@@ -481,6 +522,9 @@ class CompareOut(Schema):
 class TaxonomyQuery(Schema):
     suite: Text = Field(min_length=1, max_length=100)
     models: Text | None = Field(None, description="comma-separated; default every model")
+    include_undated: bool = Field(
+        False, description="points for runs of unknown date too (at their import time)"
+    )
     format: Literal["json", "csv"] = "json"
 
 
@@ -489,6 +533,7 @@ class TaxonomyModelOut(Schema):
     resolved: int = Field(description="resolved attempts (the bar)")
     total: int
     infra: int
+    missing: int = Field(description="instances never attempted: in no count, no bar")
     counts: dict[str, int]
     score: ScoreFields | None = Field(description="the configuration's leaderboard figures")
 
@@ -501,6 +546,7 @@ class TaxonomyPointOut(Schema):
     resolved: float
     pending: int
     rate: float | None
+    dated: bool
 
 
 class TaxonomyOut(Schema):

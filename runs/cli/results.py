@@ -47,18 +47,32 @@ def _pct(value: float | None) -> str:
 
 
 def table(board) -> str:
-    """One line per row: rank, row, resolved %, interval, count, pass@k, standing."""
+    """One line per row: rank, row, resolved % (the whole-suite rate, the order), interval,
+    count, the rate on attempted tasks with its interval and count, pass@k, standing."""
     lines = [
-        f"{'#':>3} {'row':<44} {'resolved':>9} {'95% CI':>15} {'tasks':<26} {'pass@k':>8}  standing"
+        f"{'#':>3} {'row':<44} {'resolved':>9} {'95% CI':>15} {'tasks':<26} "
+        f"{'attempted':>9} {'95% CI':>15} {'of':<11} {'pass@k':>8}  standing"
     ]
     for r in board.all_rows:
         ci = f"{_pct(r.ci_low)}-{_pct(r.ci_high)}" if r.ci_low is not None else "-"
+        s = r.score
+        a_ci = (
+            f"{_pct(s.attempted_ci_low)}-{_pct(s.attempted_ci_high)}"
+            if s.attempted_ci_low is not None
+            else "-"
+        )
         pk = f"{_pct(r.pass_at_k)}" if r.pass_at_k is not None else "-"
         standing = r.status
         if r.p_value_vs_leader is not None:
-            standing += f" (p = {r.p_value_vs_leader:.3f})"
+            standing += f" (p = {r.p_value_vs_leader:.3f}, n = {r.paired_vs_leader}"
+            if r.coverage_differs_from_leader:
+                standing += ", coverage differs"
+            standing += ")"
+        if s.missing:
+            standing += f"; {s.missing} not attempted"
         lines.append(
             f"{r.rank or '':>3} {r.key[:44]:<44} {_pct(r.rate):>9} {ci:>15} "
-            f"{r.score.resolved_label:<26} {pk:>8}  {standing}"
+            f"{s.resolved_label:<26} {_pct(s.attempted_rate):>9} {a_ci:>15} "
+            f"{s.attempted_label:<11} {pk:>8}  {standing}"
         )
     return "\n".join(lines)

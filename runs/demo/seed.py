@@ -26,6 +26,7 @@ from runs.models import (
     FailureReason,
     ModelConfig,
     Run,
+    RunDateSource,
     RunSource,
     RunStatus,
 )
@@ -274,7 +275,12 @@ def _seed_run(
             write_artifacts(rng, attempt, task, outcome, spec.variant)
             count += 1
     Run.objects.filter(id=run.id).update(
-        created_at=created, started_at=created, finished_at=clock, totals={"attempts": count}
+        created_at=created,
+        started_at=created,
+        finished_at=clock,
+        totals={"attempts": count},
+        # The demo's published runs say when they ran, as a metadata.yaml would.
+        date_source=RunDateSource.METADATA if plan.source == "published" else RunDateSource.HARNESS,
     )
     return count
 
@@ -362,7 +368,10 @@ def _create_attempt(
         Stage.SETUP,
         Stage.BASELINE_RUN,
     )
-    is_infra = bool(reason and not outcome.missing and (pre_agent or reason.is_infrastructure))
+    if outcome.missing:
+        # Never attempted: a state of its own, no reason, grade, time or usage.
+        reason = None
+    is_infra = bool(reason and (pre_agent or reason.is_infrastructure))
     patch = _patch_for(rng, task, spec, outcome)
     outcome.patch = patch
     cost = Decimal(0)
@@ -383,6 +392,8 @@ def _create_attempt(
         error = f"{reason.code}: {reason.description}"
         if outcome.reason is Reason.TIMEOUT or outcome.reason is Reason.SETUP_TIMEOUT:
             error = "[timeout] " + error
+    # Published results carry no usage (no trajectory): unknown, not zero.
+    known = not outcome.missing and spec.variant != AgentVariant.EXTERNAL
     attempt = Attempt.objects.create(
         run=run,
         task=task,
@@ -390,19 +401,18 @@ def _create_attempt(
         model_config=run.model_config,
         sample_index=sample,
         task_revision=task.revision,
-        status=AttemptStatus.FINISHED,
+        status=AttemptStatus.MISSING if outcome.missing else AttemptStatus.FINISHED,
         failure_reason=reason,
-        failure_stage=outcome.stage.value if outcome.stage else "",
+        failure_stage=outcome.stage.value if outcome.stage and reason else "",
         is_infra=is_infra,
-        is_timeout=outcome.reason in (Reason.TIMEOUT, Reason.SETUP_TIMEOUT),
-        is_missing=outcome.missing,
+        is_timeout=outcome.reason in (Reason.TIMEOUT, Reason.SETUP_TIMEOUT) and reason is not None,
         exit_code=None if outcome.missing else outcome.exit_code,
         duration_sec=round(outcome.duration, 2) if not outcome.missing else None,
-        tokens_in=outcome.tokens_in,
-        tokens_out=outcome.tokens_out,
-        cost_usd=cost,
-        tool_calls=outcome.steps + rng.randint(0, 4) if outcome.steps else 0,
-        steps=outcome.steps,
+        tokens_in=outcome.tokens_in if known else None,
+        tokens_out=outcome.tokens_out if known else None,
+        cost_usd=cost if known else None,
+        tool_calls=(outcome.steps + rng.randint(0, 4) if outcome.steps else 0) if known else None,
+        steps=outcome.steps if known else None,
         lines_changed=sum(
             1 for ln in patch.splitlines() if ln[:1] in "+-" and ln[:3] not in ("+++", "---")
         ),
@@ -411,8 +421,8 @@ def _create_attempt(
         error_text=error,
         test_results=test_results(task, outcome),
         grade=grade(task, outcome),
-        started_at=started,
-        finished_at=finished,
+        started_at=None if outcome.missing else started,
+        finished_at=None if outcome.missing else finished,
     )
     Attempt.objects.filter(id=attempt.id).update(
         queued_at=started, artifacts_dir=f"demo/{run.public_id}/{attempt.public_id}"

@@ -8,13 +8,25 @@ read once more only to link each sample from the task x row matrix.
 from __future__ import annotations
 
 import itertools
-import uuid
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from django.db import connections
+
 from runs.models import ModelConfig
-from runs.results.scoring import FINISHED, PairedTest, Score, TaskTally, paired_test, score_record
+from runs.results.scoring import (
+    FINISHED,
+    PairedTest,
+    Score,
+    TaskTally,
+    pair_figures,
+    paired_test,
+    score_record,
+)
+from runs.results.scoring import (
+    MISSING as MISSING_STATUS,
+)
 from runs.results.selection import Entry, SuiteResults, read_results, selected_attempts
 from tasks_app.models import Suite
 
@@ -23,15 +35,16 @@ PARTIAL = "partial"
 FAILED = "failed"
 INFRA = "infra"
 PENDING = "pending"
+MISSING = "missing"  # never attempted: imported results without an entry for the task
 NONE = "none"
 
 
 @dataclass(frozen=True, slots=True)
 class AttemptRef:
-    public_id: uuid.UUID
+    public_id: str  # the attempt's public id (a UUID) as text
     sample_index: int
     run: str  # the run's short id
-    outcome: str  # resolved, failed, infra or pending
+    outcome: str  # resolved, failed, infra, pending or missing
     reason: str  # FailureReason code, "" when resolved or pending
 
     @property
@@ -66,7 +79,7 @@ class Cell:
     @property
     def outcome(self) -> str:
         if not self.tally.attempts:
-            return NONE
+            return MISSING if self.tally.missing else NONE
         fraction = self.fraction
         if fraction is None:
             return PENDING if self.tally.pending else INFRA
@@ -75,6 +88,8 @@ class Cell:
     @property
     def reason(self) -> str:
         """The most frequent failure reason among the samples (precedence breaks no ties)."""
+        if len(self.attempts) == 1:  # most cells: one sample, no counting
+            return self.attempts[0].reason
         reasons = Counter(a.reason for a in self.attempts if a.reason)
         return reasons.most_common(1)[0][0] if reasons else ""
 
@@ -129,7 +144,12 @@ class PairResult:
 
     @property
     def paired(self) -> int:
+        """The tasks both rows attempted: the test's n."""
         return self.test.tasks
+
+    @property
+    def coverage_differs(self) -> bool:
+        return self.test.coverage_differs
 
     @property
     def rate_a(self) -> float | None:
@@ -213,13 +233,17 @@ def compare_models(
 
 
 def _task_rows(results: SuiteResults, entries: list[Entry]) -> dict[int, TaskRow]:
-    tallies = [results.tally(e) for e in entries]
+    empty = TaskTally()
+    # Each entry's tallies as one list per task (one conversion from the arrays, not one a cell).
+    columns = [results.tally(e).counts.T.tolist() for e in entries]
+    position = results.index.position
     rows = {}
     for pk in results.universe:
         if pk in results.excluded:
             continue
         facts = results.tasks[pk]
-        cells = [Cell(t.get(pk, TaskTally())) for t in tallies]
+        at = position[pk]
+        cells = [Cell(TaskTally(*c[at]) if any(c[at]) else empty) for c in columns]
         rows[pk] = TaskRow(pk, facts.task_id, list(facts.labels), cells)
     return rows
 
@@ -232,29 +256,49 @@ def _attach_attempts(
         for run in entry.runs:
             columns.setdefault(run.id, []).append(i)
     short = {run.id: run.short_id for run in results.runs.values()}
-    attempts = (
+    rank = {
+        run.id: i
+        for i, run in enumerate(sorted(results.runs.values(), key=lambda r: (r.created_at, r.id)))
+    }
+    query = (
         selected_attempts(suite=results.suite, labels=labels, run_ids=list(columns))
-        .order_by("run__created_at", "sample_index")
+        .order_by()
         .values_list(
             "task_id", "run_id", "public_id", "sample_index", "status", "failure_reason_id",
-            "is_infra", "is_missing",
+            "is_infra",
         )
     )  # fmt: skip
-    for task_pk, run_id, public_id, sample, status, reason, is_infra, is_missing in attempts:
+    # Read with the cursor, not the queryset: a 500-task comparison links thousands of
+    # attempts, and building a UUID object per id (to print it again) dominated this read.
+    sql, params = query.query.sql_with_params()
+    with connections[query.db].cursor() as cursor:
+        cursor.execute(sql, params)
+        attempts = cursor.fetchall()
+    attempts.sort(key=lambda a: (rank.get(a[1], 0), a[3]))
+    for task_pk, run_id, public_id, sample, status, reason, is_infra in attempts:
         row = rows.get(task_pk)
         if row is None:
             continue
-        if status != FINISHED and reason is None:
+        if status == MISSING_STATUS:
+            outcome = MISSING
+        elif status != FINISHED and reason is None:
             outcome = PENDING
         elif status != FINISHED or is_infra:
             outcome = INFRA
-        elif reason is None and not is_missing:
+        elif reason is None:
             outcome = RESOLVED
         else:
             outcome = FAILED
-        ref = AttemptRef(public_id, sample, short[run_id], outcome, reason or "")
+        ref = AttemptRef(_uuid_text(public_id), sample, short[run_id], outcome, reason or "")
         for column in columns[run_id]:
             row.cells[column].attempts.append(ref)
+
+
+def _uuid_text(value) -> str:
+    """An attempt's public id as text: SQLite keeps 32 hex digits, PostgreSQL a UUID."""
+    if isinstance(value, str) and len(value) == 32:
+        return f"{value[:8]}-{value[8:12]}-{value[12:16]}-{value[16:20]}-{value[20:]}"
+    return str(value)
 
 
 def _pair(a: Entry, b: Entry, sa: Score, sb: Score, rows: dict[int, TaskRow]) -> PairResult:
@@ -321,7 +365,7 @@ def pair_record(pair: PairResult) -> dict:
         "a": entry_record(pair.a),
         "b": entry_record(pair.b),
         "same_agent": pair.same_agent,
-        "paired": pair.paired,
+        **pair_figures(pair.test),
         "fixed_by_b": [r.task_id for r in pair.fixed_by_b],
         "regressed": [r.task_id for r in pair.regressed],
         "both": [r.task_id for r in pair.both],
@@ -329,9 +373,9 @@ def pair_record(pair: PairResult) -> dict:
         "rate_a": pair.rate_a,
         "rate_b": pair.rate_b,
         "delta": pair.delta,
+        "attempted_rate_a": pair.score_a.attempted_rate,
+        "attempted_rate_b": pair.score_b.attempted_rate,
         "mean_paired_difference": pair.test.mean_difference,
-        "p_value": pair.p_value,
-        "exact": pair.test.exact,
         "significant": pair.significant,
         "complete": pair.complete,
     }

@@ -11,12 +11,20 @@ import datetime as dt
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
-from runs.results.scoring import GroupScore, Score, Standing, by_group, standings
+from runs.results.scoring import (
+    GroupScore,
+    Score,
+    Standing,
+    TaskGroups,
+    by_group,
+    standings,
+)
 from runs.results.selection import Entry, RunFacts, SuiteResults, Usage, read_results
 from tasks_app.models import Suite
 
 SORT_KEYS = (
     "rate",
+    "attempted_rate",
     "name",
     "date",
     "pass_at_1",
@@ -89,7 +97,15 @@ class LeaderboardRow:
 
     @property
     def date(self) -> dt.datetime | None:
-        """When the row's latest run finished (or was created, while it runs)."""
+        """When the row's latest run of known date finished (or was created, while it runs);
+        None when no run of the row has a known date."""
+        return max((r.date for r in self.entry.runs if r.date is not None), default=None)
+
+    @property
+    def imported_on(self) -> dt.datetime | None:
+        """For a row of unknown date: when its latest run was imported (all it is known by)."""
+        if self.date is not None:
+            return None
         return max((r.finished_at or r.created_at for r in self.entry.runs), default=None)
 
     @property
@@ -124,6 +140,22 @@ class LeaderboardRow:
     @property
     def ci_high(self) -> float | None:
         return self.score.ci_high
+
+    @property
+    def attempted_rate(self) -> float | None:
+        return self.score.attempted_rate
+
+    @property
+    def attempted_ci_low(self) -> float | None:
+        return self.score.attempted_ci_low
+
+    @property
+    def attempted_ci_high(self) -> float | None:
+        return self.score.attempted_ci_high
+
+    @property
+    def attempted_tasks(self) -> int:
+        return self.score.attempted_tasks
 
     @property
     def resolved(self) -> float:
@@ -186,21 +218,31 @@ class LeaderboardRow:
     def p_value_vs_leader(self) -> float | None:
         return self.standing.p_value
 
-    # --- usage, per attempt that ran (a published run's missing instances did no work); None
-    # ("—") for what the row records none of (published reports, oracle, no-op)
+    @property
+    def paired_vs_leader(self) -> int | None:
+        """The tasks the test against the leader covered: those both attempted."""
+        return self.standing.paired
+
+    @property
+    def coverage_differs_from_leader(self) -> bool:
+        return self.standing.coverage_differs
+
+    # --- usage, per attempt that recorded it (missing instances did no work; a report without
+    # a trajectory records none); None ("—") for what the row records none of (published
+    # reports, oracle, no-op)
     @property
     def mean_cost_usd(self) -> float | None:
-        return self.usage.per_attempt(self.usage.cost)
+        return self.usage.per_attempt(self.usage.cost, self.usage.costed)
 
     @property
     def mean_tokens(self) -> float | None:
-        return self.usage.per_attempt(self.usage.tokens)
+        return self.usage.per_attempt(self.usage.tokens, self.usage.tokened)
 
     @property
     def mean_calls(self) -> float | None:
         """Model API calls per attempt (an attempt's ``steps``; an imported trajectory's
         ``api_calls``)."""
-        return self.usage.per_attempt(self.usage.calls)
+        return self.usage.per_attempt(self.usage.calls, self.usage.called)
 
     @property
     def total_cost_usd(self) -> float | None:
@@ -220,6 +262,7 @@ class LeaderboardRow:
     def sort_value(self, key: str) -> tuple:
         value = {
             "rate": self.rate,
+            "attempted_rate": self.attempted_rate,
             "name": self.name.lower(),
             "date": self.date,
             "pass_at_1": self.rate,
@@ -265,8 +308,11 @@ def leaderboard(
     exclude_tasks: Iterable[int] | None = None,
     sort: str = "rate",
     descending: bool | None = None,
+    include_undated: bool = False,
 ) -> Leaderboard:
-    """The suite's leaderboard under one selection (``runs.results.scoring`` defines it)."""
+    """The suite's leaderboard under one selection (``runs.results.scoring`` defines it).
+
+    ``include_undated``: a date filter keeps runs of unknown date (imported without one)."""
     results = read_results(
         suite=suite,
         labels=labels,
@@ -275,18 +321,20 @@ def leaderboard(
         run_ids=run_ids,
         exclude_tasks=exclude_tasks,
         usage=True,
+        include_undated=include_undated,
     )
     entries = results.entries(view)
     scores = {e.key: results.score(e) for e in entries}
     places = standings([(e.key, scores[e.key], e.is_reference) for e in entries])
     repos = results.repos()
+    task_groups = TaskGroups.of(results.index, repos)
     rows = [
         LeaderboardRow(
             e,
             scores[e.key],
             places[e.key],
             results.entry_usage(e),
-            by_group(scores[e.key], repos),
+            by_group(scores[e.key], task_groups),
         )
         for e in entries
     ]

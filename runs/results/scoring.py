@@ -14,38 +14,49 @@ The definition (README, "How a score is computed", says the same):
   infrastructure failures, skipped (fail-fast) and cancelled attempts are *excluded* (counted
   apart, never failures). Every attempt that is not final (queued, running, imported and not
   evaluated yet, or any later non-final status) is *pending*: never a failure, never a success.
-  ``not_evaluated`` attempts are counted among the pending and also on their own.
-* **Samples.** A task's success fraction is resolved / scored samples on it. The score (shown
-  as "resolved %", and pass@1) is the mean of that fraction over the denominator's tasks, so a
-  task counts once however many samples it has. pass@k is the mean over the same tasks of the
-  unbiased estimator 1 - C(n-c, k) / C(n, k) (k = the run's samples; n < k uses n).
-* **Denominator.** Published results: every task of the selection (a task with no entry, or
-  only an excluded one, counts 0). Own runs and evaluated predictions: the tasks with at least
-  one scored sample. Tasks passed as ``excluded`` (e.g. instances whose gold patch does not
-  validate) are left out of both.
-* **Interval.** 95% Wilson score interval of the rate with n = the effective number of tasks:
-  p(1-p) / Var, Var the task-clustered variance of the mean, sum((r_t - p)^2) / T^2, bounded
-  below by the number of tasks T and above by the number of scored samples. With one sample a
+  ``not_evaluated`` attempts are counted among the pending and also on their own. A *missing*
+  attempt (status ``missing``: imported results without an entry for the task) was never
+  attempted: it is no attempt, no failure and no verdict, only a 0 in the whole-suite rate.
+* **Samples.** A task's success fraction is resolved / scored samples on it (a missing sample
+  counts as an unresolved one in the whole-suite rate only). The score is the mean of that
+  fraction over the denominator's tasks, so a task counts once however many samples it has.
+  pass@k is the mean over the same tasks of the unbiased estimator 1 - C(n-c, k) / C(n, k)
+  (k = the run's samples; n < k uses n).
+* **Two rates.** The *rate* ("resolved %", pass@1; the leaderboard's order) is swebench.com's
+  convention. Its denominator: published results, every task of the selection (a task with no
+  entry, a missing one, or only an excluded one, counts 0); own runs and evaluated predictions,
+  the tasks with at least one scored or missing sample. The *attempted rate* is the same mean
+  over the tasks with at least one scored sample only: what the row did on what it attempted.
+  For a run that attempted every task they are equal. Tasks passed as ``excluded`` (e.g.
+  instances whose gold patch does not validate) are left out of both.
+* **Interval.** Each rate has its own 95% Wilson score interval with n = the effective number
+  of tasks: p(1-p) / Var, Var the task-clustered variance of the mean, sum((r_t - p)^2) / T^2,
+  bounded below by the number of tasks T and above by the number of samples. With one sample a
   task this is exactly the Wilson interval over tasks; several samples of one task are never
   treated as independent draws.
-* **Paired test.** Two rows are compared on the tasks both have in their denominators with a
-  two-sided paired sign-flip permutation test of the mean per-task difference. When every
-  differing task differs by the same amount (one sample a task) it is computed exactly and
-  equals the exact McNemar test; otherwise from 2,000 random sign flips with a fixed seed, so
-  it is reproducible. Leaderboard ties and the compare page use this one test.
+* **Paired test.** Two rows are compared on the tasks *both attempted* (a scored sample each)
+  with a two-sided paired sign-flip permutation test of the mean per-task difference of their
+  attempted shares; the test says its n and how many tasks only one row attempted (coverage).
+  Its p-value is exact: the distribution of the sum under random signs is computed by
+  convolution (with one sample a task it is the exact McNemar test); only differences too fine
+  for that fall back to 2,000 random sign flips with a fixed seed. Leaderboard ties and the
+  compare page use this one test.
 * **Standing.** A row with pending attempts shows its figures so far and says how many are
   pending; it is not ranked, not the leader and never tied. References (oracle, no-op agents)
   are shown apart, never ranked. The leader is the complete, non-reference row with the best
   rate; a complete row is tied with it when the paired test gives p >= 0.05.
+
+Tallies of many tasks are held as ``Tallies``: one integer array per count, aligned with a
+``TaskIndex``, so a row's figures, pooling and the paired tests are array arithmetic.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from collections import Counter
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Generic, TypeVar
 
 import numpy as np
@@ -54,15 +65,22 @@ from runs.results.stats import mcnemar_exact, pass_at_k, wilson_interval_fractio
 
 # Attempt statuses as stored (runs.models.AttemptStatus values; tests check they agree).
 FINISHED = "finished"
+MISSING = "missing"
 UNRUN_STATUSES = frozenset({"skipped", "cancelled"})
-FINAL_STATUSES = frozenset({FINISHED, *UNRUN_STATUSES})
+FINAL_STATUSES = frozenset({FINISHED, MISSING, *UNRUN_STATUSES})
 NOT_EVALUATED = "not_evaluated"
 
 TIE_ALPHA = 0.05
 PERMUTATIONS = 2000
 PERMUTATION_SEED = 20261123
+# The exact test convolves the distributions of the per-task differences scaled to integers;
+# past this many steps (very fine differences) it falls back to random sign flips.
+EXACT_STEPS_LIMIT = 1 << 17
 
 K = TypeVar("K", bound=Hashable)
+
+COUNTS = ("scored", "resolved", "excluded", "pending", "not_evaluated", "missing")
+SCORED, RESOLVED, EXCLUDED, PENDING, NOT_EVAL, MISS = range(len(COUNTS))
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +92,7 @@ class TaskTally:
     excluded: int = 0  # infrastructure failures, skipped and cancelled attempts
     pending: int = 0  # not final, not_evaluated included
     not_evaluated: int = 0
-    missing: int = 0  # published results without an entry for the task (scored, unresolved)
+    missing: int = 0  # never attempted (status missing): no attempt, no verdict
 
     def __add__(self, other: TaskTally) -> TaskTally:
         return TaskTally(
@@ -88,33 +106,75 @@ class TaskTally:
 
     @property
     def attempts(self) -> int:
+        """Attempts made (a missing instance is none)."""
         return self.scored + self.excluded + self.pending
 
 
-def classify(status: str, *, is_infra: bool, resolved: bool, is_missing: bool) -> TaskTally:
+def classify(status: str, *, is_infra: bool, resolved: bool) -> TaskTally:
     """One attempt as a tally. ``resolved``: finished with no failure reason."""
     if status == FINISHED:
         if is_infra:
             return TaskTally(excluded=1)
-        return TaskTally(scored=1, resolved=int(resolved and not is_missing), missing=is_missing)
+        return TaskTally(scored=1, resolved=int(resolved))
+    if status == MISSING:
+        return TaskTally(missing=1)
     if status in UNRUN_STATUSES:
         return TaskTally(excluded=1)
     return TaskTally(pending=1, not_evaluated=int(status == NOT_EVALUATED))
 
 
-def pool(tallies: Iterable[Mapping[K, TaskTally]]) -> dict[K, TaskTally]:
-    """Several runs' tallies added task by task (a configuration's aggregate row)."""
-    pooled: dict[K, TaskTally] = {}
-    for per_task in tallies:
-        for task, tally in per_task.items():
-            have = pooled.get(task)
-            pooled[task] = tally if have is None else have + tally
-    return pooled
+class TaskIndex(Generic[K]):
+    """Tasks in a fixed order (sorted), and each one's position: the columns of ``Tallies``."""
+
+    __slots__ = ("keys", "position")
+
+    def __init__(self, keys: Iterable[K]):
+        self.keys: tuple[K, ...] = _task_order(set(keys))
+        self.position: dict[K, int] = {k: i for i, k in enumerate(self.keys)}
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def mask(self, keys: Iterable[K]) -> np.ndarray:
+        """A boolean array: True at each of ``keys`` held here."""
+        out = np.zeros(len(self.keys), dtype=bool)
+        at = [self.position[k] for k in keys if k in self.position]
+        out[at] = True
+        return out
+
+
+@dataclass(frozen=True, eq=False)
+class Tallies(Generic[K]):
+    """Per-task tallies of one row as arrays: ``counts[COUNTS.index(name)][task position]``."""
+
+    index: TaskIndex[K]
+    counts: np.ndarray  # int64, shape (len(COUNTS), len(index))
+
+    @classmethod
+    def empty(cls, index: TaskIndex[K]) -> Tallies[K]:
+        return cls(index, np.zeros((len(COUNTS), len(index)), dtype=np.int64))
+
+    @classmethod
+    def from_mapping(cls, tallies: Mapping[K, TaskTally], index: TaskIndex[K]) -> Tallies[K]:
+        out = cls.empty(index)
+        for key, tally in tallies.items():
+            at = index.position.get(key)
+            if at is not None:
+                out.counts[:, at] = (
+                    tally.scored, tally.resolved, tally.excluded, tally.pending,
+                    tally.not_evaluated, tally.missing,
+                )  # fmt: skip
+        return out
+
+    def __add__(self, other: Tallies[K]) -> Tallies[K]:
+        if other.index is not self.index:
+            raise ValueError("tallies over different task indexes")
+        return Tallies(self.index, self.counts + other.counts)
 
 
 @dataclass(frozen=True)
 class Score(Generic[K]):
-    """A row's figures. Rates are fractions in [0, 1]; None when no task is scored."""
+    """A row's figures. Rates are fractions in [0, 1]; None when no task is rated."""
 
     rate: float | None  # pass@1: mean per-task success fraction over ``tasks``
     resolved: float  # sum of the per-task fractions: rate x tasks
@@ -124,24 +184,34 @@ class Score(Generic[K]):
     k: int
     pass_at_k: float | None  # None when k == 1
     whole_suite: bool
-    attempts: int
+    attempts: int  # attempts made: scored, excluded and pending (missing ones are none)
     scored: int
     resolved_attempts: int
     excluded: int
     pending: int
     not_evaluated: int
-    missing: int  # published: tasks without a scored entry (absent or flagged missing)
-    per_task: Mapping[K, float] = field(repr=False)  # each denominator task's fraction
+    missing: int  # tasks of the denominator not attempted at all (nothing but missing, or absent)
+    attempted_rate: float | None  # the same mean over the tasks attempted (a scored sample)
+    attempted_resolved: float
+    attempted_tasks: int
+    attempted_ci_low: float | None
+    attempted_ci_high: float | None
+    missing_attempts: int  # attempts with status missing
+    # Arrays over ``index``: each task's fraction in the rate, whether it is in the rate's
+    # denominator, each task's attempted fraction (resolved / scored) and scored samples.
+    index: TaskIndex[K] = field(repr=False)
+    _share: np.ndarray = field(repr=False)
+    _in_rate: np.ndarray = field(repr=False)
+    _attempted_share: np.ndarray = field(repr=False)
+    _scored: np.ndarray = field(repr=False)
 
     @property
     def complete(self) -> bool:
         return self.pending == 0
 
-    @functools.cached_property
-    def vector(self) -> tuple[tuple[K, ...], np.ndarray]:
-        """The denominator's tasks in task order and their fractions (for paired tests)."""
-        keys = _task_order(self.per_task)
-        return keys, np.fromiter((self.per_task[k] for k in keys), np.float64, len(keys))
+    @property
+    def _attempted(self) -> np.ndarray:
+        return self._scored > 0
 
     @property
     def resolved_label(self) -> str:
@@ -153,79 +223,112 @@ class Score(Generic[K]):
                 text += f" ({self.not_evaluated} not evaluated)"
         return text
 
+    @property
+    def attempted_label(self) -> str:
+        """ "81 / 100" over the attempted tasks."""
+        return f"{_count(self.attempted_resolved)} / {self.attempted_tasks}"
+
+    @property
+    def partial(self) -> bool:
+        """Some task of the denominator was not attempted: the two rates differ in meaning."""
+        return self.attempted_tasks < self.tasks
+
 
 def _count(value: float) -> str:
     return str(round(value)) if abs(value - round(value)) < 1e-9 else f"{value:.1f}"
 
 
 def score(
-    tallies: Mapping[K, TaskTally],
+    tallies: Mapping[K, TaskTally] | Tallies[K],
     *,
-    universe: Iterable[K],
+    universe: Iterable[K] | None = None,
     whole_suite: bool = False,
     k: int = 1,
-    excluded: Iterable[K] = (),
+    excluded: Iterable[K] | np.ndarray = (),
 ) -> Score[K]:
     """The score of one row from its per-task tallies.
 
-    ``universe``: the selection's tasks (tallies on other tasks are ignored); ``whole_suite``:
-    published results, rated over every task of the universe; ``k``: samples per task for
-    pass@k; ``excluded``: tasks left out of the rate (instances found invalid), whose attempts
-    are counted apart with the infrastructure failures, as ``excluded``.
+    ``tallies``: a mapping task -> ``TaskTally`` (then ``universe``, the selection's tasks, is
+    required; tallies on other tasks are ignored) or ``Tallies`` over the selection's index.
+    ``whole_suite``: published results, rated over every task of the universe; ``k``: samples
+    per task for pass@k; ``excluded``: tasks (or a mask over the index) left out of the rate
+    (instances found invalid), whose attempts are counted apart as ``excluded``.
     """
-    skip = frozenset(excluded)
-    universe = list(universe)
-    tasks = [t for t in universe if t not in skip] if skip else universe
-    get = tallies.get
-    set_aside = sum(tally.attempts for t in universe if t in skip and (tally := get(t)))
-    present = [(t, tally) for t in tasks if (tally := get(t)) is not None]
-    # Rows share a few hundred distinct tallies: sum over those, not over every task.
-    kinds = Counter(tally for _, tally in present)
-    attempts = sum(t.attempts * n for t, n in kinds.items()) + set_aside
-    scored = sum(t.scored * n for t, n in kinds.items())
-    resolved_attempts = sum(t.resolved * n for t, n in kinds.items())
-    excluded_n = sum(t.excluded * n for t, n in kinds.items()) + set_aside
-    pending = sum(t.pending * n for t, n in kinds.items())
-    not_evaluated = sum(t.not_evaluated * n for t, n in kinds.items())
-    per_task: dict[K, float] = {
-        t: tally.resolved / tally.scored for t, tally in present if tally.scored
-    }
-    counts: Counter[tuple[int, int]] = Counter()  # (scored, resolved) -> tasks
-    for tally, n in kinds.items():
-        if tally.scored:
-            counts[(tally.scored, tally.resolved)] += n
-    missing = 0
-    if whole_suite:
-        missing = sum(n for t, n in kinds.items() if t.scored and t.missing == t.scored)
-        for t in tasks:
-            if t not in per_task:
-                per_task[t] = 0.0
-                missing += 1
-        counts[(0, 0)] += len(per_task) - sum(counts.values())
-    n_tasks = len(per_task)
-    if not n_tasks:
-        return Score(
-            None, 0.0, 0, None, None, k, None, whole_suite, attempts, scored,
-            resolved_attempts, excluded_n, pending, not_evaluated, missing, per_task,
-        )  # fmt: skip
-    shares: Counter[float] = Counter()
-    for (n, c), times in counts.items():
-        shares[c / n if n else 0.0] += times
-    total = math.fsum(share * times for share, times in shares.items())
-    rate = total / n_tasks
-    low, high = _clustered(shares, n_tasks, scored)
-    pk = None
-    if k > 1:
-        pk = (
-            math.fsum(
-                (pass_at_k(n, c, k) if n else 0.0) * times for (n, c), times in counts.items()
-            )
-            / n_tasks
-        )
+    if isinstance(tallies, Tallies):
+        table = tallies
+    else:
+        if universe is None:
+            raise ValueError("universe: the selection's tasks are needed with a mapping")
+        table = Tallies.from_mapping(tallies, TaskIndex(universe))
+    index = table.index
+    skip = excluded if isinstance(excluded, np.ndarray) else index.mask(excluded)
+    sc, rs, ex, pe, ne, mi = table.counts
+    made = sc + ex + pe
+    valid = ~skip
+    set_aside = int(made[skip].sum())
+    trials = sc + mi  # the samples the whole-suite rate counts (missing ones unresolved)
+    in_rate = valid.copy() if whole_suite else valid & (trials > 0)
+    share = np.divide(rs, trials, out=np.zeros(len(index)), where=trials > 0)
+    attempted = valid & (sc > 0)
+    attempted_share = np.divide(rs, sc, out=np.zeros(len(index)), where=sc > 0)
+    n_tasks = int(in_rate.sum())
+    rate = low = high = pk = None
+    total = 0.0
+    if n_tasks:
+        shares = share[in_rate]
+        total = float(shares.sum())
+        rate = total / n_tasks
+        low, high = _clustered(shares, int(trials[in_rate].sum()))
+        if k > 1:
+            pk = _mean_pass_at_k(trials[in_rate], rs[in_rate], k)
+    n_attempted = int(attempted.sum())
+    a_rate = a_low = a_high = None
+    a_total = 0.0
+    if n_attempted:
+        a_shares = attempted_share[attempted]
+        a_total = float(a_shares.sum())
+        a_rate = a_total / n_attempted
+        a_low, a_high = _clustered(a_shares, int(sc[attempted].sum()))
     return Score(
-        rate, total, n_tasks, low, high, k, pk, whole_suite, attempts, scored,
-        resolved_attempts, excluded_n, pending, not_evaluated, missing, per_task,
-    )  # fmt: skip
+        rate=rate,
+        resolved=total,
+        tasks=n_tasks,
+        ci_low=low,
+        ci_high=high,
+        k=k,
+        pass_at_k=pk,
+        whole_suite=whole_suite,
+        attempts=int(made[valid].sum()) + set_aside,
+        scored=int(sc[valid].sum()),
+        resolved_attempts=int(rs[valid].sum()),
+        excluded=int(ex[valid].sum()) + set_aside,
+        pending=int(pe[valid].sum()),
+        not_evaluated=int(ne[valid].sum()),
+        missing=int((in_rate & (made == 0)).sum()),
+        attempted_rate=a_rate,
+        attempted_resolved=a_total,
+        attempted_tasks=n_attempted,
+        attempted_ci_low=a_low,
+        attempted_ci_high=a_high,
+        missing_attempts=int(mi[valid].sum()),
+        index=index,
+        _share=share,
+        _in_rate=in_rate,
+        _attempted_share=attempted_share,
+        _scored=np.where(attempted, sc, 0),
+    )
+
+
+def _mean_pass_at_k(n: np.ndarray, c: np.ndarray, k: int) -> float:
+    # Rows share a few distinct (n, c) pairs: the estimator once per pair present.
+    width = int(c.max()) + 1
+    seen = np.bincount(n * width + c)
+    total = 0.0
+    for key in np.flatnonzero(seen):
+        samples, resolved = divmod(int(key), width)
+        if samples:
+            total += pass_at_k(samples, resolved, k) * int(seen[key])
+    return total / len(n)
 
 
 def clustered_interval(rates: Sequence[float], samples: int) -> tuple[float, float]:
@@ -237,88 +340,239 @@ def clustered_interval(rates: Sequence[float], samples: int) -> tuple[float, flo
     """
     if not rates:
         raise ValueError("no tasks to rate")
-    return _clustered(Counter(rates), len(rates), samples)
+    return _clustered(np.asarray(rates, dtype=np.float64), samples)
 
 
-def _clustered(shares: Mapping[float, int], n_tasks: int, samples: int) -> tuple[float, float]:
-    p = math.fsum(r * n for r, n in shares.items()) / n_tasks
-    spread = math.fsum((r - p) ** 2 * n for r, n in shares.items())
+def _clustered(shares: np.ndarray, samples: int) -> tuple[float, float]:
+    n_tasks = len(shares)
+    p = min(1.0, max(0.0, float(shares.sum()) / n_tasks))
+    spread = float(((shares - p) ** 2).sum())
     n_eff = float(n_tasks)
-    if spread > 0 and 0 < p < 1:
+    if spread > 1e-12 and 0 < p < 1:
         n_eff = p * (1 - p) * n_tasks * n_tasks / spread
     n_eff = min(max(n_eff, float(n_tasks)), float(max(samples, n_tasks)))
     return wilson_interval_fraction(p, n_eff)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class PairedTest(Generic[K]):
-    """Row b against row a on the tasks both rate. Task lists are in task order."""
+    """Row b against row a on the tasks both attempted. Task lists are in task order."""
 
-    tasks: int
-    better: tuple[K, ...]  # b's fraction is higher
-    worse: tuple[K, ...]
-    same: tuple[K, ...]  # equal and above zero
-    neither: tuple[K, ...]  # both zero
+    tasks: int  # n: the tasks both attempted
+    only_a: int  # tasks a attempted and b did not
+    only_b: int
     mean_difference: float | None  # mean of b - a over the paired tasks
     p_value: float
     exact: bool
+    _index: TaskIndex[K]
+    _at: np.ndarray  # positions in the index of the paired tasks
+    _d: np.ndarray  # b - a per paired task
+    _xa: np.ndarray
 
     @property
     def significant(self) -> bool:
         return self.p_value < TIE_ALPHA
 
+    @property
+    def coverage_differs(self) -> bool:
+        """The rows did not attempt the same tasks: the test covers only the shared ones."""
+        return bool(self.only_a or self.only_b)
+
+    def _pick(self, mask: np.ndarray) -> tuple[K, ...]:
+        keys = self._index.keys
+        return tuple(keys[i] for i in self._at[mask])
+
+    @functools.cached_property
+    def better(self) -> tuple[K, ...]:  # b's fraction is higher
+        return self._pick(self._d > 1e-12)
+
+    @functools.cached_property
+    def worse(self) -> tuple[K, ...]:
+        return self._pick(self._d < -1e-12)
+
+    @functools.cached_property
+    def same(self) -> tuple[K, ...]:  # equal and above zero
+        return self._pick((np.abs(self._d) <= 1e-12) & (self._xa > 0))
+
+    @functools.cached_property
+    def neither(self) -> tuple[K, ...]:  # both zero
+        return self._pick((np.abs(self._d) <= 1e-12) & (self._xa <= 0))
+
 
 def paired_test(a: Score[K], b: Score[K]) -> PairedTest[K]:
     """The paired sign-flip permutation test of b against a (see the module docstring)."""
-    keys, xa = a.vector
-    keys_b, xb = b.vector
-    if keys is not keys_b and keys != keys_b:
-        common = set(a.per_task).intersection(b.per_task)
-        keys = tuple(k for k in keys if k in common)
-        xa = np.fromiter((a.per_task[k] for k in keys), np.float64, len(keys))
-        xb = np.fromiter((b.per_task[k] for k in keys), np.float64, len(keys))
-    d = xb - xa
-    up, down = d > 1e-12, d < -1e-12
-    equal = ~(up | down)
-    positive = xa > 0
-
-    def pick(mask: np.ndarray) -> tuple[K, ...]:
-        return tuple(keys[i] for i in np.flatnonzero(mask))
-
-    p, exact = sign_flip_p_value(d[up | down])
-    return PairedTest(
-        tasks=len(keys),
-        better=pick(up),
-        worse=pick(down),
-        same=pick(equal & positive),
-        neither=pick(equal & ~positive),
-        mean_difference=float(d.mean()) if len(keys) else None,
-        p_value=p,
-        exact=exact,
-    )
+    return paired_tests(a, [b])[0]
 
 
-def sign_flip_p_value(diffs: Sequence[float] | np.ndarray) -> tuple[float, bool]:
+def paired_tests(a: Score[K], others: Sequence[Score[K]]) -> list[PairedTest[K]]:
+    """``paired_test(a, b)`` for each b of ``others``, their exact p-values computed together
+    (one inverse FFT for all: the leaderboard tests every row against the leader)."""
+    halves = []
+    for b in others:
+        left, right = (
+            (a, b) if a.index is b.index or a.index.keys == b.index.keys else _realigned(a, b)
+        )
+        att_a, att_b = left._attempted, right._attempted
+        at = np.flatnonzero(att_a & att_b)
+        xa = left._attempted_share[at]
+        d = right._attempted_share[at] - xa
+        halves.append((left, att_a, att_b, at, xa, d, np.lcm(left._scored[at], right._scored[at])))
+    p_values = sign_flip_p_values([(h[5], h[6]) for h in halves])
+    return [
+        PairedTest(
+            tasks=len(at),
+            only_a=int((att_a & ~att_b).sum()),
+            only_b=int((att_b & ~att_a).sum()),
+            mean_difference=float(d.mean()) if len(at) else None,
+            p_value=p,
+            exact=exact,
+            _index=left.index,
+            _at=at,
+            _d=d,
+            _xa=xa,
+        )
+        for (left, att_a, att_b, at, xa, d, _), (p, exact) in zip(halves, p_values, strict=True)
+    ]
+
+
+def _realigned(a: Score[K], b: Score[K]) -> tuple[Score[K], Score[K]]:
+    """Two scores computed over different task indexes, over their union (tests, one-offs)."""
+    index = TaskIndex([*a.index.keys, *b.index.keys])
+
+    def moved(s: Score[K]) -> Score[K]:
+        at = [index.position[k] for k in s.index.keys]
+
+        def spread(values: np.ndarray, fill) -> np.ndarray:
+            out = np.full(len(index), fill, dtype=values.dtype)
+            out[at] = values
+            return out
+
+        return Score(
+            **{f: getattr(s, f) for f in _SCORE_FIGURES},
+            index=index,
+            _share=spread(s._share, 0.0),
+            _in_rate=spread(s._in_rate, False),
+            _attempted_share=spread(s._attempted_share, 0.0),
+            _scored=spread(s._scored, 0),
+        )
+
+    return moved(a), moved(b)
+
+
+def sign_flip_p_value(
+    diffs: Sequence[float] | np.ndarray, *, denominators: np.ndarray | None = None
+) -> tuple[float, bool]:
     """Two-sided p-value of sum(diffs) under random signs, and whether it is exact.
 
-    Equal magnitudes make the sum a scaled binomial: the exact McNemar p-value. Otherwise a
-    Monte Carlo estimate, (1 + hits) / (1 + PERMUTATIONS), over a fixed sign matrix whose
-    first rows depend only on the seed, so a pair gets the same p on every page.
+    Equal magnitudes make the sum a scaled binomial: the exact McNemar p-value. Differences of
+    resolved shares are fractions with small denominators (``denominators``, else read from the
+    values): scaled to integers, the exact distribution of the signed sum is the convolution of
+    one binomial per distinct magnitude (``_exact_sign_flips``). Past ``EXACT_STEPS_LIMIT`` a
+    Monte Carlo estimate, (1 + hits) / (1 + PERMUTATIONS), over a fixed sign matrix
+    (reproducible on every page).
     """
-    values = np.asarray(diffs, dtype=np.float64)
-    values = values[values != 0]
-    if not len(values):
-        return 1.0, True
-    size = abs(values[0])
-    if bool(np.all(np.abs(np.abs(values) - size) < 1e-9)):
-        ups = int(np.count_nonzero(values > 0))
-        return mcnemar_exact(len(values) - ups, ups), True
+    return sign_flip_p_values([(diffs, denominators)])[0]
+
+
+def sign_flip_p_values(
+    tests: Sequence[tuple[Sequence[float] | np.ndarray, np.ndarray | None]],
+) -> list[tuple[float, bool]]:
+    """``sign_flip_p_value`` of each (diffs, denominators), the exact ones in one batch."""
+    out: list[tuple[float, bool] | None] = []
+    exact: list[tuple[int, np.ndarray, int]] = []  # (slot, integer steps, observed sum)
+    for diffs, denominators in tests:
+        values = np.asarray(diffs, dtype=np.float64)
+        keep = np.abs(values) > 1e-12
+        values = values[keep]
+        if not len(values):
+            out.append((1.0, True))
+            continue
+        size = abs(values[0])
+        if bool(np.all(np.abs(np.abs(values) - size) < 1e-9)):
+            ups = int(np.count_nonzero(values > 0))
+            out.append((mcnemar_exact(len(values) - ups, ups), True))
+            continue
+        if denominators is not None:
+            scale = int(np.lcm.reduce(np.asarray(denominators)[keep].astype(np.int64)))
+        else:
+            scale = _common_denominator(values)
+        steps = np.rint(np.abs(values) * scale) if scale else None
+        if (
+            steps is not None
+            and float(np.abs(np.abs(values) * scale - steps).max()) < 1e-6
+            and float(steps.sum()) <= EXACT_STEPS_LIMIT
+        ):
+            exact.append((len(out), steps.astype(np.int64), int(np.rint(values * scale).sum())))
+            out.append(None)
+        else:
+            out.append((_monte_carlo(values), False))
+    for (slot, _, _), p in zip(exact, _exact_sign_flips(exact), strict=True):
+        out[slot] = (p, True)
+    return out  # type: ignore[return-value]
+
+
+def _common_denominator(values: np.ndarray) -> int:
+    """The least common denominator of the values read as fractions (0 when there is none
+    small enough to scale by)."""
+    scale = 1
+    for value in np.unique(np.round(np.abs(values), 12)):
+        scale = math.lcm(scale, Fraction(float(value)).limit_denominator(1000).denominator)
+        if scale > EXACT_STEPS_LIMIT:
+            return 0
+    return scale
+
+
+def _exact_sign_flips(tests: list[tuple[int, np.ndarray, int]]) -> list[float]:
+    """For each (slot, steps, observed): P(|sum of +-steps| >= |observed|) under independent
+    fair signs, exactly (up to float rounding).
+
+    X, the sum of the steps signed +, ranges over 0..T (T = sum of steps); each distinct step
+    size a with c tasks adds a * Binomial(c, 1/2) to it, whose generating function is
+    ((1 + z^a) / 2)^c. Their product on the unit circle is X's spectrum, exp(-i t T / 2) *
+    prod cos(t a / 2)^c, computed directly (no forward transforms; the product as the exp of a
+    sum of logs, with its sign); one inverse FFT of all the tests' spectra gives each X's
+    distribution, and the signed sum is 2X - T.
+    """
+    if not tests:
+        return []
+    totals = np.array([int(steps.sum()) for _, steps, _ in tests])
+    length = 1 << int(totals.max()).bit_length()  # > every total: no wrap-around
+    sizes = np.unique(np.concatenate([steps for _, steps, _ in tests]))
+    column = {int(size): i for i, size in enumerate(sizes)}
+    counts = np.zeros((len(tests), len(sizes)))
+    for row, (_, steps, _) in enumerate(tests):
+        found, times = np.unique(steps, return_counts=True)
+        counts[row, [column[int(f)] for f in found]] = times
+    angle = 2 * np.pi * np.arange(length // 2 + 1) / length
+    cosines = np.cos(np.outer(sizes / 2, angle))
+    # einsum, not ``@``: BLAS's threads are slow on a busy machine.
+    log_size = np.einsum("ps,sf->pf", counts, np.log(np.abs(cosines) + 1e-300))
+    negative = np.einsum("ps,sf->pf", counts % 2, (cosines < 0).astype(np.float64))
+    sign = np.where(np.rint(negative) % 2, -1.0, 1.0)
+    spectrum = np.exp(log_size) * sign * np.exp(-0.5j * np.outer(totals, angle))
+    pmfs = np.clip(np.fft.irfft(spectrum, length, axis=1), 0.0, None)
+    out = []
+    for (_, _, observed), total, pmf in zip(tests, totals.tolist(), pmfs, strict=True):
+        distance = abs(observed)
+        high = (total + distance + 1) // 2  # first X with 2X - T >= distance
+        low = (total - distance) // 2  # last X with 2X - T <= -distance
+        if distance == 0 or low >= high:
+            out.append(1.0)
+        else:
+            tail = pmf[high : total + 1].sum() + pmf[: low + 1].sum()
+            # Rounded past float noise: a test gives the same p alone or in a batch (whose
+            # common transform length changes the last bits).
+            out.append(round(float(min(1.0, tail)), 12))
+    return out
+
+
+def _monte_carlo(values: np.ndarray) -> float:
     signs = _signs(len(values))[: len(values)]
     # einsum, not ``@``: BLAS's threads made this 30x slower on a busy machine.
     sums = np.abs(np.einsum("i,ij->j", values, signs))
     observed = abs(float(values.sum()))
     hits = int(np.count_nonzero(sums >= observed - 1e-9))
-    return (1 + hits) / (1 + PERMUTATIONS), False
+    return (1 + hits) / (1 + PERMUTATIONS)
 
 
 def _signs(rows: int) -> np.ndarray:
@@ -347,6 +601,8 @@ class Standing:
     status: str  # "leader", "tied", "behind", "pending", "reference", "unscored"
     rank: int | None = None
     p_value: float | None = None
+    paired: int | None = None  # the tasks the test against the leader covered
+    coverage_differs: bool = False  # the row and the leader did not attempt the same tasks
 
     @property
     def is_leader(self) -> bool:
@@ -374,12 +630,13 @@ def standings(entries: Sequence[tuple[K, Score, bool]]) -> dict[K, Standing]:
     if not ranked:
         return out
     leader = ranked[0][2]
-    for rank, (_, key, s) in enumerate(ranked, start=1):
-        if rank == 1:
-            out[key] = Standing("leader", rank)
-            continue
-        p = paired_test(leader, s).p_value
-        out[key] = Standing("tied" if p >= TIE_ALPHA else "behind", rank, p)
+    out[ranked[0][1]] = Standing("leader", 1)
+    tests = paired_tests(leader, [s for _, _, s in ranked[1:]])
+    for rank, ((_, key, _), test) in enumerate(zip(ranked[1:], tests, strict=True), start=2):
+        p = test.p_value
+        out[key] = Standing(
+            "tied" if p >= TIE_ALPHA else "behind", rank, p, test.tasks, test.coverage_differs
+        )
     return out
 
 
@@ -396,18 +653,39 @@ class GroupScore:
         return self.resolved / self.tasks if self.tasks else None
 
 
-def by_group(s: Score[K], groups: Mapping[K, str]) -> dict[str, GroupScore]:
+@dataclass(frozen=True, eq=False)
+class TaskGroups:
+    """Each task's group (a repository) as codes over a task index: computed once a page."""
+
+    names: tuple[str, ...]
+    codes: np.ndarray  # int, one per task of the index
+
+    @classmethod
+    def of(cls, index: TaskIndex[K], groups: Mapping[K, str]) -> TaskGroups:
+        names = tuple(sorted({groups.get(k, "") for k in index.keys}))
+        code = {n: i for i, n in enumerate(names)}
+        return cls(names, np.array([code[groups.get(k, "")] for k in index.keys], dtype=np.int64))
+
+
+def by_group(s: Score[K], groups: Mapping[K, str] | TaskGroups) -> dict[str, GroupScore]:
     """The score's per-task fractions averaged within each group (same denominator rules)."""
-    sums: dict[str, list[float]] = {}
-    for task, fraction in s.per_task.items():
-        sums.setdefault(groups.get(task, ""), []).append(fraction)
-    return {g: GroupScore(g, len(v), math.fsum(v)) for g, v in sorted(sums.items())}
+    if not isinstance(groups, TaskGroups):
+        groups = TaskGroups.of(s.index, groups)
+    codes = groups.codes[s._in_rate]
+    width = len(groups.names)
+    tasks = np.bincount(codes, minlength=width)
+    sums = np.bincount(codes, weights=s._share[s._in_rate], minlength=width)
+    return {
+        name: GroupScore(name, int(tasks[i]), float(sums[i]))
+        for i, name in enumerate(groups.names)
+        if tasks[i]
+    }
 
 
-def attempt_outcome(status: str, *, is_infra: bool, resolved: bool, is_missing: bool) -> str:
+def attempt_outcome(status: str, *, is_infra: bool, resolved: bool) -> str:
     """How one attempt counts, as a word for lists: resolved, failed, missing, infra,
     pending or not_evaluated (``classify`` in one word)."""
-    tally = classify(status, is_infra=is_infra, resolved=resolved, is_missing=is_missing)
+    tally = classify(status, is_infra=is_infra, resolved=resolved)
     if tally.resolved:
         return "resolved"
     if tally.missing:
@@ -419,23 +697,26 @@ def attempt_outcome(status: str, *, is_infra: bool, resolved: bool, is_missing: 
     return "not_evaluated" if tally.not_evaluated else "pending"
 
 
+_SCORE_FIGURES = (
+    "rate", "resolved", "tasks", "ci_low", "ci_high", "k", "pass_at_k", "whole_suite",
+    "attempts", "scored", "resolved_attempts", "excluded", "pending", "not_evaluated",
+    "missing", "attempted_rate", "attempted_resolved", "attempted_tasks", "attempted_ci_low",
+    "attempted_ci_high", "missing_attempts",
+)  # fmt: skip
+
+
 def score_record(s: Score) -> dict:
     """A score's figures as plain values, the same keys in every export (API, CSV, JSON)."""
+    return {**{f: getattr(s, f) for f in _SCORE_FIGURES}, "complete": s.complete}
+
+
+def pair_figures(test: PairedTest) -> dict:
+    """A paired test's n, coverage and verdict as plain values (leaderboard and compare)."""
     return {
-        "rate": s.rate,
-        "resolved": s.resolved,
-        "tasks": s.tasks,
-        "ci_low": s.ci_low,
-        "ci_high": s.ci_high,
-        "k": s.k,
-        "pass_at_k": s.pass_at_k,
-        "whole_suite": s.whole_suite,
-        "attempts": s.attempts,
-        "scored": s.scored,
-        "resolved_attempts": s.resolved_attempts,
-        "excluded": s.excluded,
-        "pending": s.pending,
-        "not_evaluated": s.not_evaluated,
-        "missing": s.missing,
-        "complete": s.complete,
+        "paired": test.tasks,
+        "only_a": test.only_a,
+        "only_b": test.only_b,
+        "coverage_differs": test.coverage_differs,
+        "p_value": test.p_value,
+        "exact": test.exact,
     }

@@ -12,23 +12,27 @@ configuration over its runs in the selection (key: the configuration's slug).
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections import defaultdict
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
+import numpy as np
 from django.db import connections
 from django.db.models import Count, F, Q, QuerySet, Sum
 
-from runs.models import AgentVariant, Attempt, ModelConfig, Run, RunSource
+from runs.models import AgentVariant, Attempt, ModelConfig, Run, RunDateSource, RunSource
 from runs.results.scoring import (
+    COUNTS,
     FINAL_STATUSES,
     FINISHED,
+    MISSING,
     NOT_EVALUATED,
     UNRUN_STATUSES,
     Score,
-    TaskTally,
-    pool,
+    Tallies,
+    TaskIndex,
     score,
 )
 from tasks_app.models import Suite, Task
@@ -60,36 +64,48 @@ class RunFacts:
     status: str
     created_at: dt.datetime
     finished_at: dt.datetime | None
+    date_source: str = RunDateSource.HARNESS
 
     @property
     def short_id(self) -> str:
         return str(self.public_id)[:8]
 
+    @property
+    def date_known(self) -> bool:
+        """False for an imported run whose source said nothing of when it ran: its only
+        time is the import's, shown as "imported on ..." (``date`` is None)."""
+        return self.date_source != RunDateSource.UNKNOWN
+
+    @property
+    def date(self) -> dt.datetime | None:
+        """When the run ran (finished, or was created while it runs); None when unknown."""
+        return (self.finished_at or self.created_at) if self.date_known else None
+
 
 @dataclass
 class Usage:
-    """What a row's attempts that ran consumed: finished attempts, a published run's missing
-    instances apart (they did no work). Averages are per attempt that ran."""
+    """What a row's finished attempts consumed, as far as it is known: an attempt whose usage
+    nothing recorded (an imported report without a trajectory) counts in none of the
+    averages, and missing instances did no work. Averages are per attempt that recorded it."""
 
-    ran: int = 0
     cost: float = 0.0
+    costed: int = 0  # attempts with a known cost
     tokens: int = 0
+    tokened: int = 0
     calls: int = 0  # model API calls: the attempts' ``steps``
+    called: int = 0
     wall: float = 0.0
     walled: int = 0
 
     def add(self, other: Usage) -> None:
-        self.ran += other.ran
-        self.cost += other.cost
-        self.tokens += other.tokens
-        self.calls += other.calls
-        self.wall += other.wall
-        self.walled += other.walled
+        for name in self.__dataclass_fields__:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
 
-    def per_attempt(self, total: float) -> float | None:
-        """``total`` over the attempts that ran; None ("—") when nothing was recorded (published
-        reports without trajectories, a log without costs, the oracle and no-op)."""
-        return total / self.ran if self.ran and total else None
+    @staticmethod
+    def per_attempt(total: float, known: int) -> float | None:
+        """``total`` over the attempts that recorded it; None ("—") when nothing was recorded
+        (published reports without trajectories, a log without costs, the oracle and no-op)."""
+        return total / known if known and total else None
 
 
 @dataclass(frozen=True)
@@ -133,9 +149,15 @@ class SuiteResults:
     excluded: frozenset[int]
     runs: dict[int, RunFacts]
     models: dict[int, ModelConfig]
-    tallies: dict[int, dict[int, TaskTally]]  # run id -> task pk -> tally
+    tallies: dict[int, Tallies[int]]  # run id -> per-task tallies over ``index``
     usage: dict[int, Usage]  # run id -> usage
+    index: TaskIndex[int] = field(default=None, repr=False)  # type: ignore[assignment]
     _scores: dict[tuple[int, ...], Score] = field(default_factory=dict, repr=False)
+    _excluded_mask: np.ndarray | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.index is None:
+            self.index = TaskIndex(self.universe)
 
     def entries(self, view: str = "runs") -> list[Entry]:
         """Every row of the selection: one per run (``runs``) or per configuration."""
@@ -180,20 +202,24 @@ class SuiteResults:
         key = tuple(r.id for r in entry.runs)
         cached = self._scores.get(key)
         if cached is None:
+            if self._excluded_mask is None:
+                self._excluded_mask = self.index.mask(self.excluded)
             cached = score(
                 self.tally(entry),
-                universe=self.universe,
                 whole_suite=entry.whole_suite,
                 k=entry.k,
-                excluded=self.excluded,
+                excluded=self._excluded_mask,
             )
             self._scores[key] = cached
         return cached
 
-    def tally(self, entry: Entry) -> dict[int, TaskTally]:
-        if len(entry.runs) == 1:
-            return self.tallies.get(entry.runs[0].id, {})
-        return pool(self.tallies.get(r.id, {}) for r in entry.runs)
+    def tally(self, entry: Entry) -> Tallies[int]:
+        """The entry's per-task tallies (its runs' pooled)."""
+        empty = Tallies.empty(self.index)
+        tables = [self.tallies.get(r.id, empty) for r in entry.runs]
+        if len(tables) == 1:
+            return tables[0]
+        return Tallies(self.index, sum((t.counts for t in tables), empty.counts))
 
     def entry_usage(self, entry: Entry) -> Usage:
         total = Usage()
@@ -246,11 +272,14 @@ def selected_attempts(
     date_to: dt.date | None = None,
     model_ids: Collection[int] | None = None,
     run_ids: Collection[int] | None = None,
+    include_undated: bool = False,
 ) -> QuerySet[Attempt]:
     """Attempts of a suite in the selection, every status (pending ones count as pending).
 
     Dates filter on when an attempt finished; attempts still pending have no such date and
-    stay in unless an end date is given.
+    stay in unless an end date is given. Runs of unknown date (imported without one) are left
+    out of a date filter, or with ``include_undated`` kept whatever its window: their only
+    time is the import's.
     """
     attempts = Attempt.objects.for_suite(suite)
     if model_ids is not None:
@@ -268,6 +297,16 @@ def selected_attempts(
             window &= Q(finished_at__lt=end)
         if not date_to:
             window |= ~Q(status__in=FINAL_STATUSES)
+        undated = list(
+            Run.objects.filter(suite=suite, date_source=RunDateSource.UNKNOWN).values_list(
+                "id", flat=True
+            )
+        )
+        if undated:
+            # A run of unknown date has no date to place in the window: out, or (asked for)
+            # in whatever the window.
+            undated_q = Q(run_id__in=undated)
+            window = (window | undated_q) if include_undated else (window & ~undated_q)
         attempts = attempts.filter(window)
     return attempts
 
@@ -284,9 +323,9 @@ def outcome_filter(outcome: str) -> Q:
     """Attempts that ``runs.results.scoring.attempt_outcome`` calls ``outcome``, as a filter."""
     scored = Q(status=FINISHED, is_infra=False)
     filters = {
-        "resolved": scored & Q(failure_reason__isnull=True, is_missing=False),
-        "failed": scored & Q(failure_reason__isnull=False, is_missing=False),
-        "missing": scored & Q(is_missing=True),
+        "resolved": scored & Q(failure_reason__isnull=True),
+        "failed": scored & Q(failure_reason__isnull=False),
+        "missing": Q(status=MISSING),
         "infra": Q(status=FINISHED, is_infra=True) | Q(status__in=list(UNRUN_STATUSES)),
         "pending": ~Q(status__in=list(FINAL_STATUSES)),
         "not_evaluated": Q(status=NOT_EVALUATED),
@@ -296,6 +335,7 @@ def outcome_filter(outcome: str) -> Q:
     return filters[outcome]
 
 
+@functools.lru_cache(maxsize=4096)
 def repo_of(repo_url: str) -> str:
     """``https://github.com/org/name`` -> ``org/name``; a local path or bundle -> its name."""
     url = repo_url.rstrip("/")
@@ -318,11 +358,13 @@ def read_results(
     run_ids: Collection[int] | None = None,
     exclude_tasks: Iterable[int] | None = None,
     usage: bool = False,
+    include_undated: bool = False,
 ) -> SuiteResults:
     """The selection's tasks, runs and per-task tallies: a fixed number of queries.
 
     ``exclude_tasks``: task pks left out of every figure; by default ``excluded_tasks(suite)``.
     ``usage``: also sum cost, tokens, calls and wall time per run (the leaderboard).
+    ``include_undated``: a date filter keeps runs of unknown date too.
     Baseline-validation runs are not results and are left out.
     """
     if model_ids is not None:
@@ -344,15 +386,23 @@ def read_results(
         date_to=date_to,
         model_ids=model_ids,
         run_ids=run_ids,
+        include_undated=include_undated,
     )
-    tallies = _grouped_tallies(attempts)
+    index = TaskIndex(tasks)
+    grouped = _grouped_rows(attempts)
     runs = {
         r[0]: RunFacts(*r)
-        for r in Run.objects.filter(id__in=list(tallies)).values_list(
+        for r in Run.objects.filter(id__in={row[0] for row in grouped}).values_list(
             "id", "public_id", "model_config_id", "samples", "source", "status", "created_at",
-            "finished_at",
+            "finished_at", "date_source",
         )
     }  # fmt: skip
+    # A run holds at most ``samples`` attempts a task (one per sample index): past the codes'
+    # range, count again one filter per count.
+    if any(r.samples >= _BASE for r in runs.values()):
+        tallies = _grouped_tallies_counted(attempts, index)
+    else:
+        tallies = _tables(index, ((run, _decode(int(code)), ids) for run, code, ids in grouped))
     models = {
         m.id: m
         # The condition's files stay in the database: ``condition`` names them for the rows.
@@ -370,78 +420,128 @@ def read_results(
         models=models,
         tallies={i: t for i, t in tallies.items() if i in runs},
         usage=_usage(attempts) if usage else {},
+        index=index,
     )
 
 
-def _grouped_tallies(attempts: QuerySet[Attempt]) -> dict[int, dict[int, TaskTally]]:
-    """Per run, per task tallies in one query.
+# Each attempt's class as one number: a digit (base 2^10) per count of ``scoring.COUNTS``, so
+# one SUM per run x task gives every count at once (a single CASE a row: twice as fast as a
+# filtered COUNT per count on SQLite). Exact while a run has fewer than 1,024 attempts on one
+# task; ``read_results`` checks the runs' samples.
+_BASE = 1 << 10
+_DIGIT = {name: _BASE**i for i, name in enumerate(COUNTS)}
+_CLASS_SQL = (
+    f"CASE status WHEN '{FINISHED}' THEN CASE WHEN is_infra THEN {_DIGIT['excluded']} "
+    f"WHEN failure_reason_id IS NULL THEN {_DIGIT['scored'] + _DIGIT['resolved']} "
+    f"ELSE {_DIGIT['scored']} END "
+    f"WHEN '{MISSING}' THEN {_DIGIT['missing']} "
+    + "".join(f"WHEN '{s}' THEN {_DIGIT['excluded']} " for s in sorted(UNRUN_STATUSES))
+    + f"WHEN '{NOT_EVALUATED}' THEN {_DIGIT['pending'] + _DIGIT['not_evaluated']} "
+    f"ELSE {_DIGIT['pending']} END"
+)
 
-    The inner query groups attempts by run x task (in the order of
-    ``attempt_run_results_idx``, so without a sort); the outer one groups those by run x tally
-    and lists the tasks of each group, so a few hundred rows reach Python however many
-    attempts there are. The classification is ``runs.results.scoring.classify`` written in SQL.
+
+def _grouped_rows(attempts: QuerySet[Attempt]) -> list[tuple[int, int, str]]:
+    """(run id, class sum, comma-separated task ids) groups, in one query.
+
+    The inner query sums each attempt's class (``_CLASS_SQL``: ``runs.results.scoring.classify``
+    written in SQL) by run x task (in the order of ``attempt_run_results_idx``, so without a
+    sort); the outer one groups those by run x sum and lists the tasks of each group, so a few
+    hundred rows reach Python however many attempts there are.
     """
-    final = list(FINAL_STATUSES)
+    sql, params = attempts.order_by().values_list("run_id", "task_id").query.sql_with_params()
+    connection = connections[attempts.db]
+    if connection.vendor == "postgresql":
+        task_list = "STRING_AGG(CAST(task_id AS TEXT), ',')"
+        summed = f"SUM({_CLASS_SQL})::bigint"
+    else:
+        task_list = "GROUP_CONCAT(task_id)"
+        summed = f"SUM({_CLASS_SQL})"
+    select, _, rest = sql.partition(" FROM ")
+    grouped = f"{select}, {summed} AS code FROM {rest} GROUP BY 1, 2"
+    outer = f"SELECT run_id, code, {task_list} FROM ({grouped}) per_task GROUP BY run_id, code"
+    with connection.cursor() as cursor:
+        cursor.execute(outer, params)
+        return cursor.fetchall()
+
+
+def _decode(code: int) -> tuple[int, ...]:
+    return tuple((code >> (10 * i)) & (_BASE - 1) for i in range(len(COUNTS)))
+
+
+def _tables(index: TaskIndex[int], rows) -> dict[int, Tallies]:
+    """``Tallies`` per run from (run id, counts, comma-separated task ids) groups: every group's
+    task ids parsed in one go, then one scatter per run."""
+    rows = list(rows)
+    tables: dict[int, Tallies] = {}
+    if not rows:
+        return tables
+    position = np.full(max(index.keys, default=0) + 1, -1, dtype=np.int64)
+    position[list(index.keys)] = np.arange(len(index))
+    texts = [str(ids) for _, _, ids in rows]
+    ids = np.array(",".join(texts).split(","), dtype=np.int64)
+    group = np.repeat(np.arange(len(rows)), [t.count(",") + 1 for t in texts])
+    counts = np.array([c for _, c, _ in rows], dtype=np.int64)  # (groups, len(COUNTS))
+    known = ids < len(position)
+    at = np.where(known, position[np.where(known, ids, 0)], -1)
+    keep = at >= 0
+    runs = np.array([r for r, _, _ in rows], dtype=np.int64)[group]
+    for run_id in dict.fromkeys(r for r, _, _ in rows):
+        table = tables[run_id] = Tallies.empty(index)
+        mine = keep & (runs == run_id)
+        table.counts[:, at[mine]] = counts[group[mine]].T
+    return tables
+
+
+def _grouped_tallies_counted(
+    attempts: QuerySet[Attempt], index: TaskIndex[int]
+) -> dict[int, Tallies]:
+    """The same tallies counted one filter per count: for runs with 1,024+ samples a task."""
     scored = Q(status=FINISHED, is_infra=False)
-    inner = (
+    rows = (
         attempts.order_by()
         .values_list("run_id", "task_id")
         .annotate(
             scored=Count("id", filter=scored),
-            resolved=Count("id", filter=scored & Q(failure_reason__isnull=True, is_missing=False)),
+            resolved=Count("id", filter=scored & Q(failure_reason__isnull=True)),
             excluded=Count(
                 "id",
                 filter=Q(status=FINISHED, is_infra=True) | Q(status__in=list(UNRUN_STATUSES)),
             ),
-            pending=Count("id", filter=~Q(status__in=final)),
+            pending=Count("id", filter=~Q(status__in=list(FINAL_STATUSES))),
             not_evaluated=Count("id", filter=Q(status=NOT_EVALUATED)),
-            missing=Count("id", filter=scored & Q(is_missing=True)),
+            missing=Count("id", filter=Q(status=MISSING)),
         )
     )
-    sql, params = inner.query.sql_with_params()
-    connection = connections[attempts.db]
-    if connection.vendor == "postgresql":
-        task_list = "STRING_AGG(CAST(task_id AS TEXT), ',')"
-    else:
-        task_list = "GROUP_CONCAT(task_id)"
-    columns = "scored, resolved, excluded, pending, not_evaluated, missing"
-    outer = (
-        f"SELECT run_id, {columns}, {task_list} FROM ({sql}) per_task GROUP BY run_id, {columns}"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(outer, params)
-        rows = cursor.fetchall()
-    tallies: dict[int, dict[int, TaskTally]] = defaultdict(dict)
-    for run_id, *counts, task_ids in rows:
-        tally = TaskTally(*counts)
-        per_task = tallies[run_id]
-        for task in str(task_ids).split(","):
-            per_task[int(task)] = tally
-    return dict(tallies)
+    return _tables(index, ((run, counts, str(task)) for run, task, *counts in rows))
 
 
 def _usage(attempts: QuerySet[Attempt]) -> dict[int, Usage]:
-    """Cost, tokens, model API calls and wall time of each run's attempts that ran.
+    """Cost, tokens, model API calls and wall time of each run's finished attempts, with how
+    many recorded each (NULL: unknown).
 
     Every column read is in ``attempt_run_results_idx`` (by run first), so the database sums
     from the index without a sort.
     """
     rows = (
-        attempts.filter(status=FINISHED, is_missing=False)
+        attempts.filter(status=FINISHED)
         .order_by()
         .values_list("run_id")
         .annotate(
-            n=Count("id"),
             cost=Sum("cost_usd"),
+            costed=Count("cost_usd"),
             tokens=Sum(F("tokens_in") + F("tokens_out")),
+            tokened=Count("tokens_in"),
             calls=Sum("steps"),
+            called=Count("steps"),
             wall=Sum("duration_sec"),
             walled=Count("duration_sec"),
         )
     )
-    return {
-        run_id: Usage(
-            n, float(cost or 0), int(tokens or 0), int(calls or 0), float(wall or 0), walled
-        )
-        for run_id, n, cost, tokens, calls, wall, walled in rows
-    }
+    out = {}
+    for run_id, cost, costed, tokens, tokened, calls, called, wall, walled in rows:
+        out[run_id] = Usage(
+            float(cost or 0), costed, int(tokens or 0), tokened, int(calls or 0), called,
+            float(wall or 0), walled,
+        )  # fmt: skip
+    return out

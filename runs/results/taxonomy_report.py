@@ -40,7 +40,13 @@ class ModelBreakdown:
     score: Score | None = None
 
     @property
+    def missing(self) -> int:
+        """Instances never attempted: no outcome of the agent's, so no bar and no reason."""
+        return self.score.missing_attempts if self.score else 0
+
+    @property
     def total(self) -> int:
+        """Finished attempts: the bars (missing instances are none)."""
         return self.resolved + sum(self.counts.values())
 
     @property
@@ -53,12 +59,14 @@ class ModelBreakdown:
 @dataclass(frozen=True)
 class RunPoint:
     """One run's score (its leaderboard row), at the time the run finished (or was created,
-    while it runs), for the over-time chart."""
+    while it runs), for the over-time chart; ``dated`` False for a run of unknown date (at
+    its import time), charted only when asked."""
 
     model_id: int
     run_public_id: uuid.UUID
     at: dt.datetime
     score: Score
+    dated: bool = True
 
     @property
     def rate(self) -> float | None:
@@ -93,10 +101,14 @@ def reason_columns() -> list[ReasonColumn]:
 
 
 def taxonomy_breakdown(
-    *, suite: Suite, models: list[ModelConfig] | None = None
+    *, suite: Suite, models: list[ModelConfig] | None = None, include_undated: bool = False
 ) -> TaxonomyBreakdown:
     """Counts of finished attempts by model and failure reason, each model's score and each
     run's score over time (``runs.results.scoring``, the leaderboard's figures).
+
+    Missing instances (never attempted) are no failure: counted apart (``missing``), in no
+    bar. Runs of unknown date (imported without one) are left off the over-time points
+    unless ``include_undated``.
 
     One grouped query on the attempts (model x reason) plus ``runs.results.selection.read_results``.
     """
@@ -133,8 +145,10 @@ def taxonomy_breakdown(
             entry.run.public_id,  # type: ignore[union-attr, arg-type]
             entry.run.finished_at or entry.run.created_at,  # type: ignore[union-attr]
             results.score(entry),
+            entry.run.date_known,  # type: ignore[union-attr]
         )
         for entry in results.entries("runs")
+        if include_undated or entry.run.date_known  # type: ignore[union-attr]
     ]
     points.sort(key=lambda p: (p.model_id, p.at))
     return TaxonomyBreakdown(suite=suite, reasons=reasons, models=ordered, points=points)

@@ -19,4 +19,7 @@ def taxonomy_chart(request: HttpRequest, name: str) -> HttpResponse:
     if isinstance(suite, HttpResponse):
         return suite
     attempts_url = reverse("suite-attempts", args=[suite.name])
-    return JsonResponse(chart_data(taxonomy_breakdown(suite=suite), attempts_url))
+    # Runs of unknown date (imported without one) join the over-time lines only when asked.
+    undated = request.GET.get("undated") == "1"
+    breakdown = taxonomy_breakdown(suite=suite, include_undated=undated)
+    return JsonResponse(chart_data(breakdown, attempts_url))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import uuid
+from dataclasses import dataclass
 from html import escape as esc
 from urllib.parse import quote, urlencode
 
@@ -17,7 +18,7 @@ from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 
 from runs.access import can_read_leaderboards
-from runs.models import ModelConfig, Run
+from runs.models import ModelConfig, Run, RunDateSource
 from runs.results.compare import (
     Comparison,
     TaskRow,
@@ -33,6 +34,7 @@ from runs.results.selection import (
     VIEWS,
     Entry,
     SelectionError,
+    SuiteResults,
     outcome_filter,
     read_results,
     runs_by_prefix,
@@ -44,6 +46,7 @@ from runs.results.taxonomy_report import (
     TaxonomyBreakdown,
     taxonomy_breakdown,
 )
+from runs.web.board_html import leaderboard_rows_html, task_list_html
 from runs.web.page_cache import cached_blocks
 from tasks_app.models import GoldValidation, GoldValidationStatus, Suite, Task
 
@@ -109,6 +112,7 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
         view = "runs"
     order = request.GET.get("order", "")
     descending = None if order not in ("asc", "desc") else order == "desc"
+    undated = request.GET.get("undated") == "1"
     board = build_leaderboard(
         suite=suite,
         view=view,
@@ -118,9 +122,10 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
         date_to=date_to,
         sort=sort,
         descending=descending,
+        include_undated=undated,
     )
     keep = [("label", v) for v in labels]
-    keep += [(k, request.GET[k]) for k in ("from", "to", "runs") if request.GET.get(k)]
+    keep += [(k, request.GET[k]) for k in ("from", "to", "runs", "undated") if request.GET.get(k)]
     sort_links = {
         key: "?"
         + urlencode(
@@ -138,6 +143,8 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
     }
     view_links = {v: "?" + urlencode([*keep, ("view", v), ("sort", sort)]) for v in VIEWS}
     rows = board.all_rows
+    _set_row_links(suite, rows)
+    any_k = any(r.pass_at_k is not None for r in rows)
     return render(
         request,
         "runs/leaderboard.html",
@@ -157,17 +164,56 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
             "date_from": request.GET.get("from", ""),
             "date_to": request.GET.get("to", ""),
             "runs_param": request.GET.get("runs", ""),
+            "undated": undated,
+            "any_partial": any(r.score.partial for r in rows),
             "sort": sort,
             "sort_links": sort_links,
             "errors": errors,
-            "any_k": any(r.pass_at_k is not None for r in rows),
+            "any_k": any_k,
+            "rows_html": leaderboard_rows_html(board.rows, any_k=any_k),
+            "references_html": leaderboard_rows_html(board.references, any_k=any_k),
             "repo_table": _repo_table(board) if len(board.groups) > 1 else None,
             "compare_default": ",".join(r.key for r in _top_competitors(board.rows, 2)),
             "left_out": _left_out(suite) if board.results.excluded else [],
-            "approximate": _approximate(suite, board.results.excluded),
+            "approximate": _approximate(suite, board.results, labels),
         },
         status=400 if errors else 200,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class RowLinks:
+    attempts: str  # the row's configuration's attempts
+    infra: str  # its infrastructure outcomes
+    config: str = ""  # its configuration's page
+    run: str = ""  # a run's row: the run page and its attempts
+    run_attempts: str = ""
+    runs: tuple[tuple[str, str], ...] = ()  # a configuration's row: (run page, short id)
+
+
+def _set_row_links(suite: Suite, rows: list) -> None:
+    """Each row's links, from one reverse() per kind (reversing per row cost the page more
+    than its figures)."""
+    attempts = reverse("suite-attempts", args=[suite.name])
+    run_url = reverse("run-detail", args=[_ZERO]).replace(str(_ZERO), "{}")
+    config_url = reverse("model-config-detail", args=["x"])[: -len("x/")] + "{}/"
+    for r in rows:
+        base = f"{attempts}?model={quote(r.slug, safe='')}"
+        config = config_url.format(quote(r.slug, safe=""))
+        if r.run is not None:
+            short = r.run.short_id
+            r.links = RowLinks(
+                attempts=base,
+                infra=f"{base}&run={short}&outcome=infra",
+                config=config,
+                run=run_url.format(r.run.public_id),
+                run_attempts=f"{attempts}?run={short}",
+            )
+        else:
+            runs = tuple((run_url.format(run.public_id), run.short_id) for run in r.entry.runs)
+            r.links = RowLinks(
+                attempts=base, infra=f"{base}&outcome=infra", config=config, runs=runs
+            )
 
 
 def _repo_table(board) -> dict:
@@ -226,6 +272,13 @@ def compare(request: HttpRequest, name: str) -> HttpResponse:
         records = [r for r in comparison_records(comparison) if r["task_id"] in shown]
         return _export(fmt, suite, comparison, records)
     _set_task_urls(suite, comparison.rows)
+    for pair in comparison.pairs:
+        pair.lists = {
+            "better": task_list_html(pair.fixed_by_b),
+            "worse": task_list_html(pair.regressed),
+            "both": task_list_html(pair.both),
+            "neither": task_list_html(pair.neither),
+        }
     query = [("models", ",".join(keys)), *[("label", v) for v in labels]]
     if only:
         query.append(("only", only))
@@ -264,6 +317,7 @@ _BADGES = {
     "failed": "failed",
     "infra": "infra",
     "pending": "pending",
+    "missing": "not attempted",
     "none": "no attempt",
 }
 
@@ -293,7 +347,7 @@ def matrix_html(comparison: Comparison, rows: list[TaskRow]) -> SafeString:
                 f"{a.run + ' ' if runs else ''}#{a.sample_index}</a>"
                 for a in cell.attempts
             )
-            reason = esc(cell.reason) if outcome not in ("resolved", "pending") else ""
+            reason = esc(cell.reason) if outcome not in ("resolved", "pending", "missing") else ""
             share = f"{cell.resolved_count}/{cell.scored}" if len(cell.attempts) > 1 else ""
             if cell.pending:
                 share += f" +{cell.pending} pending"
@@ -339,7 +393,8 @@ def taxonomy(request: HttpRequest, name: str) -> HttpResponse:
     suite = _suite_for(request, name)
     if isinstance(suite, HttpResponse):
         return suite
-    breakdown = taxonomy_breakdown(suite=suite)
+    undated = request.GET.get("undated") == "1"
+    breakdown = taxonomy_breakdown(suite=suite, include_undated=undated)
     attempts_url = reverse("suite-attempts", args=[suite.name])
     present = [r for r in breakdown.reasons if any(b.counts.get(r.code) for b in breakdown.models)]
     return render(
@@ -350,8 +405,18 @@ def taxonomy(request: HttpRequest, name: str) -> HttpResponse:
             "breakdown": breakdown,
             "present_reasons": present,
             "count_rows": _count_rows(breakdown, present, attempts_url),
+            "any_missing": any(b.missing for b in breakdown.models),
+            "undated": undated,
+            "chart_url": reverse("suite-taxonomy-chart", args=[suite.name])
+            + ("?undated=1" if undated else ""),
+            "undated_runs": _undated_runs(suite),
         },
     )
+
+
+def _undated_runs(suite: Suite) -> int:
+    """Runs of the suite imported without a date: left off the over-time chart by default."""
+    return Run.objects.filter(suite=suite, date_source=RunDateSource.UNKNOWN).count()
 
 
 def _count_rows(
@@ -364,7 +429,7 @@ def _count_rows(
     for b in breakdown.models:
         base = f"{attempts_url}?model={quote(b.model.slug, safe='/')}"
         cells = [(b.counts.get(r.code, 0), f"{base}&reason={r.code}") for r in reasons]
-        rows.append((b, f"{base}&outcome=resolved", cells))
+        rows.append((b, base, cells))
     return rows
 
 
@@ -421,11 +486,14 @@ def suite_attempts(request: HttpRequest, name: str) -> HttpResponse:
     )
 
 
-def _approximate(suite: Suite, excluded: frozenset[int]) -> list[dict]:
+def _approximate(suite: Suite, results: SuiteResults, labels: list[str]) -> list[dict]:
     """The suite's SWE-bench instances on an approximate environment (asked and used Python),
     and whether they count (gold-valid) or not, for the notice above the table."""
     from tasks_app.swebench.envspec import ENV_APPROXIMATE_LABEL, approximate_pythons
 
+    if not labels and not any(ENV_APPROXIMATE_LABEL in t.labels for t in results.tasks.values()):
+        return []  # the selection read every task's labels: none is approximate, no query
+    excluded = results.excluded
     tasks = (
         Task.objects.for_suite(suite)
         .with_label(ENV_APPROXIMATE_LABEL)

@@ -11,6 +11,8 @@ from django.urls import reverse
 
 from runs.access import Write, can_write
 from runs.models import Attempt, AttemptStatus, Run
+from runs.results.scoring import Score
+from runs.results.selection import read_results
 from runs.services import retryable_attempts
 
 ATTEMPTS_PER_PAGE = 100
@@ -18,8 +20,16 @@ ATTEMPTS_PER_PAGE = 100
 
 def _run(public_id) -> Run:
     return get_object_or_404(
-        Run.objects.select_related("suite", "model_config"), public_id=public_id
+        Run.objects.select_related("suite", "model_config", "created_by", "imported_by"),
+        public_id=public_id,
     )
+
+
+def run_score(run: Run) -> Score | None:
+    """The run's figures: its leaderboard row's (``runs.results``), both rates included."""
+    results = read_results(suite=run.suite, run_ids=[run.id])
+    entries = results.entries("runs")
+    return results.score(entries[0]) if entries else None
 
 
 def _progress(run: Run) -> dict:
@@ -34,13 +44,17 @@ def _progress(run: Run) -> dict:
         .order_by("failure_reason__precedence")
     )
     total = sum(by_status.values())
-    final = sum(by_status.get(s, 0) for s in ("finished", "skipped", "cancelled"))
+    final = sum(by_status.get(s, 0) for s in ("finished", "skipped", "cancelled", "missing"))
+    outcomes = [
+        {"code": code or "resolved", "category": category or "", "n": n}
+        for code, category, _, n in by_reason
+    ]
+    if by_status.get(AttemptStatus.MISSING):
+        # Not attempted: an outcome of its own, no failure reason of the agent's.
+        outcomes.append({"code": "missing", "category": "", "n": by_status[AttemptStatus.MISSING]})
     return {
         "by_status": sorted(by_status.items()),
-        "by_reason": [
-            {"code": code or "resolved", "category": category or "", "n": n}
-            for code, category, _, n in by_reason
-        ],
+        "by_reason": outcomes,
         "total": total,
         "final": final,
         "not_evaluated": by_status.get("not_evaluated", 0),
@@ -82,7 +96,13 @@ def _live(request: HttpRequest, run: Run) -> dict:
     progress = _progress(run)
     # The buttons are part of the live fragment: they change as the run does.
     actions = _actions(request, run, progress)
-    return {"run": run, "progress": progress, "page": page, "actions": actions}
+    return {
+        "run": run,
+        "progress": progress,
+        "page": page,
+        "actions": actions,
+        "score": run_score(run),
+    }
 
 
 def run_detail(request: HttpRequest, public_id) -> HttpResponse:

@@ -4,6 +4,7 @@ import-run."""
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import sys
 import time
 from pathlib import Path
@@ -72,6 +73,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="skip results for instances the suite does not hold (default: error)",
     )
+    _shared_import_options(p)
     p.set_defaults(handler=cmd_import_results)
 
     p = sub.add_parser(
@@ -83,10 +85,34 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--suite", required=True, help="suite name; created from instances.jsonl")
     p.add_argument("--model", required=True, help="leaderboard name of the system")
     p.add_argument("--dry-run", action="store_true", help="print the plan, store nothing")
-    p.add_argument(
-        "--skip-bad", action="store_true", help="leave bad files out and list them (default: error)"
-    )
+    _shared_import_options(p)
     p.set_defaults(handler=cmd_import_run)
+
+
+def _shared_import_options(p: argparse.ArgumentParser) -> None:
+    """import-run and import-results are one import: the same rules, the same options."""
+    p.add_argument(
+        "--skip-bad",
+        action="store_true",
+        help="leave bad files (and files of no known format) out and list them (default: error)",
+    )
+    p.add_argument(
+        "--date",
+        type=_date,
+        default=None,
+        help="when the run ran (YYYY-MM-DD or an ISO time), used when the folder's metadata "
+        "says nothing; without either the run is shown as of unknown date",
+    )
+
+
+def _date(value: str) -> dt.datetime:
+    try:
+        when = dt.datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a date as YYYY-MM-DD or an ISO time, got {value!r}"
+        ) from None
+    return when if when.tzinfo else when.replace(tzinfo=dt.UTC)
 
 
 def _fail(exc: SwebenchInputError) -> CommandError:
@@ -197,17 +223,28 @@ def cmd_import_results(args: argparse.Namespace) -> int:
             model_name=args.model,
             predictions=_existing(args.predictions) if args.predictions else None,
             ignore_unknown=args.ignore_unknown,
+            skip_bad=args.skip_bad,
+            date=args.date,
         )
     except SwebenchInputError as exc:
-        raise _fail(exc) from exc
+        raise _fail_import(exc) from exc
     except ArchiveLimitError as exc:  # a zip over the API_ARCHIVE_* caps
         raise CommandError(f"nothing imported: {args.path}: {exc}") from exc
+    print("\n".join(report.plan))
     for name in report.ignored_unknown:
         print(f"ignored (not in suite)  {name}")
-    for name in report.skipped_files:
-        print(f"skipped file            {name}")
+    for line in report.skipped_files:
+        print(f"skipped  {line}")
     print(f"{report.summary()} in {time.perf_counter() - started:.2f}s")
     return 0
+
+
+def _fail_import(exc: SwebenchInputError) -> CommandError:
+    for line in exc.lines():
+        print(line)
+    return CommandError(
+        "nothing imported: fix the errors above, or pass --skip-bad to leave those files out"
+    )
 
 
 class ProgressBar:
@@ -241,15 +278,12 @@ def cmd_import_run(args: argparse.Namespace) -> int:
             model_name=args.model,
             dry_run=args.dry_run,
             skip_bad=args.skip_bad,
+            date=args.date,
             progress=ProgressBar(),
             on_plan=lambda lines: print("\n".join(lines), flush=True),
         )
     except SwebenchInputError as exc:
-        for line in exc.lines():
-            print(line)
-        raise CommandError(
-            "nothing imported: fix the errors above, or pass --skip-bad to leave those files out"
-        ) from exc
+        raise _fail_import(exc) from exc
     if args.dry_run:
         # The suite's part of the plan comes after the folder's.
         print("\n".join(line for line in report.plan if line.startswith("  suite ")))

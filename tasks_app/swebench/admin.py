@@ -54,6 +54,12 @@ class PredictionsForm(forms.Form):
     )
 
 
+RUN_DATE_HELP = (
+    "when the run ran (YYYY-MM-DD), if its files do not say; else its date is unknown: shown "
+    "as the import's and left out of date filters"
+)
+
+
 class ResultsForm(forms.Form):
     file = forms.FileField(
         help_text="a harness run report (.json), a report.json, or a .zip of report files"
@@ -64,6 +70,10 @@ class ResultsForm(forms.Form):
     ignore_unknown = forms.BooleanField(
         required=False, help_text="skip instances the suite does not hold (default: error)"
     )
+    skip_bad = forms.BooleanField(
+        required=False, help_text="leave bad files out and list them (default: import nothing)"
+    )
+    date = forms.DateTimeField(required=False, help_text=RUN_DATE_HELP)
 
 
 class RunFolderForm(forms.Form):
@@ -79,6 +89,7 @@ class RunFolderForm(forms.Form):
     skip_bad = forms.BooleanField(
         required=False, help_text="leave bad files out and list them (default: import nothing)"
     )
+    date = forms.DateTimeField(required=False, help_text=RUN_DATE_HELP)
 
 
 def _page(request: HttpRequest, template: str, context: dict) -> HttpResponse:
@@ -137,6 +148,8 @@ def results_upload(request: HttpRequest) -> HttpResponse:
                 model_name=form.cleaned_data["model"],
                 predictions=predictions.read() if predictions else None,
                 ignore_unknown=form.cleaned_data["ignore_unknown"],
+                skip_bad=form.cleaned_data["skip_bad"],
+                date=form.cleaned_data["date"],
                 created_by=request.user,
             )
         except SwebenchInputError as exc:
@@ -155,6 +168,7 @@ def run_folder_upload(request: HttpRequest) -> HttpResponse:
                 model_name=form.cleaned_data["model"],
                 dry_run=form.cleaned_data["dry_run"],
                 skip_bad=form.cleaned_data["skip_bad"],
+                date=form.cleaned_data["date"],
                 created_by=request.user,
             )
         except SwebenchInputError as exc:

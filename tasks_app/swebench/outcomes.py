@@ -44,6 +44,7 @@ class KindInfo:
     reason: Reason | None
     error_text: str
     grade: str
+    # Never attempted: recorded as status ``missing`` (no reason, grade, time or usage).
     is_missing: bool = False
     is_timeout: bool = False
     stage: Stage = Stage.FINAL_TEST
@@ -66,21 +67,21 @@ KINDS: dict[Kind, KindInfo] = {
         Reason.SANDBOX_ERROR, "[infra-failure] the harness reported an infrastructure failure", ""
     ),
     Kind.INCOMPLETE: KindInfo(
-        Reason.TESTS_FAILED,
+        None,
         "[missing] submitted but never evaluated (incomplete)",
-        Grade.NO.value,
+        "",
         is_missing=True,
     ),
     Kind.MISSING: KindInfo(
-        Reason.TESTS_FAILED,
-        "[missing] no result for this instance; counted as unresolved",
-        Grade.NO.value,
+        None,
+        "[missing] no result for this instance: not attempted (0 in the whole-suite rate)",
+        "",
         is_missing=True,
     ),
     Kind.NO_PREDICTION: KindInfo(
-        Reason.TESTS_FAILED,
+        None,
         "[no-prediction] the predictions hold nothing for this instance",
-        Grade.NO.value,
+        "",
         is_missing=True,
     ),
     # The system made no patch: its result, like an empty prediction.
@@ -162,7 +163,10 @@ def finished_attempt(
     patch: str | None = None,
     note: str = "",
 ) -> Attempt:
-    """A finished attempt (not saved) recording ``kind``; per-test statuses graded if known."""
+    """A finished attempt (not saved) recording ``kind``; per-test statuses graded if known.
+
+    Usage is unknown (NULL) unless the caller has a trajectory; a kind that was never
+    attempted (``KindInfo.is_missing``) is a ``missing`` attempt: no reason, grade or time."""
     info = KINDS[kind]
     reason = info.reason
     grade = info.grade
@@ -174,6 +178,7 @@ def finished_attempt(
     error_text = info.error_text
     if note:
         error_text = f"{error_text} ({note})" if error_text else note
+    missing = info.is_missing
     # Ids rather than objects: cheaper for the hundreds of rows one import builds.
     return Attempt(
         run_id=run.pk,
@@ -182,20 +187,24 @@ def finished_attempt(
         model_config_id=model.pk,
         sample_index=0,
         task_revision=task.revision,
-        status=AttemptStatus.FINISHED,
+        status=AttemptStatus.MISSING if missing else AttemptStatus.FINISHED,
         failure_reason_id=reason.value if reason else None,
         failure_stage=info.stage.value if reason else "",
         is_infra=is_infrastructure(reason, info.stage),
-        is_missing=info.is_missing,
         is_timeout=info.is_timeout,
+        cost_usd=None,
+        tokens_in=None,
+        tokens_out=None,
+        steps=None,
+        tool_calls=None,
         final_patch=patch or "",
         lines_changed=_lines_changed(patch or ""),
         error_text=error_text,
         error_fingerprint=f"{kind.value}" if reason else "",
         test_results=test_results,
-        grade=grade,
-        started_at=now,
-        finished_at=now,
+        grade="" if missing else grade,
+        started_at=None if missing else now,
+        finished_at=None if missing else now,
     )
 
 

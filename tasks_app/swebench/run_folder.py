@@ -9,6 +9,7 @@ can leave their files out. Nothing is stored here.
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import os
@@ -29,12 +30,13 @@ from tasks_app.swebench.fields import INSTANCE_ID_RE
 from tasks_app.swebench.jsonfile import JsonFileError, parse_json
 from tasks_app.swebench.legacy import is_legacy_report, read_legacy_report
 from tasks_app.swebench.outcomes import InstanceResult
-from tasks_app.swebench.results import (
-    _id_from_path,
-    _is_report,
-    _read_instance_report,
-    _read_predictions,
-    _read_run_report,
+from tasks_app.swebench.reports import (
+    id_from_path,
+    is_report,
+    is_run_report,
+    read_instance_report,
+    read_predictions,
+    read_run_report,
 )
 from tasks_app.swebench.trajectories import (
     NotThisFormat,
@@ -57,8 +59,20 @@ FORMATS_TRIED = (
     "predictions (instance_id, model_patch)",
     "dataset (instances.jsonl)",
 )
-# Files beside results in the SWE-bench experiments layout that carry no outcome of their own.
-AUXILIARY_JSON = frozenset({"resolved_by_repo.json", "resolved_by_time.json"})
+# JSON files that sit beside results and carry no outcome of their own: summaries and id lists
+# the experiments repository, sb-cli and the harness's helpers write. They are skipped with a
+# notice (the plan lists them); any other JSON of no known format is a problem naming it, so a
+# result file of a format we do not read is never dropped silently (``--skip-bad`` leaves such
+# files out and lists them). One rule for ``ab import-run`` and ``ab import-results``.
+AUXILIARY_JSON = frozenset(
+    {
+        "resolved_by_repo.json",
+        "resolved_by_time.json",
+        "results_summary.json",
+        "stats.json",
+        "ids.json",
+    }
+)
 # Harbor's job and trial configurations: how the run was set up, no outcome of their own.
 CONFIG_JSON = frozenset({"config.json", "lock.json"})
 URL_RE = re.compile(r"https?://[^\s)>\]\"']+")
@@ -114,8 +128,23 @@ class RunFolder:
     formats: Counter[str] = field(default_factory=Counter)
     run_reports: list[str] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)
+    auxiliary: list[str] = field(default_factory=list)  # AUXILIARY_JSON files met
     problems: list[Problem] = field(default_factory=list)
     bad_files: list[str] = field(default_factory=list)
+    # The latest end among the trajectories that record when they ran (unix time).
+    trajectories_ended: float | None = None
+
+    def run_date(self) -> tuple[str, dt.datetime] | None:
+        """When the run ran, as the folder says, and where that comes from: its metadata.yaml
+        (``date``), an Inspect log's ``created``, else the trajectories' timestamps; None when
+        nothing says. Source names are ``runs.models.RunDateSource`` values."""
+        for key, source in (("date", "metadata"), ("inspect_created", "inspect")):
+            when = _parse_date(self.metadata.get(key))
+            if when is not None:
+                return source, when
+        if self.trajectories_ended is not None:
+            return "trajectories", dt.datetime.fromtimestamp(self.trajectories_ended, dt.UTC)
+        return None
 
     def entry(self, instance_id: str, sample_index: int = 0) -> InstanceEntry:
         key = (instance_id, sample_index)
@@ -141,9 +170,16 @@ class RunFolder:
         if self.metadata:
             shown = ", ".join(f"{k}={v}" for k, v in self.metadata.items() if k != "links")
             lines.append(f"  metadata  {shown}")
+        dated = self.run_date()
+        if dated is not None:
+            lines.append(f"  date  {dated[1].isoformat()} (from the {dated[0]})")
+        lines += [
+            f"  ignored  {name} (a known auxiliary file, no outcomes)" for name in self.auxiliary
+        ]
         if self.ignored:
             lines.append(f"  ignored  {len(self.ignored)} other file(s) (logs, scripts, text)")
-        lines += [f"  problem  {p}" for p in self.problems]
+        # Problems are not listed here: the import raises them (or, with skip_bad, lists the
+        # files it left out), so each is said once.
         return lines
 
 
@@ -242,6 +278,9 @@ class _Reader:
         self._add_trajectory(facts, self._source(path, relative, content))
 
     def _add_trajectory(self, facts: TrajectoryFacts, source: SourceFile) -> None:
+        if facts.ended_at is not None:
+            ended = self.folder.trajectories_ended
+            self.folder.trajectories_ended = max(ended or facts.ended_at, facts.ended_at)
         entry = self.folder.entry(facts.instance_id, facts.epoch - 1)
         if entry.trajectory_file is not None:
             self._bad(
@@ -319,6 +358,8 @@ class _Reader:
         info = data["info"] if isinstance(data.get("info"), dict) else {}
         for key in ("name", "date", "oss", "verified"):
             value = info.get(key, data.get(key))
+            if isinstance(value, dt.date):  # YAML reads an unquoted 2025-11-18 as a date
+                value = value.isoformat()
             if isinstance(value, str | bool | int):
                 self.folder.metadata[key] = value
         links = sorted(set(URL_RE.findall(json.dumps(data, default=str))))[:10]
@@ -354,7 +395,7 @@ class _Reader:
             self.folder.formats["dataset (jsonl)"] += 1
             return
         problems: list[Problem] = []
-        patches = _read_predictions(rows, relative, problems)
+        patches = read_predictions(rows, relative, problems)
         if patches is None or problems:
             self._bad(relative, problems[0] if problems else _none_of_these(relative))
             return
@@ -362,7 +403,10 @@ class _Reader:
         self.folder.formats["predictions"] += 1
 
     def _json(self, path: Path, relative: str) -> None:
-        if path.name in AUXILIARY_JSON or path.name in CONFIG_JSON:
+        if path.name in AUXILIARY_JSON:
+            self.folder.auxiliary.append(relative)
+            return
+        if path.name in CONFIG_JSON:
             self.folder.ignored.append(relative)
             return
         content = self._bytes(path, relative)
@@ -380,22 +424,22 @@ class _Reader:
             self.from_run_reports.update(read_legacy_report(data, relative, problems))
             self.folder.run_reports.append(relative)
             self.folder.formats["legacy v1 report"] += 1
-        elif isinstance(data, dict) and ("resolved_ids" in data or "schema_version" in data):
-            self.from_run_reports.update(_read_run_report(data, relative, problems))
+        elif is_run_report(data):
+            self.from_run_reports.update(read_run_report(data, relative, problems))
             self.folder.run_reports.append(relative)
             self.folder.formats["harness run report"] += 1
         elif isinstance(data, dict) and "trajectory_format" in data:
             self._add_trajectory(
-                read_mini_swe_agent(data, relative, _id_from_path(relative)),
+                read_mini_swe_agent(data, relative, id_from_path(path.as_posix())),
                 self._source(path, relative, content),
             )
             self.folder.formats["mini-swe-agent trajectory"] += 1
-        elif _is_report(data) or (
-            isinstance(data, dict) and data and all(_is_report(v) for v in data.values())
+        elif is_report(data) or (
+            isinstance(data, dict) and data and all(is_report(v) for v in data.values())
         ):
             self._reports(data, path, relative, content, problems)
         else:
-            patches = _read_predictions(data, relative, problems)
+            patches = read_predictions(data, relative, problems)
             if patches is None:
                 problems.append(_none_of_these(relative))
             else:
@@ -447,8 +491,10 @@ class _Reader:
     def _reports(
         self, data: Any, path: Path, relative: str, content: bytes, problems: list[Problem]
     ) -> None:
-        if _is_report(data):
-            pairs = [(_id_from_path(relative), data, relative)]
+        if is_report(data):
+            # The id from the file's own path, not the folder-relative one: a report.json
+            # imported alone still sits in its <instance_id>/ folder.
+            pairs = [(id_from_path(path.as_posix()), data, relative)]
         else:
             pairs = [(k, v, f"{relative} key {k}") for k, v in data.items()]
         source = self._source(path, relative, content)
@@ -469,7 +515,7 @@ class _Reader:
                     Problem(where, f"second report for {instance_id} (first in {first})")
                 )
                 continue
-            result = _read_instance_report(instance_id, report, where, problems)
+            result = read_instance_report(instance_id, report, where, problems)
             if result is not None:
                 # Only a file holding one instance's report is that instance's artifact.
                 self.from_reports[instance_id] = (result, source if len(pairs) == 1 else None)
@@ -496,6 +542,18 @@ class _Reader:
 
 class _TooLarge(Exception):
     pass
+
+
+def _parse_date(value: Any) -> dt.datetime | None:
+    """An ISO date or time (a metadata.yaml ``date``, an Inspect ``created``) as an aware time
+    (UTC when it names no zone); None when it is not one."""
+    if not isinstance(value, str) or not value.strip():
+        return None
+    try:
+        when = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=dt.UTC)
 
 
 def _is_harbor_job_result(data: Any) -> bool:

@@ -1,12 +1,19 @@
 """Importing a run folder (trajectories, reports, predictions, Inspect logs) as a run.
 
+The one import of results produced elsewhere: ``ab import-run``, ``ab import-results``
+(``results.results_import``), their API endpoints and admin pages all come here.
+
 ``run_folder_import`` reads the folder (``run_folder.read_run_folder``), makes sure the suite
 holds its instances (a dataset file in the folder, ``instances.jsonl``, creates or extends the
 suite), decides each instance's outcome, copies each trajectory and report unchanged into the
 attempt's artifact folder, and records one published run of an external model: every suite
-instance gets an attempt (missing ones are unresolved, ``is_missing``), so the leaderboard
+instance gets an attempt (one with nothing is ``missing``: not attempted), so the leaderboard
 rates it over the whole suite. Bad input raises ``SwebenchInputError`` before anything is
 stored, unless ``skip_bad`` leaves the bad files out (and lists them).
+
+The run's date is the folder's (``RunFolder.run_date``: metadata.yaml, an Inspect log, the
+trajectories' timestamps), else the ``date`` given, else unknown: the run then carries its
+first import's time, marked so (``Run.date_source`` "unknown").
 
 Idempotent: each attempt's inputs have a digest (kept in ``Run.config_snapshot``); a second
 import of the same folder writes nothing, and a changed file updates only its attempt, in
@@ -15,12 +22,12 @@ place (same attempt id and page).
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import uuid
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 
 from django.core.files import File
@@ -29,7 +36,15 @@ from django.core.files.storage import storages
 from django.db import transaction
 from django.utils import timezone
 
-from runs.models import Attempt, AttemptStatus, ModelConfig, Run, RunSource, RunStatus
+from runs.models import (
+    Attempt,
+    AttemptStatus,
+    ModelConfig,
+    Run,
+    RunDateSource,
+    RunSource,
+    RunStatus,
+)
 from runs.services import run_refresh_totals
 from runs.taxonomy import ExitStatusRule, Reason, Stage, from_exit_status
 from tasks_app.models import Suite, Task
@@ -46,7 +61,7 @@ TRIAL_VERDICTS = (TrajFormat.INSPECT, TrajFormat.ATIF)
 # Outcomes of the exit-status rules replace only these: a result the agent's stop explains.
 AGENT_EXPLAINED = frozenset({Kind.UNRESOLVED, Kind.EMPTY_PATCH, Kind.NO_GENERATION})
 UPDATED_FIELDS = (
-    "status", "failure_reason_id", "failure_stage", "is_infra", "is_timeout", "is_missing",
+    "status", "failure_reason_id", "failure_stage", "is_infra", "is_timeout",
     "final_patch", "lines_changed", "error_text", "error_fingerprint", "test_results", "grade",
     "cost_usd", "tool_calls", "steps", "tokens_in", "tokens_out", "duration_sec",
     "artifacts_dir", "task_revision", "started_at", "finished_at",
@@ -71,10 +86,17 @@ class RunImportReport:
     replaced_runs: int = 0
     counts: dict[str, int] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)
+    ignored_unknown: list[str] = field(default_factory=list)  # ids not in the suite, dropped
+    date: str = ""  # the run's date (ISO), "" when unknown
+    date_source: str = ""  # runs.models.RunDateSource
 
     @property
     def resolved(self) -> int:
         return self.counts.get("resolved", 0)
+
+    @property
+    def missing(self) -> int:
+        return self.counts.get("missing", 0)
 
     def summary(self) -> str:
         rate = f"{100 * self.resolved / self.suite_size:.1f}%" if self.suite_size else "n/a"
@@ -137,7 +159,7 @@ def _patch_of(entry: InstanceEntry) -> str:
 def outcome_label(attempt: Attempt) -> str:
     if attempt.status == AttemptStatus.NOT_EVALUATED:
         return "not_evaluated"
-    if attempt.is_missing:
+    if attempt.status == AttemptStatus.MISSING:
         return "missing"
     return str(attempt.failure_reason_id or "resolved")
 
@@ -149,6 +171,10 @@ def run_folder_import(
     model_name: str,
     dry_run: bool = False,
     skip_bad: bool = False,
+    ignore_unknown: bool = False,
+    date: dt.date | dt.datetime | None = None,
+    patches: dict[str, str | None] | None = None,
+    source_name: str = "",
     progress: Progress | None = None,
     on_plan: Callable[[list[str]], None] | None = None,
     created_by=None,
@@ -158,37 +184,68 @@ def run_folder_import(
     See the module doc. ``dry_run`` reads and checks everything and returns the plan and the
     outcomes it would record, storing nothing (not even the suite). ``on_plan`` gets the plan
     (what was found, format by format) once the folder is read, before anything is stored.
+    ``ignore_unknown``: results for instances the suite lacks are dropped and listed instead of
+    being errors. ``date``: the run's date when the folder gives none. ``patches``: each
+    instance's patch from a predictions file given apart. ``source_name``: what to call the
+    source (an upload's name) instead of ``path``.
     """
     path = Path(path)
+    shown = source_name or str(path if path.is_dir() else path.parent)
     folder = read_run_folder(path, progress=progress)
+    for instance_id, patch in (patches or {}).items():
+        folder.entry(instance_id, 0).patch = patch
     report = RunImportReport(suite=suite_name, model=model_name, plan=folder.plan_lines())
     report.dry_run = dry_run
+    if source_name:
+        report.plan = [line.replace(str(folder.root), source_name) for line in report.plan]
+    dated = folder.run_date()
+    if dated is not None and date is not None:
+        report.plan.append(f"  date  {date.isoformat()} not used: the folder gives its own")
+    elif dated is None and date is not None:
+        dated = (RunDateSource.GIVEN.value, _aware(date))
+        report.plan.append(f"  date  {dated[1].isoformat()} (given)")
+    elif dated is None:
+        report.plan.append("  date  unknown: shown as the import's, out of date filters")
     if on_plan is not None:
         on_plan(report.plan)
     problems = list(folder.problems)
     if problems and not skip_bad:
-        raise SwebenchInputError(problems, str(path))
+        raise SwebenchInputError(problems, shown)
     suite, tasks = _suite_tasks(folder, suite_name, dry_run, report)
     by_id = {t.task_id: t for t in tasks}
     for key, entry in list(folder.entries.items()):
         if entry.instance_id not in by_id:
-            where = _where(entry)
-            problems.append(
-                Problem(where, f"instance {entry.instance_id} is not in suite {suite_name}")
-            )
+            if ignore_unknown:
+                report.ignored_unknown.append(entry.instance_id)
+            else:
+                where = _where(entry)
+                problems.append(
+                    Problem(where, f"instance {entry.instance_id} is not in suite {suite_name}")
+                )
             del folder.entries[key]
+    report.ignored_unknown = sorted(set(report.ignored_unknown))
     if problems and not skip_bad:
-        raise SwebenchInputError(problems, str(path))
+        raise SwebenchInputError(problems, shown)
     report.skipped = [str(p) for p in problems]
     for task in tasks:
         folder.entry(task.task_id, 0)
     report.suite_size = len(tasks)
+    if dated is not None:
+        report.date_source, report.date = dated[0], dated[1].isoformat()
+    else:
+        report.date_source = RunDateSource.UNKNOWN.value
     if dry_run:
         for entry in folder.entries.values():
             label = _label(decide(entry))
             report.counts[label] = report.counts.get(label, 0) + 1
         return report
-    return _write(folder, suite, by_id, model_name, report, progress, created_by)
+    return _write(folder, suite, by_id, model_name, report, progress, created_by, dated, shown)
+
+
+def _aware(date: dt.date | dt.datetime) -> dt.datetime:
+    if not isinstance(date, dt.datetime):
+        return dt.datetime.combine(date, dt.time.min, tzinfo=dt.UTC)
+    return date if date.tzinfo else date.replace(tzinfo=dt.UTC)
 
 
 def _where(entry: InstanceEntry) -> str:
@@ -282,6 +339,8 @@ def _write(
     report: RunImportReport,
     progress: Progress | None,
     created_by,
+    dated: tuple[str, dt.datetime] | None,
+    source_path: str,
 ) -> RunImportReport:
     assert suite is not None
     model = external_model(
@@ -300,7 +359,21 @@ def _write(
     changed = [e for e in folder.entries.values() if old_digests.get(e.key) != digests[e.key]]
     removed = sorted(set(old_digests) - set(digests))
     report.unchanged = len(digests) - len(changed)
-    if existing is not None and not changed and not removed:
+    now = timezone.now()
+    # An unknown date stays the first import's time: the run is "imported on" that day.
+    date_source, when = dated or (
+        RunDateSource.UNKNOWN.value,
+        existing.finished_at
+        if existing is not None
+        and existing.date_source == RunDateSource.UNKNOWN
+        and existing.finished_at
+        else now,
+    )
+    same_date = existing is not None and (existing.date_source, existing.finished_at) == (
+        date_source,
+        when,
+    )
+    if existing is not None and not changed and not removed and same_date:
         report.run_id = str(existing.public_id)
         report.counts = dict(existing.config_snapshot.get("counts", {}))
         return report
@@ -308,7 +381,6 @@ def _write(
     run_public_id = existing.public_id if existing else uuid.uuid4()
     folders = {e.key: _artifacts_dir(run_public_id, e) for e in changed}
     _copy_artifacts(changed, folders, progress)
-    now = timezone.now()
     with transaction.atomic():
         # Two imports of one model at once take turns here; a second creating import replaces
         # the first's run below rather than leaving two.
@@ -326,11 +398,12 @@ def _write(
                 source=RunSource.PUBLISHED,
                 status=RunStatus.FINISHED,
                 created_by=created_by,
-                started_at=now,
-                finished_at=now,
+                started_at=when,
+                finished_at=when,
                 samples=max(e.sample_index for e in folder.entries.values()) + 1,
                 selection={"task_ids": sorted(by_id)},
                 notes=_notes(folder),
+                date_source=date_source,
             )
             report.created = True
         else:
@@ -341,10 +414,15 @@ def _write(
                 "id", "task__task_id", "sample_index"
             )
         }
+        if not same_date:
+            # Every finished attempt of the run ran when the run did.
+            run.attempts.filter(status=AttemptStatus.FINISHED).update(
+                started_at=when, finished_at=when
+            )
         fresh: list[Attempt] = []
         for entry in changed:
             attempt = _attempt(
-                entry, run, suite, model, by_id[entry.instance_id], now, folders[entry.key]
+                entry, run, suite, model, by_id[entry.instance_id], when, folders[entry.key]
             )
             if entry.key in current:
                 Attempt.objects.filter(pk=current[entry.key]).update(
@@ -359,20 +437,30 @@ def _write(
         Attempt.objects.filter(pk__in=stale).delete()
         report.removed = len(stale)
         counts: dict[str, int] = {}
-        for attempt in run.attempts.only("status", "is_missing", "failure_reason_id"):
+        for attempt in run.attempts.only("status", "failure_reason_id"):
             label = outcome_label(attempt)
             counts[label] = counts.get(label, 0) + 1
         run.config_snapshot = {
             "kind": SNAPSHOT_KIND,
-            "source_path": str(folder.root),
+            "source_path": source_path,
             "formats": dict(folder.formats),
             "metadata": folder.metadata,
             "counts": counts,
             "skipped": report.skipped,
+            "ignored_unknown": report.ignored_unknown,
             "digests": digests,
         }
-        run.finished_at = now
-        run.save(update_fields=["config_snapshot", "finished_at"])
+        run.started_at = run.finished_at = when
+        run.date_source = date_source
+        run.source_path = source_path[:1000]
+        run.imported_at = now
+        run.imported_by = created_by if getattr(created_by, "pk", None) else None
+        run.save(
+            update_fields=[
+                "config_snapshot", "started_at", "finished_at", "date_source", "source_path",
+                "imported_at", "imported_by",
+            ]
+        )  # fmt: skip
         run_refresh_totals(run)
     report.run_id = str(run.public_id)
     report.counts = counts
@@ -446,7 +534,7 @@ def _attempt(
     suite: Suite,
     model: ModelConfig,
     task: Task,
-    now: datetime,
+    now: dt.datetime,
     artifacts_dir: str,
 ) -> Attempt:
     outcome = decide(entry)
@@ -466,8 +554,10 @@ def _attempt(
     attempt.sample_index = entry.sample_index
     attempt.artifacts_dir = artifacts_dir
     traj = entry.trajectory
-    if traj is not None:
-        attempt.cost_usd = round(traj.cost_usd, 6)  # type: ignore[assignment]
+    if traj is not None and attempt.status != AttemptStatus.MISSING:
+        # What the trajectory records; a report alone records no usage (NULL: "—").
+        cost = traj.cost_usd
+        attempt.cost_usd = None if cost is None else round(cost, 6)  # type: ignore[assignment]
         attempt.steps = traj.api_calls
         attempt.tool_calls = traj.tool_calls
         attempt.tokens_in = traj.tokens_in

@@ -58,13 +58,15 @@ class TrajectoryFacts:
     instance_id: str
     exit_status: str = ""
     submission: str | None = None
-    cost_usd: float = 0.0
+    cost_usd: float | None = None  # None: the trajectory records no cost
     api_calls: int = 0
     tool_calls: int = 0
-    tokens_in: int = 0
-    tokens_out: int = 0
+    tokens_in: int | None = None  # None: no token counts recorded
+    tokens_out: int | None = None
     duration_sec: float | None = None
     epoch: int = 1
+    # When the agent's last model response came (unix time), when the trajectory says.
+    ended_at: float | None = None
     # Inspect only: the scorer's verdict (True resolved, False not, None no score) and error.
     resolved: bool | None = None
     error: str = ""
@@ -86,6 +88,11 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def _known(value: Any) -> float | None:
+    """A recorded number; None when the field is absent or not a number (unknown, not 0)."""
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
 def read_mini_swe_agent(data: Any, where: str, instance_id: str) -> TrajectoryFacts:
     """Facts of a mini-swe-agent trajectory; ``NotThisFormat`` when the shape differs."""
     if not isinstance(data, dict) or not isinstance(data.get("info"), dict):
@@ -98,9 +105,11 @@ def read_mini_swe_agent(data: Any, where: str, instance_id: str) -> TrajectoryFa
     messages = _list(data.get("messages"))
     assistant = [m for m in messages if isinstance(m, dict) and m.get("role") == "assistant"]
     tokens_in = tokens_out = 0
+    counted = False
     created: list[float] = []
     for message in assistant:
         usage = _usage(message)
+        counted |= "prompt_tokens" in usage or "completion_tokens" in usage
         tokens_in += int(_number(usage.get("prompt_tokens")))
         tokens_out += int(_number(usage.get("completion_tokens")))
         response = _dict(_dict(message.get("extra")).get("response"))
@@ -111,18 +120,24 @@ def read_mini_swe_agent(data: Any, where: str, instance_id: str) -> TrajectoryFa
         instance_id=_text(data.get("instance_id")) or instance_id,
         exit_status=_text(info.get("exit_status")) or "",
         submission=_text(info.get("submission")),
-        cost_usd=_number(stats.get("instance_cost")),
+        cost_usd=_known(stats.get("instance_cost")),
         api_calls=int(_number(stats.get("api_calls"))),
         # The commands that ran: a turn with no or several bash blocks ran nothing (a format
         # error), counted as the transcript viewer counts them.
         tool_calls=sum(
             1 for m in assistant if mini_swe_agent_command(m.get("content")) is not None
         ),
-        tokens_in=tokens_in,
-        tokens_out=tokens_out,
+        tokens_in=tokens_in if counted else None,
+        tokens_out=tokens_out if counted else None,
         # From the first model response to the last: the run's wall time, less its last step.
         duration_sec=max(created) - min(created) if len(created) > 1 else None,
+        ended_at=max(created) if created else None,
     )
+
+
+def _int_or_none(value: Any) -> int | None:
+    number = _known(value)
+    return None if number is None else int(number)
 
 
 def _usage(message: dict) -> dict:
@@ -148,11 +163,11 @@ def read_swe_agent(data: Any, where: str, instance_id: str) -> TrajectoryFacts:
         instance_id=instance_id,
         exit_status=_text(info.get("exit_status")) or "",
         submission=_text(info.get("submission")),
-        cost_usd=_number(stats.get("instance_cost")),
+        cost_usd=_known(stats.get("instance_cost")),
         api_calls=int(_number(stats.get("api_calls"))) or len(steps),
         tool_calls=sum(1 for s in steps if isinstance(s, dict) and s.get("action")),
-        tokens_in=int(_number(stats.get("tokens_sent"))),
-        tokens_out=int(_number(stats.get("tokens_received"))),
+        tokens_in=_int_or_none(stats.get("tokens_sent")),
+        tokens_out=_int_or_none(stats.get("tokens_received")),
         duration_sec=sum(_number(s.get("execution_time")) for s in steps if isinstance(s, dict))
         or None,
     )
@@ -183,6 +198,7 @@ def read_inspect_sample(data: Any, where: str) -> TrajectoryFacts:
         if isinstance(per_model, dict):
             tokens_in += int(_number(per_model.get("input_tokens")))
             tokens_out += int(_number(per_model.get("output_tokens")))
+    counted = any(isinstance(v, dict) for v in usage.values())
     messages = [m for m in data["messages"] if isinstance(m, dict)]
     assistant = [m for m in messages if m.get("role") == "assistant"]
     limit = _dict(data.get("limit"))
@@ -195,8 +211,8 @@ def read_inspect_sample(data: Any, where: str) -> TrajectoryFacts:
         submission=patch,
         api_calls=len(assistant),
         tool_calls=sum(len(m.get("tool_calls") or []) for m in assistant),
-        tokens_in=tokens_in,
-        tokens_out=tokens_out,
+        tokens_in=tokens_in if counted else None,
+        tokens_out=tokens_out if counted else None,
         duration_sec=_number(data.get("total_time")) or None,
         epoch=epoch if isinstance(epoch, int) and epoch > 0 else 1,
         resolved=resolved,
@@ -264,6 +280,8 @@ def read_atif(
             or sum(_number(m.get("completion_tokens")) for m in metrics)
         ),
         duration_sec=_seconds(stamps[0], stamps[-1]) if len(stamps) > 1 else None,
+        # Its last step's time dates the run when nothing else does (``RunFolder.run_date``).
+        ended_at=_unix(stamps[-1]) if stamps else None,
         epoch=sample + 1,
         resolved=_verdict(reward) if reward is not None else None,
         error=" ".join(
@@ -275,6 +293,17 @@ def read_atif(
 def is_harbor_trial_result(data: Any) -> bool:
     """Harbor's per-trial ``result.json`` (a TrialResult): the task, the trial, the verdict."""
     return isinstance(data, dict) and "trial_name" in data and "task_name" in data
+
+
+def _unix(stamp: str) -> float | None:
+    """An ISO time (UTC when it names no zone) as unix time; None when it is not one."""
+    from datetime import UTC, datetime
+
+    try:
+        when = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
 
 
 def _seconds(first: str, last: str) -> float | None:

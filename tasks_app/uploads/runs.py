@@ -8,6 +8,7 @@ reports) into the attempts' artifact folders.
 
 from __future__ import annotations
 
+import datetime as dt
 import shutil
 import uuid
 from pathlib import Path
@@ -30,6 +31,7 @@ def run_import_upload(
     model_name: str,
     dry_run: bool = False,
     skip_bad: bool = False,
+    date: dt.date | dt.datetime | None = None,
     created_by=None,
 ) -> RunImportReport:
     """Unpack ``upload`` and import it; errors name files as they are inside the upload.
@@ -54,11 +56,12 @@ def run_import_upload(
                 model_name=model_name,
                 dry_run=dry_run,
                 skip_bad=skip_bad,
+                date=date,
+                source_name=name,
                 created_by=created_by,
             )
         except SwebenchInputError as exc:
             raise SwebenchInputError(exc.problems, name) from None
     finally:
         shutil.rmtree(target, ignore_errors=True)
-    report.plan = [line.replace(str(target), name) for line in report.plan]
     return report
