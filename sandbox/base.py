@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:  # sandbox.gateway_mount imports this module (AGENT_UID)
     from sandbox.gateway_mount import GatewayMount
@@ -20,6 +20,11 @@ if TYPE_CHECKING:  # sandbox.gateway_mount imports this module (AGENT_UID)
 log = logging.getLogger(__name__)
 
 TIMEOUT_EXIT_CODE = 124
+# ``exec(network=BLACKHOLE)``: a network that silently drops everything (sandbox/blackhole.py).
+BLACKHOLE = "blackhole"
+# What ``exec(network=...)`` takes: False (no network), True (the internet, never the host) or
+# BLACKHOLE.
+ExecNetwork = bool | Literal["blackhole"]
 KILLED_EXIT_CODE = 137
 DEFAULT_AGENT_UID = 64000
 
@@ -135,10 +140,13 @@ class Sandbox(abc.ABC):
         timeout: float,
         cwd: str | None = None,
         env: dict[str, str] | None = None,
-        network: bool = False,
+        network: ExecNetwork = False,
     ) -> ExecResult:
         """Run a command (a string goes through ``sh -c``). A timeout gives exit 124 and
-        ``timed_out``; an OOM kill or SIGKILL gives 137."""
+        ``timed_out``; an OOM kill or SIGKILL gives 137. ``network``: False, loopback only;
+        True, the internet but never the host; ``BLACKHOLE``, a default route whose packets
+        are dropped (connects time out, DNS gets no answer; loopback only where the host
+        cannot set it up)."""
 
     @abc.abstractmethod
     def read_file(self, path: str) -> bytes: ...

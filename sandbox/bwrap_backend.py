@@ -5,7 +5,8 @@ read-only at ``/``, the workspace read-write at ``config.workspace_path``, tmpfs
 ``/home/agent``, a private ``/proc`` and ``/dev``, all namespaces unshared, no further user
 namespaces. An exec with ``network=True`` keeps its own network namespace too: slirp4netns
 gives it a user-mode network whose connections the host firewall keeps off every address of
-the host (sandbox/slirp.py, sandbox/host_fence.py).
+the host (sandbox/slirp.py, sandbox/host_fence.py). One with ``network="blackhole"`` gets a
+default route into a black hole in its own namespace instead (sandbox/blackhole.py).
 
 A model gateway (``config.gateway``, sandbox/gateway_mount.py) adds a tmpfs ``/run`` with the
 gateway's socket folder and forwarder bound read-only in it, and runs each command under the
@@ -39,11 +40,13 @@ import threading
 import time
 from pathlib import Path
 
-from sandbox import accounts, cgroups, disk, filesystem, host_fence, mounts, slirp
+from sandbox import accounts, blackhole, cgroups, disk, filesystem, host_fence, mounts, slirp
 from sandbox.base import (
     AGENT_UID,
+    BLACKHOLE,
     KILLED_EXIT_CODE,
     READONLY_MOUNT_ROOT,
+    ExecNetwork,
     ExecResult,
     Sandbox,
     SandboxConfig,
@@ -243,10 +246,12 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
         timeout: float,
         cwd: str | None = None,
         env: dict[str, str] | None = None,
-        network: bool = False,
+        network: ExecNetwork = False,
     ) -> ExecResult:
         if self._spawner is None:
             raise SandboxError("exec on a bwrap sandbox that is not started")
+        blackholed = network == BLACKHOLE and self._blackhole_possible()
+        network = network is True
         argv = ["sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
         # Checked once: the mounts and the forwarder go together (sandbox/gateway_mount.py).
         gateway = (
@@ -259,12 +264,13 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
             "HOME": "/home/agent",
             "USER": "agent",
             "LANG": "C.UTF-8",
+            **(blackhole.ENV if blackholed else {}),
             **self.config.env,
             **(env or {}),
         }
         args = self._rlimit_prefix(timeout) + self._bwrap_args(
             argv, cwd=self.config.resolve_cwd(cwd), env=full_env, network=network,
-            gateway=gateway is not None,
+            blackhole=blackholed, gateway=gateway is not None,
         )  # fmt: skip
         if network and not self.config.allow_network:
             raise SandboxError(f"sandbox {self.config.name} was created without network")
@@ -276,9 +282,10 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
         child_side = [pipes[n][1] for n in ("stdout", "stderr", "status")]
         ours = [pipes[n][0] for n in ("stdout", "stderr", "status")]
         block_w = -1
-        if network:
+        if network or blackholed:
             block_r, block_w = os.pipe()
-            child_side += [block_r, _data_pipe(slirp.RESOLV_CONF)]
+            resolv = slirp.RESOLV_CONF if network else blackhole.RESOLV_CONF
+            child_side += [block_r, _data_pipe(resolv)]
             ours.append(block_w)
         oom_before = self._cgroup.oom_kills() if self._cgroup else 0
         started = time.monotonic()
@@ -306,6 +313,8 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
                 network_stack = self._attach_network(
                     readers, status, block_w=block_w, deadline=started + timeout
                 )
+            elif blackholed:
+                self._attach_blackhole(readers, status, block_w=block_w, deadline=started + timeout)
             timed_out = pump(readers, output, status, deadline=started + timeout)
             if timed_out:
                 _kill(pidfd)
@@ -358,6 +367,36 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
             )
         host_fence.ensure(host_fence.slirp_rules(host_fence.net_gid()))
 
+    def _blackhole_possible(self) -> bool:
+        """A black-hole network needs root (bwrap then runs as the sandbox uid, and root sets
+        the namespace up): without it the command gets no network at all (logged)."""
+        reason = blackhole.unavailable_reason()
+        if reason is None and self._host_uid is None:
+            reason = "bwrap runs as the caller, not as root"
+        if reason is not None:
+            log.warning("no black-hole network for %s (%s): no network", self.config.name, reason)
+        return reason is None
+
+    def _attach_blackhole(
+        self, readers: dict[int, str], status: bytearray, *, block_w: int, deadline: float
+    ) -> None:
+        """Once bwrap reports its child's pid, put the black hole in the child's network
+        namespace (sandbox/blackhole.py), then let the command start. A failure to set it up
+        raises SandboxError: the command does not run (bwrap is killed by the caller)."""
+        try:
+            child_pid = _read_child_pid(readers, status, deadline)
+            if child_pid is not None:
+                # The child waits on its block fd: its pid cannot have been reused.
+                netns = blackhole.open_netns(child_pid)
+                assert netns is not None  # without ``alive`` it is never None
+                try:
+                    blackhole.install(netns)
+                finally:
+                    os.close(netns)
+            os.write(block_w, b"1")
+        finally:
+            os.close(block_w)
+
     def _attach_network(
         self, readers: dict[int, str], status: bytearray, *, block_w: int, deadline: float
     ) -> slirp.SlirpNetwork | None:
@@ -377,7 +416,14 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
             os.close(block_w)
 
     def _bwrap_args(
-        self, argv: list[str], *, cwd: str, env: dict[str, str], network: bool, gateway: bool
+        self,
+        argv: list[str],
+        *,
+        cwd: str,
+        env: dict[str, str],
+        network: bool,
+        gateway: bool,
+        blackhole: bool = False,
     ) -> list[str]:
         tmp_size = str(self.config.memory_mb * 1024 * 1024 // 2)
         args = [
@@ -414,9 +460,10 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
                 args += ["--ro-bind", str(mount.source.resolve()), mount.target]
         if gateway and self.config.gateway is not None:
             args += self.config.gateway.bwrap_args()
-        if network:
+        if network or blackhole:
             # The network namespace stays unshared: the command waits on fd 4 until slirp4netns
-            # gave it a tap device (see _attach_network), and resolves names through slirp.
+            # gave it a tap device (see _attach_network), or the black hole its route
+            # (_attach_blackhole), and resolves names through slirp (or the black hole).
             args += ["--block-fd", "4", "--ro-bind-data", "5", "/etc/resolv.conf"]
         args += ["--chdir", cwd, "--clearenv"]
         for key, value in env.items():

@@ -14,7 +14,9 @@ run the command under the same ``timeout`` wrapper and report alike.
 Network: the container is created on the sandbox network (sandbox/docker_network.py: our own
 bridge, fenced off the host by the host firewall) and disconnected before its first command, so
 it has loopback only. An exec with ``network=True`` connects it for that exec and disconnects it
-afterwards; a lock keeps other execs of the same sandbox from running while it is connected. A
+afterwards; a lock keeps other execs of the same sandbox from running while it is connected.
+An exec with ``network="blackhole"`` gets a default route into a black hole in the container's
+namespace for its duration instead (sandbox/blackhole.py), under the same lock. A
 sandbox whose config does not allow network is created with none at all (and starts faster).
 
 A model gateway (``config.gateway``, sandbox/gateway_mount.py) is two more read-only volumes
@@ -39,8 +41,16 @@ import docker.errors
 from docker.models.containers import Container
 from docker.models.networks import Network
 
-from sandbox import accounts, cgroups, disk, docker_network, filesystem, orphans
-from sandbox.base import AGENT_UID, KILLED_EXIT_CODE, ExecResult, Sandbox, SandboxConfig
+from sandbox import accounts, blackhole, cgroups, disk, docker_network, filesystem, orphans
+from sandbox.base import (
+    AGENT_UID,
+    BLACKHOLE,
+    KILLED_EXIT_CODE,
+    ExecNetwork,
+    ExecResult,
+    Sandbox,
+    SandboxConfig,
+)
 from sandbox.docker_exec_client import (
     LAUNCHER,
     ExecServer,
@@ -335,7 +345,7 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
         timeout: float,
         cwd: str | None = None,
         env: dict[str, str] | None = None,
-        network: bool = False,
+        network: ExecNetwork = False,
     ) -> ExecResult:
         if self._container is None or self._client is None:
             raise SandboxError("exec on a docker sandbox that is not started")
@@ -364,9 +374,11 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
         timeout: float,
         cwd: str | None,
         env: dict[str, str] | None,
-        network: bool,
+        network: ExecNetwork,
     ) -> ExecResult:
         assert self._client is not None and self._container is not None
+        if network == BLACKHOLE:
+            return self._exec_blackholed(cmd, timeout=timeout, cwd=cwd, env=env)
         if network:
             if self._network is None:
                 raise SandboxError(f"sandbox {self.config.name} was created without network")
@@ -379,6 +391,42 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
                     self._network.disconnect(self._container, force=True)
         with self._gate.offline():
             return self._exec(cmd, timeout=timeout, cwd=cwd, env=env)
+
+    def _exec_blackholed(
+        self, cmd: str | list[str], *, timeout: float, cwd: str | None, env: dict[str, str] | None
+    ) -> ExecResult:
+        """An exec whose network is a black hole (sandbox/blackhole.py), put in the
+        container's own network namespace for its duration; no other exec runs meanwhile."""
+        netns = self._container_netns()
+        if netns is None:
+            with self._gate.offline():
+                return self._exec(cmd, timeout=timeout, cwd=cwd, env=env)
+        env = {**blackhole.ENV, **(env or {})}
+        try:
+            with self._gate.online():
+                blackhole.install(netns)
+                try:
+                    return self._exec(cmd, timeout=timeout, cwd=cwd, env=env)
+                finally:
+                    with contextlib.suppress(SandboxError):
+                        blackhole.remove(netns)
+        finally:
+            os.close(netns)
+
+    def _container_netns(self) -> int | None:
+        """The container's network namespace (a file descriptor), or None (logged) where this
+        host cannot reach it: not root, or an engine on another host."""
+        reason = blackhole.unavailable_reason()
+        if reason is None and (self._init_pid is None or self._init_pidfd is None):
+            reason = "the container's processes are not on this host"
+        if reason is None:
+            assert self._init_pid is not None
+            netns = blackhole.open_netns(self._init_pid, alive=self._init_pidfd)
+            if netns is not None:
+                return netns
+            reason = "the container's init exited"
+        log.warning("no black-hole network for %s (%s): no network at all", self.name, reason)
+        return None
 
     def _exec(
         self, cmd: str | list[str], *, timeout: float, cwd: str | None, env: dict[str, str] | None

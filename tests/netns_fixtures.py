@@ -5,20 +5,30 @@ through a veth pair, so a networked sandbox has somewhere to go that is not the 
 
 198.51.100.0/24 is TEST-NET-2 (documentation addresses, never routed on the real internet).
 The server greets every connection with ``GREETING``. Needs root and ``ip`` (iproute2).
+
+``Listener`` (fixture ``listener``) is the host side: a server on every address of the host
+that counts whoever reaches it; ``host_address_for`` is where a networked sandbox of a backend
+would find the host.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import docker
 import pytest
 
+from sandbox import docker_network
+
+SLIRP_HOST_ALIAS = "10.0.2.2"
 HOST_SIDE = "198.51.100.1"
 REMOTE_SIDE = "198.51.100.2"
 PORT = 8080
@@ -86,3 +96,56 @@ def _wait_for(host: str, port: int, timeout: float = 10.0) -> None:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.05)
+
+
+class Listener:
+    """A TCP server on the host (all interfaces) that greets whoever connects."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("0.0.0.0", 0))
+        self.sock.listen(8)
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.accepted = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            self.accepted += 1
+            with conn:
+                conn.sendall(b"hello from the host\n")
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(2)
+        self.sock.close()
+
+
+@pytest.fixture
+def listener() -> Iterator[Listener]:
+    server = Listener()
+    yield server
+    server.close()
+
+
+def host_address_for(backend: str) -> str:
+    """Where the host listener is, seen from a networked sandbox of this backend."""
+    if backend == "docker":
+        client = docker.from_env()
+        try:
+            ipam = docker_network.ensure_network(client).attrs["IPAM"]["Config"][0]
+            # Older engines omit the gateway: it is the subnet's first address (docker0).
+            return ipam.get("Gateway") or str(next(ipaddress.ip_network(ipam["Subnet"]).hosts()))
+        finally:
+            client.close()
+    return SLIRP_HOST_ALIAS  # slirp4netns's name for the host (disabled: see sandbox/slirp.py)

@@ -5,13 +5,10 @@ Needs a Docker engine, bubblewrap and the runner image/rootfs: `bash .ci/test` s
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import pwd
 import shutil
-import socket
 import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -20,14 +17,13 @@ from pathlib import Path
 import docker
 import pytest
 
-from sandbox import BACKENDS, docker_network, open_sandbox
+from sandbox import BACKENDS, open_sandbox
 from sandbox.base import AGENT_UID, ExecResult, ReadOnlyMount, Sandbox, SandboxConfig
 from sandbox.errors import SandboxError, SandboxPathError
 from sandbox.host_fence import host_ipv4_addresses
-from tests.netns_fixtures import FakeInternet, fake_internet
+from tests.netns_fixtures import FakeInternet, Listener, fake_internet, host_address_for, listener
 
-__all__ = ["fake_internet"]  # a fixture: imported for pytest, not unused
-SLIRP_HOST_ALIAS = "10.0.2.2"
+__all__ = ["fake_internet", "listener"]  # fixtures: imported for pytest, not unused
 
 MakeSandbox = Callable[..., Sandbox]
 
@@ -98,59 +94,6 @@ def leftovers(sandbox: Sandbox) -> list[str]:
               .splitlines() if line.split()[1].endswith(f"/{name}")]  # fmt: skip
     found += [f"pid {pid}" for pid in host_processes_with(name)]
     return found
-
-
-class Listener:
-    """A TCP server on the host (all interfaces) that greets whoever connects."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("0.0.0.0", 0))
-        self.sock.listen(8)
-        self.sock.settimeout(0.2)
-        self.port = self.sock.getsockname()[1]
-        self.accepted = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            self.accepted += 1
-            with conn:
-                conn.sendall(b"hello from the host\n")
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(2)
-        self.sock.close()
-
-
-@pytest.fixture
-def listener() -> Iterator[Listener]:
-    server = Listener()
-    yield server
-    server.close()
-
-
-def host_address_for(backend: str) -> str:
-    """Where the host listener is, seen from a networked sandbox of this backend."""
-    if backend == "docker":
-        client = docker.from_env()
-        try:
-            ipam = docker_network.ensure_network(client).attrs["IPAM"]["Config"][0]
-            # Older engines omit the gateway: it is the subnet's first address (docker0).
-            return ipam.get("Gateway") or str(next(ipaddress.ip_network(ipam["Subnet"]).hosts()))
-        finally:
-            client.close()
-    return SLIRP_HOST_ALIAS  # slirp4netns's name for the host (disabled: see sandbox/slirp.py)
 
 
 def connect_script(host: str, port: int) -> list[str]:
@@ -364,6 +307,82 @@ def test_it_never_reaches_the_host_even_with_network(
         connect_script(fake_internet.address, fake_internet.port), timeout=10, network=True
     )
     assert online.stdout == fake_internet.greeting
+
+
+BLACKHOLE_PROBE = """
+import socket, sys, time
+
+def connect(host, port):
+    s = socket.socket()
+    s.settimeout(1.5)
+    started = time.monotonic()
+    try:
+        s.connect((host, port))
+        return "reached " + s.recv(100).decode().strip()
+    except socket.timeout:
+        return "timeout after %.1f s" % (time.monotonic() - started)
+    except OSError as exc:
+        return "error " + type(exc).__name__ + " " + str(exc)
+
+port = int(sys.argv[1])
+for target in sys.argv[2:]:
+    host, _, target_port = target.partition(":")
+    print(target, connect(host, int(target_port or port)))
+server = next(l.split()[1] for l in open("/etc/resolv.conf") if l.startswith("nameserver"))
+dns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+dns.settimeout(1.5)
+query = bytes.fromhex("abcd01000001000000000000076578616d706c6503636f6d0000010001")
+dns.sendto(query, (server, 53))
+try:
+    print("dns answer", dns.recv(512))
+except socket.timeout:
+    print("dns no answer")
+try:
+    print("resolved", socket.getaddrinfo("example.com", 80))
+except socket.gaierror as exc:
+    print("lookup failed", exc)
+"""
+
+
+@pytest.mark.parametrize("allow_network", [False, True], ids=["offline", "network-capable"])
+def test_a_blackhole_exec_times_out_every_connect_and_reaches_nothing(
+    backend: str,
+    make_sandbox: MakeSandbox,
+    listener: Listener,
+    fake_internet: FakeInternet,
+    allow_network: bool,
+) -> None:
+    """``network="blackhole"`` (SWE-bench's final tests): a default route whose packets are
+    dropped. A connect to a non-routable address, to the internet stand-in and to every
+    address of the host times out (not refused, not unreachable); DNS gets no answer."""
+    targets = {"10.255.255.1:80", f"{fake_internet.address}:{fake_internet.port}"}
+    targets |= {
+        f"{address}:{listener.port}"
+        for address in {*host_ipv4_addresses(), host_address_for(backend)}
+        if not address.startswith("127.")  # inside, loopback is the sandbox's own
+    }
+    with make_sandbox(allow_network=allow_network) as sandbox:
+        result = sandbox.exec(
+            ["python3", "-c", BLACKHOLE_PROBE, "0", *sorted(targets)],
+            timeout=120,
+            network="blackhole",
+        )
+        after = sandbox.exec(["python3", "-c", BLACKHOLE_PROBE, "0", "10.255.255.1:80"], timeout=60)
+
+    assert result.ok, result.stderr
+    outcomes = {
+        line.split(" ", 1)[0]: line.split(" ", 1)[1]
+        for line in result.stdout.splitlines()
+        if line.split(" ", 1)[0] in targets
+    }
+    assert set(outcomes) == targets
+    for target, outcome in outcomes.items():
+        assert outcome.startswith("timeout after "), f"{target}: {outcome}"
+    assert "dns no answer" in result.stdout
+    assert "lookup failed" in result.stdout and "resolved" not in result.stdout
+    assert listener.accepted == 0 and "reached" not in result.stdout
+    # The black hole is the exec's own: the next command has no route at all again.
+    assert "10.255.255.1:80 error OSError [Errno 101] Network is unreachable" in after.stdout
 
 
 def test_it_refuses_network_to_a_sandbox_made_without(make_sandbox: MakeSandbox) -> None:

@@ -63,7 +63,7 @@ COMMANDS: dict[str, Command] = {
     ),
     "swebench": Command(
         "tasks_app.cli.swebench_build",
-        "SWE-bench instances offline: build their environments",
+        "SWE-bench instances offline: build their environments, the cache's disk use (du, prune)",
     ),
     "run-suite": Command(
         "runs.cli.runs",

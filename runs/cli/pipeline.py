@@ -52,9 +52,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "suite is built, then each instance must grade FULL with its gold patch and NO "
         "with no patch",
     )  # fmt: skip
-    from tasks_app.cli.swebench_build import instance_args
+    from tasks_app.cli.swebench_build import instance_args, jobs_arg
 
     instance_args(p)
+    jobs_arg(p)
+    workers_args(p, what="the gold and empty attempts (oracle)")
     p.set_defaults(handler=cmd_validate_suite)
 
     p = sub.add_parser(
@@ -63,6 +65,43 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--tasks", type=Path, default=None, help="tasks folder (default: tasks/)")
     p.set_defaults(handler=cmd_doctor)
+
+
+def workers_args(p: argparse.ArgumentParser, *, what: str) -> None:
+    """--enqueue / --worker / --concurrency / --poll: run ``what`` through the workers."""
+    p.add_argument(
+        "--enqueue", action="store_true",
+        help=f"send {what} to the workers (ab worker, ab serve) and wait for them",
+    )  # fmt: skip
+    p.add_argument(
+        "--worker", action="store_true",
+        help="start a local worker for the duration of the command (implies --enqueue)",
+    )  # fmt: skip
+    p.add_argument(
+        "--concurrency", type=int, default=None, metavar="N",
+        help="attempts the --worker runs at once (default: CELERY_WORKER_CONCURRENCY)",
+    )  # fmt: skip
+    p.add_argument("--poll", type=float, default=5.0, help="seconds between progress lines")
+
+
+def wait_for_attempts(ids: list[int], *, poll: float, quiet: bool = False) -> None:
+    """Return once every attempt in ``ids`` is final, printing progress unless ``quiet``."""
+    import time
+
+    from runs.models import FINAL_STATES, Attempt
+
+    last = ""
+    while True:
+        statuses = list(Attempt.objects.filter(id__in=ids).values_list("status", flat=True))
+        done = sum(1 for s in statuses if s in FINAL_STATES)
+        running = statuses.count("running")
+        line = f"attempts: {done}/{len(ids)} done, {running} running"
+        if line != last and not quiet:
+            print(line, flush=True)
+            last = line
+        if done >= len(ids):
+            return
+        time.sleep(poll)
 
 
 def _out_arg(p: argparse.ArgumentParser) -> None:
@@ -195,11 +234,23 @@ def cmd_validate_suite(args: argparse.Namespace) -> int:
 
 
 def _validate_swebench_gold(args: argparse.Namespace) -> int:
-    from runs.pipeline.swebench_validation import Event, NotSwebenchSuite, gold_validate
+    from benchsite.processes import Supervisor
+    from runs.cli.worker import LocalWorker
+    from runs.pipeline.swebench_validation import (
+        Event,
+        NotSwebenchSuite,
+        gold_validate,
+        summary_table,
+    )
     from tasks_app.cli.swebench_build import build_line, make_builder, resolve_backend
 
+    if args.jobs < 1:
+        raise CommandError(f"--jobs must be at least 1, got {args.jobs}")
     backend = resolve_backend(args.backend)
     builder = make_builder(args, backend)
+    through_workers = args.enqueue or args.worker
+    if through_workers and args.out:
+        raise CommandError("--out is for attempts run here; workers write to their ARTIFACTS_ROOT")
 
     def progress(event: Event) -> None:
         if event.build is not None:
@@ -211,24 +262,43 @@ def _validate_swebench_gold(args: argparse.Namespace) -> int:
             why = f": {row.reason}" if row.reason else ""
             print(f"[{event.index}/{event.total}] {row.instance_id}: {row.status}{why}", flush=True)
 
+    worker = None
+
+    def through(ids: list[int]) -> None:
+        nonlocal worker
+        if args.worker and worker is None:
+            # Its attempts run on the backend asked for, whatever SANDBOX_BACKEND says.
+            worker = LocalWorker(
+                Supervisor(), concurrency=args.concurrency,
+                env={"SANDBOX_BACKEND": backend},
+            )  # fmt: skip
+        wait_for_attempts(ids, poll=args.poll, quiet=True)
+
     try:
         report = gold_validate(
             suite_name=args.suite, builder=builder, backend=backend,
-            instance_ids=args.instance, out=args.out, progress=progress,
+            instance_ids=args.instance, out=args.out, progress=progress, jobs=args.jobs,
+            workers=through if through_workers else None,
+            # Instances in flight at once: enough to keep every worker process busy.
+            window=2 * (args.concurrency or settings.CELERY_WORKER_CONCURRENCY),
         )  # fmt: skip
     except NotSwebenchSuite as exc:
         raise CommandError(str(exc)) from exc
     finally:
         builder.close()  # the dated index it served
+        if worker is not None:
+            worker.shutdown()
     print()
     _table(
         ("instance", "verdict", "python", "gold", "empty", "time", "reason"),
         [
-            (r.instance_id, r.status, _python(r), r.gold_grade or "-", r.empty_grade or "-",
+            (r.instance_id, r.verdict, _python(r), r.gold_grade or "-", r.empty_grade or "-",
              f"{r.seconds:.0f}s", r.reason[:160])
             for r in report.rows
         ],
     )  # fmt: skip
+    print()
+    print("\n".join(summary_table(report)))
     print(report.summary())
     for folder in report.run_dirs:
         print(f"run folder: {folder}")

@@ -195,13 +195,18 @@ def summary_table(run: Run) -> str:
             f"{code or 'RESOLVED':<24} {row['status']:<10} {category:<15} "
             f"{row['n']:>5} {100 * row['n'] / total:>5.0f}%"
         )
-    from runs.services import run_totals
+    from runs.results.leaderboard import run_row
 
-    totals = run_totals(run)
-    if totals["success_rate"] is not None:
+    row, left_out = run_row(run)
+    if row is not None and row.score.rate is not None:
         lines.append(
-            f"score {100 * totals['success_rate']:.1f}% ({totals['score_label']} tasks;"
+            f"score {100 * row.score.rate:.1f}% ({row.score.resolved_label} tasks;"
             " the leaderboard's figure for this run)"
+        )
+    if left_out:
+        lines.append(
+            f"{left_out} task(s) of the suite left out of every rate: gold validation found "
+            "them invalid (ab validate-suite --variant oracle)"
         )
     lines.append(f"run {run.public_id} {run.status}")
     if run.fail_fast_reason:

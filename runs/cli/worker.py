@@ -105,6 +105,7 @@ class LocalWorker:
         hostname: str | None = None,
         concurrency: int | None = None,
         loglevel: str = "WARNING",
+        env: dict[str, str] | None = None,
     ):
         from runs.workers.leftovers import worker_dir_create
 
@@ -117,7 +118,12 @@ class LocalWorker:
         tmp.mkdir(mode=0o700)
         # Celery's processes keep their temporary files (multiprocessing's pymp-* folders) in
         # this worker's folder: a killed Celery process cannot remove its own.
-        env = os.environ | {"AB_WORKER_READY_FILE": str(self.ready_file), "TMPDIR": str(tmp)}
+        # ``env``: settings of this worker only (validate-suite --worker: its backend).
+        env = (
+            os.environ
+            | (env or {})
+            | {"AB_WORKER_READY_FILE": str(self.ready_file), "TMPDIR": str(tmp)}
+        )
         argv = worker_argv(node=self.node, concurrency=concurrency, loglevel=loglevel)
         self.celery: Child = supervisor.start("worker", argv, env=env)
         self.reaper: Child = supervisor.start("reaper", reaper_argv())

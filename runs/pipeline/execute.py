@@ -131,14 +131,19 @@ class _Execution:
         return finished
 
     def _pipeline(self, plan: TaskPlan) -> None:
+        if not plan.is_swebench:
+            return self._stages(plan)
+        # The instance's level stays leased (never evicted) until the attempt is done with it.
+        with swebench.local_build(plan, backend=self.backend) as built:
+            return self._stages(built)
+
+    def _stages(self, plan: TaskPlan) -> None:
         assert self.folder is not None
         ws = self.folder / artifacts.WORKSPACE_DIR
         if ws.exists():  # a requeued attempt starts from a fresh copy
             shutil.rmtree(ws)
         repo_dir = ws / plan.repo_rel if plan.repo_rel else ws
         excludes = workspace.excludes_for(repo_dir, [ws / "site-packages", ws / ".pyuser"])
-        if plan.is_swebench:
-            plan = swebench.with_local_build(plan, backend=self.backend)
         # A testbed built here is copied once, straight into the started sandbox's workspace
         # (onto its disk quota when it has one), instead of into the host folder and then again
         # onto the quota at start; the host folder stays an empty mount point, quick to remove.

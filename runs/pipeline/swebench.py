@@ -6,9 +6,11 @@ run the tests between the markers, reset), and its output is graded by
 
 from __future__ import annotations
 
+import contextlib
 import posixpath
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -16,7 +18,7 @@ from runs.pipeline import stages
 from runs.pipeline.plan import TaskPlan
 from runs.pipeline.stages import CommandRun, Heartbeat, StageResult
 from runs.taxonomy import Reason, Stage
-from sandbox.base import Sandbox
+from sandbox.base import BLACKHOLE, Sandbox
 from sandbox.errors import SandboxError
 from sandbox.filesystem import chown_tree_for_agent
 
@@ -28,29 +30,33 @@ class Grading:
     test_results: dict = field(default_factory=dict)
 
 
-def with_local_build(plan: TaskPlan, *, backend: str) -> TaskPlan:
-    """The plan with the instance's image and root filesystem built on this machine.
+@contextlib.contextmanager
+def local_build(plan: TaskPlan, *, backend: str) -> Iterator[TaskPlan]:
+    """The plan with the instance's image and root filesystem built on this machine, its
+    instance level held under a use lease for the block (the cache's eviction and pruning leave
+    it alone meanwhile: ``tasks_app.swebench.cache``).
 
     Raises SandboxUnavailable when the instance was not built here and names no published
     image either, or when Docker is asked for and only the bubblewrap tree was built.
     """
     from sandbox.errors import SandboxUnavailable
-    from tasks_app.swebench.build import built_instance
+    from tasks_app.swebench.build import use_built_instance
 
-    built = built_instance(plan.task_id)
-    if built is None or built.base_commit != plan.commit:
-        if backend != "bwrap" and image_present(plan.image):
-            return plan  # a published instance image the operator pulled or loaded
-        raise SandboxUnavailable(
-            f"SWE-bench instance {plan.task_id} is not built on this machine: "
-            "run `ab swebench build SUITE --instance " + plan.task_id + "`"
-        )
-    if backend == "docker" and not built.image:
-        raise SandboxUnavailable(
-            f"SWE-bench instance {plan.task_id} has no Docker image here (built for bubblewrap "
-            "only): run `ab swebench build SUITE --backend docker`"
-        )
-    return replace(plan, image=built.image or plan.image, rootfs=built.rootfs)
+    with use_built_instance(plan.task_id) as built:
+        if built is None or built.base_commit != plan.commit:
+            if backend != "bwrap" and image_present(plan.image):
+                yield plan  # a published instance image the operator pulled or loaded
+                return
+            raise SandboxUnavailable(
+                f"SWE-bench instance {plan.task_id} is not built on this machine: "
+                "run `ab swebench build SUITE --instance " + plan.task_id + "`"
+            )
+        if backend == "docker" and not built.image:
+            raise SandboxUnavailable(
+                f"SWE-bench instance {plan.task_id} has no Docker image here (built for "
+                "bubblewrap only): run `ab swebench build SUITE --backend docker`"
+            )
+        yield replace(plan, image=built.image or plan.image, rootfs=built.rootfs)
 
 
 def image_present(image: str) -> bool:
@@ -163,6 +169,9 @@ def final_test_stage(
         heartbeat=heartbeat,
         heartbeat_sec=heartbeat_sec,
         command=f"{EVAL_ENV} bash {script_path} > {log_path} 2>&1",
+        # The official eval containers have a network: a test expecting a connect to time
+        # out must see it time out, not fail at once on "Network is unreachable".
+        network=BLACKHOLE,
     )
     shown = sandbox.exec(
         show_log_command(log_path, sandbox.config.output_cap_bytes),

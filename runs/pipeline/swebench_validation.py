@@ -1,11 +1,14 @@
 """Gold validation of a SWE-bench suite (``ab validate-suite SUITE --variant oracle``).
 
-Builds what is missing, then runs every buildable instance twice through the normal pipeline:
+Builds what is missing (in a thread of its own, just ahead of the attempts) and runs every
+buildable instance twice through the normal pipeline, here or through the workers:
 with the gold patch (oracle) and with no patch (nop). Gold FULL and empty NO is a valid
 instance; anything else is recorded as invalid on the task (``GoldValidation``) with both
 grades and the tests that went the wrong way, and the leaderboard leaves the task out of its
-rates. A test that needs the network fails here (attempts have none), so such instances show
-up as invalid with that reason, not later as agent failures.
+rates. The final tests run with a network that silently drops everything (as the official
+harness's containers have a network: a test expecting a connect to time out passes); a test
+that needs the internet fails, and the reason names it, so such instances show up as invalid
+with that reason, not later as agent failures.
 
 An invalid instance explains itself: beside the tests that went the wrong way, the reason
 names the first error of the gold attempt's test log (an import error, an unknown module).
@@ -16,7 +19,10 @@ the same explanation.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
+import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -30,10 +36,13 @@ from runs.pipeline import artifacts
 from runs.pipeline.adhoc import model_config_for_variant, run_close, run_create
 from runs.pipeline.execute import attempt_execute
 from runs.pipeline.log_errors import first_error
+from runs.services import attempts_enqueue, run_cancel
 from tasks_app.models import GoldValidation, GoldValidationStatus, Suite, Task, TaskSource
-from tasks_app.swebench.build import Builder, BuildOutcome
+from tasks_app.swebench.build import Builder, BuildOutcome, use_built_instance
 
-# Lines in a test log that say a test wanted the network (attempts run with none).
+# What a test's output shows when it wanted the internet. The final tests run with a network
+# that silently drops everything (sandbox/blackhole.py): a connect times out and a name does
+# not resolve, as on a machine whose network reaches nothing.
 NETWORK_MARKERS = (
     "Temporary failure in name resolution",
     "Name or service not known",
@@ -41,7 +50,12 @@ NETWORK_MARKERS = (
     "socket.gaierror",
     "urlopen error",
     "Failed to establish a new connection",
+    "ConnectTimeout",
+    "Max retries exceeded",
+    "timed out",
 )
+# pytest's header of one test's failure: "____ Class.test_name[param] ____".
+_SECTION = re.compile(r"^_{3,} (?P<name>\S.*?) _{3,}$", re.MULTILINE)
 REPORT_JSON = "gold_validation.json"
 
 
@@ -65,7 +79,19 @@ class GoldRow:
 
     @property
     def approximate(self) -> bool:
+        """Built on an approximate environment (swebench-envs: a newer Python than the
+        specification asks for): a valid one is counted "approximate-valid"."""
         return bool(self.python_asked) and self.python_asked != self.python_used
+
+    @property
+    def verdict(self) -> str:
+        """valid | approximate-valid | invalid | not_buildable (the summary's columns)."""
+        if self.status == GoldValidationStatus.VALID and self.approximate:
+            return "approximate-valid"
+        return self.status
+
+
+VERDICTS = ("valid", "approximate-valid", "invalid", "not_buildable")
 
 
 @dataclass
@@ -117,16 +143,8 @@ def swebench_suite_tasks(suite_name: str, instance_ids: list[str] | None = None)
     return sorted(tasks, key=lambda t: t.task_id)
 
 
-def build_tasks(
-    tasks: list[Task], builder: Builder, progress: Callable[[Event], None] | None = None
-) -> dict[str, BuildOutcome]:
-    outcomes = {}
-    for index, task in enumerate(tasks, start=1):
-        outcome = builder.build(task.spec)
-        outcomes[task.task_id] = outcome
-        if progress:
-            progress(Event(index, len(tasks), task.task_id, build=outcome))
-    return outcomes
+# Runs the queued attempt ids through the workers and returns once every one is final.
+WorkersWait = Callable[[list[int]], None]
 
 
 def gold_validate(
@@ -137,44 +155,193 @@ def gold_validate(
     instance_ids: list[str] | None = None,
     out: Path | None = None,
     progress: Callable[[Event], None] | None = None,
+    jobs: int = 1,
+    workers: WorkersWait | None = None,
+    window: int = 4,
 ) -> GoldReport:
-    """Build, then run gold and empty on each buildable instance; record each verdict."""
+    """Build (``jobs`` levels at once) and run gold and empty on each buildable instance,
+    recording each verdict: one after the other in this process, or, given ``workers``,
+    queued to the workers (``runs.services.attempts_enqueue``), ``window`` instances at a
+    time, and waited for with it.
+
+    The builds run in a thread of their own while the attempts run, in the suite's order;
+    each instance is handed over with its level under a use lease, kept until both its
+    attempts ended. With a budget (``builder.max_bytes``) the builds run only a few instances
+    ahead (``window`` plus ``jobs``), so that what is built is used before eviction could take
+    it and the budget holds: only the instances between their build and their verdict cannot
+    be evicted. Without one they run as far ahead as they can."""
     tasks = swebench_suite_tasks(suite_name, instance_ids)
     suite = tasks[0].suite
     report = GoldReport(suite=suite_name, backend=backend)
-    builds = build_tasks(tasks, builder, progress)
-    runnable = [t for t in tasks if builds[t.task_id].ok]
+    in_flight_max = max(window, 1) if workers is not None else 1
+    ahead = in_flight_max + max(jobs, 1) if builder.max_bytes is not None else len(tasks)
+    builds = _Builds(tasks, builder, jobs=jobs, ahead=ahead, progress=progress)
     with artifacts.root_override(out):
-        gold_run = _run(suite, AgentVariant.ORACLE, runnable)
-        empty_run = _run(suite, AgentVariant.NOP, runnable)
+        gold_run = _run(suite, AgentVariant.ORACLE, tasks)
+        empty_run = _run(suite, AgentVariant.NOP, tasks)
         report.run_dirs = [str(artifacts.run_dir(gold_run)), str(artifacts.run_dir(empty_run))]
         status = RunStatus.FINISHED
+        in_flight: list[_InFlight] = []
+
+        def settle(item: _InFlight) -> None:
+            if workers is not None:
+                workers([item.gold.id, item.empty.id])
+                item.gold.refresh_from_db()
+                item.empty.refresh_from_db()
+            item.lease.close()
+            builds.done_with()
+            row = judge(item.task, item.gold, item.empty, build=item.build)
+            record(item.index, item.task, row, _backend_of(item.gold, backend))
+
+        def record(index: int, task: Task, row: GoldRow, ran_on: str) -> None:
+            _store(task, ran_on, row)
+            report.rows.append(row)
+            if progress:
+                progress(Event(index, len(tasks), task.task_id, row=row))
+
         try:
+            builds.start()
             for index, task in enumerate(tasks, start=1):
-                build = builds[task.task_id]
+                build, lease = builds.next(task)
                 if not build.ok:
+                    lease.close()
+                    builds.done_with()
                     error = first_error(build.log_tail) if build.status == "failed" else ""
                     row = GoldRow(
                         task.task_id, GoldValidationStatus.NOT_BUILDABLE, build.status,
                         reason=f"{build.status}: {build.reason}"
                         + (f" (first error: {error})" if error else ""),
                     )  # fmt: skip
-                else:
+                    record(index, task, row, backend)
+                    continue
+                if workers is None:
                     gold = attempt_execute(_attempt(gold_run, task), backend=backend)
                     empty = attempt_execute(_attempt(empty_run, task), backend=backend)
-                    row = judge(task, gold, empty, build=build)
-                _store(task, backend, row)
-                report.rows.append(row)
-                if progress:
-                    progress(Event(index, len(tasks), task.task_id, row=row))
+                    settle(_InFlight(index, task, build, gold, empty, lease))
+                    continue
+                item = _InFlight(
+                    index, task, build, _attempt(gold_run, task, queued=True),
+                    _attempt(empty_run, task, queued=True), lease,
+                )  # fmt: skip
+                attempts_enqueue([item.gold.id, item.empty.id])
+                in_flight.append(item)
+                while len(in_flight) >= in_flight_max:
+                    settle(in_flight.pop(0))
+            while in_flight:
+                settle(in_flight.pop(0))
         except KeyboardInterrupt:
             status = RunStatus.CANCELLED
+            if workers is not None:
+                for run in (gold_run, empty_run):
+                    run_cancel(run=run)
             raise
         finally:
+            for item in in_flight:
+                item.lease.close()
+            builds.close()
             for run in (gold_run, empty_run):
                 run_close(run=run, status=status)
             artifacts.write_json(artifacts.run_dir(gold_run), REPORT_JSON, _report_dict(report))
+    report.rows.sort(key=lambda r: r.instance_id)
     return report
+
+
+class _Builds:
+    """The tasks' builds, made in their order by a thread of their own (``jobs`` levels at
+    once) at most ``ahead`` instances before the validation is done with them. Each comes
+    with its instance level under a use lease (an ExitStack the validation closes)."""
+
+    def __init__(
+        self,
+        tasks: list[Task],
+        builder: Builder,
+        *,
+        jobs: int,
+        ahead: int,
+        progress: Callable[[Event], None] | None,
+    ):
+        self.tasks, self.builder, self.jobs, self.progress = tasks, builder, jobs, progress
+        self.slots = threading.Semaphore(max(ahead, 1))
+        self.cond = threading.Condition()
+        self.ready: dict[str, tuple[BuildOutcome, contextlib.ExitStack]] = {}
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name="gold-builds", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def next(self, task: Task) -> tuple[BuildOutcome, contextlib.ExitStack]:
+        """``task``'s build, once it is there (raises what stopped the builds)."""
+        with self.cond:
+            self.cond.wait_for(lambda: task.task_id in self.ready or self.error is not None)
+            if task.task_id not in self.ready:
+                assert self.error is not None
+                raise self.error
+            return self.ready.pop(task.task_id)
+
+    def done_with(self) -> None:
+        """The validation is done with one instance: the builds may go one further."""
+        self.slots.release()
+
+    def close(self) -> None:
+        """Let go of the builds nobody took (the validation was interrupted)."""
+        with self.cond:
+            for _, lease in self.ready.values():
+                lease.close()
+            self.ready.clear()
+
+    def _run(self) -> None:
+        from tasks_app.swebench.parallel import build_all
+
+        try:
+            build_all(
+                self.builder, [t.spec for t in self.tasks], jobs=self.jobs,
+                on_outcome=self._built, slots=self.slots,
+            )  # fmt: skip
+        except BaseException as exc:  # handed to the validation, which raises it
+            with self.cond:
+                self.error = exc
+                self.cond.notify_all()
+
+    def _built(self, index: int, outcome: BuildOutcome) -> None:
+        lease = contextlib.ExitStack()
+        if outcome.ok and lease.enter_context(use_built_instance(outcome.instance_id)) is None:
+            outcome = _evicted(outcome)
+        if self.progress:
+            self.progress(Event(index, len(self.tasks), outcome.instance_id, build=outcome))
+        with self.cond:
+            self.ready[outcome.instance_id] = (outcome, lease)
+            self.cond.notify_all()
+
+
+@dataclass
+class _InFlight:
+    """An instance whose two attempts run (or are queued), its level leased until they end."""
+
+    index: int
+    task: Task
+    build: BuildOutcome
+    gold: Attempt
+    empty: Attempt
+    lease: contextlib.ExitStack
+
+
+def _evicted(build: BuildOutcome) -> BuildOutcome:
+    return BuildOutcome(
+        build.instance_id, "failed", "its level was evicted again before its attempts started"
+    )
+
+
+def _backend_of(attempt: Attempt, default: str) -> str:
+    """The backend the attempt ran on (a worker's own setting), from its run.json."""
+    if not attempt.artifacts_dir:
+        return default
+    path = artifacts.folder_of(attempt.artifacts_dir) / artifacts.RUN_JSON
+    try:
+        backend = json.loads(path.read_text()).get("sandbox", {}).get("backend")
+    except (OSError, ValueError, AttributeError):
+        return default
+    return backend if backend in ("docker", "bwrap") else default
 
 
 def judge(task: Task, gold: Attempt, empty: Attempt, *, build: BuildOutcome) -> GoldRow:
@@ -199,8 +366,16 @@ def judge(task: Task, gold: Attempt, empty: Attempt, *, build: BuildOutcome) -> 
     ]
     if gold.grade != "FULL":
         problems.append(_attempt_problem("gold patch", gold, wrong))
-        if _needs_network(gold):
-            problems.insert(0, "the tests need the network (attempts have none)")
+        log = _test_log(gold)
+        online = network_tests(log, wrong)
+        if online:
+            problems.insert(
+                0,
+                f"tests that need the internet (network errors in their output; the final "
+                f"tests' network reaches nothing): {_listed(online)}",
+            )
+        elif any(marker in log for marker in NETWORK_MARKERS):
+            problems.insert(0, "the log shows network errors (the final tests reach no network)")
     passing_empty = (empty.test_results or {}).get("FAIL_TO_PASS", {}).get("success") or []
     if empty.grade != "NO":
         problems.append(_attempt_problem("no patch", empty, passing_empty))
@@ -225,6 +400,10 @@ def judge(task: Task, gold: Attempt, empty: Attempt, *, build: BuildOutcome) -> 
     return row
 
 
+def _listed(tests: list[str]) -> str:
+    return ", ".join(tests[:5]) + (f" and {len(tests) - 5} more" if len(tests) > 5 else "")
+
+
 def _test_log(attempt: Attempt) -> str:
     if not attempt.artifacts_dir:
         return ""
@@ -241,13 +420,28 @@ def _attempt_problem(what: str, attempt: Attempt, tests: list[str]) -> str:
         return f"{what}: attempt ended {attempt.failure_reason_id or attempt.status}" + (
             f" ({first[0][:200]})" if first else ""
         )
-    shown = ", ".join(tests[:5]) + (f" and {len(tests) - 5} more" if len(tests) > 5 else "")
-    return f"{what} grades {attempt.grade}" + (f": {shown}" if tests else "")
+    return f"{what} grades {attempt.grade}" + (f": {_listed(tests)}" if tests else "")
 
 
-def _needs_network(attempt: Attempt) -> bool:
-    text = _test_log(attempt)
-    return any(marker in text for marker in NETWORK_MARKERS)
+def network_tests(log: str, tests: list[str]) -> list[str]:
+    """The tests among ``tests`` whose own output in ``log`` shows a network error: their
+    pytest failure section, or their line of the short summary."""
+    sections: dict[str, str] = {}
+    found = list(_SECTION.finditer(log))
+    for index, match in enumerate(found):
+        end = found[index + 1].start() if index + 1 < len(found) else len(log)
+        # The last failure ends where pytest's next part starts ("==== short test summary").
+        rule = log.find("\n=", match.end(), end)
+        sections[match.group("name")] = log[match.end() : end if rule == -1 else rule]
+    summary = [line for line in log.splitlines() if line.startswith(("FAILED ", "ERROR "))]
+    named = []
+    for test in tests:
+        parts = test.split("::")
+        text = sections.get(".".join(parts[1:]), "") + sections.get(parts[-1], "")
+        text += "\n".join(line for line in summary if line.split(" ")[1:2] == [test])
+        if any(marker in text for marker in NETWORK_MARKERS):
+            named.append(test)
+    return named
 
 
 def _run(suite: Suite, variant: str, tasks: list[Task]) -> Run:
@@ -259,7 +453,9 @@ def _run(suite: Suite, variant: str, tasks: list[Task]) -> Run:
     )
 
 
-def _attempt(run: Run, task: Task) -> Attempt:
+def _attempt(run: Run, task: Task, *, queued: bool = False) -> Attempt:
+    """An attempt of ``run`` on ``task``: claimed by this process (running), or queued for
+    the workers."""
     now = timezone.now()
     return Attempt.objects.create(
         run=run,
@@ -267,9 +463,9 @@ def _attempt(run: Run, task: Task) -> Attempt:
         suite=task.suite,
         model_config=run.model_config,
         task_revision=task.revision,
-        status=AttemptStatus.RUNNING,
-        started_at=now,
-        heartbeat_at=now,
+        status=AttemptStatus.QUEUED if queued else AttemptStatus.RUNNING,
+        started_at=None if queued else now,
+        heartbeat_at=None if queued else now,
     )
 
 
@@ -298,8 +494,45 @@ def _report_dict(report: GoldReport) -> dict[str, Any]:
         "backend": report.backend,
         "summary": report.summary(),
         "runs": report.run_dirs,
-        "instances": [asdict(r) for r in report.rows],
+        "counts": {
+            verdict: sum(1 for r in report.rows if r.verdict == verdict) for verdict in VERDICTS
+        },
+        "instances": [asdict(r) | {"verdict": r.verdict} for r in report.rows],
     }
+
+
+def summary_table(report: GoldReport) -> list[str]:
+    """The end of a gold validation: instances by verdict, then why, grouped (the instance's
+    own ids, commits and test names taken out so that alike reasons fall together)."""
+    lines = [f"{'verdict':<20} {'instances':>9}"]
+    for verdict in VERDICTS:
+        count = sum(1 for r in report.rows if r.verdict == verdict)
+        lines.append(f"{verdict.replace('_', ' '):<20} {count:>9}")
+    lines.append(
+        f"of {len(report.rows)} instance(s) on {report.backend}; leaderboards leave the "
+        "invalid ones out of every rate"
+    )
+    groups: dict[str, list[str]] = {}
+    for row in report.rows:
+        if row.status != GoldValidationStatus.VALID:
+            groups.setdefault(f"{row.verdict.replace('_', ' ')}: {_reason_kind(row)}", []).append(
+                row.instance_id
+            )
+    if groups:
+        lines += ["", f"{'why':<90} {'instances':>9}"]
+        for why, ids in sorted(groups.items(), key=lambda item: (-len(item[1]), item[0])):
+            shown = why if len(why) <= 90 else why[:87] + "..."
+            lines.append(f"{shown:<90} {len(ids):>9}  {_listed(ids)}")
+    return lines
+
+
+def _reason_kind(row: GoldRow) -> str:
+    text = row.reason.split("; ")[0].replace(row.instance_id, "<instance>")
+    text = re.sub(r"\b[0-9a-f]{40}\b", "<commit>", text)
+    for test in sorted(row.failing_tests, key=len, reverse=True):
+        text = text.replace(test, "")
+    text = re.sub(r" and \d+ more", "", text)
+    return re.sub(r"[:,\s]+$", "", re.sub(r"(, )+", ", ", text))
 
 
 def report_json(report: GoldReport) -> str:

@@ -347,6 +347,15 @@ def leaderboard(
     return Leaderboard(suite, view, competing, references, groups, results)
 
 
+def run_row(run) -> tuple[LeaderboardRow | None, int]:
+    """A run's row of its suite's leaderboard (what every surface shows for the run), or None
+    for a run the leaderboard does not list (baseline validation); and how many of the suite's
+    tasks every figure leaves out (gold validation found them invalid)."""
+    board = leaderboard(suite=run.suite, run_ids=[run.id])
+    row = next((r for r in board.all_rows if r.entry.run and r.entry.run.id == run.id), None)
+    return row, len(board.results.excluded)
+
+
 def leaderboard_rows(**kwargs) -> list[LeaderboardRow]:
     """The competing rows, then the references (``leaderboard``'s arguments)."""
     return leaderboard(**kwargs).all_rows

@@ -45,6 +45,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--enqueue", action="store_true", help="send the attempts to the workers instead"
     )
+    p.add_argument(
+        "--wait", action="store_true",
+        help="with --enqueue: wait until every attempt is done, then print the summary",
+    )  # fmt: skip
+    p.add_argument(
+        "--worker", action="store_true",
+        help="start a local worker for the duration of the command (implies --enqueue --wait)",
+    )  # fmt: skip
+    p.add_argument(
+        "--concurrency", type=int, default=None, metavar="N",
+        help="attempts the --worker runs at once (default: CELERY_WORKER_CONCURRENCY)",
+    )  # fmt: skip
+    p.add_argument("--poll", type=float, default=5.0, help="seconds between progress lines")
     p.set_defaults(handler=cmd_import_predictions)
 
     p = sub.add_parser(
@@ -138,14 +151,17 @@ def cmd_import_swebench(args: argparse.Namespace) -> int:
 def cmd_import_predictions(args: argparse.Namespace) -> int:
     from tasks_app.swebench.predictions import predictions_execute_inline, predictions_import
 
-    if args.run and args.enqueue:
+    enqueue = args.enqueue or args.worker
+    if args.run and enqueue:
         raise CommandError("choose --run (inline) or --enqueue (workers), not both")
+    if args.wait and not enqueue:
+        raise CommandError("--wait goes with --enqueue (--run waits anyway)")
     try:
         report = predictions_import(
             source=_existing(args.file),
             suite_name=args.suite,
             model_name=args.model,
-            enqueue=args.enqueue,
+            enqueue=enqueue,
             evaluate_inline=args.run,
         )
     except SwebenchInputError as exc:
@@ -168,7 +184,32 @@ def cmd_import_predictions(args: argparse.Namespace) -> int:
         done = predictions_execute_inline(report.attempt_ids, progress=progress)
         resolved = sum(1 for a in done if a.resolved)
         print(f"evaluated {len(done)}: {resolved} resolved")
+    elif enqueue and (args.wait or args.worker) and report.queued:
+        _wait_for_workers(args, report)
+    else:
+        return 0
+    from runs.cli.runs import summary_table
+    from runs.models import Run
+
+    print(summary_table(Run.objects.get(public_id=report.run_id)))
     return 0
+
+
+def _wait_for_workers(args: argparse.Namespace, report) -> None:
+    from benchsite.processes import Supervisor
+    from runs.cli.pipeline import wait_for_attempts
+    from runs.cli.worker import LocalWorker
+    from runs.models import Attempt
+
+    ids = list(Attempt.objects.filter(run__public_id=report.run_id).values_list("id", flat=True))
+    worker = None
+    if args.worker:
+        worker = LocalWorker(Supervisor(), concurrency=args.concurrency)
+    try:
+        wait_for_attempts(ids, poll=args.poll)
+    finally:
+        if worker is not None:
+            worker.shutdown()
 
 
 def cmd_import_results(args: argparse.Namespace) -> int:

@@ -7,6 +7,7 @@ backend and a builder with a progress bar.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -19,7 +20,11 @@ BUILD_BACKENDS = ("auto", "docker", "bwrap")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("swebench", help="SWE-bench instances offline: build their environments")
+    p = sub.add_parser(
+        "swebench",
+        help="SWE-bench instances offline: build their environments, the cache's disk use "
+        "(du, prune)",
+    )
     inner = p.add_subparsers(dest="swebench_command", metavar="SUBCOMMAND", required=True)
     b = inner.add_parser(
         "build",
@@ -32,7 +37,20 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="docker: the rootfs trees and the Docker images; bwrap: the trees only "
         "(default: SANDBOX_BACKEND; auto = docker when its engine answers)",
     )  # fmt: skip
+    jobs_arg(b)
     b.set_defaults(handler=cmd_build)
+
+    from tasks_app.cli.swebench_cache import register_cache
+
+    register_cache(inner)
+
+
+def jobs_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--jobs", type=int, default=os.cpu_count() or 1, metavar="N",
+        help="levels built at once (default: the cores, %(default)s); an env level several "
+        "instances share is built once while they wait for it",
+    )  # fmt: skip
 
 
 def instance_args(p: argparse.ArgumentParser) -> None:
@@ -62,6 +80,7 @@ def resolve_backend(name: str | None) -> str:
 
 def make_builder(args: argparse.Namespace, backend: str):
     from tasks_app.swebench.build import Builder
+    from tasks_app.swebench.eviction import BudgetError, max_bytes_from_env
     from tasks_app.swebench.repos import RepoSource
 
     folder = args.repos or settings.SWEBENCH_REPOS
@@ -69,25 +88,37 @@ def make_builder(args: argparse.Namespace, backend: str):
         raise CommandError("no repositories folder: set SWEBENCH_REPOS or pass --repos DIR")
     if not Path(folder).is_dir():
         raise CommandError(f"no such repositories folder: {folder}")
-    return Builder(RepoSource(folder), docker=backend == "docker", log=_Progress.note)
+    try:
+        budget = max_bytes_from_env()
+    except BudgetError as exc:
+        raise CommandError(str(exc)) from exc
+    return Builder(
+        RepoSource(folder),
+        docker=backend == "docker",
+        log=_Progress.note,
+        max_bytes=budget,
+        report=lambda line: print(f"cache: {line}", flush=True),
+    )
 
 
 class _Progress:
     """A one-line progress bar on stderr when it is a terminal (lines on stdout either way)."""
 
     current = ""
+    WIDTH = 24
 
     @classmethod
     def note(cls, text: str) -> None:
         if sys.stderr.isatty():
-            sys.stderr.write(f"\r\033[K{cls.current} {text}")
+            sys.stderr.write(f"\r\033[K{cls.current} {text}"[:400])
             sys.stderr.flush()
 
     @classmethod
-    def bar(cls, index: int, total: int, label: str) -> None:
-        width = 24
-        done = int(width * index / max(total, 1))
-        cls.current = f"[{'#' * done}{'.' * (width - done)}] {index}/{total} {label}"
+    def levels(cls, progress) -> None:
+        """The bar over levels: done / all, then what runs and the time left."""
+        total = len(progress.done) + len(progress.running) + len(progress.left)
+        filled = int(cls.WIDTH * len(progress.done) / max(total, 1))
+        cls.current = f"[{'#' * filled}{'.' * (cls.WIDTH - filled)}] {progress.line()}"
         cls.note("")
 
     @classmethod
@@ -102,12 +133,18 @@ def build_line(index: int, total: int, outcome) -> str:
     if outcome.built and outcome.status == "built":
         times = ", ".join(f"{k} {v:.0f}s" for k, v in outcome.built.seconds.items() if v)
         line += f" ({times})" if times else ""
+    if outcome.waited:
+        waits = ", ".join(f"{k} {v:.0f}s" for k, v in outcome.waited.items())
+        line += f" (waited for another build of: {waits})"
     return line
 
 
 def cmd_build(args: argparse.Namespace) -> int:
     from runs.pipeline.swebench_validation import NotSwebenchSuite, swebench_suite_tasks
+    from tasks_app.swebench.parallel import build_all
 
+    if args.jobs < 1:
+        raise CommandError(f"--jobs must be at least 1, got {args.jobs}")
     backend = resolve_backend(args.backend)
     builder = make_builder(args, backend)
     try:
@@ -116,18 +153,30 @@ def cmd_build(args: argparse.Namespace) -> int:
         raise CommandError(str(exc)) from exc
     started = time.monotonic()
     counts: dict[str, int] = {}
+
+    def outcome_line(index: int, outcome) -> None:
+        _Progress.clear()
+        counts[outcome.status] = counts.get(outcome.status, 0) + 1
+        print(build_line(index, len(tasks), outcome), flush=True)
+        if outcome.log_tail:
+            print("    " + outcome.log_tail.replace("\n", "\n    "), flush=True)
+
+    last: list[str] = []
+
+    def on_progress(progress) -> None:
+        _Progress.levels(progress)
+        last[:] = [progress.line()]
+
     try:
-        for index, task in enumerate(tasks, start=1):
-            _Progress.bar(index - 1, len(tasks), task.task_id)
-            outcome = builder.build(task.spec)
-            _Progress.clear()
-            counts[outcome.status] = counts.get(outcome.status, 0) + 1
-            print(build_line(index, len(tasks), outcome), flush=True)
-            if outcome.log_tail:
-                print("    " + outcome.log_tail.replace("\n", "\n    "))
+        build_all(
+            builder, [t.spec for t in tasks], jobs=args.jobs, on_outcome=outcome_line,
+            on_progress=on_progress,
+        )  # fmt: skip
     finally:
         builder.close()  # the dated index it served
+    _Progress.clear()
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     print(f"{len(tasks)} instance(s) for {backend}: {summary} in {time.monotonic() - started:.0f}s")
+    print("".join(last))
     failed = sum(n for status, n in counts.items() if status not in ("built", "cached"))
     return 1 if failed else 0

@@ -2,23 +2,32 @@
 
 Every level is cached by a key over its inputs (``envspec``): a tree at
 ``<cache>/trees/<level>-<key>`` for bubblewrap and, when Docker is wanted, an image labelled
-with the key. A second build of the same inputs does nothing; instances of one (repo, version)
-share the env level. ``<cache>/instances/<instance_id>.json`` records the last build of each
-instance: the pipeline runs attempts from it (``built_instance``).
+with the key, with a record of both (``cache.Level``). A second build of the same inputs does
+nothing; instances of one (repo, version) share the env level. ``<cache>/instances/
+<instance_id>.json`` records the last build of each instance: the pipeline runs attempts from
+it (``built_instance``, ``use_built_instance``).
+
+A build holds a use lease (``cache.lease``) on each level from the moment it looks at it until
+it is done, so nothing it stands on is evicted meanwhile, and a build lock per level
+(``repos.locked``) while it builds one, so two builds (threads or processes) of instances that
+share a level build it once: the second waits and finds it built. With a budget
+(``SWEBENCH_CACHE_MAX_GB``) each level build first makes room for itself (``eviction``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
+import threading
 import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from tasks_app.swebench import dated_index, docker_images, envspec, trees
+from tasks_app.swebench import cache, dated_index, docker_images, envspec, eviction, trees
 from tasks_app.swebench.repos import RepoError, RepoSource, cache_root, locked, repo_stem
 
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
@@ -67,6 +76,8 @@ class BuildOutcome:
     reason: str = ""
     built: BuiltInstance | None = None
     log_tail: str = ""
+    # Seconds this build waited for a level another build (thread or process) was building.
+    waited: dict[str, float] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -78,6 +89,27 @@ class BuildOutcome:
         return f"{self.instance_id}: {self.status}{how}{why}"
 
 
+@dataclass(frozen=True)
+class LevelEvent:
+    """Progress of one level of a build: ``start`` (its build began: the lock is ours and the
+    level is missing), ``done`` or ``failed``."""
+
+    kind: str
+    name: str
+    state: str
+    seconds: float = 0.0
+
+
+@dataclass
+class _Pass:
+    """One build of one instance: seconds spent building each level, seconds waited for one
+    another build held, and the use leases held until the build ends."""
+
+    held: contextlib.ExitStack
+    seconds: dict[str, float] = field(default_factory=dict)
+    waited: dict[str, float] = field(default_factory=dict)
+
+
 def built_instance(instance_id: str) -> BuiltInstance | None:
     """The last build of ``instance_id`` on this machine, or None."""
     path = cache_root() / "instances" / f"{instance_id}.json"
@@ -85,13 +117,39 @@ def built_instance(instance_id: str) -> BuiltInstance | None:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    known = {f for f in BuiltInstance.__dataclass_fields__}
+    # A record written by a newer (or another branch's) build may hold fields this one does
+    # not know: the shared cache is read by every checkout on the machine.
+    known = {f.name for f in fields(BuiltInstance)}
     built = BuiltInstance(**{k: v for k, v in data.items() if k in known})
     return built if Path(built.rootfs, "testbed").is_dir() else None
 
 
+@contextlib.contextmanager
+def use_built_instance(instance_id: str) -> Iterator[BuiltInstance | None]:
+    """The last build of ``instance_id`` (or None), its instance level held under a use lease
+    for the block: eviction and pruning leave it alone until the block ends."""
+    for _ in range(3):
+        built = built_instance(instance_id)
+        if built is None:
+            yield None
+            return
+        name = Path(built.rootfs).name
+        with cache.lease(name):
+            again = built_instance(instance_id)
+            # Evicted or rebuilt between the look and the lease: look again.
+            if again is not None and again.rootfs == built.rootfs:
+                yield again
+                return
+    yield built_instance(instance_id)
+
+
 class Builder:
-    """Builds instances; ``docker``: also the Docker images (else the trees only)."""
+    """Builds instances; ``docker``: also the Docker images (else the trees only).
+
+    ``max_bytes``: the cache's budget (default ``SWEBENCH_CACHE_MAX_GB``; None: none).
+    ``events`` hears each level start and end (progress); ``report`` gets the lines worth
+    printing (evictions). Safe to share between threads: every level is built under its lock.
+    """
 
     def __init__(
         self,
@@ -100,6 +158,9 @@ class Builder:
         docker: bool,
         mirror: str = "",
         log: Callable[[str], None] | None = None,
+        max_bytes: int | str | None = "env",
+        events: Callable[[LevelEvent], None] | None = None,
+        report: Callable[[str], None] | None = None,
     ):
         self.source = source
         self.docker = docker
@@ -107,19 +168,59 @@ class Builder:
         self.log = log or (lambda _line: None)
         self.root = cache_root()
         self.pip_cache = self.root / "pip-cache"
+        # "env": SWEBENCH_CACHE_MAX_GB.
+        self.max_bytes: int | None = (
+            eviction.max_bytes_from_env() if isinstance(max_bytes, str) else max_bytes
+        )
+        self.events = events or (lambda _event: None)
+        self.report = report or (lambda _line: None)
+
         self._index: dated_index.DatedIndex | None = None
+        self._index_lock = threading.Lock()  # parallel builds share one index
 
     def index_url(self, date: str) -> str:
         """The PIP_INDEX_URL of installs as of ``date`` (the index serves from this process,
         started on first use, stopped by ``close``)."""
-        if self._index is None:
-            self._index = dated_index.DatedIndex().__enter__()
-        return self._index.url(date)
+        with self._index_lock:
+            if self._index is None:
+                self._index = dated_index.DatedIndex().__enter__()
+            return self._index.url(date)
 
     def close(self) -> None:
-        if self._index is not None:
-            self._index.__exit__(None, None, None)
-            self._index = None
+        with self._index_lock:
+            if self._index is not None:
+                self._index.__exit__(None, None, None)
+                self._index = None
+
+    def keys(self, instance: dict[str, Any]) -> tuple[str, str, str]:
+        """(base, env, instance) level names of ``instance``, for scheduling; raises
+        NotBuildable or RepoError as ``build`` would report them."""
+        recipe = envspec.instance_recipe(instance, self.source)
+        base_key = envspec.base_key(recipe.env.suite)
+        _, repo_id = self.source.bare_repo(recipe.repo, instance_id=recipe.instance_id)
+        env_key = recipe.env.key(base_key, repo_id)
+        return (
+            self._base_name(recipe.env.suite, base_key),
+            self._env_name(recipe.env, env_key),
+            self._instance_name(recipe, recipe.key(env_key)),
+        )
+
+    def base(self, suite: str) -> Path:
+        """Build (or find) the base level of Debian ``suite``; returns its tree."""
+        with contextlib.ExitStack() as held:
+            _, tree = self._base(suite, _Pass(held))
+        return tree
+
+    def cached(self, name: str) -> bool:
+        """Whether level ``name`` needs no work: its tree is there, and its image when Docker
+        is wanted."""
+        level = cache.read_level(name)
+        if level is None or not level.tree.is_dir():
+            return False
+        if not self.docker:
+            return True
+        tag = level.image or ""
+        return bool(tag) and docker_images.image_key(tag) == level.key
 
     def build(self, instance: dict[str, Any]) -> BuildOutcome:
         """Build what ``instance`` lacks. Never raises for a problem of the instance."""
@@ -132,20 +233,22 @@ class Builder:
             return BuildOutcome(instance_id, "not buildable", str(exc))
         except RepoError as exc:
             return BuildOutcome(instance_id, "failed", str(exc))
-        seconds: dict[str, float] = {}
+        run = _Pass(contextlib.ExitStack())
         try:
-            base_key, base_tree = self._base(recipe.env.suite, seconds)
-            _, repo_id = self.source.bare_repo(recipe.repo, instance_id=instance_id)
-            env_key = recipe.env.key(base_key, repo_id)
-            env_tree, env_tag = self._env(recipe.env, env_key, base_key, base_tree, seconds)
-            key = recipe.key(env_key)
-            built = self._instance(recipe, key, env_tree, env_tag, seconds)
+            with run.held:
+                base_key, base_tree = self._base(recipe.env.suite, run)
+                _, repo_id = self.source.bare_repo(recipe.repo, instance_id=instance_id)
+                env_key = recipe.env.key(base_key, repo_id)
+                env_tree, env_tag = self._env(recipe.env, env_key, base_key, base_tree, run)
+                key = recipe.key(env_key)
+                built = self._instance(recipe, key, env_tree, env_tag, run)
+                self._served(env_tree.name, env_key, instance_id)
         except envspec.NotBuildable as exc:
             return BuildOutcome(instance_id, "not buildable", str(exc))
         except (trees.BuildStepError, RepoError) as exc:
             tail = "\n".join(getattr(exc, "log", "").splitlines()[-25:])
             return BuildOutcome(instance_id, "failed", str(exc), log_tail=tail)
-        built.seconds = seconds
+        built.seconds = run.seconds
         built.cold_seconds = {
             "base": _cold(base_tree),
             "env": _cold(env_tree),
@@ -155,30 +258,74 @@ class Builder:
         built.date, built.env_date = recipe.date, recipe.env.date
         built.note = "; ".join(n for n in (recipe.env.note, built.note) if n)
         self._record(built)
-        status = "built" if any(seconds.values()) else "cached"
-        return BuildOutcome(instance_id, status, built.note, built=built)
+        status = "built" if any(run.seconds.values()) else "cached"
+        waited = {k: v for k, v in run.waited.items() if v >= 1 and not run.seconds.get(k)}
+        return BuildOutcome(instance_id, status, built.note, built=built, waited=waited)
 
     # --- levels ----------------------------------------------------------------------------
 
     def _tree(self, name: str) -> Path:
         return self.root / "trees" / name
 
-    def _base(self, suite: str, seconds: dict[str, float]) -> tuple[str, Path]:
+    @staticmethod
+    def _base_name(suite: str, key: str) -> str:
+        return f"base-{suite}-{key}"
+
+    @staticmethod
+    def _env_name(recipe: envspec.EnvRecipe, key: str) -> str:
+        return f"env-{repo_stem(recipe.repo).lower()}-{recipe.version}-{key}"
+
+    @staticmethod
+    def _instance_name(recipe: envspec.InstanceRecipe, key: str) -> str:
+        return f"instance-{recipe.instance_id}-{key}".lower()
+
+    @contextlib.contextmanager
+    def _level(self, run: _Pass, kind: str, name: str, key: str) -> Iterator[None]:
+        """Hold level ``name`` under a use lease until the whole build ends (nothing evicts it
+        under us), and under its build lock for the block, timing the wait for the lock."""
+        run.held.enter_context(cache.lease(name))
+        asked = time.monotonic()
+        with locked(f"{kind}-{key}"):
+            run.waited[kind] = round(time.monotonic() - asked, 1)
+            yield
+
+    @contextlib.contextmanager
+    def _building(self, kind: str, name: str) -> Iterator[None]:
+        """Around the build of a missing level (tree or image): room in the budget for it
+        first (the caller makes room again for what it really took), the progress events."""
+        eviction.make_room(max_bytes=self.max_bytes, kind=kind, report=self.report)
+        self.events(LevelEvent(kind, name, "start"))
+        started = time.monotonic()
+        try:
+            yield
+        except BaseException:
+            self.events(LevelEvent(kind, name, "failed", time.monotonic() - started))
+            raise
+        self.events(LevelEvent(kind, name, "done", time.monotonic() - started))
+
+    def _base(self, suite: str, run: _Pass) -> tuple[str, Path]:
         key = envspec.base_key(suite)
-        tree = self._tree(f"base-{suite}-{key}")
-        tag = f"agentbench/swebench-base.{suite}:{key}"
-        with locked(f"base-{key}"):
+        name = self._base_name(suite, key)
+        tree = self._tree(name)
+        tag = f"{cache.image_repository('base', suite)}:{key}"
+        with self._level(run, "base", name, key):
             started, built = time.monotonic(), False
-            if not tree.is_dir():
-                self.log(f"building base {suite} (debootstrap)")
-                with trees.staging(tree) as work:
-                    self._debootstrap(work, suite)
+            if not tree.is_dir() or (self.docker and docker_images.image_key(tag) != key):
+                with self._building("base", name):
+                    if not tree.is_dir():
+                        self.log(f"building base {suite} (debootstrap)")
+                        with trees.staging(tree) as work:
+                            self._debootstrap(work, suite)
+                    if self.docker and docker_images.image_key(tag) != key:
+                        docker_images.import_base(tree, tag, key, venv_bin=f"{envspec.VENV}/bin")
                 built = True
-            if self.docker and docker_images.image_key(tag) != key:
-                docker_images.import_base(tree, tag, key, venv_bin=f"{envspec.VENV}/bin")
-                built = True
-            seconds["base"] = round(time.monotonic() - started, 1) if built else 0.0
-            _note_cold(tree, seconds["base"])
+            run.seconds["base"] = round(time.monotonic() - started, 1) if built else 0.0
+            self._level_record(
+                cache.Level(name, "base", key, image=tag if self.docker else "", suite=suite),
+                run.seconds["base"],
+            )
+        if built:
+            eviction.make_room(max_bytes=self.max_bytes, report=self.report)
         return key, tree
 
     def _debootstrap(self, work: Path, suite: str) -> None:
@@ -205,25 +352,35 @@ class Builder:
         key: str,
         base_key: str,
         base_tree: Path,
-        seconds: dict[str, float],
+        run: _Pass,
     ) -> tuple[Path, str]:
+        name = self._env_name(recipe, key)
+        tree = self._tree(name)
         stem = repo_stem(recipe.repo).lower()
-        tree = self._tree(f"env-{stem}-{recipe.version}-{key}")
-        tag = f"agentbench/swebench-env.{stem}.{recipe.version}:{key}"
-        with locked(f"env-{key}"):
+        tag = f"{cache.image_repository('env', f'{stem}.{recipe.version}')}:{key}"
+        with self._level(run, "env", name, key):
             started, built = time.monotonic(), False
-            if not tree.is_dir():
-                self.log(f"building env {recipe.repo} {recipe.version} as of {recipe.date}")
-                with trees.staging(tree) as work:
-                    trees.hardlink_copy(base_tree, work)
-                    self._env_steps(work, recipe)
+            if not tree.is_dir() or (self.docker and docker_images.image_key(tag) != key):
+                with self._building("env", name):
+                    if not tree.is_dir():
+                        self.log(f"building env {recipe.repo} {recipe.version} as of {recipe.date}")
+                        with trees.staging(tree) as work:
+                            trees.hardlink_copy(base_tree, work)
+                            self._env_steps(work, recipe)
+                    if self.docker and docker_images.image_key(tag) != key:
+                        parent = f"{cache.image_repository('base', recipe.suite)}:{base_key}"
+                        docker_images.build_layer(base_tree, tree, parent, tag, key)
                 built = True
-            if self.docker and docker_images.image_key(tag) != key:
-                parent = f"agentbench/swebench-base.{recipe.suite}:{base_key}"
-                docker_images.build_layer(base_tree, tree, parent, tag, key)
-                built = True
-            seconds["env"] = round(time.monotonic() - started, 1) if built else 0.0
-            _note_cold(tree, seconds["env"])
+            run.seconds["env"] = round(time.monotonic() - started, 1) if built else 0.0
+            self._level_record(
+                cache.Level(
+                    name, "env", key, parent=base_tree.name, image=tag if self.docker else "",
+                    repo=recipe.repo, version=recipe.version, suite=recipe.suite,
+                ),
+                run.seconds["env"],
+            )  # fmt: skip
+        if built:
+            eviction.make_room(max_bytes=self.max_bytes, report=self.report)
         return tree, tag
 
     def _env_steps(self, work: Path, recipe: envspec.EnvRecipe) -> None:
@@ -258,48 +415,33 @@ class Builder:
         key: str,
         env_tree: Path,
         env_tag: str,
-        seconds: dict[str, float],
+        run: _Pass,
     ) -> BuiltInstance:
-        tree = self._tree(f"instance-{recipe.instance_id}-{key}".lower())
-        tag = f"agentbench/swebench-eval.{recipe.instance_id.lower()}:{key}"
+        name = self._instance_name(recipe, key)
+        tree = self._tree(name)
+        tag = f"{cache.image_repository('instance', recipe.instance_id.lower())}:{key}"
         note = ""
-        with locked(f"instance-{key}"):
+        with self._level(run, "instance", name, key):
             started, built = time.monotonic(), False
-            if not tree.is_dir():
+            if not tree.is_dir() or (self.docker and docker_images.image_key(tag) != key):
+                with self._building("instance", name):
+                    if not tree.is_dir():
+                        self.log(f"building instance {recipe.instance_id}")
+                        self._instance_tree(recipe, tree, env_tree)
+                    if self.docker and docker_images.image_key(tag) != key:
+                        docker_images.build_layer(env_tree, tree, env_tag, tag, key)
                 built = True
-                self.log(f"building instance {recipe.instance_id}")
-                bare = self.source.check_commit(
-                    recipe.repo, recipe.base_commit, instance_id=recipe.instance_id,
-                    what="base_commit",
-                )  # fmt: skip
-                with trees.staging(tree) as work:
-                    trees.hardlink_copy(env_tree, work)
-                    venv = envspec.VENV.lstrip("/")
-                    trees.real_copy(env_tree / venv, work / venv)
-                    trees.checkout_testbed(
-                        work, bare, recipe.base_commit, envspec.TESTBED, tag=recipe.version_tag
-                    )
-                    trees.run_in_tree(
-                        work,
-                        "\n".join(recipe.commands),
-                        cwd=envspec.TESTBED,
-                        env={
-                            "PATH": f"{envspec.VENV}/bin:{trees.PATH_ENV}",
-                            "VIRTUAL_ENV": envspec.VENV,
-                            # Installs as of the instance's date; the pins are -c of its
-                            # pip commands (envspec), never PIP_CONSTRAINT.
-                            "PIP_INDEX_URL": self.index_url(recipe.date),
-                            "PYTHONDONTWRITEBYTECODE": "1",
-                        },
-                        pip_cache=self.pip_cache,
-                        timeout=INSTANCE_TIMEOUT_SEC,
-                        what=f"install of {recipe.instance_id}",
-                    )
-            if self.docker and docker_images.image_key(tag) != key:
-                docker_images.build_layer(env_tree, tree, env_tag, tag, key)
-                built = True
-            seconds["instance"] = round(time.monotonic() - started, 1) if built else 0.0
-            _note_cold(tree, seconds["instance"])
+            run.seconds["instance"] = round(time.monotonic() - started, 1) if built else 0.0
+            self._level_record(
+                cache.Level(
+                    name, "instance", key, parent=env_tree.name,
+                    image=tag if self.docker else "", instance_id=recipe.instance_id,
+                    repo=recipe.repo, version=recipe.env.version, suite=recipe.env.suite,
+                ),
+                run.seconds["instance"],
+            )  # fmt: skip
+        if built:
+            eviction.make_room(max_bytes=self.max_bytes, report=self.report)
         dirty = subprocess.run(
             ["git", "-C", str(tree / "testbed"), "status", "--porcelain", "--untracked-files=no"],
             capture_output=True, text=True,
@@ -316,6 +458,64 @@ class Builder:
             note=note,
         )
 
+    def _instance_tree(self, recipe: envspec.InstanceRecipe, tree: Path, env_tree: Path) -> None:
+        bare = self.source.check_commit(
+            recipe.repo, recipe.base_commit, instance_id=recipe.instance_id, what="base_commit"
+        )
+        with trees.staging(tree) as work:
+            trees.hardlink_copy(env_tree, work)
+            venv = envspec.VENV.lstrip("/")
+            trees.real_copy(env_tree / venv, work / venv)
+            trees.checkout_testbed(
+                work, bare, recipe.base_commit, envspec.TESTBED, tag=recipe.version_tag
+            )
+            trees.run_in_tree(
+                work,
+                "\n".join(recipe.commands),
+                cwd=envspec.TESTBED,
+                env={
+                    "PATH": f"{envspec.VENV}/bin:{trees.PATH_ENV}",
+                    "VIRTUAL_ENV": envspec.VENV,
+                    # Installs as of the instance's date; the pins are -c of its pip commands
+                    # (envspec), never PIP_CONSTRAINT.
+                    "PIP_INDEX_URL": self.index_url(recipe.date),
+                    "PYTHONDONTWRITEBYTECODE": "1",
+                },
+                pip_cache=self.pip_cache,
+                timeout=INSTANCE_TIMEOUT_SEC,
+                what=f"install of {recipe.instance_id}",
+            )
+
+    def _level_record(self, fresh: cache.Level, seconds: float) -> None:
+        """Write the record of a level this build stands on (held under its build lock): what
+        the build knows of it, its cold seconds the first time, its bytes once measured."""
+        old = cache.read_level(fresh.name)
+        level = fresh
+        if old is not None:
+            level.seconds = old.seconds
+            level.built_at = old.built_at
+            level.instances = old.instances
+            level.tree_bytes = None if seconds else old.tree_bytes
+            level.image_bytes = None if seconds else old.image_bytes
+            if not fresh.image and old.image:
+                level.image = old.image  # a bwrap-only build keeps the Docker image known
+        if seconds and not level.seconds:
+            level.seconds = seconds
+        level.built_at = level.built_at or time.time()
+        level.recipe = envspec.RECIPE_VERSION
+        if level.tree_bytes is None or (level.image and level.image_bytes is None):
+            cache.measure(level)
+        if old is None or asdict(old) != asdict(level):
+            cache.write_level(level)
+
+    def _served(self, env_name: str, env_key: str, instance_id: str) -> None:
+        """Note on the env level's record that ``instance_id`` was built on it."""
+        with locked(f"env-{env_key}"):
+            level = cache.read_level(env_name)
+            if level is not None and instance_id not in level.instances:
+                level.instances.append(instance_id)
+                cache.write_level(level)
+
     def _record(self, built: BuiltInstance) -> None:
         folder = self.root / "instances"
         folder.mkdir(parents=True, exist_ok=True)
@@ -329,28 +529,21 @@ class Builder:
             self._remove(previous)
 
     def _remove(self, old: BuiltInstance) -> None:
-        """Drop an instance's previous build (its inputs changed): the instance level only;
-        base and env levels may serve other instances."""
-        with locked(f"instance-{old.key}"):
-            if Path(old.rootfs).is_dir():
-                subprocess.run(["rm", "-rf", "--one-file-system", old.rootfs], check=False)
-            Path(old.rootfs + ".build.json").unlink(missing_ok=True)
-            if old.image and self.docker:
-                subprocess.run(["docker", "image", "rm", old.image], capture_output=True)
-
-
-def _note_cold(tree: Path, seconds: float) -> None:
-    """Remember how long ``tree``'s level took to build (the first time: cold)."""
-    path = tree.with_name(tree.name + ".build.json")
-    if seconds and not path.exists():
-        path.write_text(json.dumps({"seconds": seconds}))
+        """Drop an instance's previous build (its inputs changed): the instance level only
+        (base and env levels may serve other instances), unless an attempt still runs from
+        it: ``ab swebench prune`` removes it later."""
+        level = cache.read_level(Path(old.rootfs).name)
+        if level is None:
+            return
+        with cache.exclusive(level.name) as free:
+            if free:
+                image = docker_images.level_image(old.image) if old.image else None
+                eviction.remove_level(level, image)
 
 
 def _cold(tree: Path) -> float:
-    try:
-        return float(json.loads(tree.with_name(tree.name + ".build.json").read_text())["seconds"])
-    except (OSError, ValueError, KeyError):
-        return 0.0
+    level = cache.read_level(tree.name)
+    return level.seconds if level is not None else 0.0
 
 
 def _last_line(text: str) -> str:
