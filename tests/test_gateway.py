@@ -466,6 +466,12 @@ def test_when_retries_run_out_the_cli_gets_the_last_answer(tmp_path: Path) -> No
     summary = gw.summary
     assert (summary.transient_failures, summary.transient_exhausted) == (3, 1)
     assert summary.permanent_error is None
+    # The last failure's words and status, for the attempt's error text.
+    assert summary.transient_error == (
+        "the upstream answered HTTP 503 to POST /chat/completions: api_error: down 2",
+        503,
+    )
+    assert summary.as_dict()["transient_error"]["status"] == 503
     (record,) = records(tmp_path / "model_calls.jsonl")
     assert record["outcome"] == "transient_exhausted" and len(record["attempts"]) == 3
 
@@ -481,6 +487,9 @@ def test_an_upstream_that_does_not_answer_is_a_transient_502(tmp_path: Path) -> 
     assert caught.value.status_code == 502
     assert "the upstream did not answer" in caught.value.body["message"]
     assert gw.summary.transient_exhausted == 1 and gw.summary.transient_failures == 3
+    error = gw.summary.transient_error
+    assert error.status is None  # no answer: the 502 is the gateway's own
+    assert error.message.startswith("POST /chat/completions: the upstream did not answer: ")
 
 
 def test_a_stream_cut_midway_or_reporting_an_error_is_recorded(tmp_path: Path) -> None:
@@ -520,6 +529,10 @@ def test_a_stream_cut_midway_or_reporting_an_error_is_recorded(tmp_path: Path) -
     assert first["usage"]["input_tokens"] == 100  # from message_start, before the cut
     assert second["error"] == {"kind": "transient", "message": "overloaded_error: Overloaded"}
     assert gw.summary.transient_exhausted == 2
+    assert gw.summary.transient_error == (
+        "the upstream's answer to POST /v1/messages reported: overloaded_error: Overloaded",
+        200,
+    )
 
 
 # -- the token ------------------------------------------------------------------------------

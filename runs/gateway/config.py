@@ -61,8 +61,8 @@ class GatewayConfig:
 
 
 class UpstreamError(NamedTuple):
-    """A permanent upstream error: its message (fingerprintable: no key, no token) and the
-    HTTP status (None when there was no answer)."""
+    """An upstream error: its message (fingerprintable: no key, no token) and the HTTP status
+    (None when there was no answer)."""
 
     message: str
     status: int | None
@@ -85,6 +85,8 @@ class GatewaySummary:
     permanent_error: UpstreamError | None = None
     transient_failures: int = 0  # transient upstream failures seen (retried or not)
     transient_exhausted: int = 0  # calls whose transient failure reached the CLI
+    # The last of those, in the upstream's words (its status, None when it never answered).
+    transient_error: UpstreamError | None = None
     refused: int = 0  # requests without the attempt's token (401)
     requests: int = 0  # every request received, refused ones included
     retries: int = 0
@@ -96,6 +98,7 @@ class GatewaySummary:
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        error = self.permanent_error
-        data["permanent_error"] = None if error is None else error._asdict()
+        for name in ("permanent_error", "transient_error"):
+            error = getattr(self, name)
+            data[name] = None if error is None else error._asdict()
         return data

@@ -60,6 +60,13 @@ class Ledger:
             if self._summary.permanent_error is None:
                 self._summary = replace(self._summary, permanent_error=error)
 
+    def transient(self, error: UpstreamError) -> None:
+        """A model call's transient failure reached the CLI: counted, its words kept (the
+        last one's: the attempt's error text quotes it)."""
+        with self._lock:
+            self._counts["transient_exhausted"] = self._counts.get("transient_exhausted", 0) + 1
+            self._summary = replace(self._summary, transient_error=error)
+
     def end(self) -> None:
         with self._lock:
             if self._ended is None:

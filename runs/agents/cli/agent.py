@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runs.agents.cli.bridge import SandboxBridge
 from runs.agents.cli.definition import AgentDefinition, DefinitionError, get_definition, render
@@ -34,6 +34,9 @@ from runs.agents.contract import AgentContext, AgentOutcome, Budgets, ModelSetti
 from runs.agents.events import EventLog
 from runs.taxonomy import Reason
 from sandbox.base import ReadOnlyMount
+
+if TYPE_CHECKING:
+    from runs.gateway import GatewaySummary, UpstreamError
 
 MOUNT_ROOT = "/mnt/agentbench/agents"
 SANDBOX_HOME = "/home/agent"
@@ -342,23 +345,27 @@ def _read_capped(handle: Any) -> str:
     return handle.read().decode("utf-8", errors="replace")
 
 
-def gateway_view(summary: Any) -> GatewayView:
-    """The gateway's summary (``runs.gateway.GatewaySummary``) as the outcome reads it."""
-    permanent = getattr(summary, "permanent_error", None)
-    if permanent is not None and not isinstance(permanent, str):
-        message = getattr(permanent, "message", None) or str(permanent)
-        status = getattr(permanent, "status", None)
-        permanent = f"{status} {message}" if status else message
+def gateway_view(summary: GatewaySummary) -> GatewayView:
+    """The gateway's summary as the outcome reads it."""
     return GatewayView(
-        calls=int(getattr(summary, "calls", 0) or 0),
-        input_tokens=int(getattr(summary, "input_tokens", 0) or 0),
-        output_tokens=int(getattr(summary, "output_tokens", 0) or 0),
-        cost_usd=float(getattr(summary, "cost_usd", 0.0) or 0.0),
-        budget_exceeded=getattr(summary, "budget_exceeded", None),
-        permanent_error=permanent,
-        transient_exhausted=bool(getattr(summary, "transient_exhausted", False)),
-        transient_error=str(getattr(summary, "transient_error", "") or ""),
+        calls=summary.calls,
+        input_tokens=summary.input_tokens,
+        output_tokens=summary.output_tokens,
+        cost_usd=summary.cost_usd,
+        budget_exceeded=summary.budget_exceeded,
+        permanent_error=_error_words(summary.permanent_error),
+        transient_exhausted=summary.transient_exhausted > 0,
+        transient_error=_error_words(summary.transient_error) or "",
     )
+
+
+def _error_words(error: UpstreamError | None) -> str | None:
+    """An upstream error's message, its status in front unless the message names it."""
+    if error is None:
+        return None
+    if error.status is None or f"HTTP {error.status}" in error.message:
+        return error.message
+    return f"{error.status} {error.message}"
 
 
 def prompt_for(definition: AgentDefinition, ctx: AgentContext) -> str:
