@@ -9,6 +9,7 @@ import json
 import socket
 import stat
 import threading
+import time
 from pathlib import Path
 
 import anthropic
@@ -346,6 +347,27 @@ def test_a_used_up_budget_refuses_the_call_in_the_apis_error_shape(
     assert f"{budget} budget" in summary.budget_message
     refused = records(tmp_path / "model_calls.jsonl")[-1]
     assert refused["outcome"] == "budget" and refused["error"]["budget"] == budget
+
+
+def test_the_wall_time_budget_counts_from_the_agents_start(tmp_path: Path) -> None:
+    """The gateway opens before the sandbox; the agent stage starts its clock. Time before
+    that (the sandbox's start, setup, the baseline) is not the agent's."""
+    budget = 5.0
+    cfg = config(
+        upstream := FakeProvider([fake.chat("ok") for _ in range(2)]),
+        tmp_path,
+        budgets=GatewayBudgets(max_wall_sec=budget),
+    )
+    with upstream, open_gateway(cfg) as gw:
+        time.sleep(budget + 1)  # setup and the baseline, say
+        gw.start_clock()  # the agent starts
+        openai_client(gw).chat.completions.create(model="gpt-4o", messages=MESSAGES)
+        assert gw.summary.budget_exceeded is None
+        time.sleep(budget + 0.5)
+        with pytest.raises(openai.BadRequestError, match="time budget is used up"):
+            openai_client(gw).chat.completions.create(model="gpt-4o", messages=MESSAGES)
+    assert gw.summary.budget_exceeded == "time"
+    assert (gw.summary.calls, len(upstream.requests)) == (1, 1)
 
 
 def test_calls_that_are_not_model_calls_use_no_budget(tmp_path: Path) -> None:

@@ -18,7 +18,8 @@ class GatewayBudgets:
     """Limits on the model calls of one attempt; None is no limit. A model call is refused
     once ``max_calls`` calls were made, once the tokens (in + out) or the cost reached their
     limit (the call that crosses one is answered: its size is known only afterwards), or once
-    ``max_wall_sec`` passed since the gateway opened."""
+    ``max_wall_sec`` passed since the clock started: ``Gateway.start_clock()`` (the agent
+    starts), else the gateway's opening."""
 
     max_calls: int | None = None
     max_tokens: int | None = None
@@ -90,7 +91,7 @@ class GatewaySummary:
     refused: int = 0  # requests without the attempt's token (401)
     requests: int = 0  # every request received, refused ones included
     retries: int = 0
-    wall_sec: float = 0.0
+    wall_sec: float = 0.0  # since the clock started (start_clock, else the opening)
 
     @property
     def tokens(self) -> int:

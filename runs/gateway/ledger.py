@@ -12,15 +12,21 @@ from runs.gateway.config import GatewayBudgets, GatewaySummary, UpstreamError
 class Ledger:
     def __init__(self, budgets: GatewayBudgets):
         self.budgets = budgets
-        self.started = time.monotonic()
-        self.deadline = (
-            self.started + budgets.max_wall_sec if budgets.max_wall_sec is not None else None
-        )
         self._lock = threading.Lock()
+        self.started = 0.0
+        self.deadline: float | None = None
+        self.start_clock()
         self._summary = GatewaySummary()
         # Counters added since the summary was last made (a call adds several at a time).
         self._counts: dict[str, int | float] = {}
         self._ended: float | None = None
+
+    def start_clock(self) -> None:
+        """The wall-time budget (and ``wall_sec``) counts from now."""
+        with self._lock:
+            self.started = time.monotonic()
+            wall = self.budgets.max_wall_sec
+            self.deadline = None if wall is None else self.started + wall
 
     def admit(self) -> tuple[str, str] | None:
         """Take one model call out of the budgets; or, when one is used up, ``(name,

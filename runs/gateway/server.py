@@ -179,6 +179,13 @@ class Gateway:
     def summary(self) -> GatewaySummary:
         return self.ledger.summary()
 
+    def start_clock(self) -> None:
+        """Start the wall-time budget now, when the agent starts: a gateway opens before its
+        sandbox (the sandbox mounts its socket), so a clock started at opening would count
+        the sandbox's start, the setup and the baseline as the agent's time. Until this is
+        called the clock runs from the opening (a gateway used on its own)."""
+        self.ledger.start_clock()
+
     # -- shared with the requests -----------------------------------------------------------
 
     @property

@@ -43,6 +43,10 @@ SANDBOX_HOME = "/home/agent"
 PROMPT_PATH = "/tmp/agentbench-prompt.txt"
 BRIDGE_DIR = Path(__file__).parent / "msa"
 OUTPUT_CAP_BYTES = 4_000_000
+# The harness kills the CLI this long after its time budget ran out at the gateway, so that a
+# CLI told "time is up" by a refused model call can stop by itself (AGENT_GAVE_UP
+# [budget:time]); one still running then is killed (TIMEOUT, ours). See outcome.py.
+KILL_GRACE_SEC = 15.0
 # A prompt goes into the sandbox through environment variables of at most this size each
 # (Linux caps one argument or variable at 128 KiB).
 _ENV_CHUNK = 100_000
@@ -123,10 +127,9 @@ def cli_resources(
             max_calls=budgets.max_model_calls,
             max_tokens=budgets.max_tokens,
             max_cost_usd=budgets.max_cost_usd,
-            # Wall time is the harness's clock on the CLI process (killed at max_time_sec:
-            # TIMEOUT, ours): the gateway opens before the sandbox, so its clock would count
-            # setup and the baseline too.
-            max_wall_sec=None,
+            # Counted from the agent's start (CliAgent.run starts the clock), not from here:
+            # setup and the baseline are not the agent's time.
+            max_wall_sec=budgets.max_time_sec,
         ),
         price_input_per_mtok=model.price_input_per_mtok,
         price_output_per_mtok=model.price_output_per_mtok,
@@ -160,6 +163,8 @@ class CliAgent:
                 llm_error_kind=res.error_kind,
             )
         definition = res.definition
+        # The wall-time budget starts with the agent (the gateway opened before the sandbox).
+        res.gateway.start_clock()
         values = {
             "model": ctx.model.model_name,
             "max_turns": ctx.budgets.max_steps,
@@ -173,7 +178,13 @@ class CliAgent:
             run = self._run_on_worker(ctx, definition, values)
         summary = res.gateway.summary
         view = gateway_view(summary)
-        verdict = classify(definition.spec.title, run, view, time_limit=ctx.budgets.max_time_sec)
+        verdict = classify(
+            definition.spec.title,
+            run,
+            view,
+            time_limit=ctx.budgets.max_time_sec,
+            grace=KILL_GRACE_SEC,
+        )
         own = read_summary(definition.spec.summary, res.extra.pop("summary_text", run.stdout))
         outcome = AgentOutcome(
             reason=verdict.reason,
@@ -249,9 +260,7 @@ class CliAgent:
         cli_env = {k: render(v, values) for k, v in definition.spec.env.items()}
         cli_env.setdefault("HOME", SANDBOX_HOME)
         res.extra["command"] = _redact(command, res.gateway.token)
-        result = sb.exec(
-            command, timeout=ctx.budgets.max_time_sec, cwd=ctx.task.workdir, env=cli_env
-        )
+        result = sb.exec(command, timeout=_kill_after(ctx), cwd=ctx.task.workdir, env=cli_env)
         return CliRun(
             exit_code=result.exit_code,
             signal=None,
@@ -292,7 +301,7 @@ class CliAgent:
             } | {k: render(v, values) for k, v in definition.spec.env.items()}
             res.extra["command"] = _redact(shlex.join(argv), res.gateway.token)
             with bridge:
-                run = _run_process(argv, env=env, cwd=Path(tmp), timeout=ctx.budgets.max_time_sec)
+                run = _run_process(argv, env=env, cwd=Path(tmp), timeout=_kill_after(ctx))
             res.extra["tool_calls"] = bridge.calls
             trajectory = home / "trajectory.json"
             if trajectory.is_file():
@@ -300,6 +309,11 @@ class CliAgent:
                 res.extra["summary_text"] = text
                 (ctx.artifacts_dir / f"{definition.name}.trajectory.json").write_text(text)
             return run
+
+
+def _kill_after(ctx: AgentContext) -> float:
+    """When the harness kills the CLI: its time budget (kept by the gateway) and the grace."""
+    return ctx.budgets.max_time_sec + KILL_GRACE_SEC
 
 
 def _run_process(argv: list[str], *, env: dict[str, str], cwd: Path, timeout: float) -> CliRun:
