@@ -195,13 +195,18 @@ def cmd_reaper(args: argparse.Namespace) -> int:
             if report.requeued or report.ended or report.resent or report.settled:
                 log.warning("reaper: %s", report)
         try:
-            # Containers (this machine's engine) and workspaces (its ARTIFACTS_ROOT) that
-            # finished attempts left behind.
+            # Containers (this machine's engine), workspaces (its ARTIFACTS_ROOT) and model
+            # gateway sockets that finished attempts left behind.
             leftovers = leftovers_remove()
         except Exception:
             log.exception("leftovers pass failed")
         else:
-            if leftovers.containers or leftovers.workspaces or leftovers.export_containers:
+            if (
+                leftovers.containers
+                or leftovers.workspaces
+                or leftovers.export_containers
+                or leftovers.gateway_sockets
+            ):
                 log.warning("reaper removed leftovers of finished attempts: %s", leftovers)
         if args.once:
             break

@@ -56,6 +56,10 @@ class GatewayConfig:
     max_response_bytes: int = 64 * 1024 * 1024
     # Where the forwarder listens inside the sandbox.
     sandbox_port: int = DEFAULT_PORT
+    # Whose gateway this is (the attempt's public id): its socket folder is named
+    # ``<owner>.<random>``, so the reaper can tell a leftover of a finished attempt
+    # (runs/workers/leftovers.py).
+    owner: str = ""
     # Ask for usage in chat-completions streams (stream_options.include_usage) when the CLI
     # did not: without it a stream reports no tokens, and budgets cannot be kept.
     stream_usage: bool = True

@@ -1,17 +1,20 @@
-"""The reaper's clean-up of finished attempts: containers and workspaces still around.
+"""The reaper's clean-up of finished attempts: containers, workspaces and gateway sockets.
 
-An attempt removes its container and its workspace itself before it reaches a final state, but
-not when that failed: the engine was gone when the sandbox closed (its container outlives the
-engine's restart), or the worker died between the two. ``leftovers_remove`` (run by the
-periodic reaper, ``runs.attempts_reap``) removes both for attempts already final. Running and
-queued attempts are never touched, nor a workspace kept on purpose (``--keep-workspace``
-leaves ``KEEP_MARKER`` beside it).
+An attempt removes its container, its workspace and its model gateway's socket folder itself
+before it reaches a final state, but not when that failed: the engine was gone when the sandbox
+closed (its container outlives the engine's restart), or the worker died between the two.
+``leftovers_remove`` (run by the periodic reaper, ``runs.attempts_reap``) removes them for
+attempts already final. Running and queued attempts are never touched, nor a workspace kept on
+purpose (``--keep-workspace`` leaves ``KEEP_MARKER`` beside it), nor a socket a gateway still
+answers on.
 """
 
 from __future__ import annotations
 
 import logging
 import shutil
+import socket
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,6 +28,9 @@ log = logging.getLogger(__name__)
 
 ATTEMPT_LABEL = "agentbench.attempt"
 KEEP_MARKER = "workspace.kept"
+# A gateway socket folder no attempt of this database owns (a gateway opened by hand, by a
+# test, by another deployment's worker on this machine) is removed only once this old and dead.
+UNOWNED_SOCKET_MIN_AGE_SEC = 600
 
 
 @dataclass
@@ -33,6 +39,8 @@ class LeftoverReport:
     # Export containers a process killed mid-export left (no attempt names them).
     export_containers: int = 0
     workspaces: list[str] = field(default_factory=list)  # artifacts_dir of each
+    # Model gateway socket folders (their names, under sandbox.gateway_mount.socket_root()).
+    gateway_sockets: list[str] = field(default_factory=list)
 
 
 def leftovers_remove() -> LeftoverReport:
@@ -42,6 +50,7 @@ def leftovers_remove() -> LeftoverReport:
     _remove_containers(report)
     _remove_export_containers(report)
     _remove_workspaces(report)
+    _remove_gateway_sockets(report)
     return report
 
 
@@ -106,3 +115,58 @@ def _remove_workspaces(report: LeftoverReport) -> None:
         remove_leftover(f"ab-attempt-{public_id}", found[artifacts_dir])
         shutil.rmtree(found[artifacts_dir], ignore_errors=True)
         report.workspaces.append(artifacts_dir)
+
+
+def _remove_gateway_sockets(report: LeftoverReport) -> None:
+    """Socket folders of gateways whose worker died (``<attempt public id>.<random>``, made by
+    ``sandbox.gateway_mount.make_socket_dir``). One is removed when its attempt is final and the
+    folder older than the attempt's end (a later try's folder is newer), or when no attempt
+    here owns it and it is ``UNOWNED_SOCKET_MIN_AGE_SEC`` old; and in both cases only when no
+    gateway answers on its socket. A queued or running attempt's folder is never touched."""
+    from sandbox.gateway_mount import SOCKET_NAME, owner_of, socket_root
+
+    try:
+        folders = [p for p in socket_root().iterdir() if p.is_dir() and not p.is_symlink()]
+    except OSError:  # no gateway ever ran here
+        return
+    owners = {folder: owner_of(folder.name) for folder in folders}
+    attempts = {
+        str(public_id): (status, finished_at)
+        for public_id, status, finished_at in Attempt.objects.filter(
+            public_id__in=_uuids({o for o in owners.values() if o})
+        ).values_list("public_id", "status", "finished_at")
+    }
+    now = time.time()
+    for folder in folders:
+        try:
+            made = folder.lstat().st_mtime
+        except OSError:
+            continue
+        known = attempts.get(_uuid_or_empty(owners[folder]))
+        if known is not None and known[0] not in FINAL_STATES:
+            continue  # a live attempt's (this try's or a killed try's, until it is final)
+        if known is not None and known[1] is not None:
+            if made >= known[1].timestamp():
+                continue  # made after the attempt ended: a retry's try
+        elif now - made < UNOWNED_SOCKET_MIN_AGE_SEC:
+            continue
+        if _answers(folder / SOCKET_NAME):
+            continue  # a gateway still serves there
+        shutil.rmtree(folder, ignore_errors=True)
+        report.gateway_sockets.append(folder.name)
+
+
+def _uuid_or_empty(value: str) -> str:
+    found = _uuids({value}) if value else []
+    return found[0] if found else ""
+
+
+def _answers(path) -> bool:
+    """Whether something accepts connections on the Unix socket at ``path``."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(2)
+        try:
+            probe.connect(str(path))
+        except OSError:  # refused (its listener died), missing, not a socket
+            return False
+    return True

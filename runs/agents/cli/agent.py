@@ -94,9 +94,11 @@ def cli_resources(
     artifacts_dir: Path,
     body_cap_bytes: int,
     price_table_path: str | None = None,
+    owner: str = "",
 ) -> Iterator[CliResources]:
-    """The definition, its cached install and an open gateway for one attempt; on a problem,
-    resources that say why (the agent stage turns it into the attempt's outcome)."""
+    """The definition, its cached install and an open gateway for one attempt (``owner``, its
+    public id, names the gateway's socket folder); on a problem, resources that say why (the
+    agent stage turns it into the attempt's outcome)."""
     try:
         definition = get_definition(name)
     except DefinitionError as exc:
@@ -137,6 +139,7 @@ def cli_resources(
         record_path=artifacts_dir / "model_calls.jsonl",
         body_cap_bytes=body_cap_bytes,
         retry=retry_policy(),
+        owner=owner,
     )
     with open_gateway(config) as gateway:
         yield CliResources(name, definition, install.path, gateway, install_seconds=install.seconds)
