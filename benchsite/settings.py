@@ -112,7 +112,10 @@ WHITENOISE_IMMUTABLE_FILE_TEST = r"/vendor/[^/]*-\d+\.\d+\.\d+[^/]*$"
 # storage is a matter of setting ARTIFACTS_STORAGE_BACKEND (for example django-storages').
 ARTIFACTS_ROOT = Path(envstr("ARTIFACTS_ROOT", str(VAR_DIR / "artifacts")))
 _FILE_STORAGE = "django.core.files.storage.FileSystemStorage"
-ARTIFACTS_STORAGE_BACKEND = envstr("ARTIFACTS_STORAGE_BACKEND", "") or _FILE_STORAGE
+# A FileSystemStorage whose reads never follow a link (a sandbox plants them in its workspace,
+# inside the attempt's folder); Django's own, named here, is read through it as well.
+_ARTIFACT_STORAGE = "runs.artifact_storage.ArtifactStorage"
+ARTIFACTS_STORAGE_BACKEND = envstr("ARTIFACTS_STORAGE_BACKEND", "") or _ARTIFACT_STORAGE
 # A FileSystemStorage elsewhere than ARTIFACTS_ROOT, e.g. a mount every machine shares: the
 # workers copy each attempt's folder there and the web app reads it
 # (runs/workers/artifacts_sync.py).
@@ -123,7 +126,7 @@ STORAGES = {
     "artifacts": {
         "BACKEND": ARTIFACTS_STORAGE_BACKEND,
         "OPTIONS": {"location": ARTIFACTS_STORAGE_LOCATION or str(ARTIFACTS_ROOT)}
-        if ARTIFACTS_STORAGE_BACKEND == _FILE_STORAGE
+        if ARTIFACTS_STORAGE_BACKEND in (_FILE_STORAGE, _ARTIFACT_STORAGE)
         else {},
     },
 }
@@ -163,6 +166,11 @@ ATTEMPT_REAPER_INTERVAL_SEC = envint("ATTEMPT_REAPER_INTERVAL_SEC", 10)
 
 # Harness.
 AB_TASKS_DIR = Path(envstr("AB_TASKS_DIR", str(BASE_DIR / "tasks")))
+# Folders a locally imported task.yaml may name (repo.url as a path, reference_solution) beside
+# the tasks folder imported, AB_TASKS_DIR and the repository's tasks/ and examples/
+# (tasks_app/spec.py, PathRules).
+# Uploaded tasks may only name files inside their own upload, whatever this says.
+TASK_PATH_ROOTS = [Path(p) for p in envlist("TASK_PATH_ROOTS", "")]
 HARNESS_VERSION = "0.1.0"
 SANDBOX_BACKEND = envstr("SANDBOX_BACKEND", "auto")  # auto | docker | bwrap
 SANDBOX_IMAGE = envstr("SANDBOX_IMAGE", "agentbench/py-runner:0.1.0")

@@ -4,9 +4,9 @@ Django's files sit here as Django expects (``models.py``, ``admin.py``, ``apps.p
 ``migrations/``, ``templatetags/``, ``management/``), with the core every role shares:
 ``taxonomy`` (the ordered failure reasons), ``services`` (writes: launch, cancel, retry,
 enqueue), ``failfast``, ``access`` (who may read what), ``artifacts`` and ``transcript``
-(reading an attempt's stored files), ``model_configs``, ``conditions`` (the files a
-configuration adds to the workspace), ``data_version`` (the stamp every write bumps, for the
-page cache). The roles are folders:
+(reading an attempt's stored files; ``artifact_storage``, the local storage that never follows
+a link), ``model_configs``, ``conditions`` (the files a configuration adds to the workspace),
+``data_version`` (the stamp every write bumps, for the page cache). The roles are folders:
 ``web/`` pages, ``api/`` REST routers, ``cli/`` ``ab`` commands, ``results/`` figures,
 ``pipeline/`` one attempt's stages, ``agents/``, ``gateway/`` the model gateway of CLI
 agents, ``workers/`` Celery and worker bookkeeping,

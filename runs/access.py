@@ -1,14 +1,30 @@
-"""Who may read what. Leaderboards and artifacts (logs, patches, trajectories) are separate.
+"""Who may read and who may write what: the one permission model of the pages, the admin and
+the API.
 
-Artifacts need the ``runs.read_artifacts`` permission, which the "readers" group gives (staff
-and superusers read them too); ``ANONYMOUS_READ_ARTIFACTS`` opens them to everyone. Signing in
-alone is not enough: an account made for one purpose (an API token to launch runs, say) does
-not see a task repository's secrets in its logs.
+Reads. Leaderboards and artifacts (logs, patches, trajectories) are separate. Artifacts need the
+``runs.read_artifacts`` permission, which the "readers" group gives (staff and superusers read
+them too); ``ANONYMOUS_READ_ARTIFACTS`` opens them to everyone. Signing in alone is not enough:
+an account made for one purpose (an API token to launch runs, say) does not see a task
+repository's secrets in its logs.
+
+Writes. Every write a page, the admin or the API offers is a ``Write``, and ``RIGHTS`` says what
+it needs: the same rule wherever it is done, since the page views (``write_view``) and the API's
+doors (``benchsite.accounts.auth.write_auth``) both ask ``require_write``. A token acts with
+exactly its account's rights; an inactive account has none. A refusal is a ``PermissionDenied``
+naming the action and the right it needs (403), and is kept in the audit log (at most once a
+minute per account and action, so refused requests cannot flood it).
 """
 
 from __future__ import annotations
 
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import wraps
+from typing import Any
+
 from django.conf import settings
+from django.core.exceptions import PermissionDenied
 
 READERS_GROUP = "readers"
 READ_ARTIFACTS = "runs.read_artifacts"
@@ -37,3 +53,134 @@ def readers_group():
     permission = Permission.objects.get(content_type__app_label=app_label, codename=codename)
     group.permissions.add(permission)
     return group
+
+
+# --- Writes ----------------------------------------------------------------------------------
+
+
+class Write(enum.StrEnum):
+    """Every kind of write a visitor can ask for. The values are the audit log's actions."""
+
+    RUN_LAUNCH = "run.launch"
+    RUN_CANCEL = "run.cancel"
+    RUN_RETRY = "run.retry"
+    RUN_RESUME = "run.resume"
+    RUN_EVALUATE = "run.evaluate"
+    MODEL_CONFIG_CREATE = "model_config.create"
+    TASKS_IMPORT = "tasks.import"
+    SWEBENCH_IMPORT = "swebench.import"
+    PREDICTIONS_IMPORT = "predictions.import"
+    RESULTS_IMPORT = "results.import"
+    RUN_IMPORT = "run.import"
+    OWN_TOKENS = "token.own"
+
+
+@dataclass(frozen=True, slots=True)
+class Right:
+    """What an account needs for one write, and the page that sets the rule."""
+
+    staff: bool
+    page: str
+    # A Django permission needed on top (the admin's own rule for that page).
+    permission: str = ""
+
+    def describe(self) -> str:
+        if not self.staff:
+            return "a signed-in account"
+        return "a staff account" + (f" with {self.permission}" if self.permission else "")
+
+
+_STAFF_PAGE = "the run page's staff buttons"
+RIGHTS: dict[Write, Right] = {
+    Write.RUN_LAUNCH: Right(staff=True, page="the suite page's Launch form (staff)"),
+    Write.RUN_CANCEL: Right(staff=True, page=_STAFF_PAGE),
+    Write.RUN_RETRY: Right(staff=True, page=_STAFF_PAGE),
+    Write.RUN_RESUME: Right(staff=True, page=_STAFF_PAGE),
+    Write.RUN_EVALUATE: Right(staff=True, page=_STAFF_PAGE),
+    Write.MODEL_CONFIG_CREATE: Right(
+        staff=True,
+        page="the admin's Add model configuration page",
+        permission="runs.add_modelconfig",
+    ),
+    Write.TASKS_IMPORT: Right(staff=True, page="the admin's import pages (ab import-tasks)"),
+    Write.SWEBENCH_IMPORT: Right(staff=True, page="the admin's SWE-bench dataset page"),
+    Write.PREDICTIONS_IMPORT: Right(staff=True, page="the admin's predictions page"),
+    Write.RESULTS_IMPORT: Right(staff=True, page="the admin's published results page"),
+    Write.RUN_IMPORT: Right(staff=True, page="the admin's run folder page"),
+    Write.OWN_TOKENS: Right(staff=False, page="/account/tokens/ (your own tokens only)"),
+}
+# Not an AuditAction choice (a new choice would need a migration of the accounts app).
+ACCESS_DENIED = "access.denied"
+DENIAL_RECORD_EVERY_SEC = 60
+
+
+def write_refusal(user, action: Write) -> str | None:
+    """Why ``user`` may not do ``action``, or None when it may."""
+    right = RIGHTS[action]
+    if user is None or not user.is_authenticated:
+        return f"{action} needs {right.describe()}: sign in or send a token"
+    if not user.is_active:
+        return f"{action}: the account {user.get_username()!r} is inactive"
+    if right.staff and not user.is_staff:
+        return (
+            f"{action} needs {right.describe()}, as on {right.page}; "
+            f"{user.get_username()!r} is not staff"
+        )
+    if right.permission and not user.has_perm(right.permission):
+        return (
+            f"{action} needs {right.describe()}, as on {right.page}; "
+            f"{user.get_username()!r} lacks {right.permission}"
+        )
+    return None
+
+
+def can_write(user, action: Write) -> bool:
+    return write_refusal(user, action) is None
+
+
+def require_write(user, action: Write, *, request=None, via: str = "api") -> None:
+    """Raise ``PermissionDenied`` (403, with the reason) unless ``user`` may do ``action``."""
+    reason = write_refusal(user, action)
+    if reason is None:
+        return
+    if user is not None and user.is_authenticated:
+        _record_denial(user, action, reason, request=request, via=via)
+    raise PermissionDenied(reason)
+
+
+def _record_denial(user, action: Write, reason: str, *, request, via: str) -> None:
+    from django.core.cache import cache
+
+    from benchsite.accounts.services import audit_event_record
+
+    # cache.add is atomic: one record per account and action per window, whatever the rate.
+    if not cache.add(f"write-denied:{user.pk}:{action}", 1, timeout=DENIAL_RECORD_EVERY_SEC):
+        return
+    path = request.path if request is not None else ""
+    audit_event_record(
+        actor=user,
+        action=ACCESS_DENIED,
+        request=request,
+        via=via,
+        details={"action": str(action), "path": path, "reason": reason},
+    )
+
+
+def write_view(action: Write) -> Callable:
+    """A page view that writes: anonymous visitors go to the login page, signed-in accounts
+    without the right get 403 (and an audit record), as the API answers them."""
+
+    def decorator(view: Callable) -> Callable:
+        @wraps(view)
+        def wrapped(request, *args: Any, **kwargs: Any):
+            if not request.user.is_authenticated:
+                from django.contrib.auth.views import redirect_to_login
+
+                return redirect_to_login(request.get_full_path())
+            require_write(request.user, action, request=request, via="page")
+            return view(request, *args, **kwargs)
+
+        wrapped.write_action = action  # type: ignore[attr-defined]
+        return wrapped
+
+    return decorator

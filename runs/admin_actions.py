@@ -1,5 +1,6 @@
 """Admin actions over the same services as the pages and the CLI: cancel, retry, resume a run;
-launch runs of selected model configurations (an intermediate form picks the suite)."""
+launch runs of selected model configurations (an intermediate form picks the suite). Each asks
+``runs.access`` for its write's right, as the pages and the API do."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from django.utils.html import format_html, format_html_join
 
 from benchsite.accounts.models import AuditAction
 from benchsite.accounts.services import audit_event_record
+from runs.access import Write, write_refusal
 from runs.services import (
     LaunchError,
     run_cancel,
@@ -23,6 +25,13 @@ from runs.services import (
 from tasks_app.models import Suite
 
 
+def _refused(modeladmin, request: HttpRequest, action: Write) -> bool:
+    reason = write_refusal(request.user, action)
+    if reason is not None:
+        modeladmin.message_user(request, reason, level=messages.ERROR)
+    return reason is not None
+
+
 def _audit(request: HttpRequest, action: str, runs: list) -> None:
     if runs:
         audit_event_record(
@@ -32,6 +41,8 @@ def _audit(request: HttpRequest, action: str, runs: list) -> None:
 
 @admin.action(description="Cancel selected runs")
 def cancel_runs(modeladmin, request: HttpRequest, queryset: QuerySet) -> None:
+    if _refused(modeladmin, request, Write.RUN_CANCEL):
+        return None
     runs = [run for run in queryset if not run.is_final]
     cancelled = sum(run_cancel(run=run, by=request.user) for run in runs)
     _audit(request, AuditAction.RUN_CANCEL, runs)
@@ -40,6 +51,8 @@ def cancel_runs(modeladmin, request: HttpRequest, queryset: QuerySet) -> None:
 
 @admin.action(description="Retry infrastructure failures of selected runs")
 def retry_runs(modeladmin, request: HttpRequest, queryset: QuerySet) -> None:
+    if _refused(modeladmin, request, Write.RUN_RETRY):
+        return None
     count = sum(run_retry_infra(run=run, by=request.user) for run in queryset)
     _audit(request, AuditAction.RUN_RETRY, list(queryset))
     modeladmin.message_user(request, f"{count} attempt(s) queued again.")
@@ -47,15 +60,19 @@ def retry_runs(modeladmin, request: HttpRequest, queryset: QuerySet) -> None:
 
 @admin.action(description="Resume selected runs (re-send queued attempts)")
 def resume_runs(modeladmin, request: HttpRequest, queryset: QuerySet) -> None:
+    if _refused(modeladmin, request, Write.RUN_RESUME):
+        return None
     count = sum(run_resume(run=run) for run in queryset)
-    _audit(request, "run.resume", list(queryset))
+    _audit(request, Write.RUN_RESUME, list(queryset))
     modeladmin.message_user(request, f"Re-sent {count} queued attempt(s).")
 
 
 @admin.action(description="Evaluate the not-evaluated attempts of selected runs")
 def evaluate_runs(modeladmin, request: HttpRequest, queryset: QuerySet) -> None:
+    if _refused(modeladmin, request, Write.RUN_EVALUATE):
+        return None
     count = sum(run_evaluate(run=run, by=request.user) for run in queryset)
-    _audit(request, "run.evaluate", list(queryset))
+    _audit(request, Write.RUN_EVALUATE, list(queryset))
     modeladmin.message_user(request, f"{count} not-evaluated attempt(s) queued.")
 
 
@@ -78,6 +95,8 @@ class LaunchRunForm(forms.Form):
 
 @admin.action(description="Launch a run of the selected model configurations")
 def launch_runs(modeladmin, request: HttpRequest, queryset: QuerySet) -> HttpResponse | None:
+    if _refused(modeladmin, request, Write.RUN_LAUNCH):
+        return None
     form = LaunchRunForm(request.POST if "apply" in request.POST else None)
     if form.is_valid():
         labels = [x.strip() for x in form.cleaned_data["labels"].split(",") if x.strip()]

@@ -2,6 +2,12 @@
 
 Everything goes through ``storages["artifacts"]`` so a remote storage works the same. Large
 files are never read whole: pages show a tail and offer the download.
+
+An attempt's folder holds what its sandbox wrote (the workspace, while it runs or when kept),
+so every reader (API, pages, downloads, log tails, transcript, events) opens a file with
+``open_artifact`` and nothing else: the name must stay inside the attempt's folder, and on a
+local folder (``storage()`` always reads one through ``ArtifactStorage``) no link is followed,
+so ``workspace/repo/leak -> /etc/shadow`` is "no such artifact". Listings show links as links.
 """
 
 from __future__ import annotations
@@ -12,9 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 from django.conf import settings
-from django.core.files.storage import Storage, storages
+from django.core.exceptions import SuspiciousFileOperation
+from django.core.files import File
+from django.core.files.storage import FileSystemStorage, Storage, storages
 
 from runs import transcript
+from runs.artifact_storage import ArtifactStorage, Entry
 from runs.models import Attempt
 
 LOG_TAIL_BYTES = 64 * 1024
@@ -32,6 +41,12 @@ class ArtifactPathError(ValueError):
 class ArtifactFile:
     name: str  # relative to the attempt's folder, "/"-separated
     size: int
+    kind: str = "file"  # or "link": shown with its target's text, never opened
+    target: str = ""  # a link's target as written (untrusted text)
+
+    @property
+    def is_link(self) -> bool:
+        return self.kind == "link"
 
 
 @dataclass(frozen=True)
@@ -64,7 +79,22 @@ class Trajectory:
 
 
 def storage() -> Storage:
-    return storages["artifacts"]
+    """The artifacts storage; a plain ``FileSystemStorage`` (configured by its Django name) is
+    read through ``ArtifactStorage``, which follows no link."""
+    store = storages["artifacts"]
+    if isinstance(store, FileSystemStorage) and not isinstance(store, ArtifactStorage):
+        return _no_follow(str(store.location))
+    return store
+
+
+def _no_follow(location: str) -> ArtifactStorage:
+    cached = _NO_FOLLOW.get(location)
+    if cached is None:
+        cached = _NO_FOLLOW[location] = ArtifactStorage(location=location)
+    return cached
+
+
+_NO_FOLLOW: dict[str, ArtifactStorage] = {}
 
 
 def attempt_root(attempt: Attempt) -> str:
@@ -89,7 +119,8 @@ def artifact_name(attempt: Attempt, relative: str) -> str:
 
 
 def list_artifacts(attempt: Attempt) -> list[ArtifactFile]:
-    """Every file under the attempt's folder (breadth-first, capped), sorted by name."""
+    """Every file under the attempt's folder (breadth-first, capped), sorted by name. A link is
+    listed as a link with its target's text; no folder is entered through one."""
     root = attempt_root(attempt)
     if not root:
         return []
@@ -98,29 +129,57 @@ def list_artifacts(attempt: Attempt) -> list[ArtifactFile]:
     pending = [""]
     while pending and len(found) < MAX_LISTED_FILES:
         prefix = pending.pop(0)
+        folder = f"{root}/{prefix}".rstrip("/")
         try:
-            dirs, files = store.listdir(f"{root}/{prefix}".rstrip("/"))
-        except (FileNotFoundError, NotADirectoryError):
+            if isinstance(store, ArtifactStorage):
+                entries = store.entries(folder)
+            else:  # remote: what the worker uploaded, regular files only
+                dirs, files = store.listdir(folder)
+                entries = [_remote_entry(store, folder, n) for n in sorted(files)]
+                pending.extend(f"{prefix}{d}/" for d in sorted(dirs))
+        except (FileNotFoundError, NotADirectoryError, SuspiciousFileOperation):
             continue
-        for name in sorted(files):
-            relative = f"{prefix}{name}"
-            try:
-                size = store.size(f"{root}/{relative}")
-            except OSError:
-                size = 0
-            found.append(ArtifactFile(relative, size))
-        pending.extend(f"{prefix}{d}/" for d in sorted(dirs))
+        for entry in entries:
+            relative = f"{prefix}{entry.name}"
+            if entry.kind == "dir":
+                pending.append(f"{relative}/")
+            elif entry.kind in ("file", "link"):
+                found.append(ArtifactFile(relative, entry.size, entry.kind, entry.target))
     return sorted(found[:MAX_LISTED_FILES], key=lambda f: f.name)
 
 
-def read_tail(name: str, max_bytes: int = LOG_TAIL_BYTES) -> LogTail | None:
-    """The last ``max_bytes`` of a stored file, decoded leniently; None when it is absent."""
+def _remote_entry(store: Storage, folder: str, name: str) -> Entry:
+    try:
+        size = store.size(f"{folder}/{name}")
+    except OSError:
+        size = 0
+    return Entry(name, "file", size)
+
+
+def open_artifact(attempt: Attempt, relative: str) -> File | None:
+    """The one way to open a file of an attempt's folder for reading; None when it is absent,
+    outside the folder, a link (or reached through one), or no regular file."""
+    try:
+        name = artifact_name(attempt, relative)
+    except ArtifactPathError:
+        return None
     store = storage()
     try:
-        size = store.size(name)
-    except (FileNotFoundError, OSError):
+        # exists() first: a remote storage may only fail on the first read of a missing file.
+        if not store.exists(name):
+            return None
+        return store.open(name, "rb")
+    except (OSError, SuspiciousFileOperation):  # LinkRefused is a FileNotFoundError
         return None
-    with store.open(name, "rb") as handle:
+
+
+def read_tail(attempt: Attempt, relative: str, max_bytes: int = LOG_TAIL_BYTES) -> LogTail | None:
+    """The last ``max_bytes`` of a file of the attempt, decoded leniently; None when absent."""
+    handle = open_artifact(attempt, relative)
+    if handle is None:
+        return None
+    with handle:
+        size = handle.size
         if size > max_bytes:
             handle.seek(size - max_bytes)
         data = handle.read(max_bytes)
@@ -129,19 +188,15 @@ def read_tail(name: str, max_bytes: int = LOG_TAIL_BYTES) -> LogTail | None:
     if truncated and "\n" in text:
         # Start on a whole line.
         text = text[text.index("\n") + 1 :]
-    return LogTail(name=name, size=size, text=text, truncated=truncated)
+    return LogTail(name=relative, size=size, text=text, truncated=truncated)
 
 
 def read_trajectory(attempt: Attempt, relative: str = "events.jsonl") -> Trajectory | None:
     """The agent's events, one JSON object a line; unknown event types are kept as they are."""
-    try:
-        name = artifact_name(attempt, relative)
-    except ArtifactPathError:
+    handle = open_artifact(attempt, relative)
+    if handle is None:
         return None
-    store = storage()
-    if not store.exists(name):
-        return None
-    with store.open(name, "rb") as handle:
+    with handle:
         data = handle.read(EVENTS_MAX_BYTES + 1)
     truncated = len(data) > EVENTS_MAX_BYTES
     events: list[Event] = []
@@ -166,19 +221,11 @@ def read_trajectory(attempt: Attempt, relative: str = "events.jsonl") -> Traject
 
 def read_bytes(attempt: Attempt, relative: str, max_bytes: int) -> bytes | None:
     """Up to ``max_bytes`` of one file of the attempt's folder; None when absent or outside."""
-    try:
-        name = artifact_name(attempt, relative)
-    except ArtifactPathError:
+    handle = open_artifact(attempt, relative)
+    if handle is None:
         return None
-    store = storage()
-    # exists() first: a remote storage may only fail on the first read of a missing file.
-    if not store.exists(name):
-        return None
-    try:
-        with store.open(name, "rb") as handle:
-            return handle.read(max_bytes)
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-        return None
+    with handle:
+        return handle.read(max_bytes)
 
 
 def read_transcript(attempt: Attempt) -> transcript.Transcript | None:

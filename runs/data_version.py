@@ -10,9 +10,10 @@ changes nothing.
 
 Watched: every table of the ``runs`` and ``tasks_app`` apps (attempts, stages, runs, model
 configurations, failure reasons, suites, tasks, task revisions, gold validations), read from
-the app registry, so a model added later is watched too. The triggers are (re)installed after
-every ``migrate`` (``install``, connected to ``post_migrate`` in ``runs.apps``): SQLite drops
-a table's triggers when a migration rebuilds the table, which it does for most field changes.
+the app registry, so a model added later is watched too; only the reaper's lease is not
+(``UNWATCHED_TABLES``). The triggers are (re)installed after every ``migrate`` (``install``,
+connected to ``post_migrate`` in ``runs.apps``): SQLite drops a table's triggers when a
+migration rebuilds the table, which it does for most field changes.
 
 PostgreSQL: the trigger is a deferred constraint trigger that bumps once per transaction, at
 commit. An immediate trigger would lock the counter row from the first write to the commit,
@@ -55,10 +56,19 @@ def _watched_models():
         yield from apps.get_app_config(label).get_models(include_auto_created=True)
 
 
+# Written by the workers' own bookkeeping every few seconds and shown by no page: the reaper's
+# lease (runs.models.Lease). A write there must not empty the pages' cache.
+UNWATCHED_TABLES = {"runs_lease"}
+
+
 def watched_tables() -> list[str]:
     """Every table of the watched apps' models, many-to-many tables included."""
     return sorted(
-        {m._meta.db_table for m in _watched_models() if m._meta.managed and not m._meta.proxy}
+        {
+            m._meta.db_table
+            for m in _watched_models()
+            if m._meta.managed and not m._meta.proxy and m._meta.db_table not in UNWATCHED_TABLES
+        }
     )
 
 

@@ -504,3 +504,18 @@ class AttemptStage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} (exit {self.exit_code})"
+
+
+class Lease(models.Model):
+    """Who runs a periodic job of the deployment now: the reaper's pass is one holder's at a
+    time (``runs.workers.reaper``), so every ``ab worker`` can offer to run it and several do
+    not repeat each other's work. A holder renews its lease each pass; once ``expires_at``
+    passes (its process died), another takes it over. No page shows it: the page cache's
+    triggers leave this table alone (``runs.data_version``)."""
+
+    name = models.CharField(max_length=200, unique=True)
+    holder = models.CharField(max_length=200, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.holder or '-'} until {self.expires_at}"

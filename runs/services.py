@@ -393,14 +393,24 @@ def attempt_archive_try(attempt: Attempt, *, note: str) -> None:
         name=f"try {number}: outcome",
         order=min(offset + 999, 32767),
         command=(
-            f"{note}; previous status {attempt.status}, reason "
-            f"{attempt.failure_reason_id or 'success'}, worker {attempt.worker or '-'}\n"
-            f"{attempt.error_text}"
+            f"{note}; previous status {attempt.status}, reason {_try_reason(attempt)}, "
+            f"worker {attempt.worker or '-'}\n{attempt.error_text}"
         )[:10_000],
         exit_code=attempt.exit_code,
         duration_sec=attempt.duration_sec,
         started_at=attempt.started_at,
     )
+
+
+def _try_reason(attempt: Attempt) -> str:
+    """What the try's outcome was: its failure reason, "none (resolved)" for a finished
+    success, and for a try taken back before it ended (a lost or stopped worker) no reason at
+    all, never a "success" it did not have."""
+    if attempt.failure_reason_id:
+        return attempt.failure_reason_id
+    if attempt.status == AttemptStatus.FINISHED:
+        return "none (resolved)"
+    return "none (stopped before an outcome)"
 
 
 _RESET_FIELDS = {

@@ -84,13 +84,32 @@ def open_dir(workspace: Path, parts: list[str], *, create: bool = False) -> Iter
 def read_file(workspace: Path, parts: list[str]) -> bytes:
     if not parts:
         raise SandboxPathError("read_file needs a file path, not the workspace itself")
-    with open_dir(workspace, parts[:-1]) as dir_fd:
-        fd = _open_regular(dir_fd, parts[-1], shown="/".join(parts))
-        with os.fdopen(fd, "rb") as fh:
-            return fh.read()
+    fd = open_file(workspace, parts)
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read()
 
 
-def _open_regular(dir_fd: int, name: str, *, shown: str) -> int:
+def open_file(root: Path, parts: list[str]) -> int:
+    """A read-only descriptor on the regular file ``root/parts...``, every component reached
+    without following a link (SandboxPathError for a link, a FIFO or a device)."""
+    if not parts:
+        raise SandboxPathError("a file path is needed, not the folder itself")
+    with open_dir(root, parts[:-1]) as dir_fd:
+        return open_regular(dir_fd, parts[-1], shown="/".join(parts))
+
+
+@contextmanager
+def open_parent(root: Path, parts: list[str]) -> Iterator[tuple[int, str]]:
+    """(descriptor on the folder holding ``root/parts...``, the last name), the folder reached
+    without following links: for an lstat, a readlink or an unlink of the entry itself."""
+    if not parts:
+        raise SandboxPathError("a path below the folder is needed")
+    with open_dir(root, parts[:-1]) as dir_fd:
+        yield dir_fd, parts[-1]
+
+
+def open_regular(dir_fd: int, name: str, *, shown: str) -> int:
+    """Open ``name`` in ``dir_fd`` for reading: only a regular file, never through a link."""
     try:
         fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
     except OSError as exc:
@@ -182,7 +201,7 @@ def _copy_tree_out(src_fd: int, dest: Path, *, shown: str) -> None:
             finally:
                 os.close(child)
         elif entry.is_file(follow_symlinks=False):
-            fd = _open_regular(src_fd, entry.name, shown=where)
+            fd = open_regular(src_fd, entry.name, shown=where)
             with os.fdopen(fd, "rb") as fh:
                 mode = stat.S_IMODE(os.fstat(fh.fileno()).st_mode)
                 if target.is_symlink():
@@ -194,16 +213,19 @@ def _copy_tree_out(src_fd: int, dest: Path, *, shown: str) -> None:
 
 
 def chown_tree_for_agent(workspace: Path) -> None:
-    """Give the workspace to the sandbox user (uid 1000) so commands inside can write it.
+    """Give the workspace to the sandbox user so commands inside can write it.
 
-    Runs before the sandbox starts, while only the host has touched the directory.
+    Runs before the sandbox's first command, but the tree may hold links (a cloned repository
+    can): ``os.fwalk`` descends by descriptor, never through a link, and each entry is changed
+    relative to its folder's descriptor without following it, so a link swapped in for a
+    folder cannot make it hand out anything outside.
     """
     if os.geteuid() != 0:
         return
     os.chown(workspace, AGENT_UID, AGENT_UID)
-    for dirpath, dirnames, filenames in os.walk(workspace):
+    for _, dirnames, filenames, dir_fd in os.fwalk(workspace, follow_symlinks=False):
         for name in dirnames + filenames:
-            os.chown(os.path.join(dirpath, name), AGENT_UID, AGENT_UID, follow_symlinks=False)
+            os.chown(name, AGENT_UID, AGENT_UID, dir_fd=dir_fd, follow_symlinks=False)
 
 
 class HostWorkspaceFiles:

@@ -26,15 +26,16 @@ from ninja import (
 )
 from ninja.pagination import paginate
 
-from benchsite.accounts.auth import AUTHENTICATED, PUBLIC_READ, write_throttle
+from benchsite.accounts.auth import PUBLIC_READ, write_auth, write_throttle
 from benchsite.accounts.models import AuditAction
 from benchsite.accounts.services import audit_event_record
 from benchsite.api.common import Pages, Text
 from benchsite.api.errors import ApiInputError, ErrorOut
+from runs.access import Write
 from runs.model_configs import slug_taken_by_other
 from tasks_app.models import Suite, Task, TaskSource
 from tasks_app.services import tasks_import
-from tasks_app.spec import SpecProblem, TaskSpecError, load_task_dir
+from tasks_app.spec import PathRules, SpecProblem, TaskSpecError, load_task_dir
 from tasks_app.swebench.importer import swebench_import
 from tasks_app.swebench.predictions import predictions_import
 from tasks_app.swebench.results import results_import
@@ -43,7 +44,14 @@ from tasks_app.uploads.runs import run_import_upload
 
 router = Router(tags=["tasks"])
 
-IMPORT_ERRORS = {400: ErrorOut, 401: ErrorOut, 413: ErrorOut, 422: ErrorOut, 429: ErrorOut}
+IMPORT_ERRORS = {
+    400: ErrorOut,
+    401: ErrorOut,
+    403: ErrorOut,
+    413: ErrorOut,
+    422: ErrorOut,
+    429: ErrorOut,
+}
 
 
 class SuiteOut(Schema):
@@ -92,6 +100,40 @@ class TaskDetailOut(TaskOut):
     environment_setup_commit: str
     harness_min_version: str
     spec: dict
+    environment: dict | None = Field(
+        None,
+        description="SWE-bench: the Python the specification asks for and the one used here "
+        "(approximate when they differ) and each backend's gold validation",
+    )
+
+    @staticmethod
+    def resolve_environment(obj: Task) -> dict | None:
+        if obj.source != TaskSource.SWEBENCH:
+            return None
+        from tasks_app.swebench.envspec import approximate_pythons
+
+        asked, used = approximate_pythons(
+            str(obj.spec.get("repo", "")), str(obj.spec.get("version", ""))
+        )
+        return {
+            "python_asked": asked,
+            "python_used": used,
+            "approximate": bool(asked) and asked != used,
+            "gold_validations": [
+                {
+                    "backend": v.backend,
+                    "status": v.status,
+                    "gold_grade": v.gold_grade,
+                    "empty_grade": v.empty_grade,
+                    "reason": v.reason,
+                    "failing_tests": v.failing_tests,
+                    "python_asked": v.python_asked,
+                    "python_used": v.python_used,
+                    "installs_as_of": v.installs_as_of,
+                }
+                for v in obj.gold_validations.order_by("backend")
+            ],
+        }
 
 
 class TaskFilter(FilterSchema):
@@ -147,8 +189,15 @@ def task_detail(request: HttpRequest, public_id: uuid.UUID):
 
 @router.post(
     "/imports/tasks",
-    response={200: ImportReportOut, 400: ErrorOut, 401: ErrorOut, 413: ErrorOut, 429: ErrorOut},
-    auth=AUTHENTICATED,
+    response={
+        200: ImportReportOut,
+        400: ErrorOut,
+        401: ErrorOut,
+        403: ErrorOut,
+        413: ErrorOut,
+        429: ErrorOut,
+    },
+    auth=write_auth(Write.TASKS_IMPORT),
     throttle=write_throttle,
     summary="Import task.yaml files from an uploaded archive",
     description=(
@@ -161,9 +210,12 @@ def task_detail(request: HttpRequest, public_id: uuid.UUID):
 def task_import(request: HttpRequest, file: File[UploadedFile]):
     target = Path(settings.API_UPLOADS_ROOT) / "tasks" / uuid.uuid4().hex
     unpack_upload(file, target)
+    # Its task files may name files inside the upload only (never a host path, nor another
+    # upload's), and a local repository only as a git bundle.
+    rules = PathRules.upload(target)
     try:
-        _check_suite_names(target)
-        report = tasks_import(directory=target)
+        _check_suite_names(target, rules)
+        report = tasks_import(directory=target, rules=rules)
     except TaskSpecError as exc:
         shutil.rmtree(target, ignore_errors=True)
         raise TaskSpecError([_relative(problem, target) for problem in exc.problems]) from None
@@ -195,12 +247,12 @@ def task_import(request: HttpRequest, file: File[UploadedFile]):
     }
 
 
-def _check_suite_names(directory: Path) -> None:
+def _check_suite_names(directory: Path, rules: PathRules) -> None:
     # The spec allows dots in a suite name, but suite URLs take slugs only: a dotted suite
     # would import fine and then break every page and API answer that links to it.
     bad = [
         SpecProblem(str(t.path), "suite", f"{t.spec.suite!r}: use letters, digits, - and _")
-        for t in load_task_dir(directory)
+        for t in load_task_dir(directory, rules=rules)
         if not re.fullmatch(r"[-a-zA-Z0-9_]+", t.spec.suite)
     ]
     if bad:
@@ -291,7 +343,7 @@ class ResultsReportOut(Schema):
 @router.post(
     "/imports/swebench",
     response={200: ImportReportOut, **IMPORT_ERRORS},
-    auth=AUTHENTICATED,
+    auth=write_auth(Write.SWEBENCH_IMPORT),
     throttle=write_throttle,
     summary="Import a SWE-bench dataset file (.jsonl, .json, .parquet) as a suite",
 )
@@ -334,7 +386,7 @@ def _check_external_name(name: str) -> None:
 @router.post(
     "/imports/predictions",
     response={200: PredictionsReportOut, **IMPORT_ERRORS},
-    auth=AUTHENTICATED,
+    auth=write_auth(Write.PREDICTIONS_IMPORT),
     throttle=write_throttle,
     summary="Import a predictions file: a run that evaluates each patch on the suite",
 )
@@ -372,7 +424,7 @@ def predictions_import_endpoint(
 @router.post(
     "/imports/results",
     response={200: ResultsReportOut, **IMPORT_ERRORS},
-    auth=AUTHENTICATED,
+    auth=write_auth(Write.RESULTS_IMPORT),
     throttle=write_throttle,
     summary="Import published results (run report, report.json files or a zip of them)",
 )
@@ -418,7 +470,7 @@ def results_import_endpoint(
 @router.post(
     "/imports/run",
     response={200: RunImportOut, **IMPORT_ERRORS},
-    auth=AUTHENTICATED,
+    auth=write_auth(Write.RUN_IMPORT),
     throttle=write_throttle,
     summary="Import a run folder (trajectories, reports, predictions, Inspect logs)",
     description=(
@@ -443,7 +495,7 @@ def run_import_endpoint(request: HttpRequest, payload: Form[RunImportIn], file: 
     if not payload.dry_run:
         audit_event_record(
             actor=request.user,
-            action=RUN_IMPORT,
+            action=Write.RUN_IMPORT,
             objects=[report.run_id],
             object_type="runs.run",
             request=request,
@@ -463,7 +515,3 @@ def run_import_endpoint(request: HttpRequest, payload: Form[RunImportIn], file: 
         "unchanged": report.unchanged,
         "skipped": report.skipped,
     }
-
-
-# Not an AuditAction choice (a new choice would need a migration of the accounts app).
-RUN_IMPORT = "run.import"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 
 from django.db import models
+from django.db.models import Q
 from django.urls import reverse
 
 
@@ -163,6 +164,11 @@ class GoldValidation(models.Model):
     failing_tests = models.JSONField(default=list, blank=True)
     reason = models.TextField(blank=True)
     validated_at = models.DateTimeField(auto_now=True)
+    # The environment validated: the Python the specification asks for and the one used (they
+    # differ for an approximate environment), and the dates its installs resolved as of.
+    python_asked = models.CharField(max_length=10, blank=True)
+    python_used = models.CharField(max_length=10, blank=True)
+    installs_as_of = models.CharField(max_length=80, blank=True)
 
     class Meta:
         ordering = ["task", "backend"]
@@ -175,11 +181,22 @@ class GoldValidation(models.Model):
     def __str__(self) -> str:
         return f"{self.task} on {self.backend}: {self.status}"
 
+    @property
+    def approximate(self) -> bool:
+        return bool(self.python_asked) and self.python_asked != self.python_used
+
 
 def invalid_task_ids(suite: Suite) -> list[int]:
-    """Tasks of ``suite`` whose last gold validation (on any backend) found them invalid."""
+    """Tasks of ``suite`` whose last gold validation (on any backend) found them invalid, and
+    approximate environments it found not buildable (the gold patch fails on them): an
+    approximate instance counts only where gold validation passes on it. An instance not yet
+    validated counts, exact or approximate, as published results are rated over the suite."""
     return list(
-        GoldValidation.objects.filter(task__suite=suite, status=GoldValidationStatus.INVALID)
+        GoldValidation.objects.filter(task__suite=suite)
+        .filter(
+            Q(status=GoldValidationStatus.INVALID)
+            | Q(status=GoldValidationStatus.NOT_BUILDABLE, gold_grade__gt="")
+        )
         .values_list("task_id", flat=True)
         .distinct()
     )

@@ -9,10 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 
 from tasks_app.models import Suite, Task, TaskRevision, TaskSource
-from tasks_app.spec import LoadedTask, load_task_dir
+from tasks_app.spec import LoadedTask, PathRules, load_task_dir
 
 
 class Upsert(enum.StrEnum):
@@ -120,12 +121,20 @@ def task_fields_from_spec(loaded: LoadedTask) -> dict[str, Any]:
     }
 
 
-def tasks_import(*, directory: Path | str) -> ImportReport:
+def local_path_rules(target: Path | str) -> PathRules:
+    """Where a local import's task files may point: the folder imported (or the task file's),
+    the repository's tasks/ and examples/, AB_TASKS_DIR and TASK_PATH_ROOTS."""
+    return PathRules.local(target, [settings.AB_TASKS_DIR, *settings.TASK_PATH_ROOTS])
+
+
+def tasks_import(*, directory: Path | str, rules: PathRules | None = None) -> ImportReport:
     """Import every task.yaml under ``directory``. Validates all first; imports all or none.
 
-    Raises ``TaskSpecError`` (naming each file and field) when any file is invalid.
+    ``rules`` say where the files' paths may lead (``PathRules.upload`` for an upload); by
+    default, those of a local import (``local_path_rules``). Raises ``TaskSpecError`` (naming
+    each file and field) when any file is invalid or names a path outside them.
     """
-    loaded = load_task_dir(directory)
+    loaded = load_task_dir(directory, rules=rules or local_path_rules(directory))
     report = ImportReport()
     with transaction.atomic():
         suites: dict[str, Suite] = {}

@@ -2,19 +2,39 @@
 
 Every problem names the file, the field path and (where the YAML has it) the line, and a
 directory is checked whole before anything is imported.
+
+The paths a task file names (``repo.url`` as a local path or ``file://`` URL,
+``reference_solution``) are host paths read by the harness, as root, and shown to readers or
+cloned into a sandbox: they must resolve (links followed) inside the folders ``PathRules``
+allows: for an upload its own folder only, and then a local repository must be a git bundle;
+for a local import the tasks folder given, the repository's ``tasks/`` and ``examples/``, the
+configured tasks folder (``AB_TASKS_DIR``) and any folder the operator adds
+(``TASK_PATH_ROOTS``). Anything else is a problem naming the file and field.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import posixpath
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import unquote, urlsplit
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    field_validator,
+)
 from pydantic_core import ErrorDetails
 
 SUPPORTED_SPEC_VERSIONS = ("1.0",)
@@ -22,7 +42,18 @@ TASK_FILE_NAME = "task.yaml"
 _ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$"
 # Suite names appear in URLs (/suites/<slug>/): letters, digits, "_" and "-" only.
 _SUITE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_\-]*$"
-_URL_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.\-]*://")
+_URL_SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.\-]*)://")
+# git's "<transport>::<address>": runs the helper git-remote-<transport> on the host.
+_TRANSPORT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9+.\-]*::")
+_SCP_LIKE = re.compile(r"^[\w.\-]+@[\w.\-]+:")
+# Clone URLs that reach a server, not a host path.
+REMOTE_SCHEMES = ("http", "https", "git", "ssh", "git+ssh", "ssh+git")
+# The repository's shipped example repositories and tasks (examples/toy_repo.bundle, a task's
+# ../toy_fail_pytest/solution.patch): local imports may name them.
+EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
+SHIPPED_TASKS_DIR = Path(__file__).resolve().parent.parent / "tasks"
+WORKSPACE = "/workspace"
+_BUNDLE_HEADERS = (b"# v2 git bundle\n", b"# v3 git bundle\n")
 
 
 class _Strict(BaseModel):
@@ -38,6 +69,15 @@ class EnvironmentSpec(_Strict):
     docker_image: StrictStr = Field(min_length=1)
     workdir: StrictStr = "/workspace/repo"
     timeout_sec: Annotated[StrictInt, Field(gt=0)] = 300
+
+    @field_validator("workdir")
+    @classmethod
+    def _inside_the_workspace(cls, value: str) -> str:
+        # The host side of the workdir is the workspace folder joined with it.
+        clean = posixpath.normpath(value)
+        if value.startswith("//") or not (clean == WORKSPACE or clean.startswith(WORKSPACE + "/")):
+            raise ValueError(f"must be {WORKSPACE} or a folder inside it")
+        return value
 
 
 class SetupSpec(_Strict):
@@ -102,6 +142,48 @@ class TaskSpecError(Exception):
 
 
 @dataclass(frozen=True)
+class PathRules:
+    """Where the paths a task file names may lead (see the module docstring)."""
+
+    roots: tuple[Path, ...]
+    uploaded: bool = False  # then a local repository must be a git bundle file
+
+    @classmethod
+    def upload(cls, folder: Path) -> PathRules:
+        """An uploaded archive: nothing outside its own unpacked folder."""
+        return cls((Path(folder).resolve(),), uploaded=True)
+
+    @classmethod
+    def local(cls, target: Path | str, extra: Iterable[Path | str] = ()) -> PathRules:
+        """A local import of ``target`` (a folder, or one task file): that folder, the
+        repository's tasks/ and examples/, and the ``extra`` folders (the configured tasks
+        folder, TASK_PATH_ROOTS)."""
+        target = Path(target)
+        folder = target if target.is_dir() else target.parent
+        roots = (folder, SHIPPED_TASKS_DIR, EXAMPLES_DIR, *extra)
+        return cls(tuple(dict.fromkeys(Path(p).resolve() for p in roots)))
+
+    def allows(self, path: Path) -> bool:
+        try:
+            real = path.resolve()
+        except (OSError, RuntimeError):  # a loop of links leads nowhere allowed
+            return False
+        return any(real.is_relative_to(root) for root in self.roots)
+
+    def where(self) -> str:
+        if self.uploaded:
+            return "the upload (an uploaded task may only name files inside its archive)"
+        return (
+            "the tasks folder, the repository's tasks/ and examples/, AB_TASKS_DIR or "
+            "TASK_PATH_ROOTS (" + ", ".join(str(r) for r in self.roots) + ")"
+        )
+
+
+class _PathOutside(ValueError):
+    """A path of the task file that the rules do not allow; the message says why."""
+
+
+@dataclass(frozen=True)
 class LoadedTask:
     spec: TaskSpec
     path: Path
@@ -111,9 +193,12 @@ class LoadedTask:
     spec_hash: str = field(default="")
 
 
-def load_task_file(path: Path | str) -> LoadedTask:
-    """Load and validate one task file; raise TaskSpecError naming file, field and line."""
+def load_task_file(path: Path | str, *, rules: PathRules | None = None) -> LoadedTask:
+    """Load and validate one task file; raise TaskSpecError naming file, field and line.
+
+    ``rules`` say where its paths may lead; by default, a local import of its own folder."""
     path = Path(path)
+    rules = rules or PathRules.local(path)
     name = str(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -153,22 +238,28 @@ def load_task_file(path: Path | str) -> LoadedTask:
                 for err in exc.errors()
             ]
         ) from exc
+    # A path is read only once the rules allow it; both problems are named together.
+    problems = []
     reference_patch = ""
     if spec.reference_solution:
-        patch_path = (path.parent / spec.reference_solution).resolve()
-        if not patch_path.is_file():
-            raise TaskSpecError(
-                [
-                    SpecProblem(
-                        name,
-                        "reference_solution",
-                        f"file not found: {spec.reference_solution}",
-                        _line_of(node, ("reference_solution",)),
-                    )
-                ]
-            )
-        reference_patch = patch_path.read_text(encoding="utf-8")
-    repo_url = resolve_repo_url(spec.repo.url, path.parent)
+        patch_path = path.parent / spec.reference_solution
+        problem = ""
+        if not rules.allows(patch_path):
+            problem = f"{spec.reference_solution!r} is outside {rules.where()}"
+        elif not patch_path.resolve().is_file():
+            problem = f"file not found: {spec.reference_solution}"
+        else:
+            reference_patch = patch_path.resolve().read_text(encoding="utf-8", errors="replace")
+        if problem:
+            line = _line_of(node, ("reference_solution",))
+            problems.append(SpecProblem(name, "reference_solution", problem, line))
+    repo_url = ""
+    try:
+        repo_url = resolve_repo_url(spec.repo.url, path.parent, rules)
+    except _PathOutside as exc:
+        problems.append(SpecProblem(name, "repo.url", str(exc), _line_of(node, ("repo", "url"))))
+    if problems:
+        raise TaskSpecError(problems)
     digest = hashlib.sha256(
         json.dumps([raw, repo_url, reference_patch], sort_keys=True, default=str).encode()
     ).hexdigest()
@@ -182,14 +273,54 @@ def load_task_file(path: Path | str) -> LoadedTask:
     )
 
 
-def resolve_repo_url(url: str, base_dir: Path) -> str:
-    """Remote and file:// URLs stay as they are; a relative path resolves against base_dir."""
-    if _URL_SCHEME.match(url) or re.match(r"^[\w.\-]+@[\w.\-]+:", url):
+def resolve_repo_url(url: str, base_dir: Path, rules: PathRules | None = None) -> str:
+    """Remote URLs stay as they are; a path (relative ones against ``base_dir``) becomes the
+    real path it names, and a ``file://`` URL stays as it is: both must lead where ``rules``
+    allow. Raises ``_PathOutside`` saying why not."""
+    rules = rules or PathRules.local(base_dir)
+    scheme = _URL_SCHEME.match(url)
+    if scheme is not None:
+        name = scheme.group(1).lower()
+        if name in REMOTE_SCHEMES:
+            return url
+        if name != "file":
+            raise _PathOutside(
+                f"unsupported URL scheme {name}:// (use {', '.join(REMOTE_SCHEMES)} or a path)"
+            )
+        parts = urlsplit(url)
+        if parts.netloc not in ("", "localhost"):
+            raise _PathOutside(f"{url!r}: a file:// URL names this machine only")
+        _check_local_repo(url, Path(unquote(parts.path)), rules)
+        return url
+    if _TRANSPORT.match(url):
+        raise _PathOutside(f"{url!r}: git remote helpers (<transport>::<address>) are refused")
+    if _SCP_LIKE.match(url):
         return url
     candidate = Path(url)
     if not candidate.is_absolute():
         candidate = base_dir / candidate
+    _check_local_repo(url, candidate, rules)
     return str(candidate.resolve())
+
+
+def _check_local_repo(url: str, path: Path, rules: PathRules) -> None:
+    if not rules.allows(path):
+        raise _PathOutside(f"{url!r} is outside {rules.where()}")
+    if rules.uploaded and not _is_bundle(path.resolve()):
+        raise _PathOutside(
+            f"{url!r}: an uploaded task's local repository must be a git bundle file in the "
+            "upload (git bundle create repo.bundle --all)"
+        )
+
+
+def _is_bundle(path: Path) -> bool:
+    # A repository folder can point git elsewhere on the host (a .git file, alternates); a
+    # bundle is one self-contained file.
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(len(_BUNDLE_HEADERS[0])) in _BUNDLE_HEADERS
+    except OSError:
+        return False
 
 
 def find_task_files(directory: Path | str) -> list[Path]:
@@ -200,17 +331,20 @@ def find_task_files(directory: Path | str) -> list[Path]:
     return sorted(directory.rglob(TASK_FILE_NAME))
 
 
-def load_task_dir(directory: Path | str) -> list[LoadedTask]:
-    """Load every task under a directory; collect all problems and raise them together."""
+def load_task_dir(directory: Path | str, *, rules: PathRules | None = None) -> list[LoadedTask]:
+    """Load every task under a directory; collect all problems and raise them together.
+
+    ``rules`` say where their paths may lead; by default, a local import of ``directory``."""
     directory = Path(directory)
     if not directory.exists():
         raise TaskSpecError([SpecProblem(str(directory), "", "no such file or directory")])
+    rules = rules or PathRules.local(directory)
     loaded: list[LoadedTask] = []
     problems: list[SpecProblem] = []
     seen: dict[tuple[str, str], Path] = {}
     for path in find_task_files(directory):
         try:
-            task = load_task_file(path)
+            task = load_task_file(path, rules=rules)
         except TaskSpecError as exc:
             problems.extend(exc.problems)
             continue

@@ -9,6 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 
+from runs.access import Write, can_write
 from runs.models import Attempt, Run
 from tasks_app.models import Suite, Task
 
@@ -34,7 +35,7 @@ def suite_detail(request: HttpRequest, name: str) -> HttpResponse:
         "runs": runs,
         "capped": suite.task_count > TASKS_SHOWN,
     }
-    if request.user.is_staff:
+    if can_write(request.user, Write.RUN_LAUNCH):
         from runs.web.control import SuiteLaunchForm
 
         context["launch_form"] = SuiteLaunchForm()
@@ -65,5 +66,24 @@ def task_detail(request: HttpRequest, suite: str, task_id: str) -> HttpResponse:
             "attempts": attempts,
             "spec_json": json.dumps(task.spec, indent=2, sort_keys=True, default=str),
             "gold_validations": list(task.gold_validations.order_by("backend")),
+            "environment": _environment(task),
         },
     )
+
+
+def _environment(task: Task) -> dict | None:
+    """How a SWE-bench task's environment is built here: the Python asked and used (an
+    approximate environment when they differ) and, when it was built on this machine, the
+    dates its installs resolved as of."""
+    if task.source != "swebench":
+        return None
+    from tasks_app.swebench.build import built_instance
+    from tasks_app.swebench.envspec import ENV_APPROXIMATE_LABEL
+
+    built = built_instance(task.task_id)
+    if built is not None and built.base_commit != task.repo_commit:
+        built = None
+    return {
+        "approximate": ENV_APPROXIMATE_LABEL in (task.labels or []),
+        "built": built,
+    }

@@ -138,6 +138,18 @@ def auth(bob_token):
     return {"HTTP_AUTHORIZATION": f"Bearer {bob_token}"}
 
 
+@pytest.fixture
+def alice_token(alice):
+    _, raw = api_token_create(user=alice, name="alice-ops")
+    return raw
+
+
+@pytest.fixture
+def staff_auth(alice_token):
+    """Headers carrying alice's token: staff, the right every write needs (runs.access)."""
+    return {"HTTP_AUTHORIZATION": f"Bearer {alice_token}"}
+
+
 @pytest.fixture(autouse=True)
 def fresh_cache():
     """Rate-limit counters live in the cache, which outlives a test's database."""

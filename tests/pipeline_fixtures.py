@@ -29,10 +29,13 @@ def artifacts_root(settings, tmp_path) -> Path:
     return root
 
 
-def import_tasks(directory: Path = TASKS_DIR):
+def import_tasks(directory: Path = TASKS_DIR, *, also: list[Path] | tuple[Path, ...] = ()):
+    """Import the tasks under ``directory``; their paths (repo.url, reference_solution) may
+    also lead into the folders ``also`` lists (a test's repositories beside its tasks)."""
     from tasks_app.services import tasks_import
+    from tasks_app.spec import PathRules
 
-    return tasks_import(directory=directory)
+    return tasks_import(directory=directory, rules=PathRules.local(directory, also))
 
 
 def get_task(task_id: str, suite: str = "custom-dev"):

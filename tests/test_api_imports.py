@@ -12,7 +12,7 @@ from benchsite.accounts.models import AuditAction, AuditEvent
 from runs.models import Run, RunSource
 from runs.results.leaderboard import leaderboard_rows
 from tasks_app.models import Suite
-from tests.api_fixtures import auth, bob_token, fresh_cache  # noqa: F401
+from tests.api_fixtures import alice_token, fresh_cache, staff_auth  # noqa: F401
 from tests.swebench_fixtures import LITE_DEV, rows
 
 pytestmark = pytest.mark.django_db
@@ -27,27 +27,27 @@ def upload(name: str, content: bytes) -> io.BytesIO:
 
 
 @pytest.fixture
-def lite(client, auth):
+def lite(client, staff_auth):
     response = client.post(
         "/api/imports/swebench",
         {"suite": "lite-dev", "file": upload("lite_dev.jsonl", LITE_DEV.read_bytes())},
-        **auth,
+        **staff_auth,
     )
     assert response.status_code == 200, response.content
     return response.json()
 
 
-def test_it_imports_a_swebench_dataset_and_audits_it(lite, bob):
+def test_it_imports_a_swebench_dataset_and_audits_it(lite, alice):
     assert sorted(lite["created"]) == sorted(LITE_IDS)
     assert Suite.objects.get(name="lite-dev").tasks.count() == len(LITE_IDS)
     (event,) = AuditEvent.objects.filter(action=AuditAction.SWEBENCH_IMPORT)
-    assert event.actor == bob and len(event.object_ids) == len(LITE_IDS)
+    assert event.actor == alice and len(event.object_ids) == len(LITE_IDS)
 
 
-def test_a_bad_dataset_row_names_line_and_field_and_stores_nothing(client, auth):
+def test_a_bad_dataset_row_names_line_and_field_and_stores_nothing(client, staff_auth):
     bad = LITE_DEV.read_bytes().replace(b'"base_commit": "', b'"base_commit": 7, "x": "', 1)
     response = client.post(
-        "/api/imports/swebench", {"suite": "s", "file": upload("lite.jsonl", bad)}, **auth
+        "/api/imports/swebench", {"suite": "s", "file": upload("lite.jsonl", bad)}, **staff_auth
     )
     assert response.status_code == 400
     errors = response.json()["errors"]
@@ -56,13 +56,13 @@ def test_a_bad_dataset_row_names_line_and_field_and_stores_nothing(client, auth)
     bad_name = client.post(
         "/api/imports/swebench",
         {"suite": "no spaces", "file": upload("l.jsonl", LITE_DEV.read_bytes())},
-        **auth,
+        **staff_auth,
     )
     assert bad_name.status_code == 422
     assert bad_name.json()["errors"][0]["field"] == "suite"
 
 
-def test_it_imports_predictions_as_a_run_to_evaluate(client, lite, auth, bob):
+def test_it_imports_predictions_as_a_run_to_evaluate(client, lite, staff_auth, alice):
     predictions = [
         {"instance_id": LITE_IDS[0], "model_patch": "diff --git a/x b/x\n"},
         {"instance_id": LITE_IDS[1], "model_patch": ""},
@@ -71,12 +71,12 @@ def test_it_imports_predictions_as_a_run_to_evaluate(client, lite, auth, bob):
     response = client.post(
         "/api/imports/predictions",
         {"suite": "lite-dev", "model": "m", "enqueue": "false", "file": upload("p.jsonl", content)},
-        **auth,
+        **staff_auth,
     )
     assert response.status_code == 200, response.content
     body = response.json()
     run = Run.objects.get(public_id=body["run"])
-    assert run.source == RunSource.PREDICTIONS and run.created_by == bob
+    assert run.source == RunSource.PREDICTIONS and run.created_by == alice
     # enqueue false: the patch waits as not evaluated, outside every queue.
     assert (body["queued"], body["not_evaluated"]) == (0, 1)
     assert body["empty_patch"] == [LITE_IDS[1]]
@@ -86,13 +86,13 @@ def test_it_imports_predictions_as_a_run_to_evaluate(client, lite, auth, bob):
     unknown = client.post(
         "/api/imports/predictions",
         {"suite": "nope", "model": "m", "file": upload("p.jsonl", content)},
-        **auth,
+        **staff_auth,
     )
     assert unknown.status_code == 400
     assert unknown.json()["errors"][0]["field"] == "suite"
 
 
-def test_published_results_reach_the_leaderboard_with_the_same_figures(client, lite, auth):
+def test_published_results_reach_the_leaderboard_with_the_same_figures(client, lite, staff_auth):
     report = {
         "resolved_ids": LITE_IDS[:5],
         "unresolved_ids": LITE_IDS[5:12],
@@ -106,7 +106,7 @@ def test_published_results_reach_the_leaderboard_with_the_same_figures(client, l
             "model": "Agent X",
             "file": upload("agentx.run1.json", json.dumps(report).encode()),
         },
-        **auth,
+        **staff_auth,
     )
     assert response.status_code == 200, response.content
     body = response.json()
@@ -124,7 +124,7 @@ def test_published_results_reach_the_leaderboard_with_the_same_figures(client, l
             "model": "Agent X",
             "file": upload("agentx.run1.json", json.dumps(report).encode()),
         },
-        **auth,
+        **staff_auth,
     )
     assert again.json()["unchanged"] is True
     alike = client.post(
@@ -134,7 +134,7 @@ def test_published_results_reach_the_leaderboard_with_the_same_figures(client, l
             "model": "agent x",
             "file": upload("agentx.run1.json", json.dumps(report).encode()),
         },
-        **auth,
+        **staff_auth,
     )
     assert alike.status_code == 400
     assert alike.json()["errors"][0]["field"] == "model"
@@ -146,7 +146,7 @@ def test_imports_need_a_token(client, db):
         assert response.status_code == 401
 
 
-def test_it_imports_a_run_folder_archive_with_its_plan(client, auth, settings, tmp_path):
+def test_it_imports_a_run_folder_archive_with_its_plan(client, staff_auth, settings, tmp_path):
     from tests.test_run_import import MINI
     from tests.test_swebench_admin import zip_of
 
@@ -161,13 +161,17 @@ def test_it_imports_a_run_folder_archive_with_its_plan(client, auth, settings, t
     content = zip_of(MINI)
     form = {"suite": "verified-mini", "model": "mini-swe-agent"}
     dry = client.post(
-        "/api/imports/run", {**form, "dry_run": "true", "file": upload("run.zip", content)}, **auth
+        "/api/imports/run",
+        {**form, "dry_run": "true", "file": upload("run.zip", content)},
+        **staff_auth,
     )
     assert dry.status_code == 200, dry.content
     assert dry.json()["run"] == "" and not Run.objects.exists()
     assert "20 with a trajectory" in dry.json()["plan"][0]
 
-    response = client.post("/api/imports/run", {**form, "file": upload("run.zip", content)}, **auth)
+    response = client.post(
+        "/api/imports/run", {**form, "file": upload("run.zip", content)}, **staff_auth
+    )
     assert response.status_code == 200, response.content
     body = response.json()
     assert (body["resolved"], body["suite_size"], body["added"]) == (11, 20, 20)
@@ -178,11 +182,13 @@ def test_it_imports_a_run_folder_archive_with_its_plan(client, auth, settings, t
     (event,) = AuditEvent.objects.filter(action="run.import")
     assert event.object_ids == [body["run"]]
 
-    again = client.post("/api/imports/run", {**form, "file": upload("run.zip", content)}, **auth)
+    again = client.post(
+        "/api/imports/run", {**form, "file": upload("run.zip", content)}, **staff_auth
+    )
     assert (again.json()["added"], again.json()["unchanged"]) == (0, 20)
 
     bad = client.post(
-        "/api/imports/run", {**form, "file": upload("notes.json", b'{"a": [1, 2,]}')}, **auth
+        "/api/imports/run", {**form, "file": upload("notes.json", b'{"a": [1, 2,]}')}, **staff_auth
     )
     assert bad.status_code == 400
     assert "notes.json" in bad.content.decode() and "trailing comma" in bad.content.decode()

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 
 from benchsite.wsgi import application
-from tests.api_fixtures import bob_token, fresh_cache, seeded  # noqa: F401
+from tests.api_fixtures import alice_token, fresh_cache, seeded  # noqa: F401
 
 MAX_EXAMPLES = 20
 
@@ -53,7 +53,7 @@ schema = schemathesis.pytest.from_fixture("api_schema")
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @pytest.mark.slow
-def test_no_operation_answers_with_a_server_error(case, seeded, bob_token):
-    response = case.call(headers={"Authorization": f"Bearer {bob_token}"})
+def test_no_operation_answers_with_a_server_error(case, seeded, alice_token):
+    response = case.call(headers={"Authorization": f"Bearer {alice_token}"})
     case.validate_response(response, checks=[not_a_server_error])
     assert response.status_code < 500

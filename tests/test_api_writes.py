@@ -12,7 +12,7 @@ import pytest
 from benchsite.accounts.models import AuditAction, AuditEvent
 from runs.models import Attempt, AttemptStatus, ModelConfig, Run, RunStatus
 from tasks_app.models import Suite, Task
-from tests.api_fixtures import auth, bob_token, fresh_cache, seeded  # noqa: F401
+from tests.api_fixtures import alice_token, fresh_cache, seeded, staff_auth  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 
@@ -36,47 +36,54 @@ def the_event(action: str) -> AuditEvent:
     return event
 
 
-def test_it_launches_a_run_and_audits_who_and_from_where(client, seeded, bob, auth):
+def test_it_launches_a_run_and_audits_who_and_from_where(client, seeded, alice, staff_auth):
     response = post(
-        client, "/api/runs", {"suite": "custom-dev", "model": "alpha", "samples": 2}, auth
+        client, "/api/runs", {"suite": "custom-dev", "model": "alpha", "samples": 2}, staff_auth
     )
     assert response.status_code == 201, response.content
     body = response.json()
     run = Run.objects.get(public_id=body["public_id"])
-    assert (run.created_by, run.samples, run.status) == (bob, 2, RunStatus.QUEUED)
+    assert (run.created_by, run.samples, run.status) == (alice, 2, RunStatus.QUEUED)
     non_flaky = Task.objects.for_suite(seeded["suite"]).without_label("flaky").count()
     assert run.attempts.count() == 2 * non_flaky
-    assert body["model"]["name"] == "alpha" and body["created_by"] == "bob"
+    assert body["model"]["name"] == "alpha" and body["created_by"] == "alice"
     event = the_event(AuditAction.RUN_LAUNCH)
-    assert (event.actor, event.ip, event.via) == (bob, "127.0.0.1", "api")
+    assert (event.actor, event.ip, event.via) == (alice, "127.0.0.1", "api")
     assert event.object_ids == [str(run.public_id)]
-    assert event.token is not None and event.token.name == "bob-ci"
+    assert event.token is not None and event.token.name == "alice-ops"
 
 
-def test_it_names_the_field_of_a_bad_launch(client, seeded, auth):
-    unknown_suite = post(client, "/api/runs", {"suite": "nope", "model": "alpha"}, auth)
+def test_it_names_the_field_of_a_bad_launch(client, seeded, staff_auth):
+    unknown_suite = post(client, "/api/runs", {"suite": "nope", "model": "alpha"}, staff_auth)
     assert unknown_suite.status_code == 404
     assert unknown_suite.json()["errors"][0]["field"] == "suite"
-    unknown_model = post(client, "/api/runs", {"suite": "custom-dev", "model": "zeta"}, auth)
+    unknown_model = post(client, "/api/runs", {"suite": "custom-dev", "model": "zeta"}, staff_auth)
     assert unknown_model.status_code == 404
     assert unknown_model.json()["errors"][0]["field"] == "model"
     bad_task = post(
-        client, "/api/runs", {"suite": "custom-dev", "model": "alpha", "task_ids": ["x"]}, auth
+        client,
+        "/api/runs",
+        {"suite": "custom-dev", "model": "alpha", "task_ids": ["x"]},
+        staff_auth,
     )
     assert bad_task.status_code == 400
     assert bad_task.json()["errors"][0]["field"] == "task_ids"
-    zero = post(client, "/api/runs", {"suite": "custom-dev", "model": "alpha", "samples": 0}, auth)
+    zero = post(
+        client, "/api/runs", {"suite": "custom-dev", "model": "alpha", "samples": 0}, staff_auth
+    )
     assert zero.status_code == 422
     assert zero.json()["errors"][0]["field"] == "samples"
-    not_json = client.post("/api/runs", "{", content_type="application/json", **auth)
+    not_json = client.post("/api/runs", "{", content_type="application/json", **staff_auth)
     assert not_json.status_code in (400, 422)
     assert Run.objects.count() == 3  # the seeded ones only
     assert not AuditEvent.objects.filter(action=AuditAction.RUN_LAUNCH).exists()
 
 
-def test_it_cancels_a_run_once(client, seeded, auth):
-    launched = post(client, "/api/runs", {"suite": "custom-dev", "model": "beta"}, auth).json()
-    response = client.post(f"/api/runs/{launched['public_id']}/cancel", **auth)
+def test_it_cancels_a_run_once(client, seeded, staff_auth):
+    launched = post(
+        client, "/api/runs", {"suite": "custom-dev", "model": "beta"}, staff_auth
+    ).json()
+    response = client.post(f"/api/runs/{launched['public_id']}/cancel", **staff_auth)
     assert response.status_code == 200
     body = response.json()
     assert body["run"]["status"] == "cancelled"
@@ -84,44 +91,48 @@ def test_it_cancels_a_run_once(client, seeded, auth):
     assert body["affected"] == run.attempts.count() > 0
     assert not run.attempts.exclude(status=AttemptStatus.CANCELLED).exists()
     assert the_event(AuditAction.RUN_CANCEL).details == {"cancelled_attempts": body["affected"]}
-    again = client.post(f"/api/runs/{launched['public_id']}/cancel", **auth)
+    again = client.post(f"/api/runs/{launched['public_id']}/cancel", **staff_auth)
     assert again.status_code == 409
     assert "cancelled" in again.json()["detail"]
 
 
-def test_it_retries_a_runs_infrastructure_failures(client, seeded, auth):
+def test_it_retries_a_runs_infrastructure_failures(client, seeded, staff_auth):
     run = seeded["runs"]["alpha"]
-    response = client.post(f"/api/runs/{run.public_id}/retry", **auth)
+    response = client.post(f"/api/runs/{run.public_id}/retry", **staff_auth)
     assert response.status_code == 200
     assert response.json()["affected"] == 1
     assert Attempt.objects.filter(run=run, status=AttemptStatus.QUEUED).count() == 1
     assert the_event(AuditAction.RUN_RETRY).object_ids == [str(run.public_id)]
-    unknown = client.post("/api/runs/00000000-0000-0000-0000-000000000000/retry", **auth)
+    unknown = client.post("/api/runs/00000000-0000-0000-0000-000000000000/retry", **staff_auth)
     assert unknown.status_code == 404
 
 
-def test_it_creates_a_model_configuration_like_the_admin(client, db, auth):
+def test_it_creates_a_model_configuration_like_the_admin(client, db, staff_auth):
     payload = {"name": "gpt x/1", "agent_variant": "llm", "model_name": "x", "temperature": 0.2}
-    created = post(client, "/api/model-configs", payload, auth)
+    created = post(client, "/api/model-configs", payload, staff_auth)
     assert created.status_code == 201, created.content
     config = ModelConfig.objects.get(name="gpt x/1")
     assert (config.slug, config.temperature) == ("gpt-x-1", 0.2)
     assert the_event(AuditAction.MODEL_CONFIG_CREATE).object_ids == [str(config.public_id)]
-    duplicate = post(client, "/api/model-configs", payload, auth)
+    duplicate = post(client, "/api/model-configs", payload, staff_auth)
     assert duplicate.status_code == 400
     assert duplicate.json()["errors"][0]["field"] == "name"
-    alike = post(client, "/api/model-configs", {**payload, "name": "gpt x 1"}, auth)
+    alike = post(client, "/api/model-configs", {**payload, "name": "gpt x 1"}, staff_auth)
     assert alike.status_code == 201 and alike.json()["slug"] == "gpt-x-1-2"
-    hot = post(client, "/api/model-configs", {**payload, "name": "hot", "temperature": 9}, auth)
+    hot = post(
+        client, "/api/model-configs", {**payload, "name": "hot", "temperature": 9}, staff_auth
+    )
     assert hot.status_code == 422
     assert hot.json()["errors"][0]["field"] == "temperature"
-    key = post(client, "/api/model-configs", {**payload, "name": "k", "api_key_env": "sk-1"}, auth)
+    key = post(
+        client, "/api/model-configs", {**payload, "name": "k", "api_key_env": "sk-1"}, staff_auth
+    )
     assert key.status_code == 422 and key.json()["errors"][0]["field"] == "api_key_env"
     nan = client.post(
         "/api/model-configs",
         '{"name": "n", "agent_variant": "llm", "extra_params": {"top_k": NaN}}',
         content_type="application/json",
-        **auth,
+        **staff_auth,
     )
     assert nan.status_code == 422 and nan.json()["errors"][0]["field"] == "extra_params"
     assert not ModelConfig.objects.filter(name__in=["hot", "k", "n"]).exists()
@@ -136,13 +147,13 @@ def zip_of(files: dict[str, str]) -> io.BytesIO:
     return buffer
 
 
-def test_it_imports_uploaded_tasks_and_keeps_the_files(client, db, auth, settings, tmp_path):
+def test_it_imports_uploaded_tasks_and_keeps_the_files(client, db, staff_auth, settings, tmp_path):
     settings.API_UPLOADS_ROOT = tmp_path
     upload = zip_of(
         {f"{i}/task.yaml": TASK_YAML.format(id=i) for i in ("one", "two")} | {"README": "hi"}
     )
     upload.name = "tasks.zip"
-    response = client.post("/api/imports/tasks", {"file": upload}, **auth)
+    response = client.post("/api/imports/tasks", {"file": upload}, **staff_auth)
     assert response.status_code == 200, response.content
     assert response.json()["created"] == ["uploaded/one", "uploaded/two"]
     assert Suite.objects.get(name="uploaded").tasks.count() == 2
@@ -160,19 +171,19 @@ def test_it_imports_uploaded_tasks_and_keeps_the_files(client, db, auth, setting
         archive.addfile(info, io.BytesIO(data))
     buffer.seek(0)
     buffer.name = "again.tar.gz"
-    again = client.post("/api/imports/tasks", {"file": buffer}, **auth)
+    again = client.post("/api/imports/tasks", {"file": buffer}, **staff_auth)
     assert again.status_code == 200, again.content
     assert again.json()["updated"] == ["uploaded/one"]
 
 
 def test_a_bad_task_file_names_file_and_field_and_imports_nothing(
-    client, db, auth, settings, tmp_path
+    client, db, staff_auth, settings, tmp_path
 ):
     settings.API_UPLOADS_ROOT = tmp_path
     broken = TASK_YAML.format(id="bad").replace("run: {command: pytest -q}", "run: {command: 3}")
     upload = zip_of({"good/task.yaml": TASK_YAML.format(id="good"), "bad/task.yaml": broken})
     upload.name = "tasks.zip"
-    response = client.post("/api/imports/tasks", {"file": upload}, **auth)
+    response = client.post("/api/imports/tasks", {"file": upload}, **staff_auth)
     assert response.status_code == 400
     body = response.json()
     (error,) = body["errors"]
@@ -184,13 +195,13 @@ def test_a_bad_task_file_names_file_and_field_and_imports_nothing(
 
 
 def test_a_dotted_suite_name_is_refused_before_anything_is_stored(
-    client, db, auth, settings, tmp_path
+    client, db, staff_auth, settings, tmp_path
 ):
     settings.API_UPLOADS_ROOT = tmp_path
     dotted = TASK_YAML.format(id="one").replace("suite: uploaded", "suite: my.suite")
     upload = zip_of({"one/task.yaml": dotted})
     upload.name = "tasks.zip"
-    response = client.post("/api/imports/tasks", {"file": upload}, **auth)
+    response = client.post("/api/imports/tasks", {"file": upload}, **staff_auth)
     assert response.status_code == 400
     assert response.json()["errors"][0]["field"] == "suite"
     assert not Suite.objects.exists()
@@ -206,18 +217,20 @@ def test_a_dotted_suite_name_is_refused_before_anything_is_stored(
     ],
 )
 def test_it_refuses_unsafe_or_unknown_uploads(
-    client, db, auth, settings, tmp_path, name, content, status
+    client, db, staff_auth, settings, tmp_path, name, content, status
 ):
     settings.API_UPLOADS_ROOT = tmp_path / "uploads"
     upload = zip_of(content) if content else io.BytesIO(b"not an archive")
     upload.name = name
-    response = client.post("/api/imports/tasks", {"file": upload}, **auth)
+    response = client.post("/api/imports/tasks", {"file": upload}, **staff_auth)
     assert response.status_code == status
     assert response.json()["errors"][0]["field"] == "file"
     assert not (tmp_path / "escape").exists()
 
 
-def test_it_names_a_member_whose_compression_it_cannot_read(client, db, auth, settings, tmp_path):
+def test_it_names_a_member_whose_compression_it_cannot_read(
+    client, db, staff_auth, settings, tmp_path
+):
     settings.API_UPLOADS_ROOT = tmp_path / "uploads"
     data = bytearray(zip_of({"one/task.yaml": TASK_YAML.format(id="one")}).getvalue())
     # Method 99 (AES encryption) in the local and central headers: zipfile has no decoder.
@@ -226,7 +239,7 @@ def test_it_names_a_member_whose_compression_it_cannot_read(client, db, auth, se
     data[central + 10 : central + 12] = (99).to_bytes(2, "little")
     upload = io.BytesIO(bytes(data))
     upload.name = "tasks.zip"
-    response = client.post("/api/imports/tasks", {"file": upload}, **auth)
+    response = client.post("/api/imports/tasks", {"file": upload}, **staff_auth)
     assert response.status_code == 400
     error = response.json()["errors"][0]
     assert error["field"] == "file"
@@ -234,28 +247,32 @@ def test_it_names_a_member_whose_compression_it_cannot_read(client, db, auth, se
     assert not Suite.objects.exists()
 
 
-def test_an_oversized_upload_gets_413(client, db, auth, settings, tmp_path):
+def test_an_oversized_upload_gets_413(client, db, staff_auth, settings, tmp_path):
     settings.API_UPLOADS_ROOT = tmp_path
     settings.API_UPLOAD_MAX_BYTES = 10
     upload = zip_of({"one/task.yaml": TASK_YAML.format(id="one")})
     upload.name = "tasks.zip"
-    assert client.post("/api/imports/tasks", {"file": upload}, **auth).status_code == 413
+    assert client.post("/api/imports/tasks", {"file": upload}, **staff_auth).status_code == 413
 
 
-def test_writes_are_rate_limited_per_token_with_a_json_429(client, seeded, bob, auth, settings):
+def test_writes_are_rate_limited_per_token_with_a_json_429(
+    client, seeded, alice, staff_auth, settings
+):
     from benchsite.accounts.services import api_token_create
 
     settings.API_WRITE_RATE = "2/min"
     run = seeded["runs"]["gamma"]
-    statuses = [client.post(f"/api/runs/{run.public_id}/retry", **auth).status_code for _ in "abc"]
+    statuses = [
+        client.post(f"/api/runs/{run.public_id}/retry", **staff_auth).status_code for _ in "abc"
+    ]
     assert statuses == [200, 200, 429]
-    limited = client.post(f"/api/runs/{run.public_id}/retry", **auth)
+    limited = client.post(f"/api/runs/{run.public_id}/retry", **staff_auth)
     assert limited.status_code == 429
     assert "API_WRITE_RATE" in limited.json()["detail"]
     assert int(limited["Retry-After"]) >= 1
     # Reads are not limited, and another token has its own budget.
-    assert client.get("/api/runs", **auth).status_code == 200
-    _, other = api_token_create(user=bob, name="second")
+    assert client.get("/api/runs", **staff_auth).status_code == 200
+    _, other = api_token_create(user=alice, name="second")
     other_headers = {"HTTP_AUTHORIZATION": f"Bearer {other}"}
     assert client.post(f"/api/runs/{run.public_id}/retry", **other_headers).status_code == 200
     assert AuditEvent.objects.filter(action=AuditAction.RUN_RETRY).count() == 3
@@ -263,7 +280,7 @@ def test_writes_are_rate_limited_per_token_with_a_json_429(client, seeded, bob, 
 
 @pytest.mark.services
 def test_the_write_budget_lives_in_redis_when_cache_url_points_there(
-    client, seeded, auth, settings
+    client, seeded, staff_auth, settings
 ):
     import redis
 
@@ -276,7 +293,7 @@ def test_the_write_budget_lives_in_redis_when_cache_url_points_there(
     run = seeded["runs"]["gamma"]
     try:
         statuses = [
-            client.post(f"/api/runs/{run.public_id}/retry", **auth).status_code for _ in "abc"
+            client.post(f"/api/runs/{run.public_id}/retry", **staff_auth).status_code for _ in "abc"
         ]
         assert statuses == [200, 200, 429]
         # Another web process sharing CACHE_URL would read this same counter.

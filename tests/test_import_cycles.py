@@ -109,8 +109,8 @@ EXCEPTIONS = {
     ("tasks_app.swebench.predictions", "runs.workers.tasks"),
 }
 CORE = {"runs.models", "runs.services", "runs.taxonomy", "runs.failfast", "runs.access",
-        "runs.artifacts", "runs.transcript", "runs.model_configs", "runs.data_version",
-        "runs.conditions"}  # fmt: skip
+        "runs.artifacts", "runs.artifact_storage", "runs.transcript", "runs.model_configs",
+        "runs.data_version", "runs.conditions"}  # fmt: skip
 
 
 def _role(module: str) -> str | None:

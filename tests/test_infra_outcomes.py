@@ -162,7 +162,7 @@ def test_an_engine_gone_mid_attempt_is_a_sandbox_error_and_leaves_no_container(
         run: {{command: "python3 -m pytest -q test_x.py"}}
         """,
     )
-    import_tasks(tmp_path / "tasks")
+    import_tasks(tmp_path / "tasks", also=[tmp_path])
     task = Task.objects.get(task_id="engine_goes")
     attempt = attempt_create_adhoc(task=task, model_config=model_config_for_variant("baseline"))
     monkeypatch.setenv("DOCKER_HOST", private_dockerd.url)
@@ -222,7 +222,7 @@ def test_the_reaper_removes_workspaces_of_finished_attempts_only(
         run: {{command: "false"}}
         """,
     )
-    import_tasks(tmp_path / "tasks")
+    import_tasks(tmp_path / "tasks", also=[tmp_path])
     from tasks_app.models import Task
 
     task = Task.objects.get(task_id="leftover_ws")

@@ -16,7 +16,7 @@ from runs.services import run_evaluate
 from runs.workers.bookkeeping import attempts_reap
 from tasks_app.swebench.importer import swebench_import
 from tasks_app.swebench.predictions import predictions_import
-from tests.api_fixtures import auth, bob_token, fresh_cache  # noqa: F401
+from tests.api_fixtures import alice_token, auth, bob_token, fresh_cache, staff_auth  # noqa: F401
 from tests.orchestration_fixtures import broker  # noqa: F401
 from tests.swebench_fixtures import LITE_DEV, ab, rows
 
@@ -88,8 +88,8 @@ def test_evaluate_queues_them_for_the_workers(
     assert run_evaluate(run=waiting_run) == 0
 
 
-def test_the_api_evaluates_a_run(waiting_run, client, auth, broker, settings):
-    response = client.post(f"/api/runs/{waiting_run.public_id}/evaluate", **auth)
+def test_the_api_evaluates_a_run(waiting_run, client, staff_auth, broker, settings):
+    response = client.post(f"/api/runs/{waiting_run.public_id}/evaluate", **staff_auth)
     assert response.status_code == 200, response.content
     assert response.json()["affected"] == 7
     assert waiting_run.attempts.filter(status="queued").count() == 7
@@ -142,7 +142,7 @@ def test_the_run_pages_evaluate_button_is_for_staff(
 ):
     url = f"/runs/{waiting_run.public_id}/evaluate/"
     client.force_login(bob)
-    assert client.post(url).status_code == 302
+    assert client.post(url).status_code == 403
     assert waiting_run.attempts.filter(status="queued").count() == 0
     assert f'action="{url}"' not in client.get(waiting_run.get_absolute_url()).content.decode()
 

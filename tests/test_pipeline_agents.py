@@ -233,13 +233,18 @@ def test_an_unexpected_error_is_unknown_with_its_traceback(tmp_path, artifacts_r
         "outside",
         f"""
         repo: {{url: {BUNDLE}, commit: {TOY_COMMIT}}}
-        environment: {{docker_image: agentbench/py-runner:0.1.0, workdir: /elsewhere}}
+        environment: {{docker_image: agentbench/py-runner:0.1.0}}
         run: {{command: "python -m pytest -q"}}
         """,
     )
     import_tasks(tmp_path / "tasks")
+    # A task file cannot say this any more (the spec refuses it); a row still can, and the
+    # pipeline's own check then raises.
+    task = get_task("outside", "pipeline-test")
+    type(task).objects.filter(pk=task.pk).update(workdir="/elsewhere")
+    task.refresh_from_db()
 
-    attempt = run_attempt(get_task("outside", "pipeline-test"), backend="docker")
+    attempt = run_attempt(task, backend="docker")
 
     assert attempt.status == AttemptStatus.FINISHED
     assert attempt.failure_reason_id == "UNKNOWN"

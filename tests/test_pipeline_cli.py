@@ -117,6 +117,10 @@ def test_validate_suite_runs_every_task_and_writes_a_run_folder(tmp_path):
     assert summary["kind"] == "suite_validation"
     assert summary["summary"] == {"valid": 1, "invalid": 5, "skipped": 1, "total": 7}
     assert {t["task_id"]: t["verdict"] for t in summary["tasks"]} == expected
+    # An invalid task explains itself: the first error of its logs.
+    notes = {t["task_id"]: t["note"] for t in summary["tasks"]}
+    assert "first error (logs/setup.txt): ModuleNotFoundError: No module named " \
+           "'toy_helpers_that_do_not_exist'" in notes["toy_setup_fails"], notes  # fmt: skip
     assert (run_dir / "toy_setup_fails__0" / "logs" / "setup.txt").exists()
     stored = dict(
         query(

@@ -44,7 +44,7 @@ def test_filling_the_disk_in_setup_is_a_named_sandbox_error(
         validation: {{enforce_clean_setup: false}}
         """,
     )
-    import_tasks(tmp_path / "tasks")
+    import_tasks(tmp_path / "tasks", also=[tmp_path])
     from tasks_app.models import Task
 
     # The largest the quota's image ever gets on the host while the attempt runs.
@@ -95,7 +95,7 @@ def test_a_kept_workspace_comes_back_from_the_quota(
         validation: {{enforce_clean_setup: false, check_flaky: false}}
         """,
     )
-    import_tasks(tmp_path / "tasks")
+    import_tasks(tmp_path / "tasks", also=[tmp_path])
     attempt = run_attempt(
         Task.objects.get(task_id="keeps_ws"), backend=backend, keep_workspace=True
     )

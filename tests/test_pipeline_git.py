@@ -51,7 +51,7 @@ def task_for(tmp_path: Path, task_id: str, url: str, commit: str, command: str =
         validation: {{check_flaky: false}}
         """,
     )
-    import_tasks(tmp_path / "tasks")
+    import_tasks(tmp_path / "tasks", also=[tmp_path])
     return get_task(task_id, "pipeline-test")
 
 
@@ -77,7 +77,9 @@ def test_it_clones_local_sources_at_the_pinned_commit(kind, tmp_path, artifacts_
 
 
 @pytest.mark.parametrize(
-    "url", ["/nonexistent/repo.git", "https://example.invalid/nobody/nothing.git"]
+    # A local path inside the tasks folder that holds no repository, and an unknown server.
+    "url",
+    ["../missing/repo.git", "https://example.invalid/nobody/nothing.git"],
 )
 def test_a_bad_url_is_git_clone_failed(url, tmp_path, artifacts_root):
     attempt = run_attempt(task_for(tmp_path, "bad_url", url, "0" * 40), backend="docker")

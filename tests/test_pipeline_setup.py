@@ -60,7 +60,7 @@ def test_a_pip_install_in_setup_is_importable_in_the_tests(workdir, tmp_path, ba
         validation: {{expected_exit_codes: [7], check_flaky: false}}
         """,
     )
-    import_tasks(tmp_path / "tasks")
+    import_tasks(tmp_path / "tasks", also=[tmp_path])
 
     attempt = run_attempt(get_task("pip_task", "pipeline-test"), backend=backend)
 

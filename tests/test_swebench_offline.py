@@ -20,6 +20,7 @@ from runs.pipeline.execute import attempt_execute
 from runs.results.leaderboard import leaderboard_rows
 from tasks_app.models import GoldValidation, GoldValidationStatus, Task
 from tasks_app.swebench import envspec
+from tasks_app.swebench.build import built_instance
 from tasks_app.swebench.repos import RepoError, RepoSource
 from tests.openai_fake_server import FakeOpenAIServer, tool_call
 from tests.pages_fixtures import make_model, make_run, make_suite, outcomes
@@ -106,23 +107,6 @@ def test_it_takes_a_bare_repository_folder_as_well(tmp_path, cache):
 
 
 # --- specifications ----------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("instance_id", "python"),
-    [("pydicom__pydicom-901", "3.6"), ("pydicom__pydicom-1139", "3.8"),
-     ("pydicom__pydicom-1694", "3.10")],
-)  # fmt: skip
-def test_it_says_why_an_instance_asking_for_another_python_is_not_buildable(
-    instance_id, python, cache
-):
-    with pytest.raises(envspec.NotBuildable) as error:
-        envspec.instance_recipe(lite_row(instance_id), RepoSource(REPOS))
-
-    assert str(error.value) == (
-        f"the specification asks for Python {python}: no Debian suite reachable here has it "
-        "(bullseye 3.9, bookworm 3.11, trixie 3.13) and conda is not available"
-    )
 
 
 def _git_repo_with(tmp_path: Path, files: dict[str, str]) -> tuple[Path, str]:
@@ -230,7 +214,7 @@ def test_it_builds_an_instance_offline_and_validates_it_on_both_backends(
 ):
     monkeypatch.setenv("AB_TEST_FAKE_KEY", "sk-test")
     settings.ARTIFACTS_ROOT = tmp_path / "artifacts"
-    import_suite(tmp_path, "lite-offline", INSTANCE, "pydicom__pydicom-901")
+    import_suite(tmp_path, "lite-offline", INSTANCE, "pyvista__pyvista-4315")
     build = ["swebench", "build", "lite-offline", "--repos", str(REPOS), "--backend", "docker"]
 
     first = main([*build, "--instance", INSTANCE])
@@ -244,7 +228,23 @@ def test_it_builds_an_instance_offline_and_validates_it_on_both_backends(
     assert f"[1/1] {INSTANCE}: built" in first_out or f"[1/1] {INSTANCE}: cached" in first_out
     assert again == 0 and f"[1/1] {INSTANCE}: cached" in again_out  # a second build: no-op
     assert whole == 1  # an instance that cannot be built fails the command, saying why
-    assert "pydicom__pydicom-901: not buildable: the specification asks for Python 3.6" in whole_out
+    assert "pyvista__pyvista-4315: failed: instance pyvista__pyvista-4315: repository " in whole_out
+    # The build line says how the environment was made: Python, and the install dates.
+    assert f"{INSTANCE}: cached [Python 3.9, installs as of 2021-03-15 (env) / 2021-03-15]" in (
+        again_out
+    )
+    # Installs as of the date, on both backends: pytest 6.2.3 (uploaded 2021-04-03) is after
+    # the cutoff (2021-03-15, Python 3.9's floor), 6.2.2 (2021-01-25) the newest before it.
+    built = built_instance(INSTANCE)
+    version = ["/opt/venv/bin/python", "-c", "import pytest; print(pytest.__version__)"]
+    in_image = subprocess.run(["docker", "run", "--rm", "--network", "none", built.image,
+                               *version], capture_output=True, text=True)  # fmt: skip
+    in_tree = subprocess.run(["bwrap", "--ro-bind", built.rootfs, "/", "--proc", "/proc",
+                              "--dev", "/dev", "--unshare-net", *version],
+                             capture_output=True, text=True)  # fmt: skip
+    assert (in_image.stdout.strip(), in_tree.stdout.strip()) == ("6.2.2", "6.2.2"), (
+        in_image.stderr + in_tree.stderr
+    )
 
     for backend in ("docker", "bwrap"):
         code = main(["validate-suite", "lite-offline", "--variant", "oracle",
@@ -252,11 +252,16 @@ def test_it_builds_an_instance_offline_and_validates_it_on_both_backends(
         out = capsys.readouterr().out
         assert code == 0, out
         assert f"[1/2] {INSTANCE}: valid" in out, out
-        assert f"1 valid, 0 invalid, 1 not buildable of 2 instance(s) on {backend}" in out
+        assert (
+            f"1 valid (0 on an approximate environment), 0 invalid, 1 not buildable of 2 "
+            f"instance(s) on {backend}"
+        ) in out
         row = GoldValidation.objects.get(task__task_id=INSTANCE, backend=backend)
         assert (row.status, row.gold_grade, row.empty_grade) == ("valid", "FULL", "NO")
-        skipped = GoldValidation.objects.get(task__task_id="pydicom__pydicom-901", backend=backend)
-        assert skipped.status == "not_buildable" and "Python 3.6" in skipped.reason
+        assert (row.python_asked, row.python_used) == ("3.9", "3.9")
+        assert row.installs_as_of == "env 2021-03-15T00:00:00Z, instance 2021-03-15T00:00:00Z"
+        skipped = GoldValidation.objects.get(task__task_id="pyvista__pyvista-4315", backend=backend)
+        assert skipped.status == "not_buildable" and "pyvista__pyvista.git.tar.gz" in skipped.reason
 
     # External predictions evaluate on the built instance: the gold patch as a prediction
     # resolves it, an unrelated change does not.

@@ -11,11 +11,13 @@ from tests.conftest import TASKS_DIR
 
 
 @pytest.fixture
-def tasks_copy(tmp_path):
+def tasks_copy(tmp_path, settings):
     target = tmp_path / "tasks"
     shutil.copytree(TASKS_DIR / "custom-dev", target / "custom-dev")
-    # The copy's relative repo urls point at ../../../examples: keep them resolvable.
+    # The copy's relative repo urls point at ../../../examples: keep them resolvable, and
+    # allowed (a folder beside the tasks folder is only when TASK_PATH_ROOTS names it).
     shutil.copytree(TASKS_DIR.parent / "examples", tmp_path / "examples")
+    settings.TASK_PATH_ROOTS = [tmp_path / "examples"]
     return target
 
 

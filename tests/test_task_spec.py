@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks_app.spec import TaskSpecError, load_task_dir, load_task_file
+from tasks_app.spec import PathRules, TaskSpecError, load_task_dir, load_task_file
 from tests.conftest import REPO_ROOT, TASKS_DIR
 
 GOOD = """\
@@ -12,7 +12,7 @@ task_spec_version: "1.0"
 id: t1
 suite: s1
 repo:
-  url: ../repo
+  url: repo.bundle
   commit: abc123
 environment:
   docker_image: img:1
@@ -49,15 +49,23 @@ def test_it_loads_the_example_toy_task():
 
 
 def test_it_resolves_a_relative_repo_url_against_the_task_file(tmp_path):
-    task = load_task_file(write(tmp_path, GOOD))
+    task = load_task_file(write(tmp_path, GOOD.replace("repo.bundle", "../repo")),
+                          rules=PathRules.local(tmp_path))  # fmt: skip
     assert task.repo_url == str((tmp_path / "repo").resolve())
 
 
 @pytest.mark.parametrize(
-    "url", ["https://github.com/o/r.git", "file:///srv/repo", "git@github.com:o/r.git", "/abs/r"]
+    "url", ["https://github.com/o/r.git", "ssh://git@example.org/o/r.git", "git@github.com:o/r.git"]
 )
-def test_it_keeps_remote_file_and_absolute_urls(tmp_path, url):
-    task = load_task_file(write(tmp_path, GOOD.replace("../repo", url)))
+def test_it_keeps_remote_urls(tmp_path, url):
+    task = load_task_file(write(tmp_path, GOOD.replace("repo.bundle", url)))
+    assert task.repo_url == url
+
+
+@pytest.mark.parametrize("url", ["file:///srv/repo", "/srv/repo"])
+def test_it_keeps_a_file_url_or_an_absolute_path_inside_an_allowed_folder(tmp_path, url):
+    rules = PathRules.local(tmp_path, extra=["/srv"])
+    task = load_task_file(write(tmp_path, GOOD.replace("repo.bundle", url)), rules=rules)
     assert task.repo_url == url
 
 
@@ -149,3 +157,102 @@ def test_it_refuses_a_suite_name_that_cannot_be_a_url_slug(tmp_path):
     path = write(tmp_path, GOOD.replace("suite: s1", "suite: my.suite"))
     (problem,) = problems_of(path)
     assert problem.startswith(f"{path}:3: suite: ")
+
+
+# --- Paths a task file names stay inside what was imported (issue 20, point 2) -------------
+
+
+def problems_with(path: Path, rules: PathRules) -> list[tuple[str, str]]:
+    with pytest.raises(TaskSpecError) as info:
+        load_task_file(path, rules=rules)
+    return [(p.field, p.message) for p in info.value.problems]
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["../../../../etc", "/etc", "file:///etc", "file://localhost/etc", "file://other-host/etc"],
+)
+def test_a_repo_url_outside_the_tasks_folder_is_refused_naming_file_field_and_line(tmp_path, url):
+    path = write(tmp_path / "tasks", GOOD.replace("repo.bundle", url))
+    with pytest.raises(TaskSpecError) as info:
+        load_task_file(path)
+    (problem,) = info.value.problems
+    assert (problem.file, problem.field, problem.line) == (str(path), "repo.url", 5)
+    assert repr(url) in problem.message
+
+
+@pytest.mark.parametrize("url", ["ext::sh -c 'id>&2'", "fd::3", "foo://host/repo"])
+def test_git_remote_helpers_and_unknown_schemes_are_refused(tmp_path, url):
+    path = write(tmp_path, GOOD.replace("repo.bundle", json_quote(url)))
+    ((field, message),) = problems_with(path, PathRules.local(tmp_path))
+    assert field == "repo.url"
+    assert "remote helpers" in message or "unsupported URL scheme foo://" in message
+
+
+def json_quote(text: str) -> str:
+    import json
+
+    return json.dumps(text)
+
+
+def test_a_reference_solution_outside_is_refused_before_it_is_read(tmp_path):
+    secret = tmp_path / "secret.patch"
+    secret.write_text("host secret\n")
+    path = write(tmp_path / "tasks", GOOD + "reference_solution: ../../../secret.patch\n")
+    rules = PathRules.local(tmp_path / "tasks")
+    message = f"'../../../secret.patch' is outside {rules.where()}"
+    assert problems_with(path, rules) == [("reference_solution", message)]
+    assert "examples" in message and "TASK_PATH_ROOTS" in message
+    absolute = write(tmp_path / "tasks", GOOD + "reference_solution: /etc/shadow\n", "abs")
+    ((field, _),) = problems_with(absolute, PathRules.local(tmp_path / "tasks"))
+    assert field == "reference_solution"
+
+
+def test_a_link_inside_the_folder_counts_as_where_it_leads(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "gold.patch").write_text("host secret\n")
+    path = write(tmp_path / "tasks", GOOD + "reference_solution: gold.patch\n")
+    (path.parent / "gold.patch").symlink_to(outside / "gold.patch")
+    (path.parent / "repo.bundle").symlink_to(outside)
+    fields = [f for f, _ in problems_with(path, PathRules.local(tmp_path / "tasks"))]
+    assert fields == ["reference_solution", "repo.url"]  # both named at once
+
+
+def test_an_upload_may_name_only_a_git_bundle_inside_itself(tmp_path):
+    upload = tmp_path / "upload"
+    path = write(upload, GOOD.replace("repo.bundle", "../repo.bundle"))
+    rules = PathRules.upload(upload)
+    (upload / "repo.bundle").write_bytes(b"# v2 git bundle\nabc123 refs/heads/main\n\n")
+    assert load_task_file(path, rules=rules).repo_url == str((upload / "repo.bundle").resolve())
+
+    # A repository folder could point git anywhere on the host (a .git file, alternates).
+    (upload / "repo").mkdir()
+    folder = write(upload, GOOD.replace("repo.bundle", "../repo").replace("t1", "t2"), "t2")
+    ((field, message),) = problems_with(folder, rules)
+    assert field == "repo.url" and "must be a git bundle" in message
+    # The examples and TASK_PATH_ROOTS are for local imports only.
+    bundle = str(REPO_ROOT / "examples/toy_repo.bundle")
+    example = write(upload, GOOD.replace("repo.bundle", bundle).replace("t1", "t3"), "t3")
+    ((field, message),) = problems_with(example, rules)
+    assert field == "repo.url" and "inside its archive" in message
+
+
+def test_a_shipped_task_file_alone_may_name_a_sibling_tasks_solution():
+    # As `ab run-task tasks/custom-dev/toy_setup_fails/task.yaml` loads it: its own folder
+    # is the import, and the repository's tasks/ is allowed beside it.
+    task = load_task_file(TASKS_DIR / "custom-dev/toy_setup_fails/task.yaml")
+    assert task.reference_patch.startswith("diff --git")
+
+
+def test_the_shipped_examples_may_name_the_repositorys_examples(tmp_path):
+    task = load_task_file(TASKS_DIR / "custom-dev/toy_fail_pytest/task.yaml",
+                          rules=PathRules.local(TASKS_DIR))  # fmt: skip
+    assert task.repo_url == str((REPO_ROOT / "examples/toy_repo.bundle").resolve())
+
+
+@pytest.mark.parametrize("workdir", ["/workspace/../etc", "/etc", "relative", "//workspace"])
+def test_a_workdir_outside_the_workspace_is_refused(tmp_path, workdir):
+    path = write(tmp_path, GOOD.replace("/workspace/repo", workdir))
+    (problem,) = problems_of(path)
+    assert "environment.workdir" in problem and "must be /workspace" in problem

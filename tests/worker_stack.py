@@ -218,8 +218,11 @@ def _die_with_parent() -> None:
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
-def create_stack(kind: str, tmp_path: Path, extra_env: dict | None = None) -> Stack:
-    """Create the database (migrated, custom-dev imported) and return the stack's settings."""
+def create_stack(
+    kind: str, tmp_path: Path, extra_env: dict | None = None, *, broker_url: str = ""
+) -> Stack:
+    """Create the database (migrated, custom-dev imported) and return the stack's settings.
+    ``broker_url`` replaces the stack's broker (e.g. a private Redis a test restarts)."""
     var_dir = tmp_path / f"var-{kind.replace('+', '-')}"
     var_dir.mkdir(parents=True, exist_ok=True)
     env = {
@@ -247,10 +250,63 @@ def create_stack(kind: str, tmp_path: Path, extra_env: dict | None = None) -> St
         database_url = f"sqlite:///{var_dir / 'db.sqlite3'}"
     else:
         raise ValueError(f"unknown stack kind {kind!r}")
+    if broker_url:
+        env["CELERY_BROKER_URL"] = broker_url
     stack = Stack(kind=kind, var_dir=var_dir, env=env, database_url=database_url)
     stack.pg_database = pg_database
     stack.ab("import-tasks", str(REPO_ROOT / "tasks"))
     return stack
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class PrivateRedis:
+    """A redis-server of a test's own on a free port, without persistence: restarting it
+    loses every key, as a crashed Redis with no RDB or AOF file does. Never the shared one."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.port = free_port()
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        argv = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                "--appendonly", "no", "--dir", str(self.directory)]  # fmt: skip
+        log = open(self.directory / "redis.log", "ab")  # noqa: SIM115 (kept by Popen)
+        self.proc = subprocess.Popen(
+            argv, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent
+        )
+        wait_until(self.ping, timeout=30, what=f"redis-server on port {self.port}", poll=0.05)
+
+    def ping(self) -> bool:
+        import redis
+
+        try:
+            return bool(redis.Redis(port=self.port, socket_timeout=1).ping())
+        except redis.exceptions.ConnectionError:
+            return False
+
+    def kill(self) -> None:
+        """SIGKILL: a crash. With no persistence every queue and unacked message is gone."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=30)
+        self.proc = None
+
+    def stored_keys(self) -> list[bytes]:
+        import redis
+
+        return list(redis.Redis(port=self.port, socket_timeout=5).keys("*"))
 
 
 def _psql(sql: str) -> None:

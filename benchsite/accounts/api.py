@@ -10,11 +10,12 @@ from django.shortcuts import get_object_or_404
 from ninja import Field, FilterLookup, FilterSchema, Query, Router, Schema, Status
 from ninja.pagination import paginate
 
-from benchsite.accounts.auth import AUTHENTICATED, write_throttle
+from benchsite.accounts.auth import AUTHENTICATED, write_auth, write_throttle
 from benchsite.accounts.models import ApiToken, AuditAction, AuditEvent
 from benchsite.accounts.services import TOKEN_NAME_MAX, api_token_create, api_token_revoke
 from benchsite.api.common import Pages, Text
 from benchsite.api.errors import ErrorOut
+from runs.access import Write
 
 router = Router(tags=["access"])
 
@@ -73,8 +74,15 @@ def token_list(request: HttpRequest, filters: Query[TokenFilter]):
 
 @router.post(
     "/tokens",
-    response={201: ApiTokenCreatedOut, 400: ErrorOut, 401: ErrorOut, 422: ErrorOut, 429: ErrorOut},
-    auth=AUTHENTICATED,
+    response={
+        201: ApiTokenCreatedOut,
+        400: ErrorOut,
+        401: ErrorOut,
+        403: ErrorOut,
+        422: ErrorOut,
+        429: ErrorOut,
+    },
+    auth=write_auth(Write.OWN_TOKENS),
     throttle=write_throttle,
     summary="Create an API token (the token is in this response only)",
 )
@@ -85,8 +93,8 @@ def token_create(request: HttpRequest, payload: ApiTokenIn):
 
 @router.post(
     "/tokens/{public_id}/revoke",
-    response={200: ApiTokenOut, 401: ErrorOut, 404: ErrorOut, 429: ErrorOut},
-    auth=AUTHENTICATED,
+    response={200: ApiTokenOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 429: ErrorOut},
+    auth=write_auth(Write.OWN_TOKENS),
     throttle=write_throttle,
     summary="Revoke one of your API tokens",
 )

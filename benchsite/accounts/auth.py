@@ -3,6 +3,10 @@
 An operation lists the doors it accepts, in order. A request that carries an Authorization
 header must carry a valid token: a revoked or unknown one is 401 even where anonymous
 reading is allowed, so a client never mistakes a dead token for a working one.
+
+A write's doors (``write_auth``) also check, once the caller is known and before its request
+body is read, that the account has the right ``runs.access`` gives that write: the same rule
+as the page that does it, 403 with the reason otherwise.
 """
 
 from __future__ import annotations
@@ -24,10 +28,16 @@ from ninja.utils import check_csrf
 
 from benchsite.accounts.models import ApiToken
 from benchsite.accounts.services import api_token_authenticate
+from runs.access import Write, require_write
 
 
 class TokenAuth(HttpBearer):
-    """``Authorization: Bearer ab_...``: a token from /account/tokens/ or POST /api/tokens."""
+    """``Authorization: Bearer ab_...``: a token from /account/tokens/ or POST /api/tokens.
+    With ``action``, the token's account must also have the right to that write."""
+
+    def __init__(self, action: Write | None = None) -> None:
+        super().__init__()
+        self.action = action
 
     def __call__(self, request: HttpRequest) -> Any:
         header = request.headers.get(self.header)
@@ -44,6 +54,8 @@ class TokenAuth(HttpBearer):
             raise AuthenticationError(message="invalid or revoked API token")
         request.user = api_token.user
         request.api_token = api_token  # type: ignore[attr-defined]
+        if self.action is not None:
+            require_write(api_token.user, self.action, request=request, via="api")
         return api_token
 
 
@@ -56,6 +68,10 @@ class SessionAuth(APIKeyCookie):
 
     param_name: str = settings.SESSION_COOKIE_NAME
 
+    def __init__(self, action: Write | None = None) -> None:
+        super().__init__()
+        self.action = action
+
     def _get_key(self, request: HttpRequest) -> str | None:
         user = getattr(request, "user", None)
         if user is None or not user.is_authenticated:
@@ -66,6 +82,8 @@ class SessionAuth(APIKeyCookie):
 
     def authenticate(self, request: HttpRequest, key: str | None) -> Any:
         if key is not None and request.user.is_authenticated:
+            if self.action is not None:
+                require_write(request.user, self.action, request=request, via="api")
             return request.user
         return None
 
@@ -94,6 +112,11 @@ class AnonymousRead:
 token_auth = TokenAuth()
 session_auth = SessionAuth()
 AUTHENTICATED = [token_auth, session_auth]
+
+
+def write_auth(action: Write) -> list:
+    """The doors of a write: a token or a session whose account may do ``action``."""
+    return [TokenAuth(action), SessionAuth(action)]
 
 
 def _leaderboards_allowed(user: Any) -> bool:

@@ -1,10 +1,10 @@
 """The site's login page (for every account, not only staff) and the token page, where a
-signed-in user creates and revokes their own API tokens."""
+signed-in user creates and revokes their own API tokens (``runs.access.Write.OWN_TOKENS``, the
+same right as ``POST /api/tokens``)."""
 
 from __future__ import annotations
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import LoginView
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -12,6 +12,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from benchsite.accounts.models import ApiToken
 from benchsite.accounts.services import TokenError, api_token_create, api_token_revoke
+from runs.access import Write, write_view
 
 
 class SiteLoginView(LoginView):
@@ -29,8 +30,8 @@ def _tokens_page(
     return render(request, "accounts/tokens.html", context, status=status)
 
 
-@login_required
 @require_http_methods(["GET", "POST"])
+@write_view(Write.OWN_TOKENS)
 def token_list(request: HttpRequest) -> HttpResponse:
     if request.method == "GET":
         return _tokens_page(request)
@@ -44,8 +45,8 @@ def token_list(request: HttpRequest) -> HttpResponse:
     return _tokens_page(request, new_token=raw)
 
 
-@login_required
 @require_POST
+@write_view(Write.OWN_TOKENS)
 def token_revoke(request: HttpRequest, public_id: str) -> HttpResponse:
     token = get_object_or_404(ApiToken.objects.for_user(request.user), public_id=public_id)
     api_token_revoke(token=token, by=request.user, request=request, via="page")

@@ -148,7 +148,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     web = supervisor.start(
         "web", web_argv(dev=args.dev, addr=args.addr, workers=args.workers), env=env
     )
-    worker = None if args.no_worker else LocalWorker(supervisor, reaper=True)
+    worker = None if args.no_worker else LocalWorker(supervisor)
     health = _health_url(args.addr)
     state = supervisor.wait_until(
         lambda: _answers(health) and (worker is None or worker.ready()), timeout=120

@@ -16,13 +16,13 @@ from django.shortcuts import get_object_or_404
 from ninja import Query, Router, Status
 from ninja.pagination import paginate
 
-from benchsite.accounts.auth import ARTIFACT_READ, AUTHENTICATED, PUBLIC_READ, write_throttle
+from benchsite.accounts.auth import ARTIFACT_READ, PUBLIC_READ, write_auth, write_throttle
 from benchsite.accounts.models import AuditAction
 from benchsite.accounts.services import audit_event_record
 from benchsite.api.common import Pages, Text
 from benchsite.api.errors import ApiConflict, ApiInputError, ErrorOut
 from runs import artifacts
-from runs.access import can_read_artifacts
+from runs.access import Write, can_read_artifacts
 from runs.api.results import router as results_router
 from runs.api.schemas import (
     AttemptDetailOut,
@@ -47,7 +47,7 @@ from tasks_app.models import Suite
 router = Router(tags=["runs"])
 router.add_router("", results_router)
 
-WRITE_ERRORS = {400: ErrorOut, 401: ErrorOut, 422: ErrorOut, 429: ErrorOut}
+WRITE_ERRORS = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 422: ErrorOut, 429: ErrorOut}
 _ATTEMPT_RELATED = ("run", "suite", "task", "model_config")
 
 
@@ -133,8 +133,15 @@ def model_config_detail(request: HttpRequest, ref: Text):
 
 @router.post(
     "/model-configs",
-    response={201: ModelConfigOut, 400: ErrorOut, 401: ErrorOut, 422: ErrorOut, 429: ErrorOut},
-    auth=AUTHENTICATED,
+    response={
+        201: ModelConfigOut,
+        400: ErrorOut,
+        401: ErrorOut,
+        403: ErrorOut,
+        422: ErrorOut,
+        429: ErrorOut,
+    },
+    auth=write_auth(Write.MODEL_CONFIG_CREATE),
     throttle=write_throttle,
     summary="Create a model configuration",
 )
@@ -178,7 +185,7 @@ def run_detail(request: HttpRequest, public_id: uuid.UUID):
 @router.post(
     "/runs",
     response={201: RunOut, **WRITE_ERRORS, 404: ErrorOut},
-    auth=AUTHENTICATED,
+    auth=write_auth(Write.RUN_LAUNCH),
     throttle=write_throttle,
     summary="Launch a run: selected tasks of a suite x one model configuration x samples",
 )
@@ -216,8 +223,15 @@ def run_launch_endpoint(request: HttpRequest, payload: RunLaunchIn):
 
 @router.post(
     "/runs/{public_id}/cancel",
-    response={200: RunActionOut, 401: ErrorOut, 404: ErrorOut, 409: ErrorOut, 429: ErrorOut},
-    auth=AUTHENTICATED,
+    response={
+        200: RunActionOut,
+        401: ErrorOut,
+        403: ErrorOut,
+        404: ErrorOut,
+        409: ErrorOut,
+        429: ErrorOut,
+    },
+    auth=write_auth(Write.RUN_CANCEL),
     throttle=write_throttle,
     summary="Cancel a run (queued attempts end cancelled, running ones are stopped)",
 )
@@ -238,8 +252,8 @@ def run_cancel_endpoint(request: HttpRequest, public_id: uuid.UUID):
 
 @router.post(
     "/runs/{public_id}/retry",
-    response={200: RunActionOut, 401: ErrorOut, 404: ErrorOut, 429: ErrorOut},
-    auth=AUTHENTICATED,
+    response={200: RunActionOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 429: ErrorOut},
+    auth=write_auth(Write.RUN_RETRY),
     throttle=write_throttle,
     summary="Re-queue every attempt of the run that ended for an infrastructure reason",
 )
@@ -258,8 +272,8 @@ def run_retry_endpoint(request: HttpRequest, public_id: uuid.UUID):
 
 @router.post(
     "/runs/{public_id}/evaluate",
-    response={200: RunActionOut, 401: ErrorOut, 404: ErrorOut, 429: ErrorOut},
-    auth=AUTHENTICATED,
+    response={200: RunActionOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 429: ErrorOut},
+    auth=write_auth(Write.RUN_EVALUATE),
     throttle=write_throttle,
     summary="Queue the run's not-evaluated attempts (imported patches) for the workers",
 )
@@ -268,7 +282,7 @@ def run_evaluate_endpoint(request: HttpRequest, public_id: uuid.UUID):
     count = run_evaluate(run=run, by=request.user)
     audit_event_record(
         actor=request.user,
-        action="run.evaluate",
+        action=Write.RUN_EVALUATE,
         objects=[run],
         request=request,
         details={"queued_attempts": count},
@@ -363,18 +377,19 @@ def attempt_artifact(request: HttpRequest, public_id: uuid.UUID, path: Text):
     _require_reader(request)
     attempt = get_object_or_404(Attempt, public_id=public_id)
     try:
-        name = artifacts.artifact_name(attempt, path)
+        artifacts.artifact_name(attempt, path)
     except artifacts.ArtifactPathError as exc:
         raise ApiInputError("path", str(exc), status=404, location="path") from None
-    store = artifacts.storage()
-    if not store.exists(name):
+    # None as well for a link, or a name reached through one: sandboxed code plants them.
+    handle = artifacts.open_artifact(attempt, path)
+    if handle is None:
         raise ApiInputError("path", f"no artifact {path!r}", status=404, location="path")
     content_type, _ = mimetypes.guess_type(path)
     if content_type is None or content_type.startswith("text/") or path.endswith(".jsonl"):
         # Served as plain text whatever it holds: an artifact written by a sandboxed agent
         # must never render as HTML in the site's origin.
         content_type = "text/plain; charset=utf-8"
-    response = FileResponse(store.open(name, "rb"), content_type=content_type, as_attachment=False)
+    response = FileResponse(handle, content_type=content_type, as_attachment=False)
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Security-Policy"] = "sandbox"
     return response

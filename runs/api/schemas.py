@@ -232,7 +232,9 @@ class AttemptOut(Schema):
 class ArtifactOut(Schema):
     name: str
     size: int
-    url: str
+    kind: str = Field(description='"file", or "link": a link left in the workspace, never read')
+    target: str | None = Field(None, description="a link's target, as written (not followed)")
+    url: str | None = Field(description="the file's download; null for a link")
 
 
 class StageOut(Schema):
@@ -281,7 +283,13 @@ class AttemptDetailOut(AttemptOut):
     @staticmethod
     def resolve_artifacts(obj) -> list[dict]:
         return [
-            {"name": f.name, "size": f.size, "url": artifact_url(obj, f.name)}
+            {
+                "name": f.name,
+                "size": f.size,
+                "kind": f.kind,
+                "target": f.target if f.is_link else None,
+                "url": None if f.is_link else artifact_url(obj, f.name),
+            }
             for f in artifacts.list_artifacts(obj)
         ]
 

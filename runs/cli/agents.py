@@ -104,13 +104,13 @@ def cmd_run_agent(args: argparse.Namespace) -> int:
 
 def _import_task(task_file: Path):
     from tasks_app.models import Task
-    from tasks_app.services import tasks_import
+    from tasks_app.services import local_path_rules, tasks_import
     from tasks_app.spec import TaskSpecError, load_task_file
 
     if not task_file.is_file():
         raise CommandError(f"--task: no such task file: {task_file}")
     try:
-        loaded = load_task_file(task_file)
+        loaded = load_task_file(task_file, rules=local_path_rules(task_file))
         tasks_import(directory=task_file)
     except TaskSpecError as exc:
         raise CommandError(f"invalid task file:\n{exc}") from exc

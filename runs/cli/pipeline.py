@@ -99,13 +99,13 @@ def run_task_baseline(
     from runs.pipeline.adhoc import attempt_create_adhoc, model_config_for_variant, run_close
     from runs.pipeline.execute import attempt_execute
     from tasks_app.models import Task
-    from tasks_app.services import tasks_import
+    from tasks_app.services import local_path_rules, tasks_import
     from tasks_app.spec import TaskSpecError, load_task_file
 
     if not task_file.is_file():
         raise CommandError(f"no such task file: {task_file}")
     try:
-        loaded = load_task_file(task_file)
+        loaded = load_task_file(task_file, rules=local_path_rules(task_file))
         tasks_import(directory=task_file)
     except TaskSpecError as exc:
         raise CommandError(f"invalid task file:\n{exc}") from exc
@@ -182,10 +182,10 @@ def cmd_validate_suite(args: argparse.Namespace) -> int:
         raise CommandError(str(exc)) from exc
     print()
     _table(
-        ("task", "result", "stage", "flaky", "time"),
+        ("task", "result", "stage", "flaky", "time", "why"),
         [
             (r.task_id, r.verdict, r.stage, "yes" if r.flaky_baseline else "",
-             f"{r.duration_sec:.1f}s")
+             f"{r.duration_sec:.1f}s", r.note[:140] if not r.valid else "")
             for r in report.rows
         ],
     )  # fmt: skip
@@ -204,6 +204,8 @@ def _validate_swebench_gold(args: argparse.Namespace) -> int:
     def progress(event: Event) -> None:
         if event.build is not None:
             print("build " + build_line(event.index, event.total, event.build), flush=True)
+            if event.build.log_tail:
+                print("    " + event.build.log_tail.replace("\n", "\n    "), flush=True)
         elif event.row is not None:
             row = event.row
             why = f": {row.reason}" if row.reason else ""
@@ -216,11 +218,13 @@ def _validate_swebench_gold(args: argparse.Namespace) -> int:
         )  # fmt: skip
     except NotSwebenchSuite as exc:
         raise CommandError(str(exc)) from exc
+    finally:
+        builder.close()  # the dated index it served
     print()
     _table(
-        ("instance", "verdict", "gold", "empty", "time", "reason"),
+        ("instance", "verdict", "python", "gold", "empty", "time", "reason"),
         [
-            (r.instance_id, r.status, r.gold_grade or "-", r.empty_grade or "-",
+            (r.instance_id, r.status, _python(r), r.gold_grade or "-", r.empty_grade or "-",
              f"{r.seconds:.0f}s", r.reason[:160])
             for r in report.rows
         ],
@@ -229,6 +233,17 @@ def _validate_swebench_gold(args: argparse.Namespace) -> int:
     for folder in report.run_dirs:
         print(f"run folder: {folder}")
     return 0
+
+
+def _python(row) -> str:
+    """The Python used, "3.11 for 3.10 (approx.)" on an approximate environment."""
+    if not row.python_used:
+        return "-"
+    return (
+        f"{row.python_used} for {row.python_asked} (approx.)"
+        if row.approximate
+        else row.python_used
+    )
 
 
 # --- doctor ----------------------------------------------------------------------------

@@ -130,7 +130,7 @@ def cmd_run_suite(args: argparse.Namespace) -> int:
     print(f"run {run.public_id}: {suite.name} x {config.name}, {total} attempt(s) queued")
     if not (args.wait or args.worker):
         return 0
-    worker = LocalWorker(Supervisor(), reaper=True) if args.worker else None
+    worker = LocalWorker(Supervisor()) if args.worker else None
     try:
         _wait(run, poll=args.poll)
     finally:

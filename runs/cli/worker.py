@@ -1,9 +1,14 @@
 """``ab worker`` and ``ab reaper``: the processes that run attempts and take back lost ones.
 
-``ab worker`` supervises a Celery worker (and with ``--beat`` the reaper): SIGINT or SIGTERM
-stops it warmly, letting running attempts finish for up to ``WORKER_SHUTDOWN_GRACE_SEC``;
-past that (or on a second signal) the Celery processes are killed and their attempts handed
-back to the queue at once, from a clean workspace. No Celery process outlives ``ab worker``.
+``ab worker`` supervises a Celery worker and the reaper (``runs.workers.reaper``: every worker
+offers to run it, a lease gives each pass to one process, so a worker started alone still
+recovers an attempt whose Celery process was killed). SIGINT or SIGTERM stops it warmly,
+letting running attempts finish for up to ``WORKER_SHUTDOWN_GRACE_SEC``; past that (or on a
+second signal) the Celery processes are killed and their attempts handed back to the queue at
+once, from a clean workspace. No Celery process outlives ``ab worker``, and nothing of it stays
+in the temporary directory: its ready file and its Celery processes' temporary files
+(multiprocessing's ``pymp-*``) live in one folder of its own, removed when it stops (or, when it
+was killed, by the next reaper pass on this machine).
 """
 
 from __future__ import annotations
@@ -14,9 +19,7 @@ import os
 import signal
 import socket
 import sys
-import tempfile
 import threading
-from pathlib import Path
 
 from django.conf import settings
 
@@ -28,7 +31,12 @@ log = logging.getLogger(__name__)
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("worker", help="start a Celery worker that runs attempts")
     p.add_argument("--concurrency", type=int, default=None, help="attempts run in parallel")
-    p.add_argument("--beat", action="store_true", help="also run the reaper (once a deployment)")
+    p.add_argument(
+        "--beat",
+        action="store_true",
+        help="kept for old scripts: every worker runs the reaper (one pass at a time per "
+        "deployment, under a lease)",
+    )
     p.add_argument("--loglevel", default="INFO")
     p.add_argument(
         "--hostname", default=None, help="worker name, e.g. w1@%%h (default ab-<pid>@<host>)"
@@ -38,7 +46,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "reaper", help="requeue or end attempts whose worker went silent (a loop; --once)"
     )
-    p.add_argument("--once", action="store_true", help="one pass, then exit")
+    p.add_argument(
+        "--once", action="store_true", help="one pass, then exit (whoever holds the lease)"
+    )
     p.add_argument("--interval", type=float, default=None, help="seconds between passes")
     p.set_defaults(handler=cmd_reaper)
 
@@ -86,7 +96,7 @@ def reaper_argv() -> list[str]:
 
 
 class LocalWorker:
-    """A supervised Celery worker (and optionally the reaper) of this ``ab`` process."""
+    """A supervised Celery worker and the reaper, of this ``ab`` process."""
 
     def __init__(
         self,
@@ -95,17 +105,22 @@ class LocalWorker:
         hostname: str | None = None,
         concurrency: int | None = None,
         loglevel: str = "WARNING",
-        reaper: bool = False,
     ):
+        from runs.workers.leftovers import worker_dir_create
+
         self.supervisor = supervisor
         self.node = worker_nodename(hostname)
         self.concurrency = concurrency or settings.CELERY_WORKER_CONCURRENCY
-        ready_dir = Path(tempfile.mkdtemp(prefix="ab-worker-"))
-        self.ready_file = ready_dir / "ready"
-        env = os.environ | {"AB_WORKER_READY_FILE": str(self.ready_file)}
+        self.folder = worker_dir_create()
+        self.ready_file = self.folder / "ready"
+        tmp = self.folder / "tmp"
+        tmp.mkdir(mode=0o700)
+        # Celery's processes keep their temporary files (multiprocessing's pymp-* folders) in
+        # this worker's folder: a killed Celery process cannot remove its own.
+        env = os.environ | {"AB_WORKER_READY_FILE": str(self.ready_file), "TMPDIR": str(tmp)}
         argv = worker_argv(node=self.node, concurrency=concurrency, loglevel=loglevel)
         self.celery: Child = supervisor.start("worker", argv, env=env)
-        self.reaper: Child | None = supervisor.start("reaper", reaper_argv()) if reaper else None
+        self.reaper: Child = supervisor.start("reaper", reaper_argv())
 
     def ready(self) -> bool:
         """Celery's worker_ready signal has fired (runs.workers.tasks writes the file)."""
@@ -122,6 +137,7 @@ class LocalWorker:
         """Warm shutdown: running attempts finish within ``grace`` seconds; the rest are
         handed back. Returns the ids of the attempts handed back."""
         from runs.workers.bookkeeping import attempts_hand_back
+        from runs.workers.leftovers import worker_dir_remove
 
         grace = settings.WORKER_SHUTDOWN_GRACE_SEC if grace is None else grace
 
@@ -134,17 +150,16 @@ class LocalWorker:
                     flush=True,
                 )
 
-        if self.reaper is not None:
+        try:
             self.reaper.terminate()
-        self.supervisor.stop(self.celery, grace=grace, on_wait=announce)
-        # Every process of the worker is gone now: what it left running goes back to the queue.
-        handed = attempts_hand_back(worker_node=self.node)
-        if handed:
-            print(f"worker {self.node}: handed back {len(handed)} attempt(s)", flush=True)
-        if self.reaper is not None:
+            self.supervisor.stop(self.celery, grace=grace, on_wait=announce)
+            # Every process of the worker is gone now: what it left running goes back.
+            handed = attempts_hand_back(worker_node=self.node)
+            if handed:
+                print(f"worker {self.node}: handed back {len(handed)} attempt(s)", flush=True)
             self.supervisor.stop(self.reaper, grace=10)
-        self.ready_file.unlink(missing_ok=True)
-        self.ready_file.parent.rmdir()
+        finally:
+            worker_dir_remove(self.folder)
         return handed
 
 
@@ -152,16 +167,11 @@ def cmd_worker(args: argparse.Namespace) -> int:
     supervisor = Supervisor()
     supervisor.install_signal_handlers()
     worker = LocalWorker(
-        supervisor,
-        hostname=args.hostname,
-        concurrency=args.concurrency,
-        loglevel=args.loglevel,
-        reaper=args.beat,
+        supervisor, hostname=args.hostname, concurrency=args.concurrency, loglevel=args.loglevel
     )
     print(
-        f"worker {worker.node}: concurrency {worker.concurrency}"
-        + (", with the reaper" if args.beat else "")
-        + " (Ctrl+C or SIGTERM stops it)",
+        f"worker {worker.node}: concurrency {worker.concurrency}, with the reaper "
+        "(Ctrl+C or SIGTERM stops it)",
         flush=True,
     )
     gone = supervisor.wait()
@@ -175,40 +185,13 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def cmd_reaper(args: argparse.Namespace) -> int:
-    """Run ``attempts_reap`` every ATTEMPT_REAPER_INTERVAL_SEC until SIGINT/SIGTERM."""
-    from django.db import close_old_connections
-
-    from runs.workers.bookkeeping import attempts_reap
-    from runs.workers.leftovers import leftovers_remove
+    """Run the reaper's pass every ATTEMPT_REAPER_INTERVAL_SEC until SIGINT/SIGTERM (or once).
+    ``ab worker`` runs this too; the lease makes one of them do each pass."""
+    from runs.workers.reaper import reaper_loop
 
     interval = args.interval or float(settings.ATTEMPT_REAPER_INTERVAL_SEC)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    while not stop.is_set():
-        close_old_connections()
-        try:
-            report = attempts_reap()
-        except Exception:  # the database may be down for a moment: try again next pass
-            log.exception("reaper pass failed")
-        else:
-            if report.requeued or report.ended or report.resent or report.settled:
-                log.warning("reaper: %s", report)
-        try:
-            # Containers (this machine's engine), workspaces (its ARTIFACTS_ROOT) and model
-            # gateway sockets that finished attempts left behind.
-            leftovers = leftovers_remove()
-        except Exception:
-            log.exception("leftovers pass failed")
-        else:
-            if (
-                leftovers.containers
-                or leftovers.workspaces
-                or leftovers.export_containers
-                or leftovers.gateway_sockets
-            ):
-                log.warning("reaper removed leftovers of finished attempts: %s", leftovers)
-        if args.once:
-            break
-        stop.wait(interval)
+    reaper_loop(stop, interval=interval, once=args.once)
     return 0

@@ -87,6 +87,9 @@ class _Execution:
         self.baseline = BaselineRecord()
         self.agent_outcome: AgentOutcome | None = None
         self.final_patch: str | None = None
+        # The commit the workspace was checked out at, as an id: resolved before any sandboxed
+        # code ran, since the git folder is the sandbox's to rewrite afterwards (its refs too).
+        self.base_commit = ""
         self.grading: swebench.Grading | None = None
         self.status = AttemptStatus.FINISHED
         self.current: tuple[str, Stage] = ("git_clone", Stage.GIT_CLONE)
@@ -248,7 +251,10 @@ class _Execution:
             return False
         self._checkpoint("git_checkout", Stage.GIT_CHECKOUT)
         checkout = stages.checkout_stage(plan, repo_dir, timeout=timeout)
-        return self._record(checkout).reason is None
+        if self._record(checkout).reason is not None:
+            return False
+        self.base_commit = workspace.head_commit(repo_dir)
+        return True
 
     def _setup(self, sandbox, plan: TaskPlan, repo_dir: Path, excludes: list[str]) -> bool:
         if not plan.setup_commands:
@@ -257,7 +263,7 @@ class _Execution:
             sandbox, plan, heartbeat=self.heartbeat, heartbeat_sec=settings.ATTEMPT_HEARTBEAT_SEC
         )
         if setup.reason is None and plan.validation.enforce_clean_setup and not plan.is_swebench:
-            stages.clean_tree_check(setup, repo_dir, excludes)
+            stages.clean_tree_check(setup, repo_dir, self.base_commit or plan.commit, excludes)
         return self._record(setup).reason is None
 
     def _baseline(self, sandbox, plan: TaskPlan) -> bool:
@@ -308,7 +314,7 @@ class _Execution:
         )
 
     def _take_patch(self, plan: TaskPlan, repo_dir: Path, excludes: list[str]) -> None:
-        diff = workspace.diff_against(repo_dir, plan.commit, excludes=excludes)
+        diff = workspace.diff_against(repo_dir, self.base_commit or plan.commit, excludes=excludes)
         if not diff.ok:
             raise RuntimeError(f"could not diff the workspace: {diff.stderr.strip()}")
         self.final_patch = diff.stdout

@@ -264,19 +264,19 @@ def _user_site_link(plan: TaskPlan) -> str:
     return f"python3 -c {shlex.quote(code)}"
 
 
-def clean_tree_check(result: StageResult, repo_dir: Path, excludes: list[str]) -> None:
+def clean_tree_check(result: StageResult, repo_dir: Path, commit: str, excludes: list[str]) -> None:
     """Setup must leave the repository as checked out (harness folders and caches aside)."""
-    status = workspace.status_porcelain(repo_dir, excludes=excludes)
+    status = workspace.changed_paths(repo_dir, commit, excludes=excludes)
     result.runs.append(CommandRun.of(status.command, status))
     if not status.ok:
         result.reason = Reason.SETUP_FAILED
-        result.note = f"git status failed after setup: {status.stderr.strip()}"
+        result.note = f"could not compare the working tree after setup: {status.stderr.strip()}"
     elif status.stdout.strip():
         changed = status.stdout.strip().splitlines()
         result.reason = Reason.SETUP_FAILED
         result.note = (
             f"setup changed the working tree ({len(changed)} path(s): "
-            + ", ".join(line[3:] for line in changed[:5])
+            + ", ".join(changed[:5])
             + "); set validation.enforce_clean_setup: false if that is intended"
         )
 

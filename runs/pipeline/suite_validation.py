@@ -21,9 +21,10 @@ from runs.models import AgentVariant, Attempt, AttemptStatus, RunSource, RunStat
 from runs.pipeline import artifacts
 from runs.pipeline.adhoc import model_config_for_variant, run_close, run_create
 from runs.pipeline.execute import attempt_execute
+from runs.pipeline.log_errors import first_error
 from runs.pipeline.record import RECORD_SCHEMA_VERSION, provenance
 from tasks_app.models import Suite, TaskSource
-from tasks_app.services import task_fields_from_spec, task_upsert
+from tasks_app.services import local_path_rules, task_fields_from_spec, task_upsert
 from tasks_app.spec import load_task_dir
 
 SKIP_LABEL = "flaky"
@@ -125,7 +126,12 @@ def suite_validate(
     no task of ``suite``. Artifacts go under ``out`` (default ARTIFACTS_ROOT).
     """
     loaded = sorted(
-        (t for t in load_task_dir(tasks_dir) if t.spec.suite == suite), key=lambda t: t.spec.id
+        (
+            t
+            for t in load_task_dir(tasks_dir, rules=local_path_rules(tasks_dir))
+            if t.spec.suite == suite
+        ),
+        key=lambda t: t.spec.id,
     )
     if not loaded:
         raise SuiteNotFound(f"no tasks of suite {suite!r} under {tasks_dir}")
@@ -219,8 +225,25 @@ def _row(attempt: Attempt) -> SuiteValidationRow:
         flaky_baseline=_flaky(attempt),
         duration_sec=round(attempt.duration_sec or 0.0, 2),
         artifacts_dir=attempt.artifacts_dir,
-        note=attempt.error_text.splitlines()[0] if attempt.error_text else "",
+        note=_note(attempt),
     )
+
+
+def _note(attempt: Attempt) -> str:
+    """The attempt's own error line and, for a task found invalid, the first error of its logs
+    (a setup that failed on a missing module says which), so the verdict explains itself."""
+    own = attempt.error_text.splitlines()[0] if attempt.error_text else ""
+    if attempt.failure_reason_id is None or not attempt.artifacts_dir:
+        return own
+    folder = artifacts.folder_of(attempt.artifacts_dir)
+    for name in artifacts.LOG_NAMES.values():
+        try:
+            error = first_error((folder / name).read_text(errors="replace"))
+        except OSError:
+            continue
+        if error:
+            return "; ".join(n for n in (own, f"first error ({name}): {error}") if n)
+    return own
 
 
 def _flaky(attempt: Attempt) -> bool:

@@ -6,6 +6,12 @@ instance; anything else is recorded as invalid on the task (``GoldValidation``) 
 grades and the tests that went the wrong way, and the leaderboard leaves the task out of its
 rates. A test that needs the network fails here (attempts have none), so such instances show
 up as invalid with that reason, not later as agent failures.
+
+An invalid instance explains itself: beside the tests that went the wrong way, the reason
+names the first error of the gold attempt's test log (an import error, an unknown module).
+An instance built on an approximate environment (a newer Python than its specification asks
+for) counts only when gold validation passes on it; otherwise it is not buildable here, with
+the same explanation.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from runs.models import AgentVariant, Attempt, AttemptStatus, Run, RunSource, Ru
 from runs.pipeline import artifacts
 from runs.pipeline.adhoc import model_config_for_variant, run_close, run_create
 from runs.pipeline.execute import attempt_execute
+from runs.pipeline.log_errors import first_error
 from tasks_app.models import GoldValidation, GoldValidationStatus, Suite, Task, TaskSource
 from tasks_app.swebench.build import Builder, BuildOutcome
 
@@ -52,6 +59,13 @@ class GoldRow:
     failing_tests: list[str] = field(default_factory=list)
     reason: str = ""
     seconds: float = 0.0
+    python_asked: str = ""
+    python_used: str = ""
+    installs_as_of: str = ""
+
+    @property
+    def approximate(self) -> bool:
+        return bool(self.python_asked) and self.python_asked != self.python_used
 
 
 @dataclass
@@ -65,8 +79,10 @@ class GoldReport:
         return sum(1 for r in self.rows if r.status == status)
 
     def summary(self) -> str:
+        approximate = sum(1 for r in self.rows if r.status == "valid" and r.approximate)
         return (
-            f"{self.count('valid')} valid, {self.count('invalid')} invalid, "
+            f"{self.count('valid')} valid ({approximate} on an approximate environment), "
+            f"{self.count('invalid')} invalid, "
             f"{self.count('not_buildable')} not buildable of {len(self.rows)} instance(s) "
             f"on {self.backend}"
         )
@@ -137,14 +153,16 @@ def gold_validate(
             for index, task in enumerate(tasks, start=1):
                 build = builds[task.task_id]
                 if not build.ok:
+                    error = first_error(build.log_tail) if build.status == "failed" else ""
                     row = GoldRow(
                         task.task_id, GoldValidationStatus.NOT_BUILDABLE, build.status,
-                        reason=f"{build.status}: {build.reason}",
+                        reason=f"{build.status}: {build.reason}"
+                        + (f" (first error: {error})" if error else ""),
                     )  # fmt: skip
                 else:
                     gold = attempt_execute(_attempt(gold_run, task), backend=backend)
                     empty = attempt_execute(_attempt(empty_run, task), backend=backend)
-                    row = judge(task, gold, empty, build=build.status)
+                    row = judge(task, gold, empty, build=build)
                 _store(task, backend, row)
                 report.rows.append(row)
                 if progress:
@@ -159,15 +177,19 @@ def gold_validate(
     return report
 
 
-def judge(task: Task, gold: Attempt, empty: Attempt, *, build: str) -> GoldRow:
+def judge(task: Task, gold: Attempt, empty: Attempt, *, build: BuildOutcome) -> GoldRow:
     """The verdict of one instance from its gold and empty attempts."""
+    built = build.built
     row = GoldRow(
         task.task_id,
         GoldValidationStatus.VALID,
-        build,
+        build.status,
         gold_grade=gold.grade,
         empty_grade=empty.grade,
         seconds=round((gold.duration_sec or 0) + (empty.duration_sec or 0), 1),
+        python_asked=built.python_asked if built else "",
+        python_used=built.python if built else "",
+        installs_as_of=f"env {built.env_date}, instance {built.date}" if built else "",
     )
     problems = []
     results = gold.test_results or {}
@@ -184,10 +206,33 @@ def judge(task: Task, gold: Attempt, empty: Attempt, *, build: str) -> GoldRow:
         problems.append(_attempt_problem("no patch", empty, passing_empty))
         wrong += [f"{t} (passes with no patch)" for t in passing_empty]
     if problems:
+        error = first_error(_test_log(gold)) if gold.grade != "FULL" else ""
+        if error:
+            problems.append(f"first error: {error}")
+        if built and built.note:
+            problems.append(f"built with: {built.note}")
         row.status = GoldValidationStatus.INVALID
+        if row.approximate:
+            # Counted only when the gold patch passes on it: otherwise not buildable here.
+            row.status = GoldValidationStatus.NOT_BUILDABLE
+            problems.insert(
+                0,
+                f"approximate environment (Python {row.python_used} for {row.python_asked}) "
+                "fails gold validation",
+            )
         row.reason = "; ".join(problems)
         row.failing_tests = wrong
     return row
+
+
+def _test_log(attempt: Attempt) -> str:
+    if not attempt.artifacts_dir:
+        return ""
+    log = artifacts.folder_of(attempt.artifacts_dir) / "logs" / "final_test.txt"
+    try:
+        return log.read_text(errors="replace")
+    except OSError:
+        return ""
 
 
 def _attempt_problem(what: str, attempt: Attempt, tests: list[str]) -> str:
@@ -201,13 +246,7 @@ def _attempt_problem(what: str, attempt: Attempt, tests: list[str]) -> str:
 
 
 def _needs_network(attempt: Attempt) -> bool:
-    if not attempt.artifacts_dir:
-        return False
-    log = artifacts.folder_of(attempt.artifacts_dir) / "logs" / "final_test.txt"
-    try:
-        text = log.read_text(errors="replace")
-    except OSError:
-        return False
+    text = _test_log(attempt)
     return any(marker in text for marker in NETWORK_MARKERS)
 
 
@@ -245,6 +284,9 @@ def _store(task: Task, backend: str, row: GoldRow) -> None:
                 "empty_grade": row.empty_grade,
                 "failing_tests": row.failing_tests,
                 "reason": row.reason,
+                "python_asked": row.python_asked,
+                "python_used": row.python_used,
+                "installs_as_of": row.installs_as_of,
             },
         )
 

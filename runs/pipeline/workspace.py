@@ -2,6 +2,14 @@
 
 Every git command runs with hooks, templates, fsmonitor and prompts disabled and without the
 user's or the system's git config, so nothing shipped in a cloned repository runs on the host.
+
+Once sandboxed code has run, the repository's ``.git`` is its to write: a ``filter.*.clean``
+or ``diff.*.textconv`` command in ``.git/config`` (with a ``.gitattributes`` naming it) would
+run on the host, as root, the moment the harness ran ``git add`` or ``git diff`` there, and
+``core.worktree`` or a ``.git`` file would point git at host files. So the commands that read
+the working tree afterwards (``changed_paths``, ``diff_against``) never use that ``.git``: they
+run with a throwaway git folder of the harness (empty config, no hooks, its own index) that
+only borrows the repository's objects.
 """
 
 from __future__ import annotations
@@ -13,7 +21,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -172,6 +180,12 @@ def checkout(repo: Path, commit: str, *, timeout: float) -> HostResult:
     )
 
 
+def head_commit(repo: Path, *, timeout: float = 60) -> str:
+    """The id of the commit checked out in ``repo`` ("" when there is none)."""
+    resolved = git(repo, "rev-parse", "--verify", "--quiet", "HEAD^{commit}", timeout=timeout)
+    return resolved.stdout.strip() if resolved.ok else ""
+
+
 def excludes_for(repo: Path, harness_dirs: Sequence[Path]) -> list[str]:
     """Pathspecs that leave out caches and harness-owned folders that sit inside the repo."""
     specs = list(CACHE_EXCLUDES)
@@ -184,11 +198,49 @@ def excludes_for(repo: Path, harness_dirs: Sequence[Path]) -> list[str]:
     return specs
 
 
-def status_porcelain(repo: Path, *, excludes: Sequence[str], timeout: float = 60) -> HostResult:
-    return git(
-        repo, "status", "--porcelain", "--untracked-files=all", "--", ".", *excludes,
-        timeout=timeout,
-    )  # fmt: skip
+@contextlib.contextmanager
+def _harness_git(repo: Path) -> Iterator[dict[str, str]]:
+    """Environment for git on ``repo``'s working tree after sandboxed code wrote it (see the
+    module docstring): a git folder of our own whose objects fall back on the repository's
+    (alternates: data only, never configuration or commands)."""
+    with tempfile.TemporaryDirectory(prefix="ab-git-") as tmp:
+        git_dir = Path(tmp) / "git"
+        made = git(None, "init", "--quiet", "--bare", "--template=", str(git_dir), timeout=60)
+        if not made.ok:
+            raise OSError(f"git init {git_dir}: {made.stderr.strip()}")
+        alternates = git_dir / "objects" / "info" / "alternates"
+        alternates.parent.mkdir(parents=True, exist_ok=True)
+        alternates.write_text(f"{repo.resolve() / '.git' / 'objects'}\n")
+        yield git_env() | {
+            "GIT_DIR": str(git_dir),
+            "GIT_WORK_TREE": str(repo),
+            "GIT_INDEX_FILE": str(Path(tmp) / "index"),
+        }
+
+
+def _stage_all(repo: Path, commit: str, env: dict[str, str], excludes: Sequence[str],
+               timeout: float) -> HostResult | None:  # fmt: skip
+    """Our index holds ``commit`` and then the whole working tree; a failed step's result."""
+    for args in (("read-tree", commit), ("add", "--all", "--", ".", *excludes)):
+        step = git(repo, *args, timeout=timeout, env=env)
+        if not step.ok:
+            return step
+    return None
+
+
+def changed_paths(
+    repo: Path, commit: str, *, excludes: Sequence[str], timeout: float = 60
+) -> HostResult:
+    """The paths of the working tree that differ from ``commit`` (new files included), one a
+    line; the repository's own .git is not read (see the module docstring)."""
+    with _harness_git(repo) as env:
+        failed = _stage_all(repo, commit, env, excludes, timeout)
+        if failed is not None:
+            return failed
+        return git(
+            repo, "diff", "--cached", "--name-only", "--no-renames", commit, "--", ".", *excludes,
+            timeout=timeout, env=env,
+        )  # fmt: skip
 
 
 def diff_against(
@@ -196,15 +248,13 @@ def diff_against(
 ) -> HostResult:
     """The working tree (new files included) as a patch against ``commit``.
 
-    Uses a throwaway index so the repository's own index, which the agent may have used,
-    stays as it was.
+    Uses an index and a git folder of the harness, so the repository's own index (which the
+    agent may have used) stays as it was and its .git is never read (see the module docstring).
     """
-    with tempfile.TemporaryDirectory(prefix="ab-index-") as tmp:
-        env = git_env() | {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
-        for args in (("read-tree", commit), ("add", "--all", "--", ".", *excludes)):
-            step = git(repo, *args, timeout=timeout, env=env)
-            if not step.ok:
-                return step
+    with _harness_git(repo) as env:
+        failed = _stage_all(repo, commit, env, excludes, timeout)
+        if failed is not None:
+            return failed
         return git(
             repo,
             "diff",
@@ -212,6 +262,7 @@ def diff_against(
             "--binary",
             "--no-color",
             "--no-ext-diff",
+            "--no-textconv",
             commit,
             "--",
             ".",

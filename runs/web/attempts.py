@@ -53,12 +53,7 @@ def _attempt(public_id) -> Attempt:
 def _stage_logs(attempt: Attempt) -> list[StageLog]:
     logs = []
     for stage in attempt.stages.all():
-        tail = None
-        if stage.output_path:
-            try:
-                tail = artifacts.read_tail(artifacts.artifact_name(attempt, stage.output_path))
-            except artifacts.ArtifactPathError:
-                tail = None
+        tail = artifacts.read_tail(attempt, stage.output_path) if stage.output_path else None
         logs.append(
             StageLog(
                 stage=stage,
@@ -199,17 +194,13 @@ def attempt_artifact(request: HttpRequest, public_id, path: str) -> HttpResponse
     refused = _refuse_non_readers(request)
     if refused:
         return refused
-    try:
-        name = artifacts.artifact_name(attempt, path)
-    except artifacts.ArtifactPathError as exc:
-        raise Http404(str(exc)) from None
-    store = artifacts.storage()
-    if not store.exists(name):
+    handle = artifacts.open_artifact(attempt, path)
+    if handle is None:
         raise Http404("no such artifact")
     return FileResponse(
-        store.open(name, "rb"),
+        handle,
         as_attachment=True,
-        filename=posixpath.basename(name),
+        filename=posixpath.basename(path),
         content_type="application/octet-stream",
     )
 

@@ -1,5 +1,6 @@
-"""Staff-only POST endpoints: the run page's buttons (cancel, retry, resume, evaluate) and
-the suite page's launch form, over the same services as the admin, the API and the CLI."""
+"""The POST endpoints of the run page's buttons (cancel, retry, resume, evaluate) and the suite
+page's launch form, over the same services as the admin, the API and the CLI. Each needs the
+right ``runs.access.RIGHTS`` gives its action (staff), the same as the API's."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ from collections.abc import Callable
 
 from django import forms
 from django.contrib import messages
-from django.contrib.admin.views.decorators import staff_member_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.utils.html import format_html
@@ -15,6 +15,7 @@ from django.views.decorators.http import require_POST
 
 from benchsite.accounts.models import AuditAction
 from benchsite.accounts.services import audit_event_record
+from runs.access import Write, write_view
 from runs.models import AgentVariant, ModelConfig, Run
 from runs.services import (
     LaunchError,
@@ -25,10 +26,6 @@ from runs.services import (
     run_retry_infra,
 )
 from tasks_app.models import Suite
-
-# Not AuditAction choices (adding one would need a migration); stored as the same kind of text.
-RUN_RESUME = "run.resume"
-RUN_EVALUATE = "run.evaluate"
 
 
 def _control(
@@ -41,7 +38,7 @@ def _control(
 
 
 @require_POST
-@staff_member_required
+@write_view(Write.RUN_CANCEL)
 def run_cancel_view(request: HttpRequest, public_id) -> HttpResponse:
     def cancel(run: Run) -> str:
         if run.is_final:
@@ -53,7 +50,7 @@ def run_cancel_view(request: HttpRequest, public_id) -> HttpResponse:
 
 
 @require_POST
-@staff_member_required
+@write_view(Write.RUN_RETRY)
 def run_retry_view(request: HttpRequest, public_id) -> HttpResponse:
     def retry(run: Run) -> str:
         count = run_retry_infra(run=run, by=request.user)
@@ -63,21 +60,21 @@ def run_retry_view(request: HttpRequest, public_id) -> HttpResponse:
 
 
 @require_POST
-@staff_member_required
+@write_view(Write.RUN_RESUME)
 def run_resume_view(request: HttpRequest, public_id) -> HttpResponse:
     def resume(run: Run) -> str:
         return f"Re-sent {run_resume(run=run)} queued attempt(s) to the workers."
 
-    return _control(request, public_id, resume, RUN_RESUME)
+    return _control(request, public_id, resume, Write.RUN_RESUME)
 
 
 @require_POST
-@staff_member_required
+@write_view(Write.RUN_EVALUATE)
 def run_evaluate_view(request: HttpRequest, public_id) -> HttpResponse:
     def evaluate(run: Run) -> str:
         return f"{run_evaluate(run=run, by=request.user)} not-evaluated attempt(s) queued."
 
-    return _control(request, public_id, evaluate, RUN_EVALUATE)
+    return _control(request, public_id, evaluate, Write.RUN_EVALUATE)
 
 
 class SuiteLaunchForm(forms.Form):
@@ -97,7 +94,7 @@ class SuiteLaunchForm(forms.Form):
 
 
 @require_POST
-@staff_member_required
+@write_view(Write.RUN_LAUNCH)
 def suite_launch_view(request: HttpRequest, name: str) -> HttpResponse:
     """Launch a run of the suite; to its run page, or back to the suite with the error."""
     suite = get_object_or_404(Suite, name=name)

@@ -161,11 +161,13 @@ def attempt_files(request: HttpRequest, public_id, *args, **kwargs) -> object:
     except NotImplementedError:
         return None
     found = []
-    for path, dirs, files in os.walk(folder):
+    for path, dirs, files in os.walk(folder):  # never into a folder through a link
         dirs.sort()
-        for name in sorted(files):
+        # Links (to folders too) as the listing shows them: the link itself, never its target.
+        links = [d for d in dirs if os.path.islink(os.path.join(path, d))]
+        for name in sorted(files + links):
             try:
-                stat = os.stat(os.path.join(path, name))
+                stat = os.lstat(os.path.join(path, name))
             except OSError:
                 continue
             found.append((path, name, stat.st_size, stat.st_mtime_ns))

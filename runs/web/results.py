@@ -163,6 +163,7 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
             "repo_table": _repo_table(board) if len(board.groups) > 1 else None,
             "compare_default": ",".join(r.key for r in _top_competitors(board.rows, 2)),
             "left_out": _left_out(suite),
+            "approximate": _approximate(suite, board.results.excluded),
         },
         status=400 if errors else 200,
     )
@@ -417,6 +418,33 @@ def suite_attempts(request: HttpRequest, name: str) -> HttpResponse:
             "page_query": urlencode(params),
         },
     )
+
+
+def _approximate(suite: Suite, excluded: frozenset[int]) -> list[dict]:
+    """The suite's SWE-bench instances on an approximate environment (asked and used Python),
+    and whether they count (gold-valid) or not, for the notice above the table."""
+    from tasks_app.swebench.envspec import ENV_APPROXIMATE_LABEL, approximate_pythons
+
+    tasks = Task.objects.for_suite(suite).with_label(ENV_APPROXIMATE_LABEL).order_by("task_id")
+    valid = set(
+        GoldValidation.objects.filter(
+            task__in=tasks, status=GoldValidationStatus.VALID
+        ).values_list("task_id", flat=True)
+    )
+    rows = []
+    for pk, task_id, repo, version in tasks.values_list(
+        "pk", "task_id", "spec__repo", "spec__version"
+    ):
+        asked, used = approximate_pythons(str(repo), str(version))
+        state = (
+            "gold patch fails here: left out"
+            if pk in excluded
+            else "gold-valid: counted"
+            if pk in valid
+            else "not validated yet: counted"
+        )
+        rows.append({"task_id": task_id, "asked": asked, "used": used, "state": state})
+    return rows
 
 
 def _left_out(suite: Suite) -> list[GoldValidation]:

@@ -9,6 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 
+from runs.access import Write, can_write
 from runs.models import Attempt, AttemptStatus, Run
 from runs.services import retryable_attempts
 
@@ -48,20 +49,26 @@ def _progress(run: Run) -> dict:
 
 
 def _actions(request: HttpRequest, run: Run, progress: dict) -> list[tuple[str, str]]:
-    """The staff buttons that can do something in the run's state (none for other users):
-    cancel a run not yet final, retry attempts that ended for infrastructure, re-send queued
-    attempts, evaluate not-evaluated ones (imported patches)."""
-    if not request.user.is_staff:
+    """The buttons that can do something in the run's state, for an account with the right to
+    (``runs.access``; none for others): cancel a run not yet final, retry attempts that ended
+    for infrastructure, re-send queued attempts, evaluate not-evaluated ones (imported
+    patches)."""
+    if not can_write(request.user, Write.RUN_CANCEL):
         return []
     queued = dict(progress["by_status"]).get(AttemptStatus.QUEUED, 0)
     retryable = retryable_attempts(run).count()
     wanted = [
-        ("run-cancel", "Cancel", not run.is_final),
-        ("run-retry", f"Retry failed ({retryable})", retryable),
-        ("run-resume", f"Resume ({queued} queued)", queued),
-        ("run-evaluate", f"Evaluate ({progress['not_evaluated']})", progress["not_evaluated"]),
+        ("run-cancel", Write.RUN_CANCEL, "Cancel", not run.is_final),
+        ("run-retry", Write.RUN_RETRY, f"Retry failed ({retryable})", retryable),
+        ("run-resume", Write.RUN_RESUME, f"Resume ({queued} queued)", queued),
+        ("run-evaluate", Write.RUN_EVALUATE, f"Evaluate ({progress['not_evaluated']})",
+         progress["not_evaluated"]),
+    ]  # fmt: skip
+    return [
+        (label, reverse(name, args=[run.public_id]))
+        for name, action, label, can in wanted
+        if can and can_write(request.user, action)
     ]
-    return [(label, reverse(name, args=[run.public_id])) for name, label, can in wanted if can]
 
 
 def _live(request: HttpRequest, run: Run) -> dict:

@@ -12,8 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from django.conf import settings
-from django.core.files import File
-from django.core.files.storage import FileSystemStorage, storages
+from django.core.files.storage import FileSystemStorage, Storage, storages
+
+from runs.artifact_storage import ArtifactStorage
 
 
 def artifacts_storage_is_local() -> bool:
@@ -48,15 +49,35 @@ def attempt_publish_artifacts(attempt) -> int:
     if folder is None:
         return 0
     root = Path(settings.ARTIFACTS_ROOT).resolve()
+    # The folder may hold a workspace (kept, or a try's leftover) with links sandboxed code
+    # planted: it is walked and read without following any (ArtifactStorage), and only
+    # regular files are uploaded, so the storage never receives a host file through a link.
+    local = ArtifactStorage(location=str(root))
     storage = storages["artifacts"]
     copied = 0
-    for path in sorted(folder.rglob("*")):
-        if not path.is_file() or path.is_symlink():
+    pending = [folder.relative_to(root).as_posix()]
+    while pending:
+        current = pending.pop()
+        try:
+            entries = local.entries(current)
+        except FileNotFoundError:  # gone, or a link put in its place meanwhile
             continue
-        name = path.relative_to(root).as_posix()
+        for entry in entries:
+            name = f"{current}/{entry.name}"
+            if entry.kind == "dir":
+                pending.append(name)
+            elif entry.kind == "file":
+                copied += _upload(local, storage, name)
+    return copied
+
+
+def _upload(local: ArtifactStorage, storage: Storage, name: str) -> int:
+    try:
+        handle = local.open(name)
+    except FileNotFoundError:  # gone, or a link put in its place meanwhile
+        return 0
+    with handle:
         if storage.exists(name):
             storage.delete(name)
-        with path.open("rb") as fh:
-            storage.save(name, File(fh, name=path.name))
-        copied += 1
-    return copied
+        storage.save(name, handle)
+    return 1

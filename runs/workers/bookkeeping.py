@@ -236,20 +236,21 @@ def _take_back(attempt: Attempt, *, note: str, count: bool) -> None:
 
 
 def attempt_remove_workspace(attempt: Attempt) -> None:
-    """Remove the workspace a taken-back try left in its artifact folder (its logs stay).
+    """Remove what a taken-back try left on this machine: its workspace (its logs stay), and
+    its sandbox's host files and quota mounts (``sandbox.leftovers``).
 
     The next try gets a folder of its own and a fresh clone; on a worker of another machine
     the folder is only here when the artifacts root is shared, else nothing is removed.
     """
     from runs.pipeline.artifacts import WORKSPACE_DIR, folder_of
+    from runs.workers.leftovers import attempt_sandbox_name
+    from sandbox.leftovers import remove_host_leftovers
 
-    if attempt.artifacts_dir:
-        workspace = folder_of(attempt.artifacts_dir) / WORKSPACE_DIR
-        # A try killed mid-command leaves its disk quota's filesystem bound over the
-        # workspace (and its loop mount): unmount them first, or rmtree cannot remove it.
-        from sandbox.disk import remove_leftover
-
-        remove_leftover(f"ab-attempt-{attempt.public_id}", workspace)
+    workspace = folder_of(attempt.artifacts_dir) / WORKSPACE_DIR if attempt.artifacts_dir else None
+    # A try killed mid-command leaves its disk quota's filesystem bound over the workspace
+    # (and its loop mount): unmount them first, or rmtree cannot remove it.
+    remove_host_leftovers(attempt_sandbox_name(attempt.public_id), workspace)
+    if workspace is not None:
         shutil.rmtree(workspace, ignore_errors=True)
 
 
@@ -310,26 +311,42 @@ def _resend_lost_messages(stale_after: int) -> list[int]:
     )
     if not waiting or broker_queue_size() != 0:
         return []
-    # Their waiting time restarts, so the next pass does not send them yet again.
-    Attempt.objects.filter(id__in=waiting, status=AttemptStatus.QUEUED).update(
-        queued_at=timezone.now()
-    )
+    # attempts_enqueue restarts their waiting time (queued_at) once the broker answers, so the
+    # next pass does not send them yet again; if it does not answer, the next pass tries again.
     attempts_enqueue(waiting)
     return waiting
 
 
 def broker_queue_size() -> int | None:
-    """Messages waiting in the default queue, or None when the broker cannot say."""
+    """Messages waiting in the default queue, or None when the broker cannot say.
+
+    A queue the broker does not know is an empty queue: Redis deletes a list's key with its
+    last element (and a Redis restarted without persistence knows no key at all), so kombu's
+    passive declare answers "no queue" exactly when the lost messages should be sent again.
+    """
     from benchsite.celery import app
 
     try:
         with app.connection_for_write() as conn:
             queue = app.conf.task_default_queue
-            _, count, _ = conn.default_channel.queue_declare(queue=queue, passive=True)
+            try:
+                _, count, _ = conn.default_channel.queue_declare(queue=queue, passive=True)
+            except Exception as exc:
+                if _is_no_such_queue(exc):
+                    return 0
+                raise
             return int(count)
     except Exception:
         log.warning("could not read the broker queue size", exc_info=True)
         return None
+
+
+def _is_no_such_queue(exc: Exception) -> bool:
+    """kombu's virtual transports (Redis, SQL) raise ChannelError("NOT_FOUND - no queue ...",
+    ..., "404"); AMQP brokers raise amqp's NotFound (reply code 404)."""
+    if getattr(exc, "reply_code", None) == 404:
+        return True
+    return any(str(arg).startswith("NOT_FOUND") or arg == "404" for arg in exc.args)
 
 
 def _stale_after() -> int:

@@ -1,12 +1,19 @@
-"""The reaper's clean-up of finished attempts: containers, workspaces and gateway sockets.
+"""The reaper's clean-up of finished attempts and dead workers: what is still on this machine.
 
-An attempt removes its container, its workspace and its model gateway's socket folder itself
-before it reaches a final state, but not when that failed: the engine was gone when the sandbox
-closed (its container outlives the engine's restart), or the worker died between the two.
-``leftovers_remove`` (run by the periodic reaper, ``runs.attempts_reap``) removes them for
-attempts already final. Running and queued attempts are never touched, nor a workspace kept on
-purpose (``--keep-workspace`` leaves ``KEEP_MARKER`` beside it), nor a socket a gateway still
-answers on.
+An attempt removes its container, its sandbox's host files, its model gateway's socket folder
+and its workspace itself before it reaches a final state, but not when that failed: the engine
+was gone when the sandbox closed (its container outlives the engine's restart), or the worker
+died between the two. ``leftovers_remove`` (each pass of the reaper, ``runs.workers.reaper``)
+removes them for attempts already final: containers, the sandbox's files under /run/agentbench
+and its quota mounts (``sandbox.leftovers``), gateway socket folders, workspaces. Running and
+queued attempts are never touched, nor a workspace kept on purpose (``--keep-workspace`` leaves
+``KEEP_MARKER`` beside it), nor a socket a gateway still answers on, nor anything of an attempt
+this database does not know (another deployment on the same machine; an unowned gateway socket
+folder only once it is old and silent).
+
+It also removes the folders of ``ab worker`` processes that died without cleaning up (killed):
+each worker keeps its ready file and its Celery processes' temporary files (multiprocessing's
+``pymp-*`` folders) in one folder, ``worker_dir_create``, which names its owner.
 """
 
 from __future__ import annotations
@@ -39,18 +46,29 @@ class LeftoverReport:
     # Export containers a process killed mid-export left (no attempt names them).
     export_containers: int = 0
     workspaces: list[str] = field(default_factory=list)  # artifacts_dir of each
+    sandbox_files: list[str] = field(default_factory=list)  # sandbox names
     # Model gateway socket folders (their names, under sandbox.gateway_mount.socket_root()).
     gateway_sockets: list[str] = field(default_factory=list)
+    worker_dirs: list[str] = field(default_factory=list)  # folders of dead ab workers
+
+    @property
+    def found_any(self) -> bool:
+        return bool(
+            self.containers or self.export_containers or self.workspaces or self.sandbox_files
+            or self.gateway_sockets or self.worker_dirs
+        )  # fmt: skip
 
 
 def leftovers_remove() -> LeftoverReport:
-    """Remove containers (on this machine's engine) and workspaces (under ARTIFACTS_ROOT) of
-    attempts in a final state."""
+    """Remove containers (on this machine's engine), sandbox host files and workspaces (under
+    ARTIFACTS_ROOT) of attempts in a final state, and the folders of dead ``ab worker``s."""
     report = LeftoverReport()
     _remove_containers(report)
     _remove_export_containers(report)
     _remove_workspaces(report)
+    _remove_sandbox_files(report)
     _remove_gateway_sockets(report)
+    _remove_worker_dirs(report)
     return report
 
 
@@ -108,13 +126,91 @@ def _remove_workspaces(report: LeftoverReport) -> None:
     if not found:
         return
     done = Attempt.objects.filter(artifacts_dir__in=list(found), status__in=FINAL_STATES)
-    from sandbox.disk import remove_leftover
+    from sandbox.leftovers import remove_host_leftovers
 
     for artifacts_dir, public_id in done.values_list("artifacts_dir", "public_id"):
         # A killed try's disk quota may still be bound over it (see sandbox.disk).
-        remove_leftover(f"ab-attempt-{public_id}", found[artifacts_dir])
+        remove_host_leftovers(attempt_sandbox_name(public_id), found[artifacts_dir])
         shutil.rmtree(found[artifacts_dir], ignore_errors=True)
         report.workspaces.append(artifacts_dir)
+
+
+def attempt_sandbox_name(public_id) -> str:
+    """The sandbox an attempt runs in (runs.pipeline.execute: "attempt-<id>", which every
+    backend prefixes with "ab-")."""
+    return f"ab-attempt-{public_id}"
+
+
+def _remove_sandbox_files(report: LeftoverReport) -> None:
+    """Host files of the sandboxes of final attempts: /run/agentbench/accounts/<name> and the
+    like, and quota mounts, which a worker killed mid-attempt leaves."""
+    from sandbox.leftovers import host_leftover_names, remove_host_leftovers
+
+    names = {
+        name.removeprefix("ab-attempt-"): name
+        for name in host_leftover_names()
+        if name.startswith("ab-attempt-")
+    }
+    if not names:
+        return
+    final = Attempt.objects.filter(public_id__in=_uuids(set(names)), status__in=FINAL_STATES)
+    for public_id in final.values_list("public_id", flat=True):
+        name = names[str(public_id)]
+        try:
+            remove_host_leftovers(name)
+        except Exception:
+            log.warning("reaper: could not remove the files of sandbox %s", name, exc_info=True)
+            continue
+        report.sandbox_files.append(name)
+
+
+# --- The folders of ab worker processes ---------------------------------------------------
+
+WORKER_DIR_PREFIX = "ab-worker-"
+OWNER_FILE = "owner"
+
+
+def _start_time(pid: int) -> str | None:
+    """A process's start time (clock ticks since boot): with the pid, names it uniquely."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def worker_dir_create() -> Path:
+    """A folder of this process's own under the temporary directory, naming its owner (pid and
+    start time): the leftovers pass removes it once that process is gone."""
+    import os
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix=f"{WORKER_DIR_PREFIX}{os.getpid()}-"))
+    (folder / OWNER_FILE).write_text(f"{os.getpid()} {_start_time(os.getpid())}\n")
+    return folder
+
+
+def worker_dir_remove(folder: Path) -> None:
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _owner_alive(folder: Path) -> bool:
+    try:
+        pid_text, started = (folder / OWNER_FILE).read_text().split()
+        pid = int(pid_text)
+    except (OSError, ValueError):
+        # Not written yet (a worker starting this instant), or made by another program: kept.
+        return True
+    return _start_time(pid) == started
+
+
+def _remove_worker_dirs(report: LeftoverReport) -> None:
+    import tempfile
+
+    for folder in Path(tempfile.gettempdir()).glob(f"{WORKER_DIR_PREFIX}*"):
+        if folder.is_dir() and not folder.is_symlink() and not _owner_alive(folder):
+            worker_dir_remove(folder)
+            report.worker_dirs.append(folder.name)
 
 
 def _remove_gateway_sockets(report: LeftoverReport) -> None:

@@ -116,14 +116,17 @@ def cmd_build(args: argparse.Namespace) -> int:
         raise CommandError(str(exc)) from exc
     started = time.monotonic()
     counts: dict[str, int] = {}
-    for index, task in enumerate(tasks, start=1):
-        _Progress.bar(index - 1, len(tasks), task.task_id)
-        outcome = builder.build(task.spec)
-        _Progress.clear()
-        counts[outcome.status] = counts.get(outcome.status, 0) + 1
-        print(build_line(index, len(tasks), outcome), flush=True)
-        if outcome.log_tail:
-            print("    " + outcome.log_tail.replace("\n", "\n    "))
+    try:
+        for index, task in enumerate(tasks, start=1):
+            _Progress.bar(index - 1, len(tasks), task.task_id)
+            outcome = builder.build(task.spec)
+            _Progress.clear()
+            counts[outcome.status] = counts.get(outcome.status, 0) + 1
+            print(build_line(index, len(tasks), outcome), flush=True)
+            if outcome.log_tail:
+                print("    " + outcome.log_tail.replace("\n", "\n    "))
+    finally:
+        builder.close()  # the dated index it served
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     print(f"{len(tasks)} instance(s) for {backend}: {summary} in {time.monotonic() - started:.0f}s")
     failed = sum(n for status, n in counts.items() if status not in ("built", "cached"))

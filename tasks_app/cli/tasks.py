@@ -9,7 +9,13 @@ from pathlib import Path
 from django.conf import settings
 
 from benchsite.cli.main import CommandError
-from tasks_app.spec import TaskSpecError, find_task_files, load_task_dir, load_task_file
+from tasks_app.spec import (
+    PathRules,
+    TaskSpecError,
+    find_task_files,
+    load_task_dir,
+    load_task_file,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -33,9 +39,10 @@ def cmd_list_tasks(args: argparse.Namespace) -> int:
         raise CommandError(f"no such tasks folder: {directory}")
     found = 0
     broken = 0
+    rules = _local_rules(directory)
     for path in find_task_files(directory):
         try:
-            task = load_task_file(path)
+            task = load_task_file(path, rules=rules)
         except TaskSpecError as exc:
             broken += 1
             for problem in exc.problems:
@@ -53,7 +60,7 @@ def cmd_list_tasks(args: argparse.Namespace) -> int:
 
 def cmd_check_tasks(args: argparse.Namespace) -> int:
     try:
-        loaded = load_task_dir(args.directory)
+        loaded = load_task_dir(args.directory, rules=_local_rules(args.directory))
     except TaskSpecError as exc:
         for problem in exc.problems:
             print(problem)
@@ -78,3 +85,8 @@ def cmd_import_tasks(args: argparse.Namespace) -> int:
         print(f"updated   {name}")
     print(report.summary())
     return 0
+
+
+def _local_rules(directory: Path) -> PathRules:
+    # As tasks_app.services.local_path_rules, which these commands cannot import (no models).
+    return PathRules.local(directory, [settings.AB_TASKS_DIR, *settings.TASK_PATH_ROOTS])

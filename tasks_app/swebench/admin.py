@@ -14,6 +14,7 @@ from django.shortcuts import render
 from django.urls import path
 
 from benchsite.api.errors import ApiInputError
+from runs.access import Write, write_view
 from tasks_app.models import Suite, TaskSource
 from tasks_app.swebench.errors import SwebenchInputError
 from tasks_app.swebench.importer import swebench_import
@@ -163,14 +164,27 @@ def run_folder_upload(request: HttpRequest) -> HttpResponse:
     return _page(request, "admin/swebench/run_folder.html", context)
 
 
-# admin_view: staff only (others go to the admin login), CSRF-protected, never cached.
+def _admin_page(action: Write, view):
+    """admin_view: staff only (others go to the admin login), CSRF-protected, never cached;
+    write_view: the right ``runs.access`` gives the import, the same as the API's."""
+    return admin.site.admin_view(write_view(action)(view))
+
+
 urlpatterns = [
-    path("dataset/", admin.site.admin_view(dataset_upload), name="swebench-dataset-upload"),
+    path(
+        "dataset/",
+        _admin_page(Write.SWEBENCH_IMPORT, dataset_upload),
+        name="swebench-dataset-upload",
+    ),
     path(
         "predictions/",
-        admin.site.admin_view(predictions_upload),
+        _admin_page(Write.PREDICTIONS_IMPORT, predictions_upload),
         name="swebench-predictions-upload",
     ),
-    path("results/", admin.site.admin_view(results_upload), name="swebench-results-upload"),
-    path("run/", admin.site.admin_view(run_folder_upload), name="swebench-run-upload"),
+    path(
+        "results/",
+        _admin_page(Write.RESULTS_IMPORT, results_upload),
+        name="swebench-results-upload",
+    ),
+    path("run/", _admin_page(Write.RUN_IMPORT, run_folder_upload), name="swebench-run-upload"),
 ]

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tasks_app.swebench import docker_images, envspec, trees
+from tasks_app.swebench import dated_index, docker_images, envspec, trees
 from tasks_app.swebench.repos import RepoError, RepoSource, cache_root, locked, repo_stem
 
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
@@ -36,11 +36,25 @@ class BuiltInstance:
     rootfs: str
     image: str = ""
     python: str = ""
+    python_asked: str = ""  # differs from python: an approximate environment
+    date: str = ""  # the instance level's installs resolved as of this time ...
+    env_date: str = ""  # ... and the env level's
     # Seconds each level took in this build (0: it was cached) ...
     seconds: dict[str, float] = field(default_factory=dict)
     # ... and when it was first built on this machine (cold: what bench/swebench_eval.py shows).
     cold_seconds: dict[str, float] = field(default_factory=dict)
     note: str = ""
+
+    @property
+    def approximate(self) -> bool:
+        return bool(self.python_asked) and self.python_asked != self.python
+
+    def environment(self) -> str:
+        """How the environment was made, for the build line and the task page."""
+        python = f"Python {self.python}"
+        if self.approximate:
+            python += f" for {self.python_asked} (approximate)"
+        return f"{python}, installs as of {self.env_date[:10]} (env) / {self.date[:10]}"
 
     def has_image(self) -> bool:
         return bool(self.image) and docker_images.image_key(self.image) == self.key
@@ -60,7 +74,8 @@ class BuildOutcome:
 
     def line(self) -> str:
         why = f": {self.reason}" if self.reason else ""
-        return f"{self.instance_id}: {self.status}{why}"
+        how = f" [{self.built.environment()}]" if self.built else ""
+        return f"{self.instance_id}: {self.status}{how}{why}"
 
 
 def built_instance(instance_id: str) -> BuiltInstance | None:
@@ -70,7 +85,8 @@ def built_instance(instance_id: str) -> BuiltInstance | None:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    built = BuiltInstance(**data)
+    known = {f for f in BuiltInstance.__dataclass_fields__}
+    built = BuiltInstance(**{k: v for k, v in data.items() if k in known})
     return built if Path(built.rootfs, "testbed").is_dir() else None
 
 
@@ -91,12 +107,27 @@ class Builder:
         self.log = log or (lambda _line: None)
         self.root = cache_root()
         self.pip_cache = self.root / "pip-cache"
+        self._index: dated_index.DatedIndex | None = None
+
+    def index_url(self, date: str) -> str:
+        """The PIP_INDEX_URL of installs as of ``date`` (the index serves from this process,
+        started on first use, stopped by ``close``)."""
+        if self._index is None:
+            self._index = dated_index.DatedIndex().__enter__()
+        return self._index.url(date)
+
+    def close(self) -> None:
+        if self._index is not None:
+            self._index.__exit__(None, None, None)
+            self._index = None
 
     def build(self, instance: dict[str, Any]) -> BuildOutcome:
         """Build what ``instance`` lacks. Never raises for a problem of the instance."""
         instance_id = instance["instance_id"]
         try:
             recipe = envspec.instance_recipe(instance, self.source)
+        except dated_index.UpstreamError as exc:
+            return BuildOutcome(instance_id, "failed", f"the package index: {exc}")
         except envspec.NotBuildable as exc:
             return BuildOutcome(instance_id, "not buildable", str(exc))
         except RepoError as exc:
@@ -120,6 +151,9 @@ class Builder:
             "env": _cold(env_tree),
             "instance": _cold(Path(built.rootfs)),
         }
+        built.python_asked = recipe.env.python_asked
+        built.date, built.env_date = recipe.date, recipe.env.date
+        built.note = "; ".join(n for n in (recipe.env.note, built.note) if n)
         self._record(built)
         status = "built" if any(seconds.values()) else "cached"
         return BuildOutcome(instance_id, status, built.note, built=built)
@@ -179,7 +213,7 @@ class Builder:
         with locked(f"env-{key}"):
             started, built = time.monotonic(), False
             if not tree.is_dir():
-                self.log(f"building env {recipe.repo} {recipe.version}")
+                self.log(f"building env {recipe.repo} {recipe.version} as of {recipe.date}")
                 with trees.staging(tree) as work:
                     trees.hardlink_copy(base_tree, work)
                     self._env_steps(work, recipe)
@@ -194,7 +228,7 @@ class Builder:
 
     def _env_steps(self, work: Path, recipe: envspec.EnvRecipe) -> None:
         constraints = "\n".join(recipe.pins) + "\n"
-        (work / "etc/agentbench-pip-constraints.txt").write_text(constraints)
+        (work / envspec.CONSTRAINTS.lstrip("/")).write_text(constraints)
         if recipe.apt_packages:
             packages = " ".join(recipe.apt_packages)
             try:
@@ -212,6 +246,7 @@ class Builder:
         trees.run_in_tree(
             work,
             "\n".join(recipe.commands),
+            env={"PIP_INDEX_URL": self.index_url(recipe.date)},
             pip_cache=self.pip_cache,
             timeout=ENV_TIMEOUT_SEC,
             what=f"env {recipe.repo} {recipe.version}",
@@ -251,7 +286,9 @@ class Builder:
                         env={
                             "PATH": f"{envspec.VENV}/bin:{trees.PATH_ENV}",
                             "VIRTUAL_ENV": envspec.VENV,
-                            "PIP_CONSTRAINT": "/etc/agentbench-pip-constraints.txt",
+                            # Installs as of the instance's date; the pins are -c of its
+                            # pip commands (envspec), never PIP_CONSTRAINT.
+                            "PIP_INDEX_URL": self.index_url(recipe.date),
                             "PYTHONDONTWRITEBYTECODE": "1",
                         },
                         pip_cache=self.pip_cache,

@@ -89,6 +89,14 @@ class Instance:
     def repo(self) -> str:
         return self.row["repo"]
 
+    def labels(self) -> list[str]:
+        """swebench, the repository's name, and whether its environment builds here with the
+        Python its specification asks for (``env-exact``) or a newer one (``env-approximate``)."""
+        from tasks_app.swebench.envspec import environment_label
+
+        env = environment_label(self.row["repo"], str(self.row["version"]))
+        return ["swebench", self.row["repo"].split("/", 1)[1], *([env] if env else [])]
+
     def task_fields(self, *, image_template: str = "") -> dict[str, Any]:
         """Task column values (hashed to detect changes, so keep them deterministic)."""
         row = self.row
@@ -108,7 +116,7 @@ class Instance:
             "setup_commands": [],
             "setup_network": False,
             "test_command": command_for(row["repo"], row["version"], row["test_patch"]),
-            "labels": ["swebench", row["repo"].split("/", 1)[1]],
+            "labels": self.labels(),
             "problem_statement": row["problem_statement"],
             "hints_text": row.get("hints_text") or "",
             "gold_patch": row["patch"],

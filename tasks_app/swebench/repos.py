@@ -115,6 +115,17 @@ class RepoSource:
             return None
         return shown.stdout.decode("utf-8", errors="replace")
 
+    def commit_date(self, repo: str, commit: str, *, instance_id: str) -> str:
+        """The committer date of ``commit`` (ISO 8601 with its offset)."""
+        bare = self.check_commit(repo, commit, instance_id=instance_id, what="commit")
+        shown = subprocess.run(
+            ["git", "-C", str(bare), "log", "-1", "--format=%cI", commit],
+            capture_output=True, text=True,
+        )  # fmt: skip
+        if shown.returncode != 0 or not shown.stdout.strip():
+            raise RepoError(f"instance {instance_id}: no date for {repo} commit {commit}")
+        return shown.stdout.strip()
+
     def _unpack(self, archive: Path, stem: str, digest: str) -> Path:
         target = cache_root() / "repos" / digest[:32]
         bare = target / f"{stem}.git"

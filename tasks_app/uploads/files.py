@@ -44,12 +44,25 @@ class CappedUploadHandler(FileUploadHandler):
         self.total += len(raw_data)
         if self.total > self.limit:
             self.request._upload_refused = True  # type: ignore[union-attr]
+            self._close_unfinished_files()
             raise ApiInputError(
                 self.field_name or "file",
                 f"larger than API_UPLOAD_MAX_BYTES ({self.limit})",
                 status=413,
             )
         return raw_data
+
+    def _close_unfinished_files(self) -> None:
+        """Close (and so delete) the file the next handlers are writing this part to.
+
+        Django's parser closes the files already complete when a handler raises, but not the
+        one still being written: that TemporaryUploadedFile stays referenced from the raised
+        error's traceback, a reference cycle, and so open and on disk (up to the limit's size)
+        until the garbage collector happens to run."""
+        for handler in self.request.upload_handlers:  # type: ignore[union-attr]
+            unfinished = getattr(handler, "file", None)
+            if handler is not self and unfinished is not None:
+                unfinished.close()
 
     def file_complete(self, file_size: int) -> None:
         return None  # the next handler (memory or temporary file) makes the file
