@@ -261,7 +261,7 @@ def test_links_the_repository_planted_are_never_followed(backend, artifacts_root
         validation: {{expected_exit_codes: [1]}}
     """,
     )
-    import_tasks(tmp_path / "tasks")
+    import_tasks(tmp_path / "tasks", also=[tmp_path])
     task = get_task("links", suite="pipeline-test")
 
     through_folder = _run(task, _config("nop + docs", {"docs/evil.md": "x"}, "nop"), backend)

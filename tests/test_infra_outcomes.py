@@ -158,7 +158,7 @@ def test_an_engine_gone_mid_attempt_is_a_sandbox_error_and_leaves_no_container(
         repo: {{url: {tmp_path / "repo"}, commit: {commit}}}
         environment: {{docker_image: agentbench/py-runner:0.1.0, workdir: /workspace,
                        timeout_sec: 60}}
-        setup: {{commands: ["sleep 8"], network: false, timeout_sec: 120}}
+        setup: {{commands: ["sleep 20"], network: false, timeout_sec: 120}}
         run: {{command: "python3 -m pytest -q test_x.py"}}
         """,
     )
@@ -176,15 +176,20 @@ def test_an_engine_gone_mid_attempt_is_a_sandbox_error_and_leaves_no_container(
             client.close()
 
     def stop_the_engine_during_setup() -> None:
-        wait_for(lambda: any(c.status == "running" for c in containers()), timeout=60)
-        time.sleep(2)  # setup's `sleep 8` is running
+        wait_for(lambda: any(c.status == "running" for c in containers()), timeout=120)
+        time.sleep(2)  # setup's `sleep 20` is running (a loaded machine may be slow to see it)
         private_dockerd.stop(sig)
 
-    stopper, _ = in_background(stop_the_engine_during_setup)
+    stopper, stopped = in_background(stop_the_engine_during_setup)
     started = time.monotonic()
     attempt = attempt_execute(attempt, backend="docker")
     stopper.join(90)
-    assert attempt.failure_reason_id == Reason.SANDBOX_ERROR.value, attempt.error_text
+    assert stopped == [None], f"the engine was not stopped during the attempt: {stopped}"
+    assert attempt.failure_reason_id == Reason.SANDBOX_ERROR.value, (
+        attempt.status,
+        attempt.failure_stage,
+        attempt.error_text,
+    )
     assert attempt.is_infra and not attempt.is_timeout
     text = attempt.error_text
     if sig == signal.SIGTERM:

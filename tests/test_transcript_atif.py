@@ -362,7 +362,7 @@ def test_ab_import_run_reads_a_harbor_job_with_one_command(tmp_path):
 
 
 @pytest.mark.django_db
-def test_the_api_upload_of_a_harbor_job_imports_it_the_same_way(client, bob, tmp_path, settings):
+def test_the_api_upload_of_a_harbor_job_imports_it_the_same_way(client, alice, tmp_path, settings):
     """POST /api/imports/run (and the admin's upload) share ab import-run's code."""
     from tests.test_api_imports import upload
     from tests.test_swebench_admin import zip_of
@@ -375,7 +375,7 @@ def test_the_api_upload_of_a_harbor_job_imports_it_the_same_way(client, bob, tmp
             "OPTIONS": {"location": str(tmp_path / "artifacts")},
         }
     }
-    _, token = api_token_create(user=bob, name="importer")
+    _, token = api_token_create(user=alice, name="importer")
     job = harbor_job(tmp_path, TASKS)
     form = {
         "suite": "verified-mini",

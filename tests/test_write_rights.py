@@ -77,7 +77,7 @@ PAGE_READS = {
     "healthz", "favicon.ico", "account-login", "account-logout", "home", "suite-detail",
     "task-detail", "run-detail", "run-progress", "attempt-detail", "attempt-vs",
     "attempt-artifact", "attempt-patch", "suite-leaderboard", "suite-compare", "suite-taxonomy",
-    "suite-taxonomy-chart", "suite-attempts",
+    "suite-taxonomy-chart", "suite-attempts", "attempt-atif", "model-config-detail",
 }  # fmt: skip
 # The pages of the staff admin (django.contrib.admin), refused to everyone but staff.
 ADMIN_NAMESPACE = "admin"
@@ -449,6 +449,7 @@ def _sample_path(route: str, world: World) -> str:
         "public_id": str(world.active_run.public_id), "a": str(attempt.public_id),
         "b": str(attempt.public_id), "name": "custom-dev", "suite": "custom-dev",
         "task_id": world.seeded["tasks"][0].task_id, "which": "final", "path": "logs/x.txt",
+        "slug": attempt.model_config.slug,
     }  # fmt: skip
     if route.startswith("attempts/"):
         samples["public_id"] = str(attempt.public_id)

@@ -141,10 +141,16 @@ def cmd_run_suite(args: argparse.Namespace) -> int:
     return 0
 
 
+# How long --wait gives a worker to settle a run whose attempts are all final.
+SETTLE_WAIT_SEC = 30.0
+
+
 def _wait(run: Run, *, poll: float) -> None:
+    from runs.models import RUN_FINAL_STATES
     from runs.services import run_refresh_totals
 
     last_line = ""
+    settled_by = 0.0
     idle_since = time.monotonic()
     hinted = False
     while True:
@@ -160,7 +166,11 @@ def _wait(run: Run, *, poll: float) -> None:
             print(line, flush=True)
             last_line, idle_since = line, time.monotonic()
         if totals.get("final", 0) >= totals.get("attempts", 0):
-            return
+            # The worker settles the run (finished, totals) right after its last attempt's
+            # result is stored: give it that moment, so the summary does not say "running".
+            settled_by = settled_by or time.monotonic() + SETTLE_WAIT_SEC
+            if run.status in RUN_FINAL_STATES or time.monotonic() > settled_by:
+                return
         if not hinted and time.monotonic() - idle_since > 60 and not by_status.get("running"):
             print("no attempt has started for a minute: is a worker running? (`ab worker`)")
             hinted = True

@@ -10,6 +10,7 @@ from urllib.parse import quote, urlencode
 
 from django.contrib.auth.views import redirect_to_login
 from django.core.paginator import Paginator
+from django.db.models import Exists, OuterRef
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
@@ -162,7 +163,7 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
             "any_k": any(r.pass_at_k is not None for r in rows),
             "repo_table": _repo_table(board) if len(board.groups) > 1 else None,
             "compare_default": ",".join(r.key for r in _top_competitors(board.rows, 2)),
-            "left_out": _left_out(suite),
+            "left_out": _left_out(suite) if board.results.excluded else [],
             "approximate": _approximate(suite, board.results.excluded),
         },
         status=400 if errors else 200,
@@ -425,22 +426,28 @@ def _approximate(suite: Suite, excluded: frozenset[int]) -> list[dict]:
     and whether they count (gold-valid) or not, for the notice above the table."""
     from tasks_app.swebench.envspec import ENV_APPROXIMATE_LABEL, approximate_pythons
 
-    tasks = Task.objects.for_suite(suite).with_label(ENV_APPROXIMATE_LABEL).order_by("task_id")
-    valid = set(
-        GoldValidation.objects.filter(
-            task__in=tasks, status=GoldValidationStatus.VALID
-        ).values_list("task_id", flat=True)
+    tasks = (
+        Task.objects.for_suite(suite)
+        .with_label(ENV_APPROXIMATE_LABEL)
+        .annotate(
+            gold_valid=Exists(
+                GoldValidation.objects.filter(
+                    task=OuterRef("pk"), status=GoldValidationStatus.VALID
+                )
+            )
+        )
+        .order_by("task_id")
     )
     rows = []
-    for pk, task_id, repo, version in tasks.values_list(
-        "pk", "task_id", "spec__repo", "spec__version"
+    for pk, task_id, repo, version, is_valid in tasks.values_list(
+        "pk", "task_id", "spec__repo", "spec__version", "gold_valid"
     ):
         asked, used = approximate_pythons(str(repo), str(version))
         state = (
             "gold patch fails here: left out"
             if pk in excluded
             else "gold-valid: counted"
-            if pk in valid
+            if is_valid
             else "not validated yet: counted"
         )
         rows.append({"task_id": task_id, "asked": asked, "used": used, "state": state})
