@@ -3,18 +3,21 @@
     python bench/cli_agents.py [--runs 3] [--clis claude-code,codex,mini-swe-agent]
                                [--backends docker,bwrap]
 
-For each CLI: the agent stage of a real attempt on custom-dev's toy_fail_pytest (the CLI in the
-sandbox with its install mounted read-only, its calls through the gateway; mini-swe-agent on
-the worker with its commands in the sandbox) against the same CLI run directly on the host as
-the sandbox's uid, in a fresh copy of the toy repository, talking to the upstream directly.
-Both replay the same plan (read, run the tests, fix, finish: four model calls) from
-tests/cli_upstream.py. Prints medians, the ratio and the load average. The installs must be
-built (``ab agents --install all``).
+(``bench/gateway.py`` runs this too, after the gateway's latency.) For each CLI: the agent stage
+of a real attempt on custom-dev's toy_fail_pytest (the CLI in the sandbox with its install
+mounted read-only, its calls through the gateway; mini-swe-agent on the worker with its
+commands in the sandbox) against the same CLI doing the same work bare (``bare_seconds``: the
+same repository, flags and test command, a python with pytest, no gateway or sandbox layers),
+talking to the upstream directly. Both replay the same plan (read, run the tests, fix, finish:
+four model calls) from tests/cli_upstream.py, and both are checked to have run the tests and
+fixed the file. Prints medians, each run, the ratio and the load average. The installs are
+built on first use (``ab agents --install all``).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -22,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,7 +35,7 @@ TOY_REPO = ROOT / "examples" / "toy_repo"
 OLD = "    return total(values) // len(values)"
 NEW = "    return total(values) / len(values)"
 TEST = "PYTHONPATH=src python3 -m pytest -q tests/test_calc.py"
-SANDBOX_UID = 64000
+WORKDIR = "/workspace/repo"
 
 
 def setup_django(tmp: Path) -> None:
@@ -75,59 +79,141 @@ def attempt_seconds(cli: str, backend: str) -> float:
 
 
 def bare_seconds(cli: str) -> float:
-    """The same CLI, same flags, straight to the upstream, on the host as the sandbox's uid."""
+    """The same CLI, same flags and plan, straight to the upstream, without our pipeline: no
+    gateway, exec server, network namespace, accounts, quota or exposure. A CLI that runs in
+    the sandbox runs in a bare bubblewrap over the same runner rootfs (so its test command finds
+    the same python with pytest), as the sandbox's uid, its install read-only where the
+    attempt mounts it, the same repository at /workspace/repo, the host's network; one that runs
+    on the worker (mini-swe-agent) runs on the host as the worker does, with its local
+    environment and a venv with pytest (this checkout's) first on PATH."""
+    from runs.agents.cli.agent import MOUNT_ROOT, PROMPT_PATH, SANDBOX_HOME
     from runs.agents.cli.definition import get_definition, render
     from runs.agents.cli.install import ensure_install
-    from tests.cli_upstream import BASE_SUFFIX, MODEL, ScriptedUpstream, fix_plan
+    from sandbox.bwrap_backend import default_rootfs
+    from tests.cli_upstream import BASE_SUFFIX, MODEL, WIRE_PATH, ScriptedUpstream, fix_plan
 
     definition = get_definition(cli)
     install = ensure_install(definition).path
+    in_sandbox = definition.spec.runs_in == "sandbox"
     work = Path(tempfile.mkdtemp(prefix="ab-bench-cli-"))
     try:
-        repo, home = work / "repo", work / "home"
+        repo, home, tmp = work / "workspace" / "repo", work / "home", work / "tmp"
         shutil.copytree(TOY_REPO, repo)
         home.mkdir()
+        tmp.mkdir()
         for folder in definition.spec.writable:
             (home / folder).mkdir(parents=True)
-        subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
-        subprocess.run(["chown", "-R", f"{SANDBOX_UID}:{SANDBOX_UID}", str(work)], check=True)
-        work.chmod(0o755)
-        plan = fix_plan(workdir=str(repo), path="src/toy/calc.py", old=OLD, new=NEW,
-                        test_command=TEST)  # fmt: skip
+        git = ["git", "-c", "user.name=bench", "-c", "user.email=bench@localhost"]
+        subprocess.run([*git, "init", "-q"], cwd=repo, check=True)
+        subprocess.run([*git, "add", "-A"], cwd=repo, check=True)
+        subprocess.run([*git, "commit", "-qm", "task"], cwd=repo, check=True)
         prompt = work / "prompt.txt"
         prompt.write_text(f"Fix the failing tests. Run them with: {TEST}")
+        workdir = WORKDIR if in_sandbox else str(repo)
+        plan = fix_plan(workdir=workdir, path="src/toy/calc.py", old=OLD, new=NEW,
+                        test_command=TEST)  # fmt: skip
         with ScriptedUpstream(plan) as upstream:
             values = {
-                "install": str(install),
+                "install": f"{MOUNT_ROOT}/{definition.install_dir_name}" if in_sandbox
+                else str(install),
                 "model": MODEL[cli],
                 "max_turns": 20,
                 "base_url": upstream.base_url + BASE_SUFFIX[cli],
                 "token": "bench-key",
-                "prompt_file": str(prompt),
+                "prompt_file": PROMPT_PATH if in_sandbox else str(prompt),
                 "prompt": prompt.read_text(),
-                "workdir": str(repo),
-                "home": str(home),
+                "workdir": workdir,
+                "home": SANDBOX_HOME if in_sandbox else str(home),
                 "bridge": "",
-            }
+            }  # fmt: skip
             argv = [render(t, values) for t in definition.spec.command]
-            env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8"}
+            env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": values["home"],
+                   "LANG": "C.UTF-8"}  # fmt: skip
             env |= {k: render(v, values) for k, v in definition.spec.env.items()}
-            if definition.spec.runs_in == "worker":  # mini-swe-agent: its local environment
+            if in_sandbox:
+                argv = _bare_bwrap(
+                    argv, env, repo=repo, home=home, tmp=tmp, install=install,
+                    install_at=values["install"], rootfs=default_rootfs(),
+                )  # fmt: skip
+                cwd = work
+            else:  # mini-swe-agent, as the worker's user (as in an attempt): its local
+                # environment, a python with pytest first on PATH
                 argv = [a for a in argv if not a.startswith("--environment-class")]
                 env.pop("PYTHONPATH", None)
+                env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
+                cwd = repo
             with open(prompt if definition.spec.stdin else os.devnull) as stdin:
                 started = time.monotonic()
-                done = subprocess.run(
-                    ["setpriv", "--reuid", str(SANDBOX_UID), "--regid", str(SANDBOX_UID),
-                     "--clear-groups", *argv],
-                    cwd=repo, env=env, stdin=stdin, capture_output=True, timeout=600,
-                )  # fmt: skip
+                done = subprocess.run(argv, cwd=cwd, env=env, stdin=stdin, capture_output=True,
+                                      timeout=600)  # fmt: skip
                 seconds = time.monotonic() - started
+        sent = json.dumps([r.body for r in upstream.model_requests(WIRE_PATH[cli])])
         if done.returncode != 0 or NEW not in (repo / "src/toy/calc.py").read_text():
             raise SystemExit(f"bare {cli}: exit {done.returncode}\n{done.stderr.decode()[-2000:]}")
+        if "passed" not in sent or "No module named pytest" in sent:
+            # The test command's output goes back to the model: the tests must have run.
+            raise SystemExit(f"bare {cli}: the tests never ran (what it sent: {sent[-2000:]})")
         return seconds
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _bare_bwrap(argv: list[str], env: dict[str, str], *, repo: Path, home: Path, tmp: Path,
+                install: Path, install_at: str, rootfs: Path) -> list[str]:  # fmt: skip
+    """``argv`` in bubblewrap over the runner rootfs as the sandbox's uid, with the host's
+    network (the upstream on its loopback) and none of the harness's other layers."""
+    from runs.agents.cli.agent import SANDBOX_HOME
+    from sandbox.base import AGENT_UID
+
+    args = [
+        "bwrap", "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+        "--die-with-parent", "--uid", str(AGENT_UID), "--gid", str(AGENT_UID),
+        "--ro-bind", str(rootfs), "/", "--proc", "/proc", "--dev", "/dev",
+        "--bind", str(tmp), "/tmp", "--bind", str(home), SANDBOX_HOME,
+        "--bind", str(repo.parent), str(Path(WORKDIR).parent),
+        "--tmpfs", "/mnt", "--ro-bind", str(install.resolve()), install_at,
+        "--chdir", WORKDIR, "--clearenv",
+    ]  # fmt: skip
+    for key, value in env.items():
+        args += ["--setenv", key, value]
+    return [*args, "--", *argv]
+
+
+@dataclass(frozen=True)
+class CliRow:
+    cli: str
+    backend: str
+    attempt_s: list[float]  # the agent stage of each attempt
+    bare_s: list[float]  # each bare run, alternating with them
+
+    @property
+    def ratio(self) -> float:
+        return statistics.median(self.attempt_s) / statistics.median(self.bare_s)
+
+
+def cli_rows(runs: int, clis: list[str], backends: list[str]) -> list[CliRow]:
+    """``runs`` rounds per CLI, each a bare run then an attempt on every backend (alternating,
+    so a load spike hits both sides); needs ``setup_django`` first."""
+    rows = []
+    for cli in clis:
+        bare: list[float] = []
+        attempts: dict[str, list[float]] = {b: [] for b in backends}
+        for _ in range(runs):
+            bare.append(bare_seconds(cli))
+            for backend in attempts:
+                attempts[backend].append(attempt_seconds(cli, backend))
+        rows += [CliRow(cli, backend, values, bare) for backend, values in attempts.items()]
+    return rows
+
+
+def print_cli_rows(rows: list[CliRow]) -> None:
+    print(f"{'cli':16} {'backend':8} {'attempt s (median)':>19} {'bare s (median)':>16} "
+          f"{'ratio':>6}   each attempt / bare")  # fmt: skip
+    for row in rows:
+        each = " ".join(f"{a:.1f}" for a in row.attempt_s) + " / "
+        each += " ".join(f"{b:.1f}" for b in row.bare_s)
+        print(f"{row.cli:16} {row.backend:8} {statistics.median(row.attempt_s):19.2f} "
+              f"{statistics.median(row.bare_s):16.2f} {row.ratio:5.2f}x   {each}")  # fmt: skip
 
 
 def main() -> None:
@@ -137,23 +223,15 @@ def main() -> None:
     parser.add_argument("--backends", default="docker,bwrap")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="ab-bench-clis-"))
-    setup_django(tmp)
-    rows = []
-    for cli in args.clis.split(","):
-        bare = []
-        attempts: dict[str, list[float]] = {b: [] for b in args.backends.split(",")}
-        for _ in range(args.runs):  # alternating, so a load spike hits both sides
-            bare.append(bare_seconds(cli))
-            for backend in attempts:
-                attempts[backend].append(attempt_seconds(cli, backend))
-        for backend, values in attempts.items():
-            b, a = statistics.median(bare), statistics.median(values)
-            rows.append((cli, backend, a, b, a / b))
-    print(f"{'cli':16} {'backend':8} {'attempt s':>10} {'bare s':>8} {'ratio':>6}")
-    for cli, backend, a, b, ratio in rows:
-        print(f"{cli:16} {backend:8} {a:10.2f} {b:8.2f} {ratio:6.2f}x")
-    print(f"median of {args.runs}; load average {os.getloadavg()[0]:.2f}")
-    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        setup_django(tmp)
+        load_before = os.getloadavg()
+        rows = cli_rows(args.runs, args.clis.split(","), args.backends.split(","))
+        print_cli_rows(rows)
+        print(f"median of {args.runs}; load average {load_before[0]:.2f} before, "
+              f"{os.getloadavg()[0]:.2f} after ({os.cpu_count()} cores)")  # fmt: skip
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

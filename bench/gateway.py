@@ -1,6 +1,7 @@
 """The model gateway's added latency per model call, against calling the upstream directly.
 
     python bench/gateway.py [--calls 200] [--backends docker,bwrap] [--no-sandbox]
+                            [--cli-runs 3] [--clis claude-code,codex,mini-swe-agent]
 
 Three processes, as in an attempt: the upstream (the scripted provider of the tests,
 tests/provider_fake_server.py, on loopback: what is measured is the gateway, not a network),
@@ -16,9 +17,9 @@ at p50.
   each backend, through the forwarder and the Unix socket, against the same client on the
   host calling the upstream directly (batches alternate).
 
-Each measurement is a function returning ``Row``s, listed in ``MEASUREMENTS``; a CLI
-attempt's wall time through the gateway against the same CLI run bare against the same
-upstream goes in as one more (``cli_attempt_rows``, filled in once CLI agents exist here).
+Each measurement is a function returning ``Row``s, listed in ``MEASUREMENTS``. Then (unless
+``--cli-runs 0``) a CLI attempt's wall time, gateway and sandbox included, against the same CLI
+doing the same work bare against the same upstream, per CLI and backend (bench/cli_agents.py).
 """
 
 from __future__ import annotations
@@ -283,16 +284,9 @@ def sandbox_rows(args: argparse.Namespace) -> list[Row]:
     return rows
 
 
-def cli_attempt_rows(args: argparse.Namespace) -> list[Row]:
-    """A CLI attempt's wall time through the gateway against the same CLI run bare against
-    the same upstream: added by the CLI agents (issue 21, point 1) once they exist here."""
-    return []
-
-
 MEASUREMENTS: list[Callable[[argparse.Namespace], list[Row]]] = [
     host_rows,
     sandbox_rows,
-    cli_attempt_rows,
 ]
 
 
@@ -301,6 +295,9 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=200, help="calls per mode and side")
     parser.add_argument("--backends", default="docker,bwrap")
     parser.add_argument("--no-sandbox", action="store_true", help="host clients only")
+    parser.add_argument("--cli-runs", type=int, default=3, help="CLI attempts and bare runs "
+                        "per CLI and backend (0: none)")  # fmt: skip
+    parser.add_argument("--clis", default="claude-code,codex,mini-swe-agent")
     parser.add_argument("--serve-upstream", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--client", help=argparse.SUPPRESS)
     parser.add_argument("--direct", help=argparse.SUPPRESS)
@@ -332,6 +329,28 @@ def main() -> None:
         f"load average {load_before[0]:.2f} before, {load_after[0]:.2f} after "
         f"({os.cpu_count()} cores)"
     )
+    if args.cli_runs:
+        print()
+        cli_attempts(args)
+
+
+def cli_attempts(args: argparse.Namespace) -> None:
+    """bench/cli_agents.py's comparison, on this run's backends (on the host alone without
+    sandboxes, none)."""
+    if args.no_sandbox:
+        return
+    sys.path.insert(0, str(Path(__file__).parent))
+    import cli_agents
+
+    with tempfile.TemporaryDirectory(prefix="ab-bench-clis-") as tmp:
+        cli_agents.setup_django(Path(tmp))
+        load_before = os.getloadavg()
+        rows = cli_agents.cli_rows(args.cli_runs, args.clis.split(","), args.backends.split(","))
+        cli_agents.print_cli_rows(rows)
+        print(
+            f"CLI attempts: median of {args.cli_runs}; load average {load_before[0]:.2f} before, "
+            f"{os.getloadavg()[0]:.2f} after ({os.cpu_count()} cores)"
+        )
 
 
 if __name__ == "__main__":

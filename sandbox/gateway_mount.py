@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import secrets
 import shutil
 import subprocess
 import tempfile
@@ -37,8 +38,8 @@ SOCKET_NAME = "gateway.sock"
 # Where the CLI finds the gateway inside the sandbox; any free high port would do.
 DEFAULT_PORT = 47611
 DEFAULT_CACHE = Path("/var/lib/agentbench/gateway-forward")
-# The gateways' socket folders on the host, one per gateway.
-SOCKET_ROOT = Path("/run/agentbench/gateway")
+# The gateways' socket folders on the host, one per gateway (GATEWAY_SOCKET_ROOT overrides).
+DEFAULT_SOCKET_ROOT = Path("/run/agentbench/gateway")
 SOURCE = Path(__file__).with_name("gateway_forward.c")
 CFLAGS = ("-static", "-Os", "-s", "-Wall", "-Wextra", "-Werror", "-std=gnu11")
 
@@ -89,15 +90,35 @@ class GatewayMount:
         ]  # fmt: skip
 
 
-def make_socket_dir(name: str) -> Path:
-    """A fresh host folder for a gateway's socket, reachable by the sandbox user alone (and
-    root): ``root:AGENT_UID`` mode 0750 when we are root. Elsewhere (tests as a normal user) a
-    private temporary folder that bubblewrap, running as the same user, can bind."""
+def socket_root() -> Path:
+    """Where gateways make their socket folders: ``GATEWAY_SOCKET_ROOT``, else
+    ``/run/agentbench/gateway``."""
+    return Path(os.environ.get("GATEWAY_SOCKET_ROOT") or DEFAULT_SOCKET_ROOT)
+
+
+def owner_of(folder_name: str) -> str:
+    """The owner a socket folder's name carries (``<owner>.<random>``; "" for none)."""
+    owner, dot, _ = folder_name.rpartition(".")
+    return owner if dot else ""
+
+
+def make_socket_dir(owner: str = "") -> Path:
+    """A fresh host folder for a gateway's socket, ``socket_root()/<owner>.<random>`` (an
+    attempt opens a gateway per try; the owner, its public id, tells the reaper whose it is),
+    reachable by the sandbox user alone (and root): ``root:AGENT_UID`` mode 0750 when we are
+    root. Elsewhere (tests as a normal user) a private temporary folder that bubblewrap,
+    running as the same user, can bind."""
+    name = secrets.token_hex(8)
+    if owner:
+        if "/" in owner or owner.startswith("."):
+            raise ValueError(f"a gateway owner cannot be a path: {owner!r}")
+        name = f"{owner}.{name}"
     if os.geteuid() != 0:
         return Path(tempfile.mkdtemp(prefix=f"ab-gateway-{name}-"))
-    directory = SOCKET_ROOT / name
-    SOCKET_ROOT.mkdir(parents=True, exist_ok=True)
-    SOCKET_ROOT.chmod(0o755)
+    root = socket_root()
+    directory = root / name
+    root.mkdir(parents=True, exist_ok=True)
+    root.chmod(0o755)
     directory.mkdir(mode=0o750)
     os.chown(directory, 0, AGENT_UID)
     directory.chmod(0o750)  # whatever the umask

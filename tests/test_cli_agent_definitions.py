@@ -211,6 +211,43 @@ def test_a_cli_runs_end_maps_to_one_reason(run, gateway, reason, kind, empty, ta
     assert verdict.is_timeout is (reason is Reason.TIMEOUT)
 
 
+def test_a_kill_at_the_time_limit_wins_over_the_gateways_time_budget():
+    """Two clocks: the gateway refuses calls past max_time_sec, the harness kills the CLI a
+    grace later. Stopped by itself after the refusal: it gave up on the budget. Killed: ours."""
+    told = GatewayView(calls=4, input_tokens=40, output_tokens=4, budget_exceeded="time")
+    stopped = classify("Codex CLI", run_(1), told, time_limit=60, grace=15)
+    assert (stopped.reason, stopped.is_timeout) == (Reason.AGENT_GAVE_UP, False)
+    assert stopped.error_text.startswith("[budget:time] Codex CLI ran past the time budget")
+    killed = classify("Codex CLI", run_(124, timed_out=True), told, time_limit=60, grace=15)
+    assert (killed.reason, killed.is_timeout) == (Reason.TIMEOUT, True)
+    assert killed.error_text == (
+        "[timeout] Codex CLI killed by the harness at its time limit (60s and 15s of grace); "
+        "the gateway had refused its model calls past its time budget"
+    )
+    busy = classify("Codex CLI", run_(124, timed_out=True), WORKED, time_limit=60, grace=15)
+    assert busy.error_text.endswith("(60s and 15s of grace)")  # no call past the budget
+
+
+def test_the_last_transient_errors_words_reach_the_attempts_error_text():
+    from runs.agents.cli.agent import gateway_view
+    from runs.gateway import GatewaySummary, UpstreamError
+
+    said = "the upstream answered HTTP 529 to POST /v1/messages: overloaded_error: Overloaded"
+    summary = GatewaySummary(
+        calls=2, input_tokens=10, transient_exhausted=1, transient_error=UpstreamError(said, 529)
+    )
+    verdict = classify("Claude Code", run_(1), gateway_view(summary), time_limit=60)
+    assert (verdict.reason, verdict.error_kind) == (Reason.LLM_ERROR, "transient")
+    assert verdict.error_text == (
+        "[llm-transient] Claude Code: upstream errors outlasted the gateway's retries: " + said
+    )
+    # No answer at all: no status, the gateway's words.
+    gone = UpstreamError("POST /v1/messages: the upstream did not answer: TimeoutError", None)
+    summary = GatewaySummary(calls=1, transient_exhausted=1, transient_error=gone)
+    verdict = classify("Claude Code", run_(1), gateway_view(summary), time_limit=60)
+    assert verdict.error_text.endswith("retries: " + gone.message)
+
+
 def test_it_reads_each_clis_own_usage_report():
     claude = json.dumps(
         {"type": "result", "usage": {"input_tokens": 4800, "output_tokens": 320},

@@ -11,6 +11,8 @@ other in this process, on Docker.
 
 from __future__ import annotations
 
+import json
+import time
 from pathlib import Path
 
 import pytest
@@ -30,6 +32,7 @@ from tests.cli_upstream import (
 )
 from tests.pipeline_fixtures import (
     artifacts_root,  # noqa: F401  (fixture)
+    attempt_folder,
     get_task,
     import_tasks,
 )
@@ -166,5 +169,44 @@ def test_a_cli_killed_at_its_time_limit_is_a_timeout_of_ours(artifacts_root, mon
     assert attempt.failure_reason_id == "TIMEOUT", attempt.error_text
     assert attempt.is_timeout and attempt.is_infra
     assert attempt.error_text.startswith("[timeout] TIMEOUT in agent_run: Codex CLI killed by")
-    assert "by the harness at its time limit (8s)" in attempt.error_text
+    assert "by the harness at its time limit (8s and 15s of grace)" in attempt.error_text
+    # Its one call was still in flight at 8 s: the gateway never had to refuse one.
+    assert "the gateway had refused" not in attempt.error_text
     assert attempt.agent_exit_code == 124
+
+
+def test_a_cli_past_its_time_budget_gave_up_naming_it_and_setup_did_not_count(
+    artifacts_root, monkeypatch
+):
+    """The gateway opens before the sandbox; its wall-time clock starts with the agent. Here
+    the stages before the agent take longer than the whole budget (a sleep in front of the
+    agent stage): the CLI's first calls still go through, and once the budget has passed the
+    gateway refuses the next one; Claude Code stops at that, well before the harness's kill."""
+    import runs.pipeline.execute as execute
+
+    budget = 10
+    real_stage = execute.run_agent_stage
+
+    def slow_setup_then_agent(**kwargs):
+        time.sleep(budget + 1)
+        return real_stage(**kwargs)
+
+    monkeypatch.setattr(execute, "run_agent_stage", slow_setup_then_agent)
+    monkeypatch.setenv(UPSTREAM_KEY_ENV, REAL_KEY)
+    plan = [Step.read("/workspace/repo/src/toy/calc.py")] * 20  # never finishes by itself
+    with ScriptedUpstream(plan, delay_sec=4) as upstream:
+        config = cli_model_config("claude-code", upstream, name="claude 10s",
+                                  max_time_sec=budget)  # fmt: skip
+        attempt = run_one(config)
+        answered = len(upstream.model_requests("/messages"))
+    assert attempt.failure_reason_id == "AGENT_GAVE_UP", attempt.error_text
+    assert "[budget:time]" in attempt.error_text and not attempt.is_timeout
+    assert attempt.agent_exit_code not in (124, 137)  # it stopped by itself
+    assert answered >= 1  # counted from the gateway's opening, the first call was refused
+    records = [
+        json.loads(line)
+        for line in (attempt_folder(attempt) / "model_calls.jsonl").read_text().splitlines()
+    ]
+    calls = [r for r in records if r["model_call"]]
+    assert calls[0]["outcome"] == "ok"
+    assert calls[-1]["outcome"] == "budget" and calls[-1]["error"]["budget"] == "time"

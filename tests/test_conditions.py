@@ -2,7 +2,8 @@
 """Conditions: the files a model configuration adds to the workspace before its agent starts.
 
 Checked when stored (API, admin form, model), written into a real sandbox on both backends
-through its link-safe file methods, kept out of the final patch, and shown: the
+through its link-safe file methods, read by real CLIs (Claude Code's CLAUDE.md, Codex's
+AGENTS.md reach the model), kept out of the final patch, and shown: the
 configuration's page and API, the leaderboard's row, and compare's pair of two conditions of
 one agent with its paired test.
 """
@@ -165,6 +166,57 @@ def test_the_scripted_agent_sees_the_files_and_the_patch_leaves_them_out(backend
     assert "AGENTS.md" not in attempt.final_patch and "SKILL.md" not in attempt.final_patch
     log = (attempt_folder(attempt) / "logs" / "condition_files.txt").read_text()
     assert "AGENTS.md: " in log and ".claude/skills/fix-division/SKILL.md: " in log
+
+
+# Each CLI reads its own instructions file from the repository it works in and sends it to
+# the model: what the scripted provider receives shows the condition reached the model.
+CLI_CONDITIONS = [
+    pytest.param("claude-code", "CLAUDE.md", "bwrap", marks=pytest.mark.bwrap, id="claude-code"),
+    pytest.param("codex", "AGENTS.md", "docker", marks=pytest.mark.docker, id="codex"),
+]
+
+
+@pytest.mark.django_db
+@pytest.mark.slow
+@pytest.mark.parametrize(("cli", "path", "backend_name"), CLI_CONDITIONS)
+def test_a_real_cli_sends_the_conditions_instructions_to_the_model(
+    cli, path, backend_name, artifacts_root, monkeypatch
+):
+    from tests.cli_upstream import (
+        REAL_KEY,
+        UPSTREAM_KEY_ENV,
+        WIRE_PATH,
+        ScriptedUpstream,
+        cli_model_config,
+        fix_plan,
+    )
+
+    marker = "agentbench-condition-7f3a: prefer true division in calc.py"
+    monkeypatch.setenv(UPSTREAM_KEY_ENV, REAL_KEY)
+    import_tasks()
+    plan = fix_plan(
+        workdir="/workspace/repo",
+        path="src/toy/calc.py",
+        old="    return total(values) // len(values)",
+        new="    return total(values) / len(values)",
+        test_command="PYTHONPATH=src python -m pytest -q tests/test_calc.py",
+    )
+    with ScriptedUpstream(plan) as upstream:
+        config = cli_model_config(cli, upstream, name=f"{cli} + {path}")
+        config.workspace_files = {path: f"# Notes for this repository\n\n{marker}\n"}
+        config.full_clean()
+        config.save()
+        attempt = _run(get_task("toy_fail_pytest"), config, backend_name)
+        bodies = [json.dumps(r.body) for r in upstream.model_requests(WIRE_PATH[cli])]
+
+    assert attempt.failure_reason_id is None, attempt.error_text
+    # Every call of its working loop (those offering its tools; not side requests such as a
+    # title) carries the file's text: the CLI put it in the conversation it sends.
+    tool = {"claude-code": '"name": "Read"', "codex": '"name": "exec_command"'}[cli]
+    loop = [b for b in bodies if tool in b]
+    assert len(loop) >= 4, [b[:300] for b in bodies]  # the plan: read, test, fix, finish
+    assert all(marker in b for b in loop)
+    assert attempt.files_touched == ["src/toy/calc.py"] and path not in attempt.final_patch
 
 
 @pytest.mark.django_db

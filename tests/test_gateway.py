@@ -9,6 +9,7 @@ import json
 import socket
 import stat
 import threading
+import time
 from pathlib import Path
 
 import anthropic
@@ -348,6 +349,27 @@ def test_a_used_up_budget_refuses_the_call_in_the_apis_error_shape(
     assert refused["outcome"] == "budget" and refused["error"]["budget"] == budget
 
 
+def test_the_wall_time_budget_counts_from_the_agents_start(tmp_path: Path) -> None:
+    """The gateway opens before the sandbox; the agent stage starts its clock. Time before
+    that (the sandbox's start, setup, the baseline) is not the agent's."""
+    budget = 5.0
+    cfg = config(
+        upstream := FakeProvider([fake.chat("ok") for _ in range(2)]),
+        tmp_path,
+        budgets=GatewayBudgets(max_wall_sec=budget),
+    )
+    with upstream, open_gateway(cfg) as gw:
+        time.sleep(budget + 1)  # setup and the baseline, say
+        gw.start_clock()  # the agent starts
+        openai_client(gw).chat.completions.create(model="gpt-4o", messages=MESSAGES)
+        assert gw.summary.budget_exceeded is None
+        time.sleep(budget + 0.5)
+        with pytest.raises(openai.BadRequestError, match="time budget is used up"):
+            openai_client(gw).chat.completions.create(model="gpt-4o", messages=MESSAGES)
+    assert gw.summary.budget_exceeded == "time"
+    assert (gw.summary.calls, len(upstream.requests)) == (1, 1)
+
+
 def test_calls_that_are_not_model_calls_use_no_budget(tmp_path: Path) -> None:
     models = fake.Reply(
         body=b'{"object": "list", "data": []}', headers={"content-type": "application/json"}
@@ -466,6 +488,12 @@ def test_when_retries_run_out_the_cli_gets_the_last_answer(tmp_path: Path) -> No
     summary = gw.summary
     assert (summary.transient_failures, summary.transient_exhausted) == (3, 1)
     assert summary.permanent_error is None
+    # The last failure's words and status, for the attempt's error text.
+    assert summary.transient_error == (
+        "the upstream answered HTTP 503 to POST /chat/completions: api_error: down 2",
+        503,
+    )
+    assert summary.as_dict()["transient_error"]["status"] == 503
     (record,) = records(tmp_path / "model_calls.jsonl")
     assert record["outcome"] == "transient_exhausted" and len(record["attempts"]) == 3
 
@@ -481,6 +509,9 @@ def test_an_upstream_that_does_not_answer_is_a_transient_502(tmp_path: Path) -> 
     assert caught.value.status_code == 502
     assert "the upstream did not answer" in caught.value.body["message"]
     assert gw.summary.transient_exhausted == 1 and gw.summary.transient_failures == 3
+    error = gw.summary.transient_error
+    assert error.status is None  # no answer: the 502 is the gateway's own
+    assert error.message.startswith("POST /chat/completions: the upstream did not answer: ")
 
 
 def test_a_stream_cut_midway_or_reporting_an_error_is_recorded(tmp_path: Path) -> None:
@@ -520,6 +551,10 @@ def test_a_stream_cut_midway_or_reporting_an_error_is_recorded(tmp_path: Path) -
     assert first["usage"]["input_tokens"] == 100  # from message_start, before the cut
     assert second["error"] == {"kind": "transient", "message": "overloaded_error: Overloaded"}
     assert gw.summary.transient_exhausted == 2
+    assert gw.summary.transient_error == (
+        "the upstream's answer to POST /v1/messages reported: overloaded_error: Overloaded",
+        200,
+    )
 
 
 # -- the token ------------------------------------------------------------------------------

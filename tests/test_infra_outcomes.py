@@ -252,3 +252,81 @@ def test_the_reaper_removes_workspaces_of_finished_attempts_only(
     assert report.workspaces == ["run-finished/leftover_ws__0"]
     assert not workspaces["finished"].exists()
     assert workspaces["kept"].exists() and workspaces["running"].exists()
+
+
+@pytest.mark.django_db
+def test_the_reaper_removes_gateway_sockets_only_of_finished_tries_with_no_gateway(
+    request, monkeypatch
+) -> None:
+    """A gateway's socket folder is ``<attempt public id>.<random>``; a worker killed
+    mid-attempt leaves it with a socket nobody listens on. The reaper removes such a folder
+    once its attempt is final, never while it runs, never one a gateway still answers on, and
+    one no attempt here owns only once it is old."""
+    import os
+    import shutil
+    import socket as sockets
+
+    from django.utils import timezone
+
+    from runs.gateway import GatewayConfig, open_gateway
+    from runs.models import Attempt, AttemptStatus
+    from runs.pipeline.adhoc import attempt_create_adhoc, model_config_for_variant
+    from runs.workers.leftovers import UNOWNED_SOCKET_MIN_AGE_SEC, leftovers_remove
+    from sandbox.gateway_mount import SOCKET_NAME, make_socket_dir
+
+    # A root of this test's own (Unix socket paths are short: not under tmp_path).
+    root = Path(f"/run/agentbench/gateway-test-{uuid.uuid4().hex[:8]}")
+    monkeypatch.setenv("GATEWAY_SOCKET_ROOT", str(root))
+    request.addfinalizer(lambda: shutil.rmtree(root, ignore_errors=True))
+    import_tasks()
+    from tasks_app.models import Task
+
+    task = Task.objects.get(task_id="toy_fail_pytest")
+    config = model_config_for_variant("baseline")
+    ended = timezone.now()
+
+    def attempt(status: str) -> str:
+        made = attempt_create_adhoc(task=task, model_config=config)
+        final = status == AttemptStatus.FINISHED
+        Attempt.objects.filter(pk=made.pk).update(
+            status=status, finished_at=ended if final else None
+        )
+        return str(made.public_id)
+
+    def dead_gateway(owner: str = "", age: float = 60.0) -> Path:
+        """What a killed worker leaves: the folder, the socket file, nobody listening."""
+        folder = make_socket_dir(owner)
+        with sockets.socket(sockets.AF_UNIX) as listener:
+            listener.bind(str(folder / SOCKET_NAME))
+            listener.listen(1)
+        then = ended.timestamp() - age
+        os.utime(folder, (then, then))
+        return folder
+
+    finished, running = attempt(AttemptStatus.FINISHED), attempt(AttemptStatus.RUNNING)
+    left = {
+        "finished": dead_gateway(finished),
+        # A killed try of an attempt requeued and running again: never, however old.
+        "running": dead_gateway(running, age=UNOWNED_SOCKET_MIN_AGE_SEC + 60),
+        # Made after the attempt ended: a try of a retry, not the old one.
+        "retried": dead_gateway(finished, age=-60),
+        "unowned, young": dead_gateway(),
+        "unowned, old": dead_gateway(age=UNOWNED_SOCKET_MIN_AGE_SEC + 60),
+    }
+    upstream = "http://127.0.0.1:9/v1"
+    with (
+        open_gateway(GatewayConfig(upstream, "sk-x", owner=finished)) as live,
+        open_gateway(GatewayConfig(upstream, "sk-x")) as live_unowned,
+    ):
+        for gw in (live, live_unowned):  # serving, however old their folder looks
+            old = ended.timestamp() - UNOWNED_SOCKET_MIN_AGE_SEC - 60
+            os.utime(gw.socket_path.parent, (old, old))
+        report = leftovers_remove()
+        assert live.socket_path.exists() and live_unowned.socket_path.exists()
+
+    gone = {name for name, folder in left.items() if not folder.exists()}
+    assert gone == {"finished", "unowned, old"}
+    assert sorted(report.gateway_sockets) == sorted(
+        left[name].name for name in ("finished", "unowned, old")
+    )
+    assert left["finished"].name.startswith(finished + ".")

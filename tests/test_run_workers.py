@@ -5,7 +5,8 @@
 
 Runs are launched and steered through the ``ab`` command line; this process reads the
 workers' database through an extra connection alias. Attempts use the real pipeline and
-sandbox (scripted agent on custom-dev; the LLM agent against a local OpenAI-protocol server).
+sandbox (scripted agent on custom-dev; the LLM agent against a local OpenAI-protocol server;
+Claude Code through its gateway against a scripted provider, on PostgreSQL + Redis only).
 """
 
 from __future__ import annotations
@@ -217,3 +218,62 @@ def test_run_suite_wait_prints_a_summary_by_reason(stack):
     assert "RESOLVED" in out.stdout and "SETUP_FAILED" in out.stdout
     assert "BASELINE_NOT_FAILING" in out.stdout
     assert out.stdout.rstrip().endswith("finished")
+
+
+@pytest.fixture
+def cli_stack(tmp_path, django_db_blocker):
+    """A PostgreSQL + Redis stack whose gateways make their socket folders under a root of
+    its own (the machine's /run/agentbench/gateway is shared with other test sessions)."""
+    import shutil
+    import uuid
+    from pathlib import Path
+
+    from tests.cli_upstream import REAL_KEY, UPSTREAM_KEY_ENV
+
+    root = Path(f"/run/agentbench/gateway-test-{uuid.uuid4().hex[:8]}")
+    extra = {"GATEWAY_SOCKET_ROOT": str(root), UPSTREAM_KEY_ENV: REAL_KEY}
+    with django_db_blocker.unblock():
+        stack = create_stack("postgres+redis", tmp_path, extra_env=extra)
+        stack.connect()
+        try:
+            yield stack, root
+        finally:
+            stack.close()
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def test_a_worker_killed_mid_cli_attempt_leaves_no_gateway_socket(cli_stack):
+    """SIGKILL a worker while Claude Code waits on its model call: the gateway's socket folder
+    (named for the attempt) stays behind with nobody listening. The attempt is requeued and
+    finishes on another worker; then the reaper removes the killed try's folder."""
+    from tests.cli_upstream import MODEL, ScriptedUpstream, fix_plan
+
+    stack, root = cli_stack
+    plan = fix_plan(
+        workdir="/workspace/repo",
+        path="src/toy/calc.py",
+        old="    return total(values) // len(values)",
+        new="    return total(values) / len(values)",
+        test_command="PYTHONPATH=src python -m pytest -q tests/test_calc.py",
+    )
+    with ScriptedUpstream(plan, delay_sec=600) as upstream:  # the first try's call hangs
+        run = launch(stack, "--task", "toy_fail_pytest", "--variant", "cli", "--cli",
+                     "claude-code", "--model", MODEL["claude-code"], "--base-url",
+                     upstream.base_url, "--api-key-env", "AB_TEST_UPSTREAM_KEY")  # fmt: skip
+        (attempt,) = attempts(stack, run)
+        doomed = stack.start_worker("doomed")
+        wait_until(lambda: upstream.model_requests("/messages"), timeout=300,
+                   what="Claude Code's first model call")  # fmt: skip
+        (killed_try,) = [p for p in root.iterdir() if p.name.startswith(f"{attempt.public_id}.")]
+        stack.kill_worker(doomed)  # SIGKILL to the main process and its pool children
+        assert (killed_try / "gateway.sock").exists()  # left behind, nobody listening
+        upstream.delay_sec = 0
+        stack.start_worker("rescuer", beat=True)  # with the reaper
+        run = wait_final(stack, run)
+        wait_until(lambda: not killed_try.exists(), timeout=120,
+                   what="the reaper to remove the killed try's socket folder")  # fmt: skip
+    attempt = Attempt.objects.using(stack.alias).get(pk=attempt.pk)
+    assert attempt.requeue_count == 1 and attempt.worker.startswith("rescuer@")
+    assert attempt.failure_reason_id is None, attempt.error_text  # the second try fixed it
+    assert list(root.iterdir()) == []  # the second try's gateway removed its own
+    assert "removed leftovers of finished attempts" in stack.worker_log("rescuer")

@@ -18,7 +18,8 @@ class GatewayBudgets:
     """Limits on the model calls of one attempt; None is no limit. A model call is refused
     once ``max_calls`` calls were made, once the tokens (in + out) or the cost reached their
     limit (the call that crosses one is answered: its size is known only afterwards), or once
-    ``max_wall_sec`` passed since the gateway opened."""
+    ``max_wall_sec`` passed since the clock started: ``Gateway.start_clock()`` (the agent
+    starts), else the gateway's opening."""
 
     max_calls: int | None = None
     max_tokens: int | None = None
@@ -55,14 +56,18 @@ class GatewayConfig:
     max_response_bytes: int = 64 * 1024 * 1024
     # Where the forwarder listens inside the sandbox.
     sandbox_port: int = DEFAULT_PORT
+    # Whose gateway this is (the attempt's public id): its socket folder is named
+    # ``<owner>.<random>``, so the reaper can tell a leftover of a finished attempt
+    # (runs/workers/leftovers.py).
+    owner: str = ""
     # Ask for usage in chat-completions streams (stream_options.include_usage) when the CLI
     # did not: without it a stream reports no tokens, and budgets cannot be kept.
     stream_usage: bool = True
 
 
 class UpstreamError(NamedTuple):
-    """A permanent upstream error: its message (fingerprintable: no key, no token) and the
-    HTTP status (None when there was no answer)."""
+    """An upstream error: its message (fingerprintable: no key, no token) and the HTTP status
+    (None when there was no answer)."""
 
     message: str
     status: int | None
@@ -85,10 +90,12 @@ class GatewaySummary:
     permanent_error: UpstreamError | None = None
     transient_failures: int = 0  # transient upstream failures seen (retried or not)
     transient_exhausted: int = 0  # calls whose transient failure reached the CLI
+    # The last of those, in the upstream's words (its status, None when it never answered).
+    transient_error: UpstreamError | None = None
     refused: int = 0  # requests without the attempt's token (401)
     requests: int = 0  # every request received, refused ones included
     retries: int = 0
-    wall_sec: float = 0.0
+    wall_sec: float = 0.0  # since the clock started (start_clock, else the opening)
 
     @property
     def tokens(self) -> int:
@@ -96,6 +103,7 @@ class GatewaySummary:
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        error = self.permanent_error
-        data["permanent_error"] = None if error is None else error._asdict()
+        for name in ("permanent_error", "transient_error"):
+            error = getattr(self, name)
+            data[name] = None if error is None else error._asdict()
         return data

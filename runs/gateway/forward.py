@@ -327,20 +327,33 @@ class Call:
         if self.record["model_call"] or status in (401, 403):
             self.gw.ledger.permanent(UpstreamError(self.gw.scrub_text(message), status))
 
+    def _transient(self, message: str, status: int | None) -> None:
+        """A model call's transient failure reached the CLI (retries ran out, or a stream
+        broke once bytes went out)."""
+        if self.record["model_call"]:
+            self.gw.ledger.transient(UpstreamError(self.gw.scrub_text(message), status))
+
+    @property
+    def _where(self) -> str:
+        return f"{self.h.command} {self.h.path.split('?')[0]}"
+
     # -- answers ----------------------------------------------------------------------------
 
     def _fail(self, failed: Failed) -> None:
         self.record["error"] = {"kind": failed.kind, "message": failed.message}
         if failed.kind == "permanent":
             self.record["outcome"] = "permanent_error"
-            where = f"{self.h.command} {self.h.path.split('?')[0]}"
             self._permanent(
-                f"the upstream answered HTTP {failed.status} to {where}: {failed.message}",
+                f"the upstream answered HTTP {failed.status} to {self._where}: {failed.message}",
                 failed.status,
             )
         else:
             self.record["outcome"] = "transient_exhausted"
-            self._count(transient_exhausted=1)
+            if failed.from_upstream:
+                said = f"the upstream answered HTTP {failed.status} to {self._where}"
+                self._transient(f"{said}: {failed.message}", failed.status)
+            else:  # its message says the upstream never answered
+                self._transient(f"{self._where}: {failed.message}", None)
         headers = [(k, v) for k, v in failed.headers if k.lower() not in NOT_RETURNED]
         self._send_whole(failed.status, failed.reason, headers, failed.body)
 
@@ -486,10 +499,10 @@ class Call:
             self.record["outcome"] = "stream_error"
             self.record["error"] = {"kind": kind, "message": self.gw.scrub_text(error)}
             if kind == "permanent":
-                where = f"{self.h.command} {self.h.path.split('?')[0]}"
-                self._permanent(f"the upstream's answer to {where} reported: {error}", status)
+                self._permanent(f"the upstream's answer to {self._where} reported: {error}", status)
             else:
-                self._count(transient_failures=1, transient_exhausted=1)
+                self._count(transient_failures=1)
+                self._transient(f"the upstream's answer to {self._where} reported: {error}", status)
         if not usage.found or self.api not in wire.MODEL_CALL_APIS:
             return
         price = self.gw.price(model)

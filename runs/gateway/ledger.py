@@ -12,15 +12,21 @@ from runs.gateway.config import GatewayBudgets, GatewaySummary, UpstreamError
 class Ledger:
     def __init__(self, budgets: GatewayBudgets):
         self.budgets = budgets
-        self.started = time.monotonic()
-        self.deadline = (
-            self.started + budgets.max_wall_sec if budgets.max_wall_sec is not None else None
-        )
         self._lock = threading.Lock()
+        self.started = 0.0
+        self.deadline: float | None = None
+        self.start_clock()
         self._summary = GatewaySummary()
         # Counters added since the summary was last made (a call adds several at a time).
         self._counts: dict[str, int | float] = {}
         self._ended: float | None = None
+
+    def start_clock(self) -> None:
+        """The wall-time budget (and ``wall_sec``) counts from now."""
+        with self._lock:
+            self.started = time.monotonic()
+            wall = self.budgets.max_wall_sec
+            self.deadline = None if wall is None else self.started + wall
 
     def admit(self) -> tuple[str, str] | None:
         """Take one model call out of the budgets; or, when one is used up, ``(name,
@@ -59,6 +65,13 @@ class Ledger:
         with self._lock:
             if self._summary.permanent_error is None:
                 self._summary = replace(self._summary, permanent_error=error)
+
+    def transient(self, error: UpstreamError) -> None:
+        """A model call's transient failure reached the CLI: counted, its words kept (the
+        last one's: the attempt's error text quotes it)."""
+        with self._lock:
+            self._counts["transient_exhausted"] = self._counts.get("transient_exhausted", 0) + 1
+            self._summary = replace(self._summary, transient_error=error)
 
     def end(self) -> None:
         with self._lock:

@@ -10,7 +10,6 @@ import secrets
 import shutil
 import socket
 import threading
-import uuid
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -138,7 +137,7 @@ class Gateway:
         self._listeners: list[_Listener] = []
         self._inflight = 0
         self._idle = threading.Condition()
-        self._dir = make_socket_dir(uuid.uuid4().hex[:16])
+        self._dir = make_socket_dir(config.owner)
         try:
             unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             unix.bind(str(self._dir / SOCKET_NAME))
@@ -178,6 +177,13 @@ class Gateway:
     @property
     def summary(self) -> GatewaySummary:
         return self.ledger.summary()
+
+    def start_clock(self) -> None:
+        """Start the wall-time budget now, when the agent starts: a gateway opens before its
+        sandbox (the sandbox mounts its socket), so a clock started at opening would count
+        the sandbox's start, the setup and the baseline as the agent's time. Until this is
+        called the clock runs from the opening (a gateway used on its own)."""
+        self.ledger.start_clock()
 
     # -- shared with the requests -----------------------------------------------------------
 

@@ -168,9 +168,12 @@ def _float(value: object) -> float | None:
     return None if value is None else float(value)  # type: ignore[arg-type]
 
 
-def cli_resources_for(config: ModelConfig, *, artifacts_dir: Path, task_max_steps: int | None):
+def cli_resources_for(
+    config: ModelConfig, *, artifacts_dir: Path, task_max_steps: int | None, owner: str = ""
+):
     """For a CLI configuration: a context manager giving the CLI's install and an open gateway
-    (they must exist before the sandbox); for any other variant, one giving None."""
+    (they must exist before the sandbox; ``owner``, the attempt's public id, names the
+    gateway's socket folder for the reaper); for any other variant, one giving None."""
     import contextlib
 
     if config.agent_variant != AgentVariant.CLI:
@@ -184,4 +187,5 @@ def cli_resources_for(config: ModelConfig, *, artifacts_dir: Path, task_max_step
         artifacts_dir=artifacts_dir,
         body_cap_bytes=getattr(settings, "GATEWAY_BODY_CAP_BYTES", 4_000_000),
         price_table_path=settings.LLM_PRICE_TABLE or None,
+        owner=owner,
     )

@@ -155,7 +155,8 @@ class _Execution:
         self._checkpoint("setup", Stage.SETUP)
         # An agent CLI's install and gateway must exist before its sandbox (both are mounted).
         cli = cli_resources_for(self.attempt.model_config, artifacts_dir=self.folder,
-                                task_max_steps=self.attempt.task.max_steps)  # fmt: skip
+                                task_max_steps=self.attempt.task.max_steps,
+                                owner=str(self.attempt.public_id))  # fmt: skip
         with cli as cli_res:
             self._sandboxed(plan, ws, repo_dir, excludes, code_inside, cli_res)
 

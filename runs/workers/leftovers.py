@@ -1,13 +1,15 @@
 """The reaper's clean-up of finished attempts and dead workers: what is still on this machine.
 
-An attempt removes its container, its sandbox's host files and its workspace itself before it
-reaches a final state, but not when that failed: the engine was gone when the sandbox closed
-(its container outlives the engine's restart), or the worker died between the two.
-``leftovers_remove`` (each pass of the reaper, ``runs.workers.reaper``) removes them for
-attempts already final: containers, the sandbox's files under /run/agentbench and its quota
-mounts (``sandbox.leftovers``), workspaces. Running and queued attempts are never touched, nor
-a workspace kept on purpose (``--keep-workspace`` leaves ``KEEP_MARKER`` beside it), nor
-anything of an attempt this database does not know (another deployment on the same machine).
+An attempt removes its container, its sandbox's host files, its model gateway's socket folder
+and its workspace itself before it reaches a final state, but not when that failed: the engine
+was gone when the sandbox closed (its container outlives the engine's restart), or the worker
+died between the two. ``leftovers_remove`` (each pass of the reaper, ``runs.workers.reaper``)
+removes them for attempts already final: containers, the sandbox's files under /run/agentbench
+and its quota mounts (``sandbox.leftovers``), gateway socket folders, workspaces. Running and
+queued attempts are never touched, nor a workspace kept on purpose (``--keep-workspace`` leaves
+``KEEP_MARKER`` beside it), nor a socket a gateway still answers on, nor anything of an attempt
+this database does not know (another deployment on the same machine; an unowned gateway socket
+folder only once it is old and silent).
 
 It also removes the folders of ``ab worker`` processes that died without cleaning up (killed):
 each worker keeps its ready file and its Celery processes' temporary files (multiprocessing's
@@ -18,6 +20,8 @@ from __future__ import annotations
 
 import logging
 import shutil
+import socket
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,6 +35,9 @@ log = logging.getLogger(__name__)
 
 ATTEMPT_LABEL = "agentbench.attempt"
 KEEP_MARKER = "workspace.kept"
+# A gateway socket folder no attempt of this database owns (a gateway opened by hand, by a
+# test, by another deployment's worker on this machine) is removed only once this old and dead.
+UNOWNED_SOCKET_MIN_AGE_SEC = 600
 
 
 @dataclass
@@ -40,13 +47,15 @@ class LeftoverReport:
     export_containers: int = 0
     workspaces: list[str] = field(default_factory=list)  # artifacts_dir of each
     sandbox_files: list[str] = field(default_factory=list)  # sandbox names
+    # Model gateway socket folders (their names, under sandbox.gateway_mount.socket_root()).
+    gateway_sockets: list[str] = field(default_factory=list)
     worker_dirs: list[str] = field(default_factory=list)  # folders of dead ab workers
 
     @property
     def found_any(self) -> bool:
         return bool(
             self.containers or self.export_containers or self.workspaces or self.sandbox_files
-            or self.worker_dirs
+            or self.gateway_sockets or self.worker_dirs
         )  # fmt: skip
 
 
@@ -58,6 +67,7 @@ def leftovers_remove() -> LeftoverReport:
     _remove_export_containers(report)
     _remove_workspaces(report)
     _remove_sandbox_files(report)
+    _remove_gateway_sockets(report)
     _remove_worker_dirs(report)
     return report
 
@@ -201,3 +211,58 @@ def _remove_worker_dirs(report: LeftoverReport) -> None:
         if folder.is_dir() and not folder.is_symlink() and not _owner_alive(folder):
             worker_dir_remove(folder)
             report.worker_dirs.append(folder.name)
+
+
+def _remove_gateway_sockets(report: LeftoverReport) -> None:
+    """Socket folders of gateways whose worker died (``<attempt public id>.<random>``, made by
+    ``sandbox.gateway_mount.make_socket_dir``). One is removed when its attempt is final and the
+    folder older than the attempt's end (a later try's folder is newer), or when no attempt
+    here owns it and it is ``UNOWNED_SOCKET_MIN_AGE_SEC`` old; and in both cases only when no
+    gateway answers on its socket. A queued or running attempt's folder is never touched."""
+    from sandbox.gateway_mount import SOCKET_NAME, owner_of, socket_root
+
+    try:
+        folders = [p for p in socket_root().iterdir() if p.is_dir() and not p.is_symlink()]
+    except OSError:  # no gateway ever ran here
+        return
+    owners = {folder: owner_of(folder.name) for folder in folders}
+    attempts = {
+        str(public_id): (status, finished_at)
+        for public_id, status, finished_at in Attempt.objects.filter(
+            public_id__in=_uuids({o for o in owners.values() if o})
+        ).values_list("public_id", "status", "finished_at")
+    }
+    now = time.time()
+    for folder in folders:
+        try:
+            made = folder.lstat().st_mtime
+        except OSError:
+            continue
+        known = attempts.get(_uuid_or_empty(owners[folder]))
+        if known is not None and known[0] not in FINAL_STATES:
+            continue  # a live attempt's (this try's or a killed try's, until it is final)
+        if known is not None and known[1] is not None:
+            if made >= known[1].timestamp():
+                continue  # made after the attempt ended: a retry's try
+        elif now - made < UNOWNED_SOCKET_MIN_AGE_SEC:
+            continue
+        if _answers(folder / SOCKET_NAME):
+            continue  # a gateway still serves there
+        shutil.rmtree(folder, ignore_errors=True)
+        report.gateway_sockets.append(folder.name)
+
+
+def _uuid_or_empty(value: str) -> str:
+    found = _uuids({value}) if value else []
+    return found[0] if found else ""
+
+
+def _answers(path) -> bool:
+    """Whether something accepts connections on the Unix socket at ``path``."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(2)
+        try:
+            probe.connect(str(path))
+        except OSError:  # refused (its listener died), missing, not a socket
+            return False
+    return True

@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runs.agents.cli.bridge import SandboxBridge
 from runs.agents.cli.definition import AgentDefinition, DefinitionError, get_definition, render
@@ -35,11 +35,18 @@ from runs.agents.events import EventLog
 from runs.taxonomy import Reason
 from sandbox.base import ReadOnlyMount
 
+if TYPE_CHECKING:
+    from runs.gateway import GatewaySummary, UpstreamError
+
 MOUNT_ROOT = "/mnt/agentbench/agents"
 SANDBOX_HOME = "/home/agent"
 PROMPT_PATH = "/tmp/agentbench-prompt.txt"
 BRIDGE_DIR = Path(__file__).parent / "msa"
 OUTPUT_CAP_BYTES = 4_000_000
+# The harness kills the CLI this long after its time budget ran out at the gateway, so that a
+# CLI told "time is up" by a refused model call can stop by itself (AGENT_GAVE_UP
+# [budget:time]); one still running then is killed (TIMEOUT, ours). See outcome.py.
+KILL_GRACE_SEC = 15.0
 # A prompt goes into the sandbox through environment variables of at most this size each
 # (Linux caps one argument or variable at 128 KiB).
 _ENV_CHUNK = 100_000
@@ -87,9 +94,11 @@ def cli_resources(
     artifacts_dir: Path,
     body_cap_bytes: int,
     price_table_path: str | None = None,
+    owner: str = "",
 ) -> Iterator[CliResources]:
-    """The definition, its cached install and an open gateway for one attempt; on a problem,
-    resources that say why (the agent stage turns it into the attempt's outcome)."""
+    """The definition, its cached install and an open gateway for one attempt (``owner``, its
+    public id, names the gateway's socket folder); on a problem, resources that say why (the
+    agent stage turns it into the attempt's outcome)."""
     try:
         definition = get_definition(name)
     except DefinitionError as exc:
@@ -120,10 +129,9 @@ def cli_resources(
             max_calls=budgets.max_model_calls,
             max_tokens=budgets.max_tokens,
             max_cost_usd=budgets.max_cost_usd,
-            # Wall time is the harness's clock on the CLI process (killed at max_time_sec:
-            # TIMEOUT, ours): the gateway opens before the sandbox, so its clock would count
-            # setup and the baseline too.
-            max_wall_sec=None,
+            # Counted from the agent's start (CliAgent.run starts the clock), not from here:
+            # setup and the baseline are not the agent's time.
+            max_wall_sec=budgets.max_time_sec,
         ),
         price_input_per_mtok=model.price_input_per_mtok,
         price_output_per_mtok=model.price_output_per_mtok,
@@ -131,6 +139,7 @@ def cli_resources(
         record_path=artifacts_dir / "model_calls.jsonl",
         body_cap_bytes=body_cap_bytes,
         retry=retry_policy(),
+        owner=owner,
     )
     with open_gateway(config) as gateway:
         yield CliResources(name, definition, install.path, gateway, install_seconds=install.seconds)
@@ -157,6 +166,8 @@ class CliAgent:
                 llm_error_kind=res.error_kind,
             )
         definition = res.definition
+        # The wall-time budget starts with the agent (the gateway opened before the sandbox).
+        res.gateway.start_clock()
         values = {
             "model": ctx.model.model_name,
             "max_turns": ctx.budgets.max_steps,
@@ -170,7 +181,13 @@ class CliAgent:
             run = self._run_on_worker(ctx, definition, values)
         summary = res.gateway.summary
         view = gateway_view(summary)
-        verdict = classify(definition.spec.title, run, view, time_limit=ctx.budgets.max_time_sec)
+        verdict = classify(
+            definition.spec.title,
+            run,
+            view,
+            time_limit=ctx.budgets.max_time_sec,
+            grace=KILL_GRACE_SEC,
+        )
         own = read_summary(definition.spec.summary, res.extra.pop("summary_text", run.stdout))
         outcome = AgentOutcome(
             reason=verdict.reason,
@@ -246,9 +263,7 @@ class CliAgent:
         cli_env = {k: render(v, values) for k, v in definition.spec.env.items()}
         cli_env.setdefault("HOME", SANDBOX_HOME)
         res.extra["command"] = _redact(command, res.gateway.token)
-        result = sb.exec(
-            command, timeout=ctx.budgets.max_time_sec, cwd=ctx.task.workdir, env=cli_env
-        )
+        result = sb.exec(command, timeout=_kill_after(ctx), cwd=ctx.task.workdir, env=cli_env)
         return CliRun(
             exit_code=result.exit_code,
             signal=None,
@@ -289,7 +304,7 @@ class CliAgent:
             } | {k: render(v, values) for k, v in definition.spec.env.items()}
             res.extra["command"] = _redact(shlex.join(argv), res.gateway.token)
             with bridge:
-                run = _run_process(argv, env=env, cwd=Path(tmp), timeout=ctx.budgets.max_time_sec)
+                run = _run_process(argv, env=env, cwd=Path(tmp), timeout=_kill_after(ctx))
             res.extra["tool_calls"] = bridge.calls
             trajectory = home / "trajectory.json"
             if trajectory.is_file():
@@ -297,6 +312,11 @@ class CliAgent:
                 res.extra["summary_text"] = text
                 (ctx.artifacts_dir / f"{definition.name}.trajectory.json").write_text(text)
             return run
+
+
+def _kill_after(ctx: AgentContext) -> float:
+    """When the harness kills the CLI: its time budget (kept by the gateway) and the grace."""
+    return ctx.budgets.max_time_sec + KILL_GRACE_SEC
 
 
 def _run_process(argv: list[str], *, env: dict[str, str], cwd: Path, timeout: float) -> CliRun:
@@ -342,23 +362,27 @@ def _read_capped(handle: Any) -> str:
     return handle.read().decode("utf-8", errors="replace")
 
 
-def gateway_view(summary: Any) -> GatewayView:
-    """The gateway's summary (``runs.gateway.GatewaySummary``) as the outcome reads it."""
-    permanent = getattr(summary, "permanent_error", None)
-    if permanent is not None and not isinstance(permanent, str):
-        message = getattr(permanent, "message", None) or str(permanent)
-        status = getattr(permanent, "status", None)
-        permanent = f"{status} {message}" if status else message
+def gateway_view(summary: GatewaySummary) -> GatewayView:
+    """The gateway's summary as the outcome reads it."""
     return GatewayView(
-        calls=int(getattr(summary, "calls", 0) or 0),
-        input_tokens=int(getattr(summary, "input_tokens", 0) or 0),
-        output_tokens=int(getattr(summary, "output_tokens", 0) or 0),
-        cost_usd=float(getattr(summary, "cost_usd", 0.0) or 0.0),
-        budget_exceeded=getattr(summary, "budget_exceeded", None),
-        permanent_error=permanent,
-        transient_exhausted=bool(getattr(summary, "transient_exhausted", False)),
-        transient_error=str(getattr(summary, "transient_error", "") or ""),
+        calls=summary.calls,
+        input_tokens=summary.input_tokens,
+        output_tokens=summary.output_tokens,
+        cost_usd=summary.cost_usd,
+        budget_exceeded=summary.budget_exceeded,
+        permanent_error=_error_words(summary.permanent_error),
+        transient_exhausted=summary.transient_exhausted > 0,
+        transient_error=_error_words(summary.transient_error) or "",
     )
+
+
+def _error_words(error: UpstreamError | None) -> str | None:
+    """An upstream error's message, its status in front unless the message names it."""
+    if error is None:
+        return None
+    if error.status is None or f"HTTP {error.status}" in error.message:
+        return error.message
+    return f"{error.status} {error.message}"
 
 
 def prompt_for(definition: AgentDefinition, ctx: AgentContext) -> str:

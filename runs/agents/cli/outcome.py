@@ -9,6 +9,14 @@ The decisions, in order (the first that applies):
    ``error_kind=permanent``, so fail-fast stops the model configuration;
 4. a budget the gateway enforced (calls, tokens, cost, wall time): ``AGENT_GAVE_UP``
    ``[budget:<name>]``;
+
+Wall time has two clocks that must not contradict each other. The gateway's starts when the
+agent does and refuses model calls past ``max_time_sec`` (``[budget:time]``); the harness kills
+the CLI ``grace`` seconds later. A CLI that stopped by itself after the gateway told it its
+time was up gave up on a budget (4); one the harness had to kill is a ``TIMEOUT`` (1), which
+wins even when the gateway had refused it first (the error text then says so): it did not stop
+when told, and a kill is ours. A CLI killed in the middle of a long tool call, with no model
+call past the budget, is a ``TIMEOUT`` as well.
 5. transient upstream errors the gateway's retries did not outlast: ``LLM_ERROR`` transient;
 6. no model call at all (or calls without a token): an **empty run**, ``LLM_ERROR`` with
    ``is_empty_run`` (infrastructure, out of the rates). When the CLI's exit says why, the kind
@@ -87,13 +95,21 @@ def signal_of(exit_code: int, signal: int | None = None) -> int | None:
     return exit_code - 128 if 128 < exit_code < 160 else None
 
 
-def classify(name: str, run: CliRun, gateway: GatewayView, *, time_limit: float) -> Classified:
+def classify(
+    name: str, run: CliRun, gateway: GatewayView, *, time_limit: float, grace: float = 0.0
+) -> Classified:
     last = last_line(run.stderr) or last_line(run.stdout)
     if run.timed_out:
+        limit = f"{time_limit:g}s" + (f" and {grace:g}s of grace" if grace else "")
+        told = (
+            "; the gateway had refused its model calls past its time budget"
+            if gateway.budget_exceeded == "time"
+            else ""
+        )
         return Classified(
             Reason.TIMEOUT,
             "time_budget",
-            f"[timeout] {name} killed by the harness at its time limit ({time_limit:g}s)",
+            f"[timeout] {name} killed by the harness at its time limit ({limit}){told}",
             is_timeout=True,
         )
     if run.oom_killed:
