@@ -181,7 +181,7 @@ def time_pages(data: dict, requests: int) -> list[tuple[str, float, float, float
         (
             "attempts list (filtered)",
             reverse("suite-attempts", args=[suite.name])
-            + f"?model={models[3].slug}&reason=TESTS_FAILED",
+            + f"?models={models[3].slug}&reason=TESTS_FAILED",
         ),
         ("task", reverse("task-detail", args=[suite.name, attempt.task.task_id])),
         transcript_page(data, TRANSCRIPT_BYTES),
