@@ -304,20 +304,22 @@ def test_the_write_budget_lives_in_redis_when_cache_url_points_there(
         server.flushdb()
 
 
-def test_a_cli_configuration_must_name_a_known_agent_cli(client, db, auth):
+def test_a_cli_configuration_must_name_a_known_agent_cli(client, db, staff_auth):
     payload = {"name": "claude", "agent_variant": "cli", "model_name": "claude-sonnet-4-5",
                "cli_agent": "claude-code", "max_model_calls": 50,
                "base_url": "https://api.anthropic.com",
                "api_key_env": "ANTHROPIC_API_KEY"}  # fmt: skip
-    created = post(client, "/api/model-configs", payload, auth)
+    created = post(client, "/api/model-configs", payload, staff_auth)
     assert created.status_code == 201, created.content
     assert (created.json()["cli_agent"], created.json()["max_model_calls"]) == ("claude-code", 50)
     unknown = post(client, "/api/model-configs", {**payload, "name": "x", "cli_agent": "aider"},
-                   auth)  # fmt: skip
+                   staff_auth)  # fmt: skip
     assert unknown.status_code == 400
     error = unknown.json()["errors"][0]
     assert (
         error["field"] == "cli_agent" and "claude-code, codex, mini-swe-agent" in error["message"]
     )
-    no_model = post(client, "/api/model-configs", {**payload, "name": "y", "model_name": ""}, auth)
+    no_model = post(
+        client, "/api/model-configs", {**payload, "name": "y", "model_name": ""}, staff_auth
+    )
     assert no_model.status_code == 400 and no_model.json()["errors"][0]["field"] == "model_name"
