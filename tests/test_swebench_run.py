@@ -195,7 +195,10 @@ def test_predictions_run_in_the_instance_image_and_are_graded(
     assert attempts["toy-org__toy-5"].is_missing
     run.refresh_from_db()
     assert run.status == "finished"
-    assert run.totals["resolved"] == 1 and run.totals["scored"] == 5
+    # toy-org__toy-5 was not attempted: out of the scored attempts, in the whole suite's rate.
+    assert run.totals["resolved"] == 1 and run.totals["scored"] == 4
+    assert (run.totals["missing"], run.totals["tasks"]) == (1, 5)
+    assert (run.totals["success_rate"], run.totals["attempted_rate"]) == (0.2, 0.25)
 
 
 def test_ab_import_predictions_run_prints_progress(instance, tmp_path):
