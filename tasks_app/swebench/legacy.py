@@ -47,12 +47,6 @@ def read_legacy_report(
     data: dict[str, Any], where: str, problems: list[Problem]
 ) -> dict[str, InstanceResult]:
     """Outcomes by instance id; a key that is not a list of strings is a problem naming it."""
-    found: dict[str, InstanceResult] = {}
-    for key, kind in LEGACY_LISTS:
-        ids = data.get(key, [])
-        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
-            problems.append(Problem(where, "must be a list of instance ids", key))
-            continue
-        for instance_id in ids:
-            found.setdefault(instance_id, InstanceResult(instance_id, kind, f"{where} {key}"))
-    return found
+    from tasks_app.swebench.reports import read_id_lists
+
+    return read_id_lists(data, where, problems, LEGACY_LISTS)

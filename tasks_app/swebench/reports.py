@@ -95,8 +95,19 @@ def _valid_tests_status(value: Any) -> bool:
 def read_run_report(
     data: dict[str, Any], where: str, problems: list[Problem]
 ) -> dict[str, InstanceResult]:
+    return read_id_lists(data, where, problems, RUN_REPORT_LISTS)
+
+
+def read_id_lists(
+    data: dict[str, Any],
+    where: str,
+    problems: list[Problem],
+    lists: tuple[tuple[str, Kind], ...],
+) -> dict[str, InstanceResult]:
+    """Outcomes by instance id from ``data``'s lists of ids (``lists``: key -> kind, first
+    wins); a key that is not a list of strings is a problem naming it."""
     found: dict[str, InstanceResult] = {}
-    for key, kind in RUN_REPORT_LISTS:
+    for key, kind in lists:
         ids = data.get(key, [])
         if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
             problems.append(Problem(where, "must be a list of instance ids", key))
