@@ -277,6 +277,9 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
                 if cfg.allow_network
                 else {"network_mode": "none"}
             ),
+            # Concurrent execs' gateway forwarders share a port (sandbox/gateway_forward.c):
+            # connections queued on one whose exec ends move to another's, not reset.
+            "sysctls": {"net.ipv4.tcp_migrate_req": "1"},
             "cap_drop": ["ALL"],
             "security_opt": ["no-new-privileges"],
             "pids_limit": cfg.pids_limit,

@@ -12,7 +12,13 @@
  * - The port is bound before COMMAND starts: its first request never races the listener.
  * - SO_REUSEPORT: concurrent execs of one Docker container share its network namespace, and
  *   each exec's forwarder binds the same port (the kernel spreads connections among them; they
- *   all lead to the same socket).
+ *   all lead to the same socket). So a connection this forwarder accepted may be another
+ *   exec's: when COMMAND ends, the forwarder closes its listener (the container sets
+ *   net.ipv4.tcp_migrate_req, so connections still queued on it move to another exec's
+ *   listener instead of being reset), relays the connections it holds to their end (the
+ *   gateway closes a sandbox's connection after each answer), and only then exits. One whose
+ *   client has gone (HTTP clients do not half-close), or that has sent nothing
+ *   DRAIN_SILENT_SEC after COMMAND ended, is closed then.
  * - If the port cannot be bound (a test server holds it, say), COMMAND runs anyway, without
  *   the gateway, after one line on stderr.
  * - SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 are passed on to COMMAND. The
@@ -37,10 +43,12 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAX_CONNS 64
 #define BUF_SIZE 65536
+#define DRAIN_SILENT_SEC 5
 
 /* One direction of a connection: bytes read from one side waiting to be written to the other. */
 struct flow {
@@ -54,6 +62,7 @@ struct flow {
 struct conn {
     int fd[2];
     struct flow flow[2];
+    int spoke; /* the client has sent something */
 };
 
 static int signal_pipe[2] = {-1, -1};
@@ -151,6 +160,7 @@ static int pump(struct conn *c, const short *revents) {
             if (n > 0) {
                 in->off = 0;
                 in->len = (size_t)n;
+                c->spoke |= side == 0;
             } else if (n == 0) {
                 in->eof = 1;
             } else if (errno != EAGAIN && errno != EINTR) {
@@ -177,6 +187,12 @@ static int pump(struct conn *c, const short *revents) {
         }
     }
     return !(c->flow[0].shut && c->flow[1].shut);
+}
+
+static time_t now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec;
 }
 
 static void exit_like(int status) {
@@ -244,9 +260,21 @@ int main(int argc, char **argv) {
     }
 
     struct pollfd fds[2 + 2 * MAX_CONNS];
+    int ended = 0, status = 0;
+    time_t ended_at = 0;
     for (;;) {
-        fds[0] = (struct pollfd){.fd = signal_pipe[0], .events = POLLIN};
-        fds[1] = (struct pollfd){.fd = nconns < MAX_CONNS ? listener : -1, .events = POLLIN};
+        if (ended) {
+            /* COMMAND is over: what is left are connections in flight, perhaps another exec's. */
+            int silent_too_long = now() - ended_at >= DRAIN_SILENT_SEC;
+            for (int i = nconns - 1; i >= 0; i--)
+                if (conns[i]->flow[0].eof || (silent_too_long && !conns[i]->spoke))
+                    drop(i); /* the client is gone, or never asked anything */
+            if (nconns == 0)
+                exit_like(status);
+        }
+        fds[0] = (struct pollfd){.fd = ended ? -1 : signal_pipe[0], .events = POLLIN};
+        fds[1] = (struct pollfd){.fd = !ended && nconns < MAX_CONNS ? listener : -1,
+                                 .events = POLLIN};
         for (int i = 0; i < nconns; i++) {
             struct conn *c = conns[i];
             for (int side = 0; side < 2; side++) {
@@ -262,7 +290,7 @@ int main(int argc, char **argv) {
                                                         .events = events};
             }
         }
-        if (poll(fds, (nfds_t)(2 + 2 * nconns), -1) < 0) {
+        if (poll(fds, (nfds_t)(2 + 2 * nconns), ended ? 1000 : -1) < 0) {
             if (errno == EINTR)
                 continue;
             warn("poll", strerror(errno));
@@ -275,9 +303,13 @@ int main(int argc, char **argv) {
                 for (ssize_t i = 0; i < n; i++)
                     if (sigs[i] != SIGCHLD)
                         kill(child, sigs[i]);
-            int status;
-            if (waitpid(child, &status, WNOHANG) == child)
-                exit_like(status);
+            if (waitpid(child, &status, WNOHANG) == child) {
+                ended = 1;
+                ended_at = now();
+                close(listener); /* queued connections move to a sibling (tcp_migrate_req) */
+                listener = -1;
+                continue;
+            }
         }
         /* Connections first: fds[] still lines up with conns[] before any is accepted. */
         for (int i = nconns - 1; i >= 0; i--) {

@@ -306,6 +306,41 @@ def test_concurrent_execs_each_reach_the_gateway(make_sandbox: MakeSandbox, tmp_
     assert gw.summary.calls == 4
 
 
+def test_short_execs_beside_a_long_one_never_cut_its_calls(
+    make_sandbox: MakeSandbox, tmp_path: Path
+) -> None:
+    """A forwarder whose command ends first may hold (or have queued) another exec's
+    connection: it relays it to the end before it exits, and the kernel moves what is queued
+    on its listener to the other exec's. Short execs run over and over while a long one calls
+    the gateway; every call answers and every short exec ends on its own."""
+    calls = 24
+    replies = [fake.chat(f"answer {n}") for n in range(calls)]
+    with (
+        FakeProvider(replies) as upstream,
+        open_gateway(config(upstream, tmp_path)) as gw,
+        make_sandbox(gw) as sb,
+    ):
+        outs: list[dict] = []
+        errors: list[BaseException] = []
+
+        def long_exec() -> None:
+            try:
+                outs.append(run_client(sb, [["/chat/completions", CHAT, False]] * calls))
+            except BaseException as exc:
+                errors.append(exc)
+
+        thread = threading.Thread(target=long_exec)
+        thread.start()
+        short = []
+        while thread.is_alive():
+            short.append(sb.exec(["sh", "-c", "exit 3"], timeout=30))
+        thread.join()
+    assert errors == []
+    assert [call[0] for call in outs[0]["calls"]] == [200] * calls
+    assert gw.summary.calls == calls
+    assert short and all(r.exit_code == 3 and not r.timed_out for r in short)
+
+
 def test_a_networked_exec_reaches_the_gateway_and_the_internet_but_not_the_host(
     backend: str,
     make_sandbox: MakeSandbox,

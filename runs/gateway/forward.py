@@ -105,6 +105,11 @@ class Call:
 
     def run(self) -> None:
         self.gw.ledger.add(requests=1)
+        if self.record["via"] == "sandbox":
+            # One request per connection from a sandbox: the forwarder that relays it belongs
+            # to one exec, and a kept-alive connection another exec's CLI left on it would
+            # hold that exec open (sandbox/gateway_forward.c drains before it exits).
+            self.h.close_connection = True
         try:
             self._run()
         except ClientGone:
@@ -131,7 +136,7 @@ class Call:
         if self.gw.closed or auth != "attempt-token":
             if not self.gw.closed:
                 self.gw.ledger.add(refused=1)
-            self.h.close_connection = self.gw.closed
+            self.h.close_connection = self.h.close_connection or self.gw.closed
             message = "agentbench gateway: this request does not carry the attempt's token"
             if self.gw.closed:
                 message = "agentbench gateway: the attempt is over; its token is no longer valid"
