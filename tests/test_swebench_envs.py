@@ -112,13 +112,25 @@ def test_it_keys_a_level_by_its_date(cache):
     source = RepoSource(SHARED_REPOS)
     first = envspec.instance_recipe(row("sqlfluff__sqlfluff-1625"), source)
     sibling = envspec.instance_recipe(row("sqlfluff__sqlfluff-1733"), source)
-    later = dict(row("sqlfluff__sqlfluff-1625"), created_at="2021-10-20T00:00:00Z")
+    later = dict(row("sqlfluff__sqlfluff-1625"), created_at="2021-12-20T00:00:00Z")
     moved = envspec.instance_recipe(later, source)
 
     assert first.env.date == sibling.env.date == "2021-11-24T18:52:02Z"
     assert first.env.key("b", "r") == sibling.env.key("b", "r")
-    assert first.date == "2021-10-13T11:35:29Z" and moved.date == "2021-10-20T00:00:00Z"
+    assert moved.date == "2021-12-20T00:00:00Z" and moved.date_why == "the instance's created_at"
     assert first.key("e") != moved.key("e")
+
+
+def test_an_instance_installs_no_earlier_than_its_env_level(cache):
+    """An instance created before its env level's date (sqlfluff-1625: 2021-10-13, env
+    2021-11-24) installs as of the env's date: what it adds must agree with what the env
+    holds (pvlib-1154 resolved as of its own day took numba 0.53 beside the env's numpy 1.24,
+    which fails to import)."""
+    recipe = envspec.instance_recipe(row("sqlfluff__sqlfluff-1625"), RepoSource(SHARED_REPOS))
+    assert row("sqlfluff__sqlfluff-1625")["created_at"].startswith("2021-10-13")
+    assert recipe.date == recipe.env.date == "2021-11-24T18:52:02Z"
+    assert recipe.date_why.startswith("the env level's date (the environment_setup_commit's")
+    assert "later than the instance's created_at" in recipe.date_why
 
 
 # --- interpreters ------------------------------------------------------------------------

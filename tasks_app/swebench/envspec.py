@@ -422,6 +422,13 @@ def instance_recipe(
     date, why = dated(
         anchor, "the instance's created_at", env.python, exact_pins(commands), uploaded
     )
+    if parse_time(env.date) > parse_time(date):
+        # What the instance installs joins what the env level already holds, resolved as of
+        # the env's date: resolved as of an earlier day it can pick releases older than, and
+        # built against older versions of, what is installed (pvlib-1154: numba 0.53 beside
+        # the env's numpy 1.24 fails to import).
+        date = env.date
+        why = f"the env level's date ({env.date_why}), later than the instance's created_at"
     return InstanceRecipe(
         instance_id=instance["instance_id"],
         repo=instance["repo"],
