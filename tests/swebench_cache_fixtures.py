@@ -51,11 +51,15 @@ def register_tiny_specs() -> None:
     MAP_REPO_VERSION_TO_SPECS[TINY_REPO] = TINY_SPECS
 
 
-def tiny_repos(folder: Path) -> list[str]:
-    """A repositories folder holding ``agentbench-test__tiny.git``; returns its three commits."""
+def tiny_repos(folder: Path, committed_at: str | None = None) -> list[str]:
+    """A repositories folder holding ``agentbench-test__tiny.git``; returns its three commits,
+    made now or at ``committed_at`` (an env level's installs are dated by its commit)."""
     work = folder.parent / "tiny-work"
     work.mkdir(parents=True, exist_ok=True)
     git = ["git", "-C", str(work), "-c", "user.name=t", "-c", "user.email=t@example.org"]
+    env = dict(os.environ)
+    if committed_at:
+        env["GIT_AUTHOR_DATE"] = env["GIT_COMMITTER_DATE"] = committed_at
     subprocess.run([*git, "init", "-q"], check=True)
     commits = []
     for number in range(3):
@@ -65,7 +69,7 @@ def tiny_repos(folder: Path) -> list[str]:
             "    def test_value(self):\n        self.assertEqual(tiny.VALUE, 3)\n"
         )
         subprocess.run([*git, "add", "."], check=True)
-        subprocess.run([*git, "commit", "-qm", f"commit {number}"], check=True)
+        subprocess.run([*git, "commit", "-qm", f"commit {number}"], check=True, env=env)
         commits.append(
             subprocess.run(
                 [*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True

@@ -7,7 +7,9 @@ On an instance of our own (the tiny repository of tests/swebench_cache_fixtures.
 3.0: pytest, graded by the official pytest parser), built for real in a cache root of the
 test's own, validated (gold and empty attempts through the pipeline) on both backends. Its
 test patch adds tests that probe the network from the final test stage: the stand-in internet
-and a listener on every host address are the ones the sandbox conformance suite uses.
+and a listener on every host address are the ones the sandbox conformance suite uses. Its
+repository is committed on a date of our choosing, so the build's installs are dated: the
+final tests' own header shows that nothing released after that date was installed.
 """
 
 from __future__ import annotations
@@ -128,7 +130,9 @@ def test_the_final_tests_see_a_network_that_drops_everything_on_both_backends(
     monkeypatch.setitem(MAP_REPO_VERSION_TO_SPECS, TINY_REPO, TINY_SPECS)
     settings.ARTIFACTS_ROOT = tmp_path / "artifacts"
     repos = tmp_path / "repos"
-    commits = tiny_repos(repos)
+    # Committed (so the env level's installs dated) 2023-12-15: pytest 7.4.3 (2023-10-24), not
+    # 7.4.4 (2023-12-31) or 8.0.0 (2024-01-27); pluggy 1.3.0, not 1.4.0 (2024-01-24).
+    commits = tiny_repos(repos, committed_at="2023-12-15T00:00:00Z")
     targets = [(fake_internet.address, fake_internet.port)] + [
         (address, listener.port)
         for address in sorted({*host_ipv4_addresses(), host_address_for("docker")})
@@ -165,6 +169,9 @@ def test_the_final_tests_see_a_network_that_drops_everything_on_both_backends(
         stored = GoldValidation.objects.get(task=task, backend=backend)
         assert gold.grade, (backend, gold.failure_reason_id, gold.error_text)
         log = (artifacts.folder_of(gold.artifacts_dir) / "logs" / "final_test.txt").read_text()
+        # Dated installs: nothing released after the env level's date is installed.
+        assert "pytest-7.4.3, pluggy-1.3.0" in log, log[:2000]
+        assert stored.installs_as_of == "env 2023-12-15T00:00:00Z, instance 2024-01-01T00:00:00Z"
         # The probes that expect silence pass: every connect timed out, DNS had no answer.
         passed = gold.test_results["PASS_TO_PASS"]["success"]
         assert sorted(passed) == sorted(TIMEOUT_TESTS), (backend, gold.test_results)
