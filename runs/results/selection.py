@@ -11,6 +11,7 @@ configuration over its runs in the selection (key: the configuration's slug).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import functools
 from collections import defaultdict
@@ -23,6 +24,7 @@ from django.db import connections
 from django.db.models import Count, F, Q, QuerySet, Sum
 
 from runs.models import AgentVariant, Attempt, ModelConfig, Run, RunDateSource, RunSource
+from runs.results import run_tallies
 from runs.results.scoring import (
     COUNTS,
     FINAL_STATUSES,
@@ -389,20 +391,16 @@ def read_results(
         include_undated=include_undated,
     )
     index = TaskIndex(tasks)
-    grouped = _grouped_rows(attempts)
-    runs = {
-        r[0]: RunFacts(*r)
-        for r in Run.objects.filter(id__in={row[0] for row in grouped}).values_list(
-            "id", "public_id", "model_config_id", "samples", "source", "status", "created_at",
-            "finished_at", "date_source",
-        )
-    }  # fmt: skip
-    # A run holds at most ``samples`` attempts a task (one per sample index): past the codes'
-    # range, count again one filter per count.
-    if any(r.samples >= _BASE for r in runs.values()):
-        tallies = _grouped_tallies_counted(attempts, index)
+    per_run = None
+    if date_from is None and date_to is None and run_tallies.enabled(attempts.db):
+        per_run = _per_run_tallies(suite, run_ids, index, attempts.db, usage and not labels)
+    if per_run is not None:
+        runs, tallies, run_usage = per_run
+        if usage and labels:
+            run_usage = _usage(attempts)
     else:
-        tallies = _tables(index, ((run, _decode(int(code)), ids) for run, code, ids in grouped))
+        runs, tallies = _read_tallies(attempts, index)
+        run_usage = _usage(attempts) if usage else {}
     models = {
         m.id: m
         # The condition's files stay in the database: ``condition`` names them for the rows.
@@ -419,9 +417,89 @@ def read_results(
         runs=runs,
         models=models,
         tallies={i: t for i, t in tallies.items() if i in runs},
-        usage=_usage(attempts) if usage else {},
+        usage=run_usage,
         index=index,
     )
+
+
+_RUN_FIELDS = (
+    "id", "public_id", "model_config_id", "samples", "source", "status", "created_at",
+    "finished_at", "date_source",
+)  # fmt: skip
+
+
+def _read_tallies(
+    attempts: QuerySet[Attempt], index: TaskIndex[int]
+) -> tuple[dict[int, RunFacts], dict[int, Tallies]]:
+    """The selection's runs and their tallies, read from every attempt of the selection."""
+    grouped = _grouped_rows(attempts)
+    runs = {
+        r[0]: RunFacts(*r)
+        for r in Run.objects.filter(id__in={row[0] for row in grouped}).values_list(*_RUN_FIELDS)
+    }
+    # A run holds at most ``samples`` attempts a task (one per sample index): past the codes'
+    # range, count again one filter per count.
+    if any(r.samples >= _BASE for r in runs.values()):
+        return runs, _grouped_tallies_counted(attempts, index)
+    return runs, _tables(index, ((run, _decode(int(code)), ids) for run, code, ids in grouped))
+
+
+def _per_run_tallies(
+    suite: Suite,
+    run_ids: Collection[int] | None,
+    index: TaskIndex[int],
+    using: str,
+    usage: bool,
+) -> tuple[dict[int, RunFacts], dict[int, Tallies], dict[int, Usage]] | None:
+    """The same as ``_read_tallies`` (and ``_usage`` when ``usage``) from the aggregates kept
+    per run (``runs.results.run_tallies``): only runs whose attempts changed are read again.
+    None when a run has too many samples a task for the class codes (read directly)."""
+    candidates = Run.objects.using(using).filter(suite=suite)
+    if run_ids is not None:
+        candidates = candidates.filter(id__in=list(run_ids))
+    # The stamps before the attempts: an entry is never older than the stamp it is kept under.
+    facts = {
+        row[0]: (RunFacts(*row[:-1]), row[-1])
+        for row in candidates.annotate(stamp=run_tallies.stamp_sql()).values_list(
+            *_RUN_FIELDS, "stamp"
+        )
+    }
+    if any(f.samples >= _BASE for f, _ in facts.values()):
+        return None
+    stamps = {run: stamp for run, (_, stamp) in facts.items()}
+
+    def read_rows(ids: list[int]) -> dict[int, run_tallies.RunRows]:
+        of_runs = Attempt.objects.using(using).for_suite(suite).filter(run_id__in=ids)
+        grouped = _grouped_rows(of_runs)
+        return run_tallies.run_rows((run, _decode(int(code)), ts) for run, code, ts in grouped)
+
+    empty = run_tallies.RunRows(
+        np.zeros(0, dtype=np.int64), np.zeros((0, len(COUNTS)), dtype=np.int64)
+    )
+    rows = run_tallies.cached(
+        "tallies", using=using, suite_id=suite.id, stamps=stamps, read=read_rows, default=empty
+    )
+    position = np.full(max(index.keys, default=0) + 1, -1, dtype=np.int64)
+    position[list(index.keys)] = np.arange(len(index))
+    tallies: dict[int, Tallies] = {}
+    for run, kept in rows.items():
+        counts = run_tallies.scatter(kept, index.keys, position)
+        if counts is not None:  # a run with no attempt in the selection is not a row
+            tallies[run] = Tallies(index, counts)
+    runs = {run: facts[run][0] for run in tallies}
+    run_usage: dict[int, Usage] = {}
+    if usage:
+
+        def read_usage(ids: list[int]) -> dict[int, Usage | None]:
+            of_runs = Attempt.objects.using(using).for_suite(suite).filter(run_id__in=ids)
+            return dict(_usage(of_runs))
+
+        kept_usage = run_tallies.cached(
+            "usage", using=using, suite_id=suite.id, stamps=stamps, read=read_usage, default=None
+        )
+        # Copies: a row's total is summed into a Usage of its own.
+        run_usage = {run: dataclasses.replace(u) for run, u in kept_usage.items() if u is not None}
+    return runs, tallies, run_usage
 
 
 # Each attempt's class as one number: a digit (base 2^10) per count of ``scoring.COUNTS``, so
