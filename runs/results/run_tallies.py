@@ -123,17 +123,21 @@ def cached(
 
 
 def run_rows(rows: Iterable[tuple[int, tuple[int, ...], str]]) -> dict[int, RunRows]:
-    """``RunRows`` per run from (run id, counts, comma-separated task ids) groups."""
-    parts: dict[int, tuple[list[np.ndarray], list[np.ndarray]]] = {}
-    for run, counts, ids in rows:
-        tasks = np.array(str(ids).split(","), dtype=np.int64)
-        ids_list, counts_list = parts.setdefault(run, ([], []))
-        ids_list.append(tasks)
-        counts_list.append(np.tile(np.array(counts, dtype=np.int64), (len(tasks), 1)))
-    return {
-        run: RunRows(np.concatenate(ids_list), np.concatenate(counts_list))
-        for run, (ids_list, counts_list) in parts.items()
-    }
+    """``RunRows`` per run from (run id, counts, comma-separated task ids) groups: every
+    group's task ids parsed in one go, then one selection per run."""
+    rows = list(rows)
+    if not rows:
+        return {}
+    texts = [str(ids) for _, _, ids in rows]
+    ids = np.array(",".join(texts).split(","), dtype=np.int64)
+    group = np.repeat(np.arange(len(rows)), [t.count(",") + 1 for t in texts])
+    counts = np.array([c for _, c, _ in rows], dtype=np.int64)[group]
+    runs = np.array([r for r, _, _ in rows], dtype=np.int64)[group]
+    out = {}
+    for run in dict.fromkeys(r for r, _, _ in rows):
+        mine = runs == run
+        out[run] = RunRows(ids[mine], counts[mine])
+    return out
 
 
 def scatter(rows: RunRows, keys: Collection[int], position: np.ndarray) -> np.ndarray | None:
