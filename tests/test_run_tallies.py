@@ -191,7 +191,8 @@ def test_a_write_to_one_run_rereads_that_run_only(client, capsys, board):
     everywhere(client, capsys, suite)
     run_tallies.clear()
     read_results(suite=suite, usage=True)
-    assert run_tallies.stats() == {"hits": 0, "misses": 2 * 3, "entries": 2 * 3}
+    stats = run_tallies.stats()
+    assert (stats["hits"], stats["misses"], stats["entries"]) == (0, 2 * 3, 2 * 3)
     read_results(suite=suite, usage=True)
     assert run_tallies.stats()["misses"] == 2 * 3, "nothing changed: nothing reread"
     Attempt.objects.filter(run=live).update(tokens_out=7)
@@ -222,3 +223,20 @@ def test_a_reader_inside_a_transaction_on_postgresql_reads_every_attempt(board):
         results = read_results(suite=suite)
         live_row = results.entry(f"{live.model_config.slug}@{str(live.public_id)[:8]}")
         assert results.score(live_row).resolved_attempts == 3
+
+
+def test_it_keeps_no_more_than_its_byte_budget_and_still_reads_right(
+    client, capsys, board, monkeypatch
+):
+    suite, live = board
+    read_results(suite=suite, usage=True)
+    full = run_tallies.stats()
+    assert full["entries"] == 2 * 3 and full["bytes"] > 0
+    # Room for about one entry: the least recently used ones go, the figures stay exact.
+    monkeypatch.setattr(run_tallies, "MAX_BYTES", full["bytes"] // 5)
+    run_tallies.clear()
+    read_results(suite=suite, usage=True)
+    small = run_tallies.stats()
+    assert small["bytes"] <= full["bytes"] // 5 and 0 < small["entries"] < 2 * 3
+    Attempt.objects.filter(run=live).update(tokens_out=9)
+    everywhere(client, capsys, suite)

@@ -35,13 +35,15 @@ from django.db.models.expressions import RawSQL
 
 from runs import data_version
 
-MAX_ENTRIES = 4096  # two per run (tallies, usage): a few KB each
+# Kept per process, the least recently used dropped first past this many bytes: a run's tallies
+# take 56 bytes a task it has attempts on (28 KB for 500 tasks), its usage sums a few hundred.
+MAX_BYTES = 64 * 1024 * 1024
 
 V = TypeVar("V")
 
-_store: OrderedDict[tuple, object] = OrderedDict()
+_store: OrderedDict[tuple, tuple[object, int]] = OrderedDict()  # key -> (value, bytes)
 _lock = threading.Lock()
-_stats = {"hits": 0, "misses": 0}
+_stats = {"hits": 0, "misses": 0, "bytes": 0}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,7 +76,7 @@ def clear() -> None:
     """Forget every entry (the bench's cold figures; a test's reset)."""
     with _lock:
         _store.clear()
-        _stats.update(hits=0, misses=0)
+        _stats.update(hits=0, misses=0, bytes=0)
 
 
 def stats() -> dict[str, int]:
@@ -105,7 +107,7 @@ def cached(
         for run, key in keys.items():
             if key in _store:
                 _store.move_to_end(key)
-                out[run] = _store[key]  # type: ignore[assignment]
+                out[run] = _store[key][0]  # type: ignore[assignment]
         _stats["hits"] += len(out)
         _stats["misses"] += len(stamps) - len(out)
     missing = [run for run in stamps if run not in out]
@@ -115,11 +117,19 @@ def cached(
             for run in missing:
                 value = fresh.get(run, default)
                 out[run] = value
-                if run in keys:
-                    _store[keys[run]] = value
-            while len(_store) > MAX_ENTRIES:
-                _store.popitem(last=False)
+                if run in keys and keys[run] not in _store:
+                    size = _size(value)
+                    _store[keys[run]] = (value, size)
+                    _stats["bytes"] += size
+            while _stats["bytes"] > MAX_BYTES and _store:
+                _stats["bytes"] -= _store.popitem(last=False)[1][1]
     return out
+
+
+def _size(value: object) -> int:
+    if isinstance(value, RunRows):
+        return 200 + value.task_ids.nbytes + value.counts.nbytes
+    return 400
 
 
 def run_rows(rows: Iterable[tuple[int, tuple[int, ...], str]]) -> dict[int, RunRows]:
