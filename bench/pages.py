@@ -3,14 +3,14 @@
 Seeds 45,000 attempts with bulk_create into a temporary SQLite database (the last ``--partial``
 runs are imported results that never attempted a fifth of the tasks, so the pages compute both
 rates and the paired tests over the tasks both rows attempted), then times each page with
-Django's test Client (warm-up, then ``--requests`` requests each way) and prints the medians:
-cold (every run's aggregates read again, ``runs.results.run_tallies`` emptied before each
-request), steady (nothing changed), after a write (one attempt of one run written before each
-request: a live run) and, for comparison in the same process, after a write with the per-run
-aggregates off (``RESULTS_RUN_CACHE=false``: every attempt read each time). The target is the
-CPU median (SQLite runs in this process, so CPU time is what an idle machine would wait; wall
-time also counts waiting for a core on a busy one): the exit status is 1 when any page misses
-it cold, steady or after a write.
+Django's test Client (warm-up, then ``--requests`` rounds of one request each way, in turn) and
+prints the medians: cold (every run's aggregates read again, ``runs.results.run_tallies``
+emptied before each request), steady (nothing changed), after a write (one attempt of one run
+written before each request: a live run) and, for comparison in the same process, after a write
+with the per-run aggregates off (``RESULTS_RUN_CACHE=false``: every attempt read each time).
+The target is the CPU median (SQLite runs in this process, so CPU time is what an idle machine
+would wait; wall time also counts waiting for a core on a busy one): the exit status is 1 when
+any page misses it cold, steady or after a write.
 
     python bench/pages.py [--tasks 500] [--models 30] [--samples 3] [--partial 3] [--requests 20]
 """
@@ -157,14 +157,12 @@ def seed(tasks: int, models: int, samples: int, partial: int = 3) -> dict:
     return {"suite": suite, "models": configs, "attempt": attempt}
 
 
-def time_pages(data: dict, requests: int) -> list[tuple[str, float, float, float]]:
+def time_pages(data: dict, requests: int) -> list[tuple[str, dict[str, tuple[float, float]]]]:
     from django.contrib.auth import get_user_model
     from django.test import Client
-    from django.test.utils import override_settings
     from django.urls import reverse
 
     from runs.models import Attempt
-    from runs.results import run_tallies
 
     user = get_user_model().objects.create_user("bench", password="x", is_staff=True)
     client = Client()
@@ -199,34 +197,44 @@ def time_pages(data: dict, requests: int) -> list[tuple[str, float, float, float
         response = client.get(url)
         if response.status_code != 200:
             raise SystemExit(f"{name}: HTTP {response.status_code} for {url}")
-        figures = {
-            # Every run's aggregates read again (the first request after a restart).
-            "cold": timed(client, url, requests, before=run_tallies.clear),
-            # Nothing changed since the last request (the page cache is off: a full render).
-            "steady": timed(client, url, requests),
-            # One attempt of one run written before each request: a live run.
-            "after write": timed(client, url, requests, before=writes),
-        }
-        with override_settings(RESULTS_RUN_CACHE=False):
-            # The same, reading every attempt each time (as before the per-run aggregates).
-            figures["no run cache"] = timed(client, url, requests, before=writes)
+        figures = timed(client, url, requests, writes)
         results.append((name, figures))
     return results
 
 
-def timed(client, url: str, requests: int, before=None) -> tuple[float, float]:
-    """(wall median, CPU median) in ms of ``requests`` requests, ``before()`` untimed before
-    each."""
-    wall, cpu = [], []
+KINDS = ("cold", "steady", "after write", "no run cache")
+
+
+def timed(client, url: str, requests: int, write) -> dict[str, tuple[float, float]]:
+    """(wall median, CPU median) in ms of ``requests`` requests of each kind, taken in turn
+    (one of each per round, so the machine's load drifting during the run weighs on every
+    kind alike):
+
+    * cold: every run's aggregates read again (``runs.results.run_tallies`` emptied first: the
+      first request after a restart);
+    * steady: nothing changed since the last request (the page cache is off: a full render);
+    * after write: one attempt of one run written first (a live run);
+    * no run cache: the same with the per-run aggregates off, every attempt read (as before).
+    """
+    from django.test.utils import override_settings
+
+    from runs.results import run_tallies
+
+    wall: dict[str, list[float]] = {k: [] for k in KINDS}
+    cpu: dict[str, list[float]] = {k: [] for k in KINDS}
     for _ in range(requests):
-        if before is not None:
-            before()
-        started, cpu_started = time.perf_counter(), time.process_time()
-        response = client.get(url)
-        wall.append((time.perf_counter() - started) * 1000)
-        cpu.append((time.process_time() - cpu_started) * 1000)
-        assert response.status_code == 200
-    return statistics.median(wall), statistics.median(cpu)
+        for kind in KINDS:
+            if kind == "cold":
+                run_tallies.clear()
+            elif kind in ("after write", "no run cache"):
+                write()
+            with override_settings(RESULTS_RUN_CACHE=kind != "no run cache"):
+                started, cpu_started = time.perf_counter(), time.process_time()
+                response = client.get(url)
+                wall[kind].append((time.perf_counter() - started) * 1000)
+                cpu[kind].append((time.process_time() - cpu_started) * 1000)
+            assert response.status_code == 200
+    return {k: (statistics.median(wall[k]), statistics.median(cpu[k])) for k in KINDS}
 
 
 def live_writer(data: dict):
@@ -309,7 +317,7 @@ def main() -> int:
         # would see; wall time also counts waiting for a core on a busy one.
         load = os.getloadavg()[0]
         print(f"load average {load:.1f} on {os.cpu_count()} cores; {args.requests} requests each")
-        kinds = ("cold", "steady", "after write", "no run cache")
+        kinds = KINDS
         print(f"CPU medians (wall medians) in ms; target: every CPU median <= {TARGET_MS:.0f} ms")
         print(f"{'page':28}" + "".join(f"{k:>20}" for k in kinds) + "  after write / no cache")
         missed = []

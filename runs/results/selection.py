@@ -20,11 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 import numpy as np
-from django.db import connections
 from django.db.models import Count, F, Q, QuerySet, Sum
 
 from runs.models import AgentVariant, Attempt, ModelConfig, Run, RunDateSource, RunSource
-from runs.results import run_tallies
+from runs.results import run_tallies, tally_sql
 from runs.results.scoring import (
     COUNTS,
     FINAL_STATUSES,
@@ -432,16 +431,18 @@ def _read_tallies(
     attempts: QuerySet[Attempt], index: TaskIndex[int]
 ) -> tuple[dict[int, RunFacts], dict[int, Tallies]]:
     """The selection's runs and their tallies, read from every attempt of the selection."""
-    grouped = _grouped_rows(attempts)
+    grouped = tally_sql.grouped_rows(attempts)
     runs = {
         r[0]: RunFacts(*r)
         for r in Run.objects.filter(id__in={row[0] for row in grouped}).values_list(*_RUN_FIELDS)
     }
     # A run holds at most ``samples`` attempts a task (one per sample index): past the codes'
     # range, count again one filter per count.
-    if any(r.samples >= _BASE for r in runs.values()):
-        return runs, _grouped_tallies_counted(attempts, index)
-    return runs, _tables(index, ((run, _decode(int(code)), ids) for run, code, ids in grouped))
+    if any(r.samples >= tally_sql.BASE for r in runs.values()):
+        return runs, tally_sql.grouped_tallies_counted(attempts, index)
+    return runs, tally_sql.tables(
+        index, ((run, tally_sql.decode(int(code)), ids) for run, code, ids in grouped)
+    )
 
 
 def _per_run_tallies(
@@ -464,14 +465,16 @@ def _per_run_tallies(
             *_RUN_FIELDS, "stamp"
         )
     }
-    if any(f.samples >= _BASE for f, _ in facts.values()):
+    if any(f.samples >= tally_sql.BASE for f, _ in facts.values()):
         return None
     stamps = {run: stamp for run, (_, stamp) in facts.items()}
 
     def read_rows(ids: list[int]) -> dict[int, run_tallies.RunRows]:
         of_runs = Attempt.objects.using(using).for_suite(suite).filter(run_id__in=ids)
-        grouped = _grouped_rows(of_runs)
-        return run_tallies.run_rows((run, _decode(int(code)), ts) for run, code, ts in grouped)
+        grouped = tally_sql.grouped_rows(of_runs)
+        return run_tallies.run_rows(
+            (run, tally_sql.decode(int(code)), ts) for run, code, ts in grouped
+        )
 
     empty = run_tallies.RunRows(
         np.zeros(0, dtype=np.int64), np.zeros((0, len(COUNTS)), dtype=np.int64)
@@ -500,98 +503,6 @@ def _per_run_tallies(
         # Copies: a row's total is summed into a Usage of its own.
         run_usage = {run: dataclasses.replace(u) for run, u in kept_usage.items() if u is not None}
     return runs, tallies, run_usage
-
-
-# Each attempt's class as one number: a digit (base 2^10) per count of ``scoring.COUNTS``, so
-# one SUM per run x task gives every count at once (a single CASE a row: twice as fast as a
-# filtered COUNT per count on SQLite). Exact while a run has fewer than 1,024 attempts on one
-# task; ``read_results`` checks the runs' samples.
-_BASE = 1 << 10
-_DIGIT = {name: _BASE**i for i, name in enumerate(COUNTS)}
-_CLASS_SQL = (
-    f"CASE status WHEN '{FINISHED}' THEN CASE WHEN is_infra THEN {_DIGIT['excluded']} "
-    f"WHEN failure_reason_id IS NULL THEN {_DIGIT['scored'] + _DIGIT['resolved']} "
-    f"ELSE {_DIGIT['scored']} END "
-    f"WHEN '{MISSING}' THEN {_DIGIT['missing']} "
-    + "".join(f"WHEN '{s}' THEN {_DIGIT['excluded']} " for s in sorted(UNRUN_STATUSES))
-    + f"WHEN '{NOT_EVALUATED}' THEN {_DIGIT['pending'] + _DIGIT['not_evaluated']} "
-    f"ELSE {_DIGIT['pending']} END"
-)
-
-
-def _grouped_rows(attempts: QuerySet[Attempt]) -> list[tuple[int, int, str]]:
-    """(run id, class sum, comma-separated task ids) groups, in one query.
-
-    The inner query sums each attempt's class (``_CLASS_SQL``: ``runs.results.scoring.classify``
-    written in SQL) by run x task (in the order of ``attempt_run_results_idx``, so without a
-    sort); the outer one groups those by run x sum and lists the tasks of each group, so a few
-    hundred rows reach Python however many attempts there are.
-    """
-    sql, params = attempts.order_by().values_list("run_id", "task_id").query.sql_with_params()
-    connection = connections[attempts.db]
-    if connection.vendor == "postgresql":
-        task_list = "STRING_AGG(CAST(task_id AS TEXT), ',')"
-        summed = f"SUM({_CLASS_SQL})::bigint"
-    else:
-        task_list = "GROUP_CONCAT(task_id)"
-        summed = f"SUM({_CLASS_SQL})"
-    select, _, rest = sql.partition(" FROM ")
-    grouped = f"{select}, {summed} AS code FROM {rest} GROUP BY 1, 2"
-    outer = f"SELECT run_id, code, {task_list} FROM ({grouped}) per_task GROUP BY run_id, code"
-    with connection.cursor() as cursor:
-        cursor.execute(outer, params)
-        return cursor.fetchall()
-
-
-def _decode(code: int) -> tuple[int, ...]:
-    return tuple((code >> (10 * i)) & (_BASE - 1) for i in range(len(COUNTS)))
-
-
-def _tables(index: TaskIndex[int], rows) -> dict[int, Tallies]:
-    """``Tallies`` per run from (run id, counts, comma-separated task ids) groups: every group's
-    task ids parsed in one go, then one scatter per run."""
-    rows = list(rows)
-    tables: dict[int, Tallies] = {}
-    if not rows:
-        return tables
-    position = np.full(max(index.keys, default=0) + 1, -1, dtype=np.int64)
-    position[list(index.keys)] = np.arange(len(index))
-    texts = [str(ids) for _, _, ids in rows]
-    ids = np.array(",".join(texts).split(","), dtype=np.int64)
-    group = np.repeat(np.arange(len(rows)), [t.count(",") + 1 for t in texts])
-    counts = np.array([c for _, c, _ in rows], dtype=np.int64)  # (groups, len(COUNTS))
-    known = ids < len(position)
-    at = np.where(known, position[np.where(known, ids, 0)], -1)
-    keep = at >= 0
-    runs = np.array([r for r, _, _ in rows], dtype=np.int64)[group]
-    for run_id in dict.fromkeys(r for r, _, _ in rows):
-        table = tables[run_id] = Tallies.empty(index)
-        mine = keep & (runs == run_id)
-        table.counts[:, at[mine]] = counts[group[mine]].T
-    return tables
-
-
-def _grouped_tallies_counted(
-    attempts: QuerySet[Attempt], index: TaskIndex[int]
-) -> dict[int, Tallies]:
-    """The same tallies counted one filter per count: for runs with 1,024+ samples a task."""
-    scored = Q(status=FINISHED, is_infra=False)
-    rows = (
-        attempts.order_by()
-        .values_list("run_id", "task_id")
-        .annotate(
-            scored=Count("id", filter=scored),
-            resolved=Count("id", filter=scored & Q(failure_reason__isnull=True)),
-            excluded=Count(
-                "id",
-                filter=Q(status=FINISHED, is_infra=True) | Q(status__in=list(UNRUN_STATUSES)),
-            ),
-            pending=Count("id", filter=~Q(status__in=list(FINAL_STATUSES))),
-            not_evaluated=Count("id", filter=Q(status=NOT_EVALUATED)),
-            missing=Count("id", filter=Q(status=MISSING)),
-        )
-    )
-    return _tables(index, ((run, counts, str(task)) for run, task, *counts in rows))
 
 
 def _usage(attempts: QuerySet[Attempt]) -> dict[int, Usage]:
