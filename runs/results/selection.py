@@ -469,9 +469,18 @@ def _per_run_tallies(
         return None
     stamps = {run: stamp for run, (_, stamp) in facts.items()}
 
+    def of_runs(ids: list[int]) -> QuerySet[Attempt]:
+        attempts = Attempt.objects.using(using).for_suite(suite)
+        # Every run of the suite (a cold read): the suite's attempts as they are, one scan in
+        # the covering index's order rather than one range per run.
+        return (
+            attempts
+            if run_ids is None and len(ids) == len(facts)
+            else attempts.filter(run_id__in=ids)
+        )
+
     def read_rows(ids: list[int]) -> dict[int, run_tallies.RunRows]:
-        of_runs = Attempt.objects.using(using).for_suite(suite).filter(run_id__in=ids)
-        grouped = tally_sql.grouped_rows(of_runs)
+        grouped = tally_sql.grouped_rows(of_runs(ids))
         return run_tallies.run_rows(
             (run, tally_sql.decode(int(code)), ts) for run, code, ts in grouped
         )
@@ -494,8 +503,7 @@ def _per_run_tallies(
     if usage:
 
         def read_usage(ids: list[int]) -> dict[int, Usage | None]:
-            of_runs = Attempt.objects.using(using).for_suite(suite).filter(run_id__in=ids)
-            return dict(_usage(of_runs))
+            return dict(_usage(of_runs(ids)))
 
         kept_usage = run_tallies.cached(
             "usage", using=using, suite_id=suite.id, stamps=stamps, read=read_usage, default=None
