@@ -266,6 +266,9 @@ CACHES = {"default": _cache_from_url(envstr("CACHE_URL", "locmem://"))}
 # apart; a process's locmem keeps at most PAGE_CACHE_MAX_ENTRIES of them.
 PAGE_CACHE = envbool("PAGE_CACHE", True)
 CACHES["pages"] = CACHES["default"] | {"KEY_PREFIX": "pages"}
+# Each run's per-task tallies and usage sums, kept in each process under the run's stamp and
+# reread only for runs whose attempts changed (runs/results/run_tallies.py).
+RESULTS_RUN_CACHE = envbool("RESULTS_RUN_CACHE", True)
 if CACHES["pages"]["BACKEND"].endswith("LocMemCache"):
     CACHES["pages"] |= {
         "LOCATION": CACHES["default"]["LOCATION"] + "-pages",

@@ -15,11 +15,19 @@ the app registry, so a model added later is watched too; only the reaper's lease
 connected to ``post_migrate`` in ``runs.apps``): SQLite drops a table's triggers when a
 migration rebuilds the table, which it does for most field changes.
 
+**Per run.** A write to an attempt also gives its run (both runs, for an attempt moved between
+runs) a new random stamp in ``runs_run_results_stamp``, in the same transaction, so the per-run
+aggregates the pages read (``runs.results.run_tallies``) are reread for that run only: a live
+run invalidates its own tallies, not the other runs'. Random, not counted: a rolled-back write
+(a test's transaction) leaves a stamp that a later, different write never gets again.
+
 PostgreSQL: the trigger is a deferred constraint trigger that bumps once per transaction, at
 commit. An immediate trigger would lock the counter row from the first write to the commit,
 so two workers' transactions that also lock attempts or runs could deadlock on it; at commit
-a transaction takes no other lock after the counter's. SQLite serialises writers anyway, and
-its triggers run per row (a cheap update of one row).
+a transaction takes no other lock after the counter's. The per-run trigger takes the counter's
+lock before any run's stamp (one function does both, the counter first), so two transactions
+stamping the same runs in different orders queue on the counter instead of deadlocking.
+SQLite serialises writers anyway, and its triggers run per row (a cheap update of one row).
 """
 
 from __future__ import annotations
@@ -49,6 +57,45 @@ BEGIN
   RETURN NULL;
 END $$"""
 PG_DROP_FUNCTION = f"DROP FUNCTION IF EXISTS {TRIGGER_PREFIX}() CASCADE"
+
+# Each run's stamp: a new random number at every committed write to one of its attempts.
+RUN_TABLE = "runs_run_results_stamp"
+RUN_TABLE_OF = "runs_attempt"  # the rows whose writes stamp their run
+CREATE_RUN_TABLE = f"CREATE TABLE {RUN_TABLE} (run_id bigint PRIMARY KEY, stamp bigint NOT NULL)"
+DROP_RUN_TABLE = f"DROP TABLE {RUN_TABLE}"
+PG_RANDOM = "floor(random() * 9e15)::bigint"
+PG_RUN_FUNCTION = f"""
+CREATE OR REPLACE FUNCTION {TRIGGER_PREFIX}_run() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+  rid bigint;
+  runs bigint[];
+BEGIN
+  -- The counter first (its lock before any run's: no deadlock between two transactions).
+  IF current_setting('agentbench.pagecache_bumped', true) IS DISTINCT FROM 'on' THEN
+    UPDATE {TABLE} SET stamp = stamp + 1 WHERE id = 1;
+    PERFORM set_config('agentbench.pagecache_bumped', 'on', true);
+  END IF;
+  IF TG_OP = 'TRUNCATE' THEN
+    UPDATE {RUN_TABLE} SET stamp = {PG_RANDOM};
+    RETURN NULL;
+  ELSIF TG_OP = 'INSERT' THEN
+    runs := ARRAY[NEW.run_id];
+  ELSIF TG_OP = 'DELETE' THEN
+    runs := ARRAY[OLD.run_id];
+  ELSE
+    runs := ARRAY[OLD.run_id, NEW.run_id];
+  END IF;
+  FOREACH rid IN ARRAY runs LOOP
+    -- Once per run and transaction, however many of its attempts the transaction wrote.
+    IF current_setting('agentbench.run_stamped_' || rid, true) IS DISTINCT FROM 'on' THEN
+      INSERT INTO {RUN_TABLE} (run_id, stamp) VALUES (rid, {PG_RANDOM})
+        ON CONFLICT (run_id) DO UPDATE SET stamp = EXCLUDED.stamp;
+      PERFORM set_config('agentbench.run_stamped_' || rid, 'on', true);
+    END IF;
+  END LOOP;
+  RETURN NULL;
+END $$"""
+PG_DROP_RUN_FUNCTION = f"DROP FUNCTION IF EXISTS {TRIGGER_PREFIX}_run() CASCADE"
 
 
 def _watched_models():
@@ -97,6 +144,19 @@ def _trigger_sql(vendor: str, table: str) -> list[tuple[str, str]]:
             made.append(
                 (op.lower(), f'AFTER {op} ON "{table}" FOR EACH ROW{when} BEGIN {bump} END')
             )
+            if table == RUN_TABLE_OF:
+                rows = {"INSERT": ("NEW",), "DELETE": ("OLD",), "UPDATE": ("OLD", "NEW")}[op]
+                stamp = " ".join(
+                    f"INSERT OR REPLACE INTO {RUN_TABLE} (run_id, stamp)"
+                    f" VALUES ({row}.run_id, random());"
+                    for row in rows
+                )
+                made.append(
+                    (
+                        f"run_{op.lower()}",
+                        f'AFTER {op} ON "{table}" FOR EACH ROW{when} BEGIN {stamp} END',
+                    )
+                )
         named = [(_name(table, kind, body), body) for kind, body in made]
         return [(name, f'CREATE TRIGGER "{name}" {body}') for name, body in named]
     if vendor == "postgresql":
@@ -111,9 +171,20 @@ def _trigger_sql(vendor: str, table: str) -> list[tuple[str, str]]:
             ("update", f'AFTER UPDATE ON "{table}" {deferred}{when} {run}', "CONSTRAINT "),
             ("truncate", f'AFTER TRUNCATE ON "{table}" FOR EACH STATEMENT {run}', ""),
         ]
+        if table == RUN_TABLE_OF:
+            fn = f"EXECUTE FUNCTION {TRIGGER_PREFIX}_run()"
+            pg += [
+                ("run_rows", f'AFTER INSERT OR DELETE ON "{table}" {deferred} {fn}', "CONSTRAINT "),
+                ("run_update", f'AFTER UPDATE ON "{table}" {deferred}{when} {fn}', "CONSTRAINT "),
+                ("run_truncate", f'AFTER TRUNCATE ON "{table}" FOR EACH STATEMENT {fn}', ""),
+            ]  # fmt: skip
         named_pg = [(_name(table, kind, body), body, c) for kind, body, c in pg]
         return [(name, f'CREATE {c}TRIGGER "{name}" {body}') for name, body, c in named_pg]
     return []
+
+
+def _stamps_runs(sql: str) -> bool:
+    return RUN_TABLE in sql or f"{TRIGGER_PREFIX}_run()" in sql
 
 
 def _name(table: str, kind: str, body: str) -> str:
@@ -156,16 +227,21 @@ def install(using: str = "default") -> int:
     existing = set(connection.introspection.table_names())
     if TABLE not in existing:
         return 0  # migrations not applied this far yet
+    per_run = RUN_TABLE in existing
     expected = {
         (table, name): sql
         for table in watched_tables()
         if table in existing
         for name, sql in _trigger_sql(vendor, table)
+        # The per-run stamps' triggers once their table exists (a migration before it: none).
+        if per_run or not _stamps_runs(sql)
     }
     changed = 0
     with connection.cursor() as cursor:
         if vendor == "postgresql":
             cursor.execute(PG_FUNCTION)
+            if per_run:
+                cursor.execute(PG_RUN_FUNCTION)
         for table, name in present - set(expected):
             on = f' ON "{table}"' if vendor == "postgresql" else ""
             cursor.execute(f'DROP TRIGGER IF EXISTS "{name}"{on}')
@@ -175,7 +251,21 @@ def install(using: str = "default") -> int:
                 cursor.execute(sql)
                 changed += 1
     _ensure_row(using)
+    if per_run:
+        _ensure_run_rows(using)
     return changed
+
+
+def _ensure_run_rows(using: str) -> None:
+    """A stamp for every run written before the triggers were there (a run without one is
+    read without the per-run cache until its next write)."""
+    connection = connections[using]
+    rand = "random()" if connection.vendor == "sqlite" else PG_RANDOM
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {RUN_TABLE} (run_id, stamp) SELECT id, {rand} FROM runs_run"
+            f" WHERE id NOT IN (SELECT run_id FROM {RUN_TABLE})"
+        )
 
 
 def _ensure_row(using: str) -> None:

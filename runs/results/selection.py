@@ -11,6 +11,7 @@ configuration over its runs in the selection (key: the configuration's slug).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import functools
 from collections import defaultdict
@@ -19,10 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 import numpy as np
-from django.db import connections
 from django.db.models import Count, F, Q, QuerySet, Sum
 
 from runs.models import AgentVariant, Attempt, ModelConfig, Run, RunDateSource, RunSource
+from runs.results import run_tallies, tally_sql
 from runs.results.scoring import (
     COUNTS,
     FINAL_STATUSES,
@@ -389,20 +390,16 @@ def read_results(
         include_undated=include_undated,
     )
     index = TaskIndex(tasks)
-    grouped = _grouped_rows(attempts)
-    runs = {
-        r[0]: RunFacts(*r)
-        for r in Run.objects.filter(id__in={row[0] for row in grouped}).values_list(
-            "id", "public_id", "model_config_id", "samples", "source", "status", "created_at",
-            "finished_at", "date_source",
-        )
-    }  # fmt: skip
-    # A run holds at most ``samples`` attempts a task (one per sample index): past the codes'
-    # range, count again one filter per count.
-    if any(r.samples >= _BASE for r in runs.values()):
-        tallies = _grouped_tallies_counted(attempts, index)
+    per_run = None
+    if date_from is None and date_to is None and run_tallies.enabled(attempts.db):
+        per_run = _per_run_tallies(suite, run_ids, index, attempts.db, usage and not labels)
+    if per_run is not None:
+        runs, tallies, run_usage = per_run
+        if usage and labels:
+            run_usage = _usage(attempts)
     else:
-        tallies = _tables(index, ((run, _decode(int(code)), ids) for run, code, ids in grouped))
+        runs, tallies = _read_tallies(attempts, index)
+        run_usage = _usage(attempts) if usage else {}
     models = {
         m.id: m
         # The condition's files stay in the database: ``condition`` names them for the rows.
@@ -419,101 +416,101 @@ def read_results(
         runs=runs,
         models=models,
         tallies={i: t for i, t in tallies.items() if i in runs},
-        usage=_usage(attempts) if usage else {},
+        usage=run_usage,
         index=index,
     )
 
 
-# Each attempt's class as one number: a digit (base 2^10) per count of ``scoring.COUNTS``, so
-# one SUM per run x task gives every count at once (a single CASE a row: twice as fast as a
-# filtered COUNT per count on SQLite). Exact while a run has fewer than 1,024 attempts on one
-# task; ``read_results`` checks the runs' samples.
-_BASE = 1 << 10
-_DIGIT = {name: _BASE**i for i, name in enumerate(COUNTS)}
-_CLASS_SQL = (
-    f"CASE status WHEN '{FINISHED}' THEN CASE WHEN is_infra THEN {_DIGIT['excluded']} "
-    f"WHEN failure_reason_id IS NULL THEN {_DIGIT['scored'] + _DIGIT['resolved']} "
-    f"ELSE {_DIGIT['scored']} END "
-    f"WHEN '{MISSING}' THEN {_DIGIT['missing']} "
-    + "".join(f"WHEN '{s}' THEN {_DIGIT['excluded']} " for s in sorted(UNRUN_STATUSES))
-    + f"WHEN '{NOT_EVALUATED}' THEN {_DIGIT['pending'] + _DIGIT['not_evaluated']} "
-    f"ELSE {_DIGIT['pending']} END"
-)
+_RUN_FIELDS = (
+    "id", "public_id", "model_config_id", "samples", "source", "status", "created_at",
+    "finished_at", "date_source",
+)  # fmt: skip
 
 
-def _grouped_rows(attempts: QuerySet[Attempt]) -> list[tuple[int, int, str]]:
-    """(run id, class sum, comma-separated task ids) groups, in one query.
-
-    The inner query sums each attempt's class (``_CLASS_SQL``: ``runs.results.scoring.classify``
-    written in SQL) by run x task (in the order of ``attempt_run_results_idx``, so without a
-    sort); the outer one groups those by run x sum and lists the tasks of each group, so a few
-    hundred rows reach Python however many attempts there are.
-    """
-    sql, params = attempts.order_by().values_list("run_id", "task_id").query.sql_with_params()
-    connection = connections[attempts.db]
-    if connection.vendor == "postgresql":
-        task_list = "STRING_AGG(CAST(task_id AS TEXT), ',')"
-        summed = f"SUM({_CLASS_SQL})::bigint"
-    else:
-        task_list = "GROUP_CONCAT(task_id)"
-        summed = f"SUM({_CLASS_SQL})"
-    select, _, rest = sql.partition(" FROM ")
-    grouped = f"{select}, {summed} AS code FROM {rest} GROUP BY 1, 2"
-    outer = f"SELECT run_id, code, {task_list} FROM ({grouped}) per_task GROUP BY run_id, code"
-    with connection.cursor() as cursor:
-        cursor.execute(outer, params)
-        return cursor.fetchall()
+def _read_tallies(
+    attempts: QuerySet[Attempt], index: TaskIndex[int]
+) -> tuple[dict[int, RunFacts], dict[int, Tallies]]:
+    """The selection's runs and their tallies, read from every attempt of the selection."""
+    grouped = tally_sql.grouped_rows(attempts)
+    runs = {
+        r[0]: RunFacts(*r)
+        for r in Run.objects.filter(id__in={row[0] for row in grouped}).values_list(*_RUN_FIELDS)
+    }
+    # A run holds at most ``samples`` attempts a task (one per sample index): past the codes'
+    # range, count again one filter per count.
+    if any(r.samples >= tally_sql.BASE for r in runs.values()):
+        return runs, tally_sql.grouped_tallies_counted(attempts, index)
+    return runs, tally_sql.tables(
+        index, ((run, tally_sql.decode(int(code)), ids) for run, code, ids in grouped)
+    )
 
 
-def _decode(code: int) -> tuple[int, ...]:
-    return tuple((code >> (10 * i)) & (_BASE - 1) for i in range(len(COUNTS)))
+def _per_run_tallies(
+    suite: Suite,
+    run_ids: Collection[int] | None,
+    index: TaskIndex[int],
+    using: str,
+    usage: bool,
+) -> tuple[dict[int, RunFacts], dict[int, Tallies], dict[int, Usage]] | None:
+    """The same as ``_read_tallies`` (and ``_usage`` when ``usage``) from the aggregates kept
+    per run (``runs.results.run_tallies``): only runs whose attempts changed are read again.
+    None when a run has too many samples a task for the class codes (read directly)."""
+    candidates = Run.objects.using(using).filter(suite=suite)
+    if run_ids is not None:
+        candidates = candidates.filter(id__in=list(run_ids))
+    # The stamps before the attempts: an entry is never older than the stamp it is kept under.
+    facts = {
+        row[0]: (RunFacts(*row[:-1]), row[-1])
+        for row in candidates.annotate(stamp=run_tallies.stamp_sql()).values_list(
+            *_RUN_FIELDS, "stamp"
+        )
+    }
+    if any(f.samples >= tally_sql.BASE for f, _ in facts.values()):
+        return None
+    stamps = {run: stamp for run, (_, stamp) in facts.items()}
 
+    def of_runs(ids: list[int]) -> QuerySet[Attempt]:
+        attempts = Attempt.objects.using(using).for_suite(suite)
+        # Every run of the suite (a cold read): the suite's attempts as they are, one scan in
+        # the covering index's order rather than one range per run.
+        return (
+            attempts
+            if run_ids is None and len(ids) == len(facts)
+            else attempts.filter(run_id__in=ids)
+        )
 
-def _tables(index: TaskIndex[int], rows) -> dict[int, Tallies]:
-    """``Tallies`` per run from (run id, counts, comma-separated task ids) groups: every group's
-    task ids parsed in one go, then one scatter per run."""
-    rows = list(rows)
-    tables: dict[int, Tallies] = {}
-    if not rows:
-        return tables
+    def read_rows(ids: list[int]) -> dict[int, run_tallies.RunRows]:
+        grouped = tally_sql.grouped_rows(of_runs(ids))
+        return run_tallies.run_rows(
+            (run, tally_sql.decode(int(code)), ts) for run, code, ts in grouped
+        )
+
+    empty = run_tallies.RunRows(
+        np.zeros(0, dtype=np.int64), np.zeros((0, len(COUNTS)), dtype=np.int64)
+    )
+    rows = run_tallies.cached(
+        "tallies", using=using, suite_id=suite.id, stamps=stamps, read=read_rows, default=empty
+    )
     position = np.full(max(index.keys, default=0) + 1, -1, dtype=np.int64)
     position[list(index.keys)] = np.arange(len(index))
-    texts = [str(ids) for _, _, ids in rows]
-    ids = np.array(",".join(texts).split(","), dtype=np.int64)
-    group = np.repeat(np.arange(len(rows)), [t.count(",") + 1 for t in texts])
-    counts = np.array([c for _, c, _ in rows], dtype=np.int64)  # (groups, len(COUNTS))
-    known = ids < len(position)
-    at = np.where(known, position[np.where(known, ids, 0)], -1)
-    keep = at >= 0
-    runs = np.array([r for r, _, _ in rows], dtype=np.int64)[group]
-    for run_id in dict.fromkeys(r for r, _, _ in rows):
-        table = tables[run_id] = Tallies.empty(index)
-        mine = keep & (runs == run_id)
-        table.counts[:, at[mine]] = counts[group[mine]].T
-    return tables
+    tallies: dict[int, Tallies] = {}
+    for run, kept in rows.items():
+        counts = run_tallies.scatter(kept, index.keys, position)
+        if counts is not None:  # a run with no attempt in the selection is not a row
+            tallies[run] = Tallies(index, counts)
+    runs = {run: facts[run][0] for run in tallies}
+    run_usage: dict[int, Usage] = {}
+    if usage:
 
+        def read_usage(ids: list[int]) -> dict[int, Usage | None]:
+            return dict(_usage(of_runs(ids)))
 
-def _grouped_tallies_counted(
-    attempts: QuerySet[Attempt], index: TaskIndex[int]
-) -> dict[int, Tallies]:
-    """The same tallies counted one filter per count: for runs with 1,024+ samples a task."""
-    scored = Q(status=FINISHED, is_infra=False)
-    rows = (
-        attempts.order_by()
-        .values_list("run_id", "task_id")
-        .annotate(
-            scored=Count("id", filter=scored),
-            resolved=Count("id", filter=scored & Q(failure_reason__isnull=True)),
-            excluded=Count(
-                "id",
-                filter=Q(status=FINISHED, is_infra=True) | Q(status__in=list(UNRUN_STATUSES)),
-            ),
-            pending=Count("id", filter=~Q(status__in=list(FINAL_STATUSES))),
-            not_evaluated=Count("id", filter=Q(status=NOT_EVALUATED)),
-            missing=Count("id", filter=Q(status=MISSING)),
+        kept_usage = run_tallies.cached(
+            "usage", using=using, suite_id=suite.id, stamps=stamps, read=read_usage, default=None
         )
-    )
-    return _tables(index, ((run, counts, str(task)) for run, task, *counts in rows))
+        # Copies: a row's total is summed into a Usage of its own.
+        run_usage = {run: dataclasses.replace(u) for run, u in kept_usage.items() if u is not None}
+    return runs, tallies, run_usage
 
 
 def _usage(attempts: QuerySet[Attempt]) -> dict[int, Usage]:

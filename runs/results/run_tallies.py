@@ -1,0 +1,164 @@
+"""Each run's per-task tallies and usage sums, kept in this process and reused until that run's
+attempts change.
+
+The results pages (leaderboard, compare, taxonomy, run page) and the API, CSV and CLI read a
+suite's tallies through ``runs.results.selection.read_results``; without this, each request
+scans every attempt of the suite twice (tallies, usage), and during a live run every request
+is a miss of the page cache. Here a run's aggregates are kept under its stamp
+(``runs.data_version``: a new random number with every committed write to one of its attempts,
+set by database triggers, so ``save()``, ``queryset.update()``, ``bulk_create``, deletes, raw
+SQL and other programs all count), and a request rereads only the attempts of the runs whose
+stamp changed.
+
+Exactness: the stamps are read before the attempts, so an entry never holds data older than its
+stamp. A run without a stamp row (written before the triggers existed) is read and not kept.
+On PostgreSQL the stamps change at commit, so a reader inside a transaction (which may hold
+its own uncommitted writes) reads everything directly. Date filters read directly too (they
+cut a run's attempts by when each finished); labels only narrow the tasks, so tallies kept per
+task serve them, and usage (kept per run) is read directly under a label filter.
+
+``RESULTS_RUN_CACHE=false`` turns it off.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Collection, Iterable, Mapping
+from typing import TypeVar
+
+import numpy as np
+from django.conf import settings
+from django.db import connections
+from django.db.models.expressions import RawSQL
+
+from runs import data_version
+
+# Kept per process, the least recently used dropped first past this many bytes: a run's tallies
+# take 56 bytes a task it has attempts on (28 KB for 500 tasks), its usage sums a few hundred.
+MAX_BYTES = 64 * 1024 * 1024
+
+V = TypeVar("V")
+
+_store: OrderedDict[tuple, tuple[object, int]] = OrderedDict()  # key -> (value, bytes)
+_lock = threading.Lock()
+_stats = {"hits": 0, "misses": 0, "bytes": 0}
+
+
+@dataclasses.dataclass(frozen=True)
+class RunRows:
+    """One run's attempts by task: ``task_ids[i]`` has the counts ``counts[i]`` (in the order
+    of ``runs.results.scoring.COUNTS``)."""
+
+    task_ids: np.ndarray  # int64
+    counts: np.ndarray  # int64, shape (len(task_ids), len(COUNTS))
+
+
+def enabled(using: str = "default") -> bool:
+    if not getattr(settings, "RESULTS_RUN_CACHE", True):
+        return False
+    connection = connections[using]
+    if connection.vendor not in ("sqlite", "postgresql"):
+        return False
+    # PostgreSQL stamps at commit: inside a transaction the rows may already be newer.
+    return not (connection.vendor == "postgresql" and connection.in_atomic_block)
+
+
+def stamp_sql() -> RawSQL:
+    """The run's stamp as an annotation of a ``Run`` query (NULL: no stamp row)."""
+    return RawSQL(
+        f'SELECT s.stamp FROM {data_version.RUN_TABLE} s WHERE s.run_id = "runs_run"."id"', ()
+    )
+
+
+def clear() -> None:
+    """Forget every entry (the bench's cold figures; a test's reset)."""
+    with _lock:
+        _store.clear()
+        _stats.update(hits=0, misses=0, bytes=0)
+
+
+def stats() -> dict[str, int]:
+    with _lock:
+        return dict(_stats, entries=len(_store))
+
+
+def cached(
+    kind: str,
+    *,
+    using: str,
+    suite_id: int,
+    stamps: Mapping[int, int | None],
+    read: Callable[[list[int]], Mapping[int, V]],
+    default: V,
+) -> dict[int, V]:
+    """``kind`` of each run of ``stamps`` (run id -> stamp read before the rows): the kept
+    ones, and ``read(run ids)`` for the others, kept under their stamp (runs absent from what
+    ``read`` returns get ``default``)."""
+    database = connections[using].settings_dict.get("NAME")
+    keys = {
+        run: (kind, using, str(database), suite_id, run, stamp)
+        for run, stamp in stamps.items()
+        if stamp is not None
+    }
+    out: dict[int, V] = {}
+    with _lock:
+        for run, key in keys.items():
+            if key in _store:
+                _store.move_to_end(key)
+                out[run] = _store[key][0]  # type: ignore[assignment]
+        _stats["hits"] += len(out)
+        _stats["misses"] += len(stamps) - len(out)
+    missing = [run for run in stamps if run not in out]
+    if missing:
+        fresh = read(missing)
+        with _lock:
+            for run in missing:
+                value = fresh.get(run, default)
+                out[run] = value
+                if run in keys and keys[run] not in _store:
+                    size = _size(value)
+                    _store[keys[run]] = (value, size)
+                    _stats["bytes"] += size
+            while _stats["bytes"] > MAX_BYTES and _store:
+                _stats["bytes"] -= _store.popitem(last=False)[1][1]
+    return out
+
+
+def _size(value: object) -> int:
+    if isinstance(value, RunRows):
+        return 200 + value.task_ids.nbytes + value.counts.nbytes
+    return 400
+
+
+def run_rows(rows: Iterable[tuple[int, tuple[int, ...], str]]) -> dict[int, RunRows]:
+    """``RunRows`` per run from (run id, counts, comma-separated task ids) groups: every
+    group's task ids parsed in one go, then one selection per run."""
+    rows = list(rows)
+    if not rows:
+        return {}
+    texts = [str(ids) for _, _, ids in rows]
+    ids = np.array(",".join(texts).split(","), dtype=np.int64)
+    group = np.repeat(np.arange(len(rows)), [t.count(",") + 1 for t in texts])
+    counts = np.array([c for _, c, _ in rows], dtype=np.int64)[group]
+    runs = np.array([r for r, _, _ in rows], dtype=np.int64)[group]
+    out = {}
+    for run in dict.fromkeys(r for r, _, _ in rows):
+        mine = runs == run
+        out[run] = RunRows(ids[mine], counts[mine])
+    return out
+
+
+def scatter(rows: RunRows, keys: Collection[int], position: np.ndarray) -> np.ndarray | None:
+    """The run's counts over a task index (``position[task pk]`` = column, -1 when the task is
+    not in it), or None when none of its attempts is on a task of the index."""
+    ids = rows.task_ids
+    known = ids < len(position)
+    at = np.where(known, position[np.where(known, ids, 0)], -1)
+    keep = at >= 0
+    if not keep.any():
+        return None
+    out = np.zeros((rows.counts.shape[1], len(keys)), dtype=np.int64)
+    out[:, at[keep]] = rows.counts[keep].T
+    return out
