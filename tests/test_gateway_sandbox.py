@@ -279,6 +279,21 @@ def test_execs_after_the_gateway_closed_run_without_it(
     assert json.loads(after.stdout)["probes"][f"127.0.0.1:{DEFAULT_PORT}"].startswith("refused")
 
 
+def calling(sb: Sandbox, calls: int, outs: list[dict], errors: list[BaseException]):
+    """A thread, started, whose exec makes ``calls`` chat calls through the gateway; its
+    output goes to ``outs``, whatever it raised to ``errors``."""
+
+    def run() -> None:
+        try:
+            outs.append(run_client(sb, [["/chat/completions", CHAT, False]] * calls))
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
 def test_concurrent_execs_each_reach_the_gateway(make_sandbox: MakeSandbox, tmp_path: Path) -> None:
     """Docker's execs share a network namespace: each exec's forwarder binds the same port."""
     replies = [fake.chat(f"answer {n}") for n in range(4)]
@@ -289,16 +304,7 @@ def test_concurrent_execs_each_reach_the_gateway(make_sandbox: MakeSandbox, tmp_
     ):
         outs: list[dict] = []
         errors: list[BaseException] = []
-
-        def run() -> None:
-            try:
-                outs.append(run_client(sb, [["/chat/completions", CHAT, False]] * 2))
-            except BaseException as exc:
-                errors.append(exc)
-
-        threads = [threading.Thread(target=run) for _ in range(2)]
-        for thread in threads:
-            thread.start()
+        threads = [calling(sb, 2, outs, errors) for _ in range(2)]
         for thread in threads:
             thread.join()
     assert errors == []
@@ -322,15 +328,7 @@ def test_short_execs_beside_a_long_one_never_cut_its_calls(
     ):
         outs: list[dict] = []
         errors: list[BaseException] = []
-
-        def long_exec() -> None:
-            try:
-                outs.append(run_client(sb, [["/chat/completions", CHAT, False]] * calls))
-            except BaseException as exc:
-                errors.append(exc)
-
-        thread = threading.Thread(target=long_exec)
-        thread.start()
+        thread = calling(sb, calls, outs, errors)
         short = []
         while thread.is_alive():
             short.append(sb.exec(["sh", "-c", "exit 3"], timeout=30))
