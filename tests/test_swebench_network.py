@@ -9,7 +9,8 @@ test's own, validated (gold and empty attempts through the pipeline) on both bac
 test patch adds tests that probe the network from the final test stage: the stand-in internet
 and a listener on every host address are the ones the sandbox conformance suite uses. Its
 repository is committed on a date of our choosing, so the build's installs are dated: the
-final tests' own header shows that nothing released after that date was installed.
+final tests' own header shows that nothing released after that date was installed. And the
+env's python started through a link to it (as ``tox --current-env`` runs it) is the env's.
 """
 
 from __future__ import annotations
@@ -113,6 +114,21 @@ TIMEOUT_TESTS = [
     "test_network.py::test_dns_gets_no_answer",
 ]
 INTERNET_TEST = "test_network.py::test_reads_the_internet"
+# tox --current-env's way of running the env's python: through a link to it from elsewhere.
+LINKS = """import subprocess
+
+
+def test_a_link_to_the_venv_python_is_the_venvs_python(tmp_path):
+    link = tmp_path / "bin" / "python"
+    link.parent.mkdir()
+    link.symlink_to("/opt/venv/bin/python")
+    done = subprocess.run(
+        [str(link), "-c", "import sys, pytest; print(sys.prefix)"],
+        capture_output=True, text=True, cwd=str(tmp_path),
+    )
+    assert done.stdout.strip() == "/opt/venv", done.stderr
+"""
+LINK_TEST = "test_links.py::test_a_link_to_the_venv_python_is_the_venvs_python"
 
 
 def new_file_patch(name: str, text: str) -> str:
@@ -143,10 +159,11 @@ def test_the_final_tests_see_a_network_that_drops_everything_on_both_backends(
         "instance_id": INSTANCE, "repo": TINY_REPO, "version": "3.0",
         "base_commit": commits[0], "environment_setup_commit": commits[0],
         "created_at": "2024-01-01T00:00:00Z", "patch": GOLD,
-        "test_patch": new_file_patch("test_network.py", probes),
+        "test_patch": new_file_patch("test_network.py", probes)
+        + new_file_patch("test_links.py", LINKS),
         "problem_statement": "make VALUE 3", "hints_text": "",
         "FAIL_TO_PASS": json.dumps(["test_network.py::test_value"]),
-        "PASS_TO_PASS": json.dumps([*TIMEOUT_TESTS, INTERNET_TEST]),
+        "PASS_TO_PASS": json.dumps([*TIMEOUT_TESTS, LINK_TEST, INTERNET_TEST]),
     }  # fmt: skip
     swebench_import(source=write_jsonl(tmp_path / "net.jsonl", [row]), suite_name="tiny-net")
     root = new_root()
@@ -172,9 +189,10 @@ def test_the_final_tests_see_a_network_that_drops_everything_on_both_backends(
         # Dated installs: nothing released after the env level's date is installed.
         assert "pytest-7.4.3, pluggy-1.3.0" in log, log[:2000]
         assert stored.installs_as_of == "env 2023-12-15T00:00:00Z, instance 2024-01-01T00:00:00Z"
-        # The probes that expect silence pass: every connect timed out, DNS had no answer.
+        # The probes that expect silence pass: every connect timed out, DNS had no answer. And
+        # the env's python started through a link to it has the env's packages (venv_links).
         passed = gold.test_results["PASS_TO_PASS"]["success"]
-        assert sorted(passed) == sorted(TIMEOUT_TESTS), (backend, gold.test_results)
+        assert sorted(passed) == sorted([*TIMEOUT_TESTS, LINK_TEST]), (backend, gold.test_results)
         assert "10.255.255.1 80 timed out after 1." in log  # printed by the probe that passed
         assert listener.accepted == 0
         # The one test that needs the internet fails, and gold validation names it.

@@ -33,15 +33,17 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
-from tasks_app.swebench import conda
+from tasks_app.swebench import conda, venv_links
 from tasks_app.swebench.dated_index import format_time, parse_time
 from tasks_app.swebench.repos import RepoSource
 
 # Bump when the build steps below change meaning: every key (and so every image) changes.
 # 2: installs as of a date (the date is in the keys), conda translation, approximate pythons.
-RECIPE_VERSION = 2
+# 3: the suite's python started through a link to the venv's is the venv's (venv_links).
+RECIPE_VERSION = 3
 # The base level's own recipe version: version 2 changed no base, so no debootstrap is redone.
 BASE_RECIPE_VERSION = 1
 VENV = "/opt/venv"
@@ -316,6 +318,7 @@ def env_recipe(
         # conda would bring (pip, setuptools and wheel as of the level's date).
         f"python{python} -m venv {VENV}",
         f"{pip} --upgrade pip setuptools wheel",
+        *venv_link_hook(python),
     ]
     named: list[str] = []  # requirement texts, for the exact pins they name
     apt = list(spec.get("apt-pkgs") or [])
@@ -381,6 +384,21 @@ def env_recipe(
         date_why=why,
         note=note,
     )
+
+
+def venv_link_hook(python: str) -> list[str]:
+    """The steps that make the suite's python, started through a link to the venv's (``tox
+    --current-env``), the venv's python, as a conda env's is (``venv_links``)."""
+    site_dir = f"/usr/local/lib/python{python}/dist-packages"
+    module = venv_links.MODULE
+    return [
+        f"mkdir -p {site_dir}",
+        f"cat > {site_dir}/{module}.py <<'EOF_59812759871'\n{_VENV_LINKS_SOURCE}EOF_59812759871",
+        f"echo 'import {module}' > {site_dir}/{module}.pth",
+    ]
+
+
+_VENV_LINKS_SOURCE = Path(venv_links.__file__).read_text()
 
 
 def _translated(pip: str, translation: conda.Translation, relax: Callable[[str], str]) -> list[str]:
