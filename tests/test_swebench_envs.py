@@ -246,6 +246,17 @@ def test_it_names_the_first_error_of_a_test_log():
         "AttributeError: module 'numpy' has no attribute 'Inf'"
     )
     assert first_error("all 3 passed\n") == ""
+    # The tests never started: the interpreter or the command is missing (before tox's ERROR).
+    tox = (
+        "py39: commands[0]> python -X dev -m pytest -rA tests/test_ext_napoleon.py\n"
+        "/testbed/.tox/py39/bin/python: No module named pytest\n"
+        "py39: exit 1 (0.05 seconds) /testbed> python -X dev -m pytest pid=16\n"
+        "ERROR:  py39: commands failed\n"
+    )
+    assert first_error(tox) == "/testbed/.tox/py39/bin/python: No module named pytest"
+    assert first_error("x\nbash: line 3: tox: command not found\nERROR: x\n") == (
+        "bash: line 3: tox: command not found"
+    )
 
 
 @pytest.mark.django_db

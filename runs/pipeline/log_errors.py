@@ -6,11 +6,16 @@ from __future__ import annotations
 import re
 
 # The first error of a test log: a pytest "E   SomeError: ..." line, else a line that starts
-# with an exception name (a traceback's last line, "ImportError while loading conftest"),
-# else a line saying ERROR.
+# with an exception name (a traceback's last line, "ImportError while loading conftest"), else
+# an interpreter or shell that could not start the tests ("/testbed/.tox/py39/bin/python: No
+# module named pytest", "tox: command not found"), else a line saying ERROR.
 _ERROR_LINES = (
     re.compile(r"^E\s+((?:[\w.]+\.)?\w*(?:Error|Exception)\b.*)$"),
     re.compile(r"^((?:[\w.]+\.)?\w*(?:Error|Exception)(?::| while ).*)$"),
+    re.compile(
+        r"^(\S*python[\d.]*: (?:No module named|can't open file|Error while finding module) .*"
+        r"|(?:\S+: )?(?:line \d+: )?\S+: command not found)$"
+    ),
     re.compile(r"^(.*\bERROR\b.*)$"),
 )
 _START = ">>>>> Start Test Output"
