@@ -32,6 +32,14 @@ def _metadata_date(snapshot: dict) -> tuple[str, dt.datetime] | None:
     return None
 
 
+def _check_now(schema_editor) -> None:
+    """Run now the checks PostgreSQL defers to commit (the deferrable foreign keys, the stamps'
+    constraint triggers) for the rows just written: this migration alters runs_attempt next, and
+    PostgreSQL refuses to alter a table with pending trigger events."""
+    if schema_editor.connection.vendor == "postgresql":
+        schema_editor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+
+
 def forward(apps, schema_editor):
     Attempt = apps.get_model("runs", "Attempt")
     Run = apps.get_model("runs", "Run")
@@ -70,6 +78,7 @@ def forward(apps, schema_editor):
                 "finished_at",
             ]
         )  # fmt: skip
+    _check_now(schema_editor)
 
 
 def backward(apps, schema_editor):
@@ -84,6 +93,7 @@ def backward(apps, schema_editor):
         attempt.save()
     for field in USAGE:
         Attempt.objects.filter(**{f"{field}__isnull": True}).update(**{field: 0})
+    _check_now(schema_editor)
 
 
 COVER = [
