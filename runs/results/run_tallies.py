@@ -1,5 +1,5 @@
-"""Each run's per-task tallies and usage sums, kept in this process and reused until that run's
-attempts change.
+"""Each run's per-task tallies and usage sums, kept in this process and in the database, and
+reused until that run's attempts change.
 
 The results pages (leaderboard, compare, taxonomy, run page) and the API, CSV and CLI read a
 suite's tallies through ``runs.results.selection.read_results``; without this, each request
@@ -10,6 +10,12 @@ set by database triggers, so ``save()``, ``queryset.update()``, ``bulk_create``,
 SQL and other programs all count), and a request rereads only the attempts of the runs whose
 stamp changed.
 
+Two tiers: this process's memory (least recently used out past ``MAX_BYTES``), then the
+database (``runs.results.tally_store``: one row per run and kind, read in one query for the runs
+this process does not hold, written when a run is read from its attempts), so the first request
+of a new web process, of each gunicorn worker and of each ``ab`` call reads stored aggregates
+instead of every attempt. Both key by the stamp: a row of an older stamp is never used.
+
 Exactness: the stamps are read before the attempts, so an entry never holds data older than its
 stamp. A run without a stamp row (written before the triggers existed) is read and not kept.
 On PostgreSQL the stamps change at commit, so a reader inside a transaction (which may hold
@@ -17,7 +23,7 @@ its own uncommitted writes) reads everything directly. Date filters read directl
 cut a run's attempts by when each finished); labels only narrow the tasks, so tallies kept per
 task serve them, and usage (kept per run) is read directly under a label filter.
 
-``RESULTS_RUN_CACHE=false`` turns it off.
+``RESULTS_RUN_CACHE=false`` turns both tiers off (nothing read from or written to the table).
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ from django.db import connections
 from django.db.models.expressions import RawSQL
 
 from runs import data_version
+from runs.results import tally_store
+from runs.results.scoring import COUNTS
 
 # Kept per process, the least recently used dropped first past this many bytes: a run's tallies
 # take 56 bytes a task it has attempts on (28 KB for 500 tasks), its usage sums a few hundred.
@@ -43,7 +51,7 @@ V = TypeVar("V")
 
 _store: OrderedDict[tuple, tuple[object, int]] = OrderedDict()  # key -> (value, bytes)
 _lock = threading.Lock()
-_stats = {"hits": 0, "misses": 0, "bytes": 0}
+_stats = {"hits": 0, "stored": 0, "misses": 0, "bytes": 0}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +61,12 @@ class RunRows:
 
     task_ids: np.ndarray  # int64
     counts: np.ndarray  # int64, shape (len(task_ids), len(COUNTS))
+
+
+# A run's tallies in the database: the two arrays' bytes, for this order of COUNTS only.
+ROWS: tally_store.Codec[RunRows] = tally_store.ArraysCodec(
+    COUNTS, RunRows, lambda rows: (rows.task_ids, rows.counts)
+)
 
 
 def enabled(using: str = "default") -> bool:
@@ -73,10 +87,11 @@ def stamp_sql() -> RawSQL:
 
 
 def clear() -> None:
-    """Forget every entry (the bench's cold figures; a test's reset)."""
+    """Forget every entry of this process (as a new process starts; a test's reset). The
+    stored tier stays: ``tally_store.clear`` empties that."""
     with _lock:
         _store.clear()
-        _stats.update(hits=0, misses=0, bytes=0)
+        _stats.update(hits=0, stored=0, misses=0, bytes=0)
 
 
 def stats() -> dict[str, int]:
@@ -92,9 +107,11 @@ def cached(
     stamps: Mapping[int, int | None],
     read: Callable[[list[int]], Mapping[int, V]],
     default: V,
+    codec: tally_store.Codec[V],
 ) -> dict[int, V]:
-    """``kind`` of each run of ``stamps`` (run id -> stamp read before the rows): the kept
-    ones, and ``read(run ids)`` for the others, kept under their stamp (runs absent from what
+    """``kind`` of each run of ``stamps`` (run id -> stamp read before the rows): the ones this
+    process keeps, then the ones stored in the database under the same stamp, and
+    ``read(run ids)`` for the others, kept and stored under their stamp (runs absent from what
     ``read`` returns get ``default``)."""
     database = connections[using].settings_dict.get("NAME")
     keys = {
@@ -109,20 +126,33 @@ def cached(
                 _store.move_to_end(key)
                 out[run] = _store[key][0]  # type: ignore[assignment]
         _stats["hits"] += len(out)
-        _stats["misses"] += len(stamps) - len(out)
+    stored = tally_store.load(
+        kind,
+        using=using,
+        stamps={run: key[-1] for run, key in keys.items() if run not in out},
+        codec=codec,
+    )
+    out.update(stored)
     missing = [run for run in stamps if run not in out]
-    if missing:
-        fresh = read(missing)
-        with _lock:
-            for run in missing:
-                value = fresh.get(run, default)
-                out[run] = value
-                if run in keys and keys[run] not in _store:
-                    size = _size(value)
-                    _store[keys[run]] = (value, size)
-                    _stats["bytes"] += size
-            while _stats["bytes"] > MAX_BYTES and _store:
-                _stats["bytes"] -= _store.popitem(last=False)[1][1]
+    fresh = read(missing) if missing else {}
+    with _lock:
+        _stats["stored"] += len(stored)
+        _stats["misses"] += len(missing)
+        for run in missing:
+            out[run] = fresh.get(run, default)
+        for run in [*stored, *missing]:
+            if run in keys and keys[run] not in _store:
+                size = _size(out[run])
+                _store[keys[run]] = (out[run], size)
+                _stats["bytes"] += size
+        while _stats["bytes"] > MAX_BYTES and _store:
+            _stats["bytes"] -= _store.popitem(last=False)[1][1]
+    tally_store.save(
+        kind,
+        using=using,
+        values={run: (stamps[run], out[run]) for run in missing if run in keys},  # type: ignore[misc]
+        codec=codec,
+    )
     return out
 
 
