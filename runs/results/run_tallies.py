@@ -114,10 +114,9 @@ def cached(
     ``read(run ids)`` for the others, kept and stored under their stamp (runs absent from what
     ``read`` returns get ``default``)."""
     database = connections[using].settings_dict.get("NAME")
+    stamped = {run: stamp for run, stamp in stamps.items() if stamp is not None}
     keys = {
-        run: (kind, using, str(database), suite_id, run, stamp)
-        for run, stamp in stamps.items()
-        if stamp is not None
+        run: (kind, using, str(database), suite_id, run, stamp) for run, stamp in stamped.items()
     }
     out: dict[int, V] = {}
     with _lock:
@@ -129,7 +128,7 @@ def cached(
     stored = tally_store.load(
         kind,
         using=using,
-        stamps={run: key[-1] for run, key in keys.items() if run not in out},
+        stamps={run: stamp for run, stamp in stamped.items() if run not in out},
         codec=codec,
     )
     out.update(stored)
@@ -150,7 +149,7 @@ def cached(
     tally_store.save(
         kind,
         using=using,
-        values={run: (stamps[run], out[run]) for run in missing if run in keys},  # type: ignore[misc]
+        values={run: (stamped[run], out[run]) for run in missing if run in stamped},
         codec=codec,
     )
     return out
