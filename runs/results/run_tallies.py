@@ -31,8 +31,8 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterable, Mapping
-from typing import TypeVar
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 from django.conf import settings
@@ -99,60 +99,68 @@ def stats() -> dict[str, int]:
         return dict(_stats, entries=len(_store))
 
 
+@dataclasses.dataclass(frozen=True)
+class Kind(Generic[V]):
+    """One kind of per-run aggregate: ``read(run ids)`` computes it from the attempts (runs
+    absent from its answer get ``default``), ``codec`` stores it."""
+
+    name: str
+    read: Callable[[list[int]], Mapping[int, V]]
+    default: V
+    codec: tally_store.Codec[V]
+
+
 def cached(
-    kind: str,
-    *,
-    using: str,
-    suite_id: int,
-    stamps: Mapping[int, int | None],
-    read: Callable[[list[int]], Mapping[int, V]],
-    default: V,
-    codec: tally_store.Codec[V],
-) -> dict[int, V]:
-    """``kind`` of each run of ``stamps`` (run id -> stamp read before the rows): the ones this
-    process keeps, then the ones stored in the database under the same stamp, and
-    ``read(run ids)`` for the others, kept and stored under their stamp (runs absent from what
-    ``read`` returns get ``default``)."""
+    kinds: Sequence[Kind[Any]], *, using: str, suite_id: int, stamps: Mapping[int, int | None]
+) -> list[dict[int, Any]]:
+    """Each kind's value for each run of ``stamps`` (run id -> stamp read before the rows), in
+    the order of ``kinds``: the ones this process keeps, then the ones stored in the database
+    under the same stamp (one query for every kind), and ``read`` for the others, kept and
+    stored under their stamp (one write for every kind)."""
     database = connections[using].settings_dict.get("NAME")
     stamped = {run: stamp for run, stamp in stamps.items() if stamp is not None}
-    keys = {
-        run: (kind, using, str(database), suite_id, run, stamp) for run, stamp in stamped.items()
-    }
-    out: dict[int, V] = {}
+
+    def key(kind: Kind[Any], run: int) -> tuple:
+        return (kind.name, using, str(database), suite_id, run, stamped[run])
+
+    outs: list[dict[int, Any]] = [{} for _ in kinds]
     with _lock:
-        for run, key in keys.items():
-            if key in _store:
-                _store.move_to_end(key)
-                out[run] = _store[key][0]  # type: ignore[assignment]
-        _stats["hits"] += len(out)
+        for kind, out in zip(kinds, outs, strict=True):
+            for run in stamped:
+                if key(kind, run) in _store:
+                    _store.move_to_end(key(kind, run))
+                    out[run] = _store[key(kind, run)][0]
+            _stats["hits"] += len(out)
+    wanted = {run for run in stamped if any(run not in out for out in outs)}
     stored = tally_store.load(
-        kind,
+        {kind.name: kind.codec for kind in kinds},
         using=using,
-        stamps={run: stamp for run, stamp in stamped.items() if run not in out},
-        codec=codec,
+        stamps={run: stamped[run] for run in wanted},
     )
-    out.update(stored)
-    missing = [run for run in stamps if run not in out]
-    fresh = read(missing) if missing else {}
-    with _lock:
-        _stats["stored"] += len(stored)
-        _stats["misses"] += len(missing)
-        for run in missing:
-            out[run] = fresh.get(run, default)
-        for run in [*stored, *missing]:
-            if run in keys and keys[run] not in _store:
-                size = _size(out[run])
-                _store[keys[run]] = (out[run], size)
-                _stats["bytes"] += size
-        while _stats["bytes"] > MAX_BYTES and _store:
-            _stats["bytes"] -= _store.popitem(last=False)[1][1]
-    tally_store.save(
-        kind,
-        using=using,
-        values={run: (stamped[run], out[run]) for run in missing if run in stamped},
-        codec=codec,
-    )
-    return out
+    fresh: dict[str, tuple[tally_store.Codec[Any], dict[int, tuple[int, Any]]]] = {}
+    for kind, out in zip(kinds, outs, strict=True):
+        found = {run: v for run, v in stored[kind.name].items() if run not in out}
+        out.update(found)
+        missing = [run for run in stamps if run not in out]
+        read = kind.read(missing) if missing else {}
+        with _lock:
+            _stats["stored"] += len(found)
+            _stats["misses"] += len(missing)
+            for run in missing:
+                out[run] = read.get(run, kind.default)
+            for run in [*found, *missing]:
+                if run in stamped and key(kind, run) not in _store:
+                    size = _size(out[run])
+                    _store[key(kind, run)] = (out[run], size)
+                    _stats["bytes"] += size
+            while _stats["bytes"] > MAX_BYTES and _store:
+                _stats["bytes"] -= _store.popitem(last=False)[1][1]
+        fresh[kind.name] = (
+            kind.codec,
+            {run: (stamped[run], out[run]) for run in missing if run in stamped},
+        )
+    tally_store.save(fresh, using=using)
+    return outs
 
 
 def _size(value: object) -> int:

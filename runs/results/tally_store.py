@@ -129,43 +129,52 @@ class NumbersCodec(Codec[V | None]):
         return self.cls(*self.struct.unpack(body))
 
 
-def load(kind: str, *, using: str, stamps: Mapping[int, int], codec: Codec[V]) -> dict[int, V]:
-    """The stored ``kind`` of the runs of ``stamps`` (run id -> the stamp the caller read) whose
-    row was written under that very stamp and decodes; one query."""
+def load(
+    codecs: Mapping[str, Codec[Any]], *, using: str, stamps: Mapping[int, int]
+) -> dict[str, dict[int, Any]]:
+    """Each kind of ``codecs`` stored for the runs of ``stamps`` (run id -> the stamp the caller
+    read), where the row was written under that very stamp and decodes; one query."""
+    out: dict[str, dict[int, Any]] = {kind: {} for kind in codecs}
     if not stamps:
-        return {}
+        return out
     try:
         rows = list(
             RunTally.objects.using(using)
-            .filter(kind=kind, run_id__in=list(stamps))
-            .values_list("run_id", "stamp", "payload")
+            .filter(kind__in=list(codecs), run_id__in=list(stamps))
+            .values_list("kind", "run_id", "stamp", "payload")
         )
     except DatabaseError as error:  # the table not there yet (code ahead of its migration)
-        logger.debug("stored %s not read: %s", kind, error)
-        return {}
-    out: dict[int, V] = {}
-    for run, stamp, payload in rows:
+        logger.debug("stored aggregates not read: %s", error)
+        return out
+    for kind, run, stamp, payload in rows:
         if stamp != stamps[run]:
             continue  # written before the run's last write
         try:
-            out[run] = codec.unpack(run, stamp, bytes(payload))
+            out[kind][run] = codecs[kind].unpack(run, stamp, bytes(payload))
         except ValueError as error:
             logger.debug("stored %s of run %s ignored: %s", kind, run, error)
     return out
 
 
-def save(kind: str, *, using: str, values: Mapping[int, tuple[int, V]], codec: Codec[V]) -> bool:
-    """Store ``kind`` of each run (run id -> (stamp read before its attempts, value)), replacing
-    what was there. Best effort: False (and nothing stored) when another writer holds the
-    database longer than ``WRITE_WAIT_MS`` or the write fails otherwise (a run deleted since)."""
-    if not values:
-        return True
+def save(
+    values: Mapping[str, tuple[Codec[Any], Mapping[int, tuple[int, Any]]]], *, using: str
+) -> bool:
+    """Store each kind's value of each run (kind -> (its codec, run id -> (stamp read before
+    the attempts, value))), replacing what was there; one statement. Best effort: False (and
+    nothing stored) when another writer holds the database longer than ``WRITE_WAIT_MS`` or
+    the write fails otherwise (a run deleted since)."""
     rows = [
         RunTally(run_id=run, kind=kind, stamp=stamp, payload=codec.pack(run, stamp, value))
-        for run, (stamp, value) in sorted(values.items())  # one order: no deadlock between two
+        for kind, (codec, of_runs) in sorted(values.items(), key=lambda item: item[0])
+        for run, (stamp, value) in sorted(of_runs.items())  # one order: no deadlock between two
     ]
+    if not rows:
+        return True
     try:
         with _short_wait(using), transaction.atomic(using=using):
+            if connections[using].vendor == "postgresql":
+                with connections[using].cursor() as cursor:  # until the end of this transaction
+                    cursor.execute(f"SET LOCAL lock_timeout = '{WRITE_WAIT_MS}ms'")
             RunTally.objects.using(using).bulk_create(
                 rows,
                 update_conflicts=True,
@@ -173,33 +182,29 @@ def save(kind: str, *, using: str, values: Mapping[int, tuple[int, V]], codec: C
                 update_fields=["stamp", "payload"],
             )
     except DatabaseError as error:
-        logger.debug("%s of %d runs not stored: %s", kind, len(rows), error)
+        logger.debug("aggregates of %d runs not stored: %s", len(rows), error)
         return False
     return True
 
 
 @contextmanager
 def _short_wait(using: str) -> Iterator[None]:
-    """Wait at most ``WRITE_WAIT_MS`` for a lock: SQLite's busy timeout, PostgreSQL's lock
-    timeout, both set on the connection and set back after (it is kept between requests)."""
+    """SQLite: wait at most ``WRITE_WAIT_MS`` for the write lock (the connection's busy
+    timeout, set back after: the connection is kept between requests). PostgreSQL's lock
+    timeout is set for the write's transaction only (``save``)."""
     connection = connections[using]
+    if connection.vendor != "sqlite":
+        yield
+        return
     with connection.cursor() as cursor:
-        if connection.vendor == "sqlite":
-            cursor.execute("PRAGMA busy_timeout")
-            before = int(cursor.fetchone()[0])
-            cursor.execute(f"PRAGMA busy_timeout = {WRITE_WAIT_MS}")
-        else:
-            cursor.execute("SHOW lock_timeout")
-            before_pg = str(cursor.fetchone()[0])
-            cursor.execute("SELECT set_config('lock_timeout', %s, false)", [f"{WRITE_WAIT_MS}ms"])
+        cursor.execute("PRAGMA busy_timeout")
+        before = int(cursor.fetchone()[0])
+        cursor.execute(f"PRAGMA busy_timeout = {WRITE_WAIT_MS}")
     try:
         yield
     finally:
         with connection.cursor() as cursor:
-            if connection.vendor == "sqlite":
-                cursor.execute(f"PRAGMA busy_timeout = {before}")
-            else:
-                cursor.execute("SELECT set_config('lock_timeout', %s, false)", [before_pg])
+            cursor.execute(f"PRAGMA busy_timeout = {before}")
 
 
 def clear(using: str = "default") -> int:
