@@ -10,10 +10,10 @@ changes nothing.
 
 Watched: every table of the ``runs`` and ``tasks_app`` apps (attempts, stages, runs, model
 configurations, failure reasons, suites, tasks, task revisions, gold validations), read from
-the app registry, so a model added later is watched too; only the reaper's lease is not
-(``UNWATCHED_TABLES``). The triggers are (re)installed after every ``migrate`` (``install``,
-connected to ``post_migrate`` in ``runs.apps``): SQLite drops a table's triggers when a
-migration rebuilds the table, which it does for most field changes.
+the app registry, so a model added later is watched too; only the reaper's lease and the
+stored per-run aggregates are not (``UNWATCHED_TABLES``). The triggers are (re)installed after
+every ``migrate`` (``install``, connected to ``post_migrate`` in ``runs.apps``): SQLite drops a
+table's triggers when a migration rebuilds the table, which it does for most field changes.
 
 **Per run.** A write to an attempt also gives its run (both runs, for an attempt moved between
 runs) a new random stamp in ``runs_run_results_stamp``, in the same transaction, so the per-run
@@ -104,8 +104,9 @@ def _watched_models():
 
 
 # Written by the workers' own bookkeeping every few seconds and shown by no page: the reaper's
-# lease (runs.models.Lease). A write there must not empty the pages' cache.
-UNWATCHED_TABLES = {"runs_lease"}
+# lease (runs.models.Lease). A write there must not empty the pages' cache. Nor may the stored
+# per-run aggregates (runs.models.RunTally), which a page writes as it reads them.
+UNWATCHED_TABLES = {"runs_lease", "runs_runtally"}
 
 
 def watched_tables() -> list[str]:

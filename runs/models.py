@@ -569,3 +569,21 @@ class Lease(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name}: {self.holder or '-'} until {self.expires_at}"
+
+
+class RunTally(models.Model):
+    """One run's aggregates (``kind``: its per-task tallies, its usage sums) as computed from
+    its attempts under the run's stamp ``stamp`` (``runs.data_version``): the second tier of
+    ``runs.results.run_tallies``, which outlives the web process. Never used once the run's
+    stamp moves on; no page shows it, so the page cache's triggers leave this table alone."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+")
+    kind = models.CharField(max_length=20)
+    stamp = models.BigIntegerField()
+    payload = models.BinaryField()  # runs.results.tally_store's encoding
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "kind"], name="run_tally_kind")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} of run {self.run_id} at stamp {self.stamp}"

@@ -80,6 +80,13 @@ def test_every_filter_of_the_form_narrows_the_list(client, listed):
         ),
         "outcome=infra": Attempt.objects.filter(failure_reason_id="SANDBOX_ERROR"),
         "outcome=not_evaluated": Attempt.objects.filter(status=AttemptStatus.NOT_EVALUATED),
+        "outcome=pending": Attempt.objects.filter(
+            status__in=[AttemptStatus.QUEUED, AttemptStatus.NOT_EVALUATED]
+        ),
+        "models=alpha&outcome=pending": Attempt.objects.none(),
+        "outcome=resolved": Attempt.objects.filter(
+            status="finished", is_infra=False, failure_reason__isnull=True
+        ),
         "reason=TESTS_FAILED": Attempt.objects.filter(failure_reason_id="TESTS_FAILED"),
         "repo=org/two": Attempt.objects.filter(task__repo_url__endswith="/two"),
         "labels=even": Attempt.objects.filter(task__labels_text__contains=",even,"),
@@ -266,3 +273,16 @@ def test_queries_do_not_grow_with_the_page_size(client, bob, listed):
         assert len(response.context["page"]) == min(size, 47)
         counts.append(len(ctx))
     assert counts[0] == counts[1]
+
+
+def test_the_list_length_comes_from_the_outcome_counts(client, listed):
+    """The outcome counts split every attempt the other filters select, so the list's length
+    is read with them: no COUNT of its own (one scan of the attempts fewer)."""
+    for query in ("", "?outcome=pending", "?models=alpha&outcome=failed"):
+        with CaptureQueriesContext(connection) as ctx:
+            response = client.get(url(listed) + query)
+        assert response.status_code == 200
+        counts = [q["sql"] for q in ctx if "COUNT(*)" in q["sql"] and "runs_attempt" in q["sql"]]
+        assert counts == [], query
+    everything = client.get(url(listed))
+    assert everything.context["page"].paginator.count == Attempt.objects.count() == 11

@@ -1,29 +1,37 @@
-"""Each run's tallies and usage kept per run (runs/results/run_tallies.py): after a write through
-any path (an attempt finishing, a regrade, an import, a deleted attempt or run, a retry, the
-reaper, a hand-back, a bulk update, raw SQL) every surface (leaderboard page, API, CSV, CLI,
-taxonomy) shows the figure a fresh read of every attempt gives, and a write to one run rereads
-only that run. Transactional tests, so the cache is in use on PostgreSQL too (a reader inside a
+"""Each run's tallies and usage kept per run (runs/results/run_tallies.py, in the process and
+stored in the database by runs/results/tally_store.py): after a write through any path (an
+attempt finishing, a regrade, an import, a deleted attempt or run, a retry, the reaper, a
+hand-back, a bulk update, raw SQL) every surface (leaderboard page, API, CSV, CLI, taxonomy)
+shows the figure a fresh read of every attempt gives, and a write to one run rereads only that
+run; a new process (the process's tier emptied) reads the stored rows, never a stale, corrupt or
+foreign one. Transactional tests, so the cache is in use on PostgreSQL too (a reader inside a
 transaction reads directly there): run this file with DATABASE_URL=postgres://... as well."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
+import sqlite3
+import uuid
 from datetime import timedelta
 
 import pytest
+from django.core.cache import caches
 from django.db import connection, transaction
 from django.test.utils import override_settings
 from django.utils import timezone
 
 from benchsite.cli.main import main as ab
-from runs.models import Attempt, AttemptStatus, Run, RunStatus
+from runs import data_version
+from runs.models import Attempt, AttemptStatus, Run, RunStatus, RunTally
 from runs.pipeline.outcome import decide
 from runs.pipeline.persist import AttemptResult, attempt_finish
-from runs.results import run_tallies
+from runs.results import run_tallies, tally_store
 from runs.results.selection import read_results
 from runs.services import run_retry_infra
+from runs.web import page_cache
 from runs.workers.bookkeeping import attempts_hand_back, attempts_reap
 from tasks_app.models import Suite, Task
 from tasks_app.swebench.importer import swebench_import
@@ -190,6 +198,7 @@ def test_a_write_to_one_run_rereads_that_run_only(client, capsys, board):
     suite, live = board
     everywhere(client, capsys, suite)
     run_tallies.clear()
+    tally_store.clear()
     read_results(suite=suite, usage=True)
     stats = run_tallies.stats()
     assert (stats["hits"], stats["misses"], stats["entries"]) == (0, 2 * 3, 2 * 3)
@@ -235,8 +244,200 @@ def test_it_keeps_no_more_than_its_byte_budget_and_still_reads_right(
     # Room for about one entry: the least recently used ones go, the figures stay exact.
     monkeypatch.setattr(run_tallies, "MAX_BYTES", full["bytes"] // 5)
     run_tallies.clear()
+    tally_store.clear()
     read_results(suite=suite, usage=True)
     small = run_tallies.stats()
     assert small["bytes"] <= full["bytes"] // 5 and 0 < small["entries"] < 2 * 3
     Attempt.objects.filter(run=live).update(tokens_out=9)
     everywhere(client, capsys, suite)
+
+
+# --- the stored tier (runs/results/tally_store.py) ------------------------------------------
+
+
+def new_process() -> None:
+    """What a new web process, gunicorn worker or ``ab`` call starts with: nothing in memory
+    (its own aggregates, its locmem page cache), the database as it is."""
+    run_tallies.clear()
+    caches[page_cache.CACHE_ALIAS].clear()
+
+
+def stored_rows() -> dict[tuple[int, str], int]:
+    return {(r.run_id, r.kind): r.stamp for r in RunTally.objects.all()}
+
+
+def current_stamps() -> dict[int, int]:
+    return dict(Run.objects.annotate(s=run_tallies.stamp_sql()).values_list("id", "s"))
+
+
+def test_a_new_process_reads_the_stored_aggregates_and_shows_the_same_figures(
+    client, capsys, board
+):
+    suite, _ = board
+    before = everywhere(client, capsys, suite)
+    stamps = current_stamps()
+    assert stored_rows() == {(run, kind): stamps[run] for run in stamps for kind in KINDS}
+    new_process()
+    assert everywhere(client, capsys, suite) == before
+    stats = run_tallies.stats()
+    assert stats["misses"] == 0, "no attempt read again"
+    assert stats["stored"] == len(stamps) * len(KINDS), "each run's two rows read once"
+
+
+def test_storing_the_aggregates_leaves_the_page_cache_as_it_is(board):
+    """The rows are written while a page is read: a write there must not count as new data."""
+    suite, _ = board
+    version = data_version.current()
+    read_results(suite=suite, usage=True)
+    assert len(stored_rows()) == 3 * len(KINDS)
+    assert data_version.current() == version
+
+
+KINDS = ("tallies", "usage")
+
+
+def test_after_any_write_the_stored_row_is_not_used(client, capsys, board):
+    suite, live = board
+    before = everywhere(client, capsys, suite)
+    victim = Attempt.objects.filter(run=live, failure_reason__isnull=True).first()
+
+    def after(what: str, write, model: str = "live") -> None:
+        nonlocal before
+        new_process()
+        write()
+        new_process()
+        now = everywhere(client, capsys, suite)  # equal to a fresh read of every attempt
+        assert row_of(now, model) != row_of(before, model), what
+        stats = run_tallies.stats()
+        assert (stats["misses"], stats["stored"]) == (2, 2 * 2), f"{what}: one run reread"
+        assert stored_rows() == {(r, k): s for r, s in current_stamps().items() for k in KINDS}
+        before = now
+
+    def save() -> None:
+        victim.failure_reason_id = "TESTS_FAILED"
+        victim.save()
+
+    def bulk_create() -> None:
+        copy = Attempt.objects.get(pk=victim.pk)
+        copy.pk, copy.public_id, copy.sample_index = None, uuid.uuid4(), 1
+        copy.tokens_out = 50_000  # a figure the new attempt moves (the mean tokens)
+        Attempt.objects.bulk_create([copy])
+
+    def raw_sql() -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "UPDATE runs_attempt SET tokens_out = 99999 WHERE run_id = %s", [live.pk]
+            )
+
+    after("save()", save)
+    after("queryset.update()", lambda: Attempt.objects.filter(pk=victim.pk).update(
+        failure_reason=None))  # fmt: skip
+    after("bulk_create", bulk_create)
+    after("a deleted attempt", lambda: Attempt.objects.filter(sample_index=1).delete())
+    after("raw SQL", raw_sql)
+
+    steady = Run.objects.get(model_config__name="steady")
+    steady.delete()
+    new_process()
+    assert not any(k.startswith("steady@") for k in everywhere(client, capsys, suite))
+    assert not RunTally.objects.filter(run_id=steady.pk).exists(), "rows go with their run"
+
+
+def test_a_corrupt_foreign_or_wrong_length_row_is_read_again_from_the_attempts(
+    client, capsys, board
+):
+    suite, live = board
+    before = everywhere(client, capsys, suite)
+    steady = Run.objects.get(model_config__name="steady").pk
+    other = Run.objects.get(model_config__name="other").pk
+    rows = {(r.run_id, r.kind): r for r in RunTally.objects.all()}
+    tallies = bytes(rows[live.pk, "tallies"].payload)
+    # One resolved count more in the last task's row: decoded, that would be a wrong figure.
+    at = len(tallies) - 8 * (len(run_tallies.COUNTS) - 1)
+    bumped = tallies[:at] + (int.from_bytes(tallies[at : at + 8], "little") + 1).to_bytes(
+        8, "little"
+    ) + tallies[at + 8 :]  # fmt: skip
+    spoiled = {
+        (live.pk, "tallies"): bumped,
+        (live.pk, "usage"): bytes(rows[live.pk, "usage"].payload)[:-8],  # wrong length
+        (steady, "tallies"): bytes(rows[other, "tallies"].payload),  # another run's row
+        (steady, "usage"): b"",
+        (other, "usage"): bytes(rows[other, "usage"].payload) + b"\0" * 8,
+    }
+    for (run, kind), payload in spoiled.items():
+        RunTally.objects.filter(run_id=run, kind=kind).update(payload=payload)
+    new_process()
+    assert everywhere(client, capsys, suite) == before
+    stats = run_tallies.stats()
+    assert (stats["misses"], stats["stored"]) == (len(spoiled), 6 - len(spoiled))
+    # Read again and stored again: the next new process uses every row.
+    new_process()
+    assert everywhere(client, capsys, suite) == before
+    assert run_tallies.stats()["misses"] == 0
+
+
+def test_a_busy_writer_never_fails_the_request_and_nothing_is_stored(client, capsys, board):
+    suite, _ = board
+    tally_store.clear()
+    new_process()
+    setting = lock_setting()
+    with writer_holding_the_table():
+        everywhere(client, capsys, suite)  # the figures are right, every request succeeded
+        assert not stored_rows(), "the write gave up instead of waiting"
+    assert lock_setting() == setting, "the connection's own wait is set back"
+    new_process()
+    read_results(suite=suite, usage=True)
+    assert len(stored_rows()) == 3 * len(KINDS), "once the writer is gone, rows are stored"
+
+
+def test_with_the_run_cache_off_nothing_is_read_or_stored(board):
+    suite, _ = board
+    with override_settings(RESULTS_RUN_CACHE=False):
+        read_results(suite=suite, usage=True)
+    assert not stored_rows()
+    read_results(suite=suite, usage=True)
+    assert len(stored_rows()) == 3 * len(KINDS)
+    new_process()
+    with override_settings(RESULTS_RUN_CACHE=False):
+        read_results(suite=suite, usage=True)
+    assert run_tallies.stats()["stored"] == 0
+
+
+def lock_setting() -> str:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "PRAGMA busy_timeout" if connection.vendor == "sqlite" else "SHOW lock_timeout"
+        )
+        return str(cursor.fetchone()[0])
+
+
+@contextlib.contextmanager
+def writer_holding_the_table():
+    """Another connection in a write transaction that keeps others from writing the stored
+    rows until it ends (SQLite: the database's write lock; PostgreSQL: a lock on the table)."""
+    settings = connection.settings_dict
+    if connection.vendor == "sqlite":
+        name = settings["NAME"]
+        other = sqlite3.connect(name, uri=str(name).startswith("file:"), timeout=0)
+        other.isolation_level = None
+        other.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+        return
+    import psycopg
+
+    with (
+        psycopg.connect(
+            dbname=settings["NAME"],
+            user=settings["USER"],
+            host=settings["HOST"],
+            port=settings["PORT"] or None,
+            password=settings["PASSWORD"] or None,
+        ) as other,
+        other.transaction(),
+    ):
+        other.execute("LOCK TABLE runs_runtally IN EXCLUSIVE MODE")
+        yield

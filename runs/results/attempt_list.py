@@ -427,6 +427,17 @@ def outcome_counts(attempts: QuerySet[Attempt]) -> dict[str, int]:
     return counts
 
 
+def counted(counts: dict[str, int], outcome: str) -> int:
+    """How many attempts the list shows, from ``outcome_counts`` of its other filters: the
+    outcomes split every attempt (not evaluated counted apart from pending), so the list's
+    length is their sum, or the chosen outcome's count (pending including not evaluated)."""
+    if not outcome:
+        return sum(counts.values())
+    if outcome == "pending":
+        return counts["pending"] + counts["not_evaluated"]
+    return counts[outcome]
+
+
 def without(filters: AttemptFilters, *names: str) -> AttemptFilters:
     """``filters`` with ``names`` cleared (e.g. the outcome, for the outcome counts)."""
     blank = AttemptFilters()

@@ -1,5 +1,5 @@
-"""Each run's per-task tallies and usage sums, kept in this process and reused until that run's
-attempts change.
+"""Each run's per-task tallies and usage sums, kept in this process and in the database, and
+reused until that run's attempts change.
 
 The results pages (leaderboard, compare, taxonomy, run page) and the API, CSV and CLI read a
 suite's tallies through ``runs.results.selection.read_results``; without this, each request
@@ -10,6 +10,12 @@ set by database triggers, so ``save()``, ``queryset.update()``, ``bulk_create``,
 SQL and other programs all count), and a request rereads only the attempts of the runs whose
 stamp changed.
 
+Two tiers: this process's memory (least recently used out past ``MAX_BYTES``), then the
+database (``runs.results.tally_store``: one row per run and kind, read in one query for the runs
+this process does not hold, written when a run is read from its attempts), so the first request
+of a new web process, of each gunicorn worker and of each ``ab`` call reads stored aggregates
+instead of every attempt. Both key by the stamp: a row of an older stamp is never used.
+
 Exactness: the stamps are read before the attempts, so an entry never holds data older than its
 stamp. A run without a stamp row (written before the triggers existed) is read and not kept.
 On PostgreSQL the stamps change at commit, so a reader inside a transaction (which may hold
@@ -17,7 +23,7 @@ its own uncommitted writes) reads everything directly. Date filters read directl
 cut a run's attempts by when each finished); labels only narrow the tasks, so tallies kept per
 task serve them, and usage (kept per run) is read directly under a label filter.
 
-``RESULTS_RUN_CACHE=false`` turns it off.
+``RESULTS_RUN_CACHE=false`` turns both tiers off (nothing read from or written to the table).
 """
 
 from __future__ import annotations
@@ -25,8 +31,8 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterable, Mapping
-from typing import TypeVar
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 from django.conf import settings
@@ -34,6 +40,8 @@ from django.db import connections
 from django.db.models.expressions import RawSQL
 
 from runs import data_version
+from runs.results import tally_store
+from runs.results.scoring import COUNTS
 
 # Kept per process, the least recently used dropped first past this many bytes: a run's tallies
 # take 56 bytes a task it has attempts on (28 KB for 500 tasks), its usage sums a few hundred.
@@ -43,7 +51,7 @@ V = TypeVar("V")
 
 _store: OrderedDict[tuple, tuple[object, int]] = OrderedDict()  # key -> (value, bytes)
 _lock = threading.Lock()
-_stats = {"hits": 0, "misses": 0, "bytes": 0}
+_stats = {"hits": 0, "stored": 0, "misses": 0, "bytes": 0}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +61,12 @@ class RunRows:
 
     task_ids: np.ndarray  # int64
     counts: np.ndarray  # int64, shape (len(task_ids), len(COUNTS))
+
+
+# A run's tallies in the database: the two arrays' bytes, for this order of COUNTS only.
+ROWS: tally_store.Codec[RunRows] = tally_store.ArraysCodec(
+    COUNTS, RunRows, lambda rows: (rows.task_ids, rows.counts)
+)
 
 
 def enabled(using: str = "default") -> bool:
@@ -73,10 +87,11 @@ def stamp_sql() -> RawSQL:
 
 
 def clear() -> None:
-    """Forget every entry (the bench's cold figures; a test's reset)."""
+    """Forget every entry of this process (as a new process starts; a test's reset). The
+    stored tier stays: ``tally_store.clear`` empties that."""
     with _lock:
         _store.clear()
-        _stats.update(hits=0, misses=0, bytes=0)
+        _stats.update(hits=0, stored=0, misses=0, bytes=0)
 
 
 def stats() -> dict[str, int]:
@@ -84,46 +99,68 @@ def stats() -> dict[str, int]:
         return dict(_stats, entries=len(_store))
 
 
+@dataclasses.dataclass(frozen=True)
+class Kind(Generic[V]):
+    """One kind of per-run aggregate: ``read(run ids)`` computes it from the attempts (runs
+    absent from its answer get ``default``), ``codec`` stores it."""
+
+    name: str
+    read: Callable[[list[int]], Mapping[int, V]]
+    default: V
+    codec: tally_store.Codec[V]
+
+
 def cached(
-    kind: str,
-    *,
-    using: str,
-    suite_id: int,
-    stamps: Mapping[int, int | None],
-    read: Callable[[list[int]], Mapping[int, V]],
-    default: V,
-) -> dict[int, V]:
-    """``kind`` of each run of ``stamps`` (run id -> stamp read before the rows): the kept
-    ones, and ``read(run ids)`` for the others, kept under their stamp (runs absent from what
-    ``read`` returns get ``default``)."""
+    kinds: Sequence[Kind[Any]], *, using: str, suite_id: int, stamps: Mapping[int, int | None]
+) -> list[dict[int, Any]]:
+    """Each kind's value for each run of ``stamps`` (run id -> stamp read before the rows), in
+    the order of ``kinds``: the ones this process keeps, then the ones stored in the database
+    under the same stamp (one query for every kind), and ``read`` for the others, kept and
+    stored under their stamp (one write for every kind)."""
     database = connections[using].settings_dict.get("NAME")
-    keys = {
-        run: (kind, using, str(database), suite_id, run, stamp)
-        for run, stamp in stamps.items()
-        if stamp is not None
-    }
-    out: dict[int, V] = {}
+    stamped = {run: stamp for run, stamp in stamps.items() if stamp is not None}
+
+    def key(kind: Kind[Any], run: int) -> tuple:
+        return (kind.name, using, str(database), suite_id, run, stamped[run])
+
+    outs: list[dict[int, Any]] = [{} for _ in kinds]
     with _lock:
-        for run, key in keys.items():
-            if key in _store:
-                _store.move_to_end(key)
-                out[run] = _store[key][0]  # type: ignore[assignment]
-        _stats["hits"] += len(out)
-        _stats["misses"] += len(stamps) - len(out)
-    missing = [run for run in stamps if run not in out]
-    if missing:
-        fresh = read(missing)
+        for kind, out in zip(kinds, outs, strict=True):
+            for run in stamped:
+                if key(kind, run) in _store:
+                    _store.move_to_end(key(kind, run))
+                    out[run] = _store[key(kind, run)][0]
+            _stats["hits"] += len(out)
+    wanted = {run for run in stamped if any(run not in out for out in outs)}
+    stored = tally_store.load(
+        {kind.name: kind.codec for kind in kinds},
+        using=using,
+        stamps={run: stamped[run] for run in wanted},
+    )
+    fresh: dict[str, tuple[tally_store.Codec[Any], dict[int, tuple[int, Any]]]] = {}
+    for kind, out in zip(kinds, outs, strict=True):
+        found = {run: v for run, v in stored[kind.name].items() if run not in out}
+        out.update(found)
+        missing = [run for run in stamps if run not in out]
+        read = kind.read(missing) if missing else {}
         with _lock:
+            _stats["stored"] += len(found)
+            _stats["misses"] += len(missing)
             for run in missing:
-                value = fresh.get(run, default)
-                out[run] = value
-                if run in keys and keys[run] not in _store:
-                    size = _size(value)
-                    _store[keys[run]] = (value, size)
+                out[run] = read.get(run, kind.default)
+            for run in [*found, *missing]:
+                if run in stamped and key(kind, run) not in _store:
+                    size = _size(out[run])
+                    _store[key(kind, run)] = (out[run], size)
                     _stats["bytes"] += size
             while _stats["bytes"] > MAX_BYTES and _store:
                 _stats["bytes"] -= _store.popitem(last=False)[1][1]
-    return out
+        fresh[kind.name] = (
+            kind.codec,
+            {run: (stamped[run], out[run]) for run in missing if run in stamped},
+        )
+    tally_store.save(fresh, using=using)
+    return outs
 
 
 def _size(value: object) -> int:

@@ -23,7 +23,7 @@ import numpy as np
 from django.db.models import Count, F, Q, QuerySet, Sum
 
 from runs.models import AgentVariant, Attempt, ModelConfig, Run, RunDateSource, RunSource
-from runs.results import run_tallies, tally_sql
+from runs.results import run_tallies, tally_sql, tally_store
 from runs.results.scoring import (
     COUNTS,
     FINAL_STATUSES,
@@ -421,6 +421,9 @@ def read_results(
     )
 
 
+# A run's usage sums in the database (``runs.results.tally_store``); None: no finished attempt.
+_USAGE_CODEC = tally_store.NumbersCodec(Usage)
+
 _RUN_FIELDS = (
     "id", "public_id", "model_config_id", "samples", "source", "status", "created_at",
     "finished_at", "date_source",
@@ -485,12 +488,18 @@ def _per_run_tallies(
             (run, tally_sql.decode(int(code)), ts) for run, code, ts in grouped
         )
 
+    def read_usage(ids: list[int]) -> dict[int, Usage | None]:
+        return dict(_usage(of_runs(ids)))
+
     empty = run_tallies.RunRows(
         np.zeros(0, dtype=np.int64), np.zeros((0, len(COUNTS)), dtype=np.int64)
     )
-    rows = run_tallies.cached(
-        "tallies", using=using, suite_id=suite.id, stamps=stamps, read=read_rows, default=empty
-    )
+    kinds: list[run_tallies.Kind] = [
+        run_tallies.Kind("tallies", read_rows, empty, run_tallies.ROWS)
+    ]
+    if usage:
+        kinds.append(run_tallies.Kind("usage", read_usage, None, _USAGE_CODEC))
+    rows, *kept_usage = run_tallies.cached(kinds, using=using, suite_id=suite.id, stamps=stamps)
     position = np.full(max(index.keys, default=0) + 1, -1, dtype=np.int64)
     position[list(index.keys)] = np.arange(len(index))
     tallies: dict[int, Tallies] = {}
@@ -500,16 +509,9 @@ def _per_run_tallies(
             tallies[run] = Tallies(index, counts)
     runs = {run: facts[run][0] for run in tallies}
     run_usage: dict[int, Usage] = {}
-    if usage:
-
-        def read_usage(ids: list[int]) -> dict[int, Usage | None]:
-            return dict(_usage(of_runs(ids)))
-
-        kept_usage = run_tallies.cached(
-            "usage", using=using, suite_id=suite.id, stamps=stamps, read=read_usage, default=None
-        )
+    for of_run in kept_usage:
         # Copies: a row's total is summed into a Usage of its own.
-        run_usage = {run: dataclasses.replace(u) for run, u in kept_usage.items() if u is not None}
+        run_usage = {run: dataclasses.replace(u) for run, u in of_run.items() if u is not None}
     return runs, tallies, run_usage
 
 
