@@ -16,6 +16,7 @@ caller keeps it out of a PostgreSQL transaction (``run_tallies.enabled``).
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import logging
 import struct
@@ -43,19 +44,20 @@ def _crc(text: str) -> int:
     return zlib.crc32(text.encode())
 
 
-class Codec(Generic[V]):
+class Codec(abc.ABC, Generic[V]):
     """How one kind of aggregate becomes bytes and back. ``layout`` names everything the bytes
     depend on: a row written under another layout is not read."""
 
     def __init__(self, layout: str) -> None:
         self.tag = _crc(layout)
 
+    @abc.abstractmethod
     def body(self, value: V) -> bytes:
-        raise NotImplementedError
+        """The value's bytes."""
 
+    @abc.abstractmethod
     def value(self, body: bytes) -> V:
         """Raises ValueError when ``body`` cannot be this layout's."""
-        raise NotImplementedError
 
     def pack(self, run: int, stamp: int, value: V) -> bytes:
         body = self.body(value)
