@@ -391,14 +391,12 @@ def venv_link_hook(python: str) -> list[str]:
     --current-env``), the venv's python, as a conda env's is (``venv_links``)."""
     site_dir = f"/usr/local/lib/python{python}/dist-packages"
     module = venv_links.MODULE
+    source = Path(venv_links.__file__).read_text()
     return [
         f"mkdir -p {site_dir}",
-        f"cat > {site_dir}/{module}.py <<'EOF_59812759871'\n{_VENV_LINKS_SOURCE}EOF_59812759871",
+        f"cat > {site_dir}/{module}.py <<'EOF_59812759871'\n{source}EOF_59812759871",
         f"echo 'import {module}' > {site_dir}/{module}.pth",
     ]
-
-
-_VENV_LINKS_SOURCE = Path(venv_links.__file__).read_text()
 
 
 def _translated(pip: str, translation: conda.Translation, relax: Callable[[str], str]) -> list[str]:
