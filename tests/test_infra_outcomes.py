@@ -22,7 +22,9 @@ from runs.pipeline.stages import CommandRun, command_reason
 from runs.taxonomy import Reason, Stage
 from sandbox import open_sandbox
 from sandbox.base import SandboxConfig
+from sandbox.docker_exec_client import Finished
 from sandbox.errors import SandboxClosed, SandboxError
+from sandbox.output import CappedOutput
 from tests.pipeline_fixtures import (
     artifacts_root,  # noqa: F401  (fixture)
     git_repo,
@@ -123,6 +125,47 @@ def test_a_vanished_container_is_a_sandbox_error_with_the_engines_words(tmp_path
         message = str(outcome[0])
         assert message.startswith("[container-gone]")
         assert "No such container" in message or "stopped" in message
+
+
+# What the engine answered (exit 126) to an exec started while `docker rm -f` removed the
+# container, in a loop of both at once on this machine (about one race in four).
+REFUSED_WHILE_REMOVED = (
+    "OCI runtime exec failed: exec failed: unable to start container process: error writing "
+    "config to pipe: write init-p: broken pipe: unknown"
+)
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("removed", [True, False], ids=["removed", "alive"])
+def test_an_exec_the_runtime_refuses_is_the_commands_only_in_a_living_container(
+    removed: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cancel removes the container from another process; an exec starting meanwhile gets
+    exit 126 from runc. That is the removal's doing ([container-gone], which a cancelled run
+    records as INTERRUPTED), not a command that exited 126 (a baseline "not failing")."""
+    with open_sandbox(config(tmp_path), "docker") as sb:
+        if removed:
+            engine = docker.from_env()
+            try:
+                engine.containers.get(f"ab-{sb.config.name}").remove(force=True)
+            finally:
+                engine.close()
+
+        def refused(argv, **_kwargs) -> Finished:
+            output = CappedOutput(4096)
+            output.feed("stderr", REFUSED_WHILE_REMOVED.encode())
+            return Finished(output=output, exit_code=126, duration_sec=0.01, stuck=False)
+
+        monkeypatch.setattr(sb, "_server", None)  # straight to docker exec, as after ServerGone
+        monkeypatch.setattr(sb, "_docker_exec", refused)
+        if removed:
+            with pytest.raises(SandboxError) as caught:
+                sb.exec("true", timeout=10)
+            assert type(caught.value) is SandboxError
+            assert str(caught.value).startswith("[container-gone]"), caught.value
+        else:
+            result = sb.exec("true", timeout=10)
+            assert (result.exit_code, result.stderr) == (126, REFUSED_WHILE_REMOVED)
 
 
 # -- the engine goes away mid-attempt --------------------------------------------------------
