@@ -1,26 +1,20 @@
 """Docker images of the offline SWE-bench levels, made from the rootfs trees without a registry.
 
-The base level is ``docker import``-ed from its tree. An upper level is ``docker build``-t
-``FROM`` the image below with one ``ADD`` of a tar of what its tree changed (files whose inode
-differs from the lower tree's and whose size, mtime or mode differs too; the hard-link copy
-shares every untouched file), plus a ``RUN rm`` of what it removed. So the images are layered
-like the trees (an instance image stores its /testbed and venv changes, not a new Debian) and
-hold exactly the files the bubblewrap backend runs.
+The base level is ``docker import``-ed from its tree. An upper level is the image below plus
+one layer of what its tree changed over the tree below (``image_layers``). So the images are
+layered like the trees (an instance image stores its /testbed and venv changes, not a new
+Debian) and hold exactly the files the bubblewrap backend runs.
 """
 
 from __future__ import annotations
 
-import io
 import json
-import os
-import shlex
-import stat
 import subprocess
-import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from tasks_app.swebench import image_layers
 from tasks_app.swebench.trees import PATH_ENV, BuildStepError
 
 LABEL = "agentbench.swebench.key"
@@ -146,84 +140,17 @@ def _tar_ok(code: int, errors: str) -> bool:
 
 
 def build_layer(lower: Path, upper: Path, parent_tag: str, tag: str, key: str) -> int:
-    """Build ``tag`` FROM ``parent_tag`` with what ``upper`` changed over ``lower``. Returns
-    the bytes added."""
-    changed, removed = tree_diff(lower, upper)
-    with tempfile.TemporaryDirectory(prefix="ab-layer-") as tmp:
-        context = Path(tmp) / "context.tar"
-        added = 0
-        with tarfile.open(context, "w") as ctx:
-            layer = Path(tmp) / "layer.tar"
-            with tarfile.open(layer, "w", format=tarfile.PAX_FORMAT) as out:
-                for rel in changed:
-                    info = out.gettarinfo(str(upper / rel), arcname=rel)
-                    if info.isreg():
-                        added += info.size
-                        with open(upper / rel, "rb") as handle:
-                            out.addfile(info, handle)
-                    else:
-                        out.addfile(info)
-            lines = [f"FROM {parent_tag}", "USER root"]
-            if changed:
-                lines.append("ADD layer.tar /")
-            if removed:
-                lines.append("RUN rm -rf " + " ".join(shlex.quote("/" + r) for r in removed))
-            lines += ["USER agent", f"LABEL {LABEL}={key}"]
-            dockerfile = ("\n".join(lines) + "\n").encode()
-            entry = tarfile.TarInfo("Dockerfile")
-            entry.size = len(dockerfile)
-            ctx.addfile(entry, io.BytesIO(dockerfile))
-            ctx.add(layer, arcname="layer.tar")
-        with open(context, "rb") as handle:
-            done = subprocess.run(
-                ["docker", "build", "-q", "--rm", "-t", tag, "-"],
-                stdin=handle, capture_output=True, text=True,
-                env={**os.environ, "DOCKER_BUILDKIT": "0"},
-            )  # fmt: skip
-    if done.returncode != 0:
-        raise BuildStepError(
-            f"docker build {tag} failed: {done.stderr.strip()[-800:]}", done.stderr
-        )
+    """Make image ``tag``: ``parent_tag`` and one layer of what ``upper`` changed over
+    ``lower`` (``image_layers``). Returns the bytes added."""
+    parent = subprocess.run(
+        ["docker", "image", "inspect", parent_tag], capture_output=True, text=True
+    )
+    if parent.returncode != 0:
+        raise BuildStepError(f"no image {parent_tag} below {tag}: {parent.stderr.strip()}",
+                             parent.stderr)  # fmt: skip
+    changed, removed = image_layers.tree_diff(lower, upper)
+    with tempfile.TemporaryDirectory(prefix="ab-layer-", dir=upper.parent) as tmp:
+        layer = Path(tmp) / "layer.tar"
+        added = image_layers.write_layer(upper, changed, removed, layer)
+        image_layers.load_layer(layer, json.loads(parent.stdout)[0], tag, {LABEL: key})
     return added
-
-
-def tree_diff(lower: Path, upper: Path) -> tuple[list[str], list[str]]:
-    """(paths new or changed in ``upper``, paths gone from it), relative, parents first."""
-    changed: list[str] = []
-    removed: list[str] = []
-    for root, dirs, files in os.walk(upper):
-        rel_root = os.path.relpath(root, upper)
-        for name in sorted(dirs) + sorted(files):
-            rel = os.path.normpath(os.path.join(rel_root, name))
-            new = os.lstat(upper / rel)
-            try:
-                old = os.lstat(lower / rel)
-            except FileNotFoundError:
-                changed.append(rel)
-                continue
-            if _differs(old, new, lower / rel, upper / rel):
-                changed.append(rel)
-        dirs.sort()
-    for root, dirs, files in os.walk(lower):
-        rel_root = os.path.relpath(root, lower)
-        for name in dirs + files:
-            rel = os.path.normpath(os.path.join(rel_root, name))
-            if not os.path.lexists(upper / rel):
-                removed.append(rel)
-        # A removed folder goes as a whole.
-        dirs[:] = [d for d in dirs if os.path.lexists(upper / rel_root / d)]
-    return changed, removed
-
-
-def _differs(old: os.stat_result, new: os.stat_result, old_path: Path, new_path: Path) -> bool:
-    if old.st_ino == new.st_ino and old.st_dev == new.st_dev:
-        return False
-    if stat.S_IFMT(old.st_mode) != stat.S_IFMT(new.st_mode):
-        return True
-    if (old.st_mode, old.st_uid, old.st_gid) != (new.st_mode, new.st_uid, new.st_gid):
-        return True
-    if stat.S_ISDIR(new.st_mode):
-        return False  # its entries are compared one by one
-    if stat.S_ISLNK(new.st_mode):
-        return os.readlink(old_path) != os.readlink(new_path)
-    return (old.st_size, old.st_mtime_ns) != (new.st_size, new.st_mtime_ns)
