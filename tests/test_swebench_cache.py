@@ -21,7 +21,7 @@ from swebench.harness.constants import MAP_REPO_VERSION_TO_SPECS
 from benchsite.cli.main import main
 from tasks_app.swebench import cache, docker_images, eviction
 from tasks_app.swebench.build import Builder, built_instance, use_built_instance
-from tasks_app.swebench.parallel import build_all
+from tasks_app.swebench.parallel import build_all, next_index
 from tasks_app.swebench.repos import RepoSource
 from tests.conftest import REPO_ROOT
 from tests.swebench_cache_fixtures import (
@@ -129,6 +129,28 @@ def test_it_builds_levels_in_parallel_and_a_shared_env_level_once_across_process
     assert any("2 running" in s[3] and "left" in s[3] for s in snapshots)
     assert snapshots[-1][:3] == (4, 0, 0)
     assert snapshots[-1][3] == "levels: 4 done, 0 running, 0 left"
+
+
+def test_it_starts_the_env_level_the_most_instances_wait_for_and_never_two_on_one_level():
+    levels = {
+        "a-1": ("base", "env-a", "inst-a-1"),
+        "b-1": ("base", "env-b", "inst-b-1"),
+        "b-2": ("base", "env-b", "inst-b-2"),
+        "c-1": ("base", "env-c", "inst-c-1"),
+        "broken": (),  # not buildable: no levels
+    }
+    everything = {name for names in levels.values() for name in names} - {"base"}
+    pending = ["a-1", "b-1", "b-2", "c-1"]
+    # env-b has two instances waiting: it starts first, though a-1 comes first in the list.
+    assert next_index(pending, levels, set(), everything) == 1
+    # While another build holds env-b, b-2 would only wait: the first free one, a-1.
+    assert next_index(["a-1", "b-2", "c-1"], levels, set(levels["b-1"]), everything) == 0
+    # env-b built: its instances count like any other; the list's order decides.
+    built = everything - {"env-b", "inst-b-1"}
+    assert next_index(["c-1", "b-2"], levels, set(levels["b-1"]), built) == 0
+    # Nothing free: the first, which then waits for its level.
+    assert next_index(["b-2"], levels, set(levels["b-1"]), everything) == 0
+    assert next_index(["broken", "a-1"], levels, set(), everything) == 0
 
 
 # --- the budget -----------------------------------------------------------------------------

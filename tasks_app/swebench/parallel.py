@@ -104,6 +104,29 @@ def typical_seconds() -> dict[str, float]:
     return {kind: sorted(values)[len(values) // 2] for kind, values in by_kind.items()}
 
 
+def next_index(
+    pending: list[str], levels: dict[str, tuple[str, ...]], claimed: set[str], missing: set[str]
+) -> int:
+    """Which of the ``pending`` instances (ids, in order) to build next: one none of whose
+    ``missing`` levels another build has ``claimed`` (else the first: it waits for them) and,
+    of those, the one whose missing env level the most other pending instances stand on (the
+    critical path first), the earliest on a tie. ``levels``: each instance's (base, env,
+    instance) level names."""
+
+    def waiting_on_env(instance_id: str) -> int:
+        names = levels[instance_id]
+        if len(names) < 2 or names[1] not in missing:
+            return 0
+        return sum(names[1] in levels[other] for other in pending if other != instance_id)
+
+    free = [
+        index
+        for index, instance_id in enumerate(pending)
+        if not claimed.intersection(n for n in levels[instance_id] if n in missing)
+    ]
+    return max(free, key=lambda i: (waiting_on_env(pending[i]), -i), default=0)
+
+
 def build_all(
     builder: Builder,
     instances: list[dict[str, Any]],
@@ -148,8 +171,9 @@ def build_all(
             report_progress()
 
     def take() -> dict[str, Any] | None:
-        """The next instance, preferring one whose missing levels nobody is building (with
-        ``slots``: the next in order, once a slot is free)."""
+        """The next instance, preferring one whose missing levels nobody is building and, of
+        those, one whose missing env level the most pending instances share (with ``slots``:
+        the next in order, once a slot is free)."""
         if slots is not None:
             slots.acquire()
             with lock:
@@ -160,14 +184,8 @@ def build_all(
         with lock:
             if not pending:
                 return None
-            free = (
-                index
-                for index, candidate in enumerate(pending)
-                if not claimed.intersection(
-                    n for n in levels[candidate["instance_id"]] if n in progress.left
-                )
-            )
-            instance = pending.pop(next(free, 0))
+            ids = [candidate["instance_id"] for candidate in pending]
+            instance = pending.pop(next_index(ids, levels, claimed, set(progress.left)))
             claimed.update(levels[instance["instance_id"]])
             return instance
 
