@@ -13,6 +13,7 @@ import os
 import re
 import subprocess
 import sys
+import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -21,7 +22,7 @@ import pytest
 from runs.pipeline.log_errors import first_error
 from runs.results.leaderboard import leaderboard_rows
 from tasks_app.models import GoldValidation, Task
-from tasks_app.swebench import conda, envspec
+from tasks_app.swebench import conda, dated_index, envspec
 from tasks_app.swebench.dated_index import DatedIndex, parse_time, release_uploaded
 from tasks_app.swebench.repos import RepoSource
 from tests.pages_fixtures import (
@@ -69,6 +70,30 @@ def test_it_serves_only_the_files_uploaded_before_the_date(tmp_path):
 
     assert done.returncode == 0, done.stderr
     assert [p.name for p in tmp_path.iterdir()] == ["six-1.12.0-py2.py3-none-any.whl"]
+
+
+def test_it_reads_a_project_once_and_serves_a_page_again_from_memory(monkeypatch):
+    """pip asks for setuptools again for every isolated build: the page of a project as of a
+    date is made once; another date is another page, from the same upstream read."""
+    fetched = []
+    real_fetch = dated_index.fetch_project
+
+    def counting(name, base=None):
+        fetched.append(name)
+        return real_fetch(name, base)
+
+    monkeypatch.setattr(dated_index, "fetch_project", counting)
+
+    def page(index, date):
+        with urllib.request.urlopen(f"{index.url(date)}six/", timeout=60) as answer:
+            return answer.read().decode()
+
+    with DatedIndex() as index:
+        first, again = page(index, "2019-06-01T00:00:00Z"), page(index, "2019-06-01T00:00:00Z")
+        later = page(index, "2020-06-01T00:00:00Z")
+    assert fetched == ["six"]
+    assert first == again and "six-1.12.0-py2.py3-none-any.whl" in first
+    assert "six-1.13.0" not in first and "six-1.15.0-py2.py3-none-any.whl" in later
 
 
 def test_it_knows_when_a_release_was_uploaded_and_keeps_the_answer(tmp_path):

@@ -38,6 +38,9 @@ HOST_CA = "/etc/ssl/certs/ca-certificates.crt"
 JSON_ACCEPT = "application/vnd.pypi.simple.v1+json"
 # Upstream project pages kept in memory per server (a build asks for a few hundred).
 MAX_CACHED_PROJECTS = 2000
+# Pages served kept per server: pip asks again for the same project and date (setuptools and
+# wheel, for every isolated build), and a big project's page takes a parse of every file's time.
+MAX_CACHED_PAGES = 500
 UPSTREAM_TIMEOUT_SEC = 60
 # The files of one release uploaded this long after its first still belong to it.
 RELEASE_WINDOW = timedelta(days=7)
@@ -140,6 +143,7 @@ class DatedIndex:
     def __init__(self, base: str | None = None):
         self.base = base or upstream()
         self._projects: dict[str, dict[str, Any] | None] = {}
+        self._pages: dict[tuple[str, datetime], str] = {}
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -198,13 +202,22 @@ class DatedIndex:
             cutoff = parse_time(parts[0])
         except ValueError:
             return _answer(request, 404, f"not a date: {parts[0]}")
-        try:
-            data = self.project(parts[2])
-        except UpstreamError as exc:
-            return _answer(request, 502, str(exc))
-        if data is None:
-            return _answer(request, 404, f"no project {parts[2]}")
-        _answer(request, 200, simple_page(parts[2], files_before(data, cutoff)))
+        page_key = (normalize(parts[2]), cutoff)
+        with self._lock:
+            page = self._pages.get(page_key)
+        if page is None:
+            try:
+                data = self.project(parts[2])
+            except UpstreamError as exc:
+                return _answer(request, 502, str(exc))
+            if data is None:
+                return _answer(request, 404, f"no project {parts[2]}")
+            page = simple_page(parts[2], files_before(data, cutoff))
+            with self._lock:
+                if len(self._pages) >= MAX_CACHED_PAGES:
+                    self._pages.pop(next(iter(self._pages)))
+                self._pages[page_key] = page
+        _answer(request, 200, page)
 
 
 def _answer(request: BaseHTTPRequestHandler, code: int, body: str) -> None:
