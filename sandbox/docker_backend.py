@@ -79,6 +79,8 @@ OCI_FAILURE = "OCI runtime exec failed"
 SIGNAL_EXIT_BASE = 128
 # How long a command's unreported death may precede its container's init's exit.
 INIT_EXIT_WAIT_SEC = 1.0
+# How long a refused exec may precede its container's init's exit (the engine removing it).
+RUNTIME_REFUSED_WAIT_SEC = 0.5
 # After the in-container `timeout` should have fired, how long to wait for the exec to end.
 HARD_DEADLINE_GRACE_SEC = 10.0
 ENGINE_TIMEOUT_SEC = 30
@@ -462,6 +464,11 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
             # Killed without reporting, or by a signal: the container (or the engine with it)
             # may have gone. Only a living container makes this the command's own death.
             self._check_alive(wait=INIT_EXIT_WAIT_SEC if finished.exit_code is None else 0.2)
+        elif _runtime_refused(finished):
+            # runc could not start the command: a missing working directory, or a container
+            # being removed meanwhile ("ttrpc: closed", "write init-p: broken pipe"), as when a
+            # cancel removes it. Only a living container makes this the command's failure.
+            self._check_alive(wait=RUNTIME_REFUSED_WAIT_SEC)
         if finished.stuck:
             return build_result(
                 output=finished.output,
@@ -667,3 +674,10 @@ def managed_label_values(label: str) -> set[str]:
         return {c.labels[label] for c in found if label in c.labels}
     finally:
         client.close()
+
+
+def _runtime_refused(finished: Finished) -> bool:
+    """Whether the container runtime refused to start the command (exit 126 with its words)."""
+    if finished.exit_code != CANNOT_EXECUTE:
+        return False
+    return any(finished.output.text(name).startswith(OCI_FAILURE) for name in ("stdout", "stderr"))
