@@ -116,12 +116,18 @@ def on_disk(root: Path) -> dict[str, tuple]:
     return files
 
 
-def test_an_upper_image_is_its_tree_in_one_layer_of_the_changes(tmp_path: Path) -> None:
+def two_trees(tmp_path: Path) -> tuple[Path, Path]:
+    """A lower tree and a hard-link copy of it (the upper tree), as a level build makes."""
     lower, upper = tmp_path / "lower", tmp_path / "upper"
     lower.mkdir()
     make_lower(lower)
     upper.mkdir()
     trees.hardlink_copy(lower, upper)
+    return lower, upper
+
+
+def test_an_upper_image_is_its_tree_in_one_layer_of_the_changes(tmp_path: Path) -> None:
+    lower, upper = two_trees(tmp_path)
     change(upper)
     name = f"agentbench/test-layers-{uuid.uuid4().hex[:8]}"
     base, top = f"{name}:base", f"{name}:top"
@@ -157,11 +163,7 @@ def test_an_upper_image_is_its_tree_in_one_layer_of_the_changes(tmp_path: Path) 
 
 
 def test_a_failed_load_names_the_image_and_the_engines_words(tmp_path: Path) -> None:
-    lower, upper = tmp_path / "lower", tmp_path / "upper"
-    lower.mkdir()
-    make_lower(lower)
-    upper.mkdir()
-    trees.hardlink_copy(lower, upper)
+    lower, upper = two_trees(tmp_path)
     with pytest.raises(trees.BuildStepError) as caught:
         docker_images.build_layer(lower, upper, "agentbench/no-such-image:x", "agentbench/t:y", "k")
     assert "agentbench/no-such-image:x" in str(caught.value)

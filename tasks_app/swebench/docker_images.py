@@ -149,7 +149,9 @@ def build_layer(lower: Path, upper: Path, parent_tag: str, tag: str, key: str) -
         raise BuildStepError(f"no image {parent_tag} below {tag}: {parent.stderr.strip()}",
                              parent.stderr)  # fmt: skip
     changed, removed = image_layers.tree_diff(lower, upper)
-    with tempfile.TemporaryDirectory(prefix="ab-layer-", dir=upper.parent) as tmp:
+    # Beside the tree (the same file system; /tmp may be small), named like a build's work
+    # folder so ``ab swebench prune`` removes one a killed build left.
+    with tempfile.TemporaryDirectory(prefix=f".{upper.name}.layer-", dir=upper.parent) as tmp:
         layer = Path(tmp) / "layer.tar"
         added = image_layers.write_layer(upper, changed, removed, layer)
         image_layers.load_layer(layer, json.loads(parent.stdout)[0], tag, {LABEL: key})
