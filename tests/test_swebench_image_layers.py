@@ -1,6 +1,7 @@
 """An upper level's image holds exactly its tree: the files changed, added and removed over
-the tree below (whiteouts), links, modes and long names, in one layer of just the changes on
-the real image below, with the image below's settings and the level's key.
+the tree below (whiteouts), links, modes and long names, in a layer of just the changes on
+the real image below, with the image below's settings and the level's key; loaded as one
+layer, or built (the containerd image store's way).
 
 Real Docker engine; the trees are small made-up ones (no Debian needed to compare files).
 """
@@ -29,6 +30,14 @@ ENGINE_MADE = {".dockerenv", "dev", "proc", "sys", "etc/hostname", "etc/hosts", 
 # (and the working folder, /testbed)
 
 
+SHELL_FILES = [
+    "/bin/sh",
+    "/bin/rm",
+    "/lib/x86_64-linux-gnu/libc.so.6",
+    "/lib64/ld-linux-x86-64.so.2",
+]
+
+
 def make_lower(root: Path) -> None:
     for rel, text in {
         "etc/passwd": "root:x:0:0::/root:/bin/sh\n",
@@ -46,6 +55,10 @@ def make_lower(root: Path) -> None:
     (root / "link").symlink_to("keep/same.txt")
     for sub in ("dev", "proc", "sys"):
         (root / sub).mkdir()
+    # A shell and rm for the `RUN rm` of a built image (the host's, with the C library).
+    for program in SHELL_FILES:
+        (root / program.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(program, root / program.lstrip("/"))
 
 
 def change(upper: Path) -> None:
@@ -126,7 +139,13 @@ def two_trees(tmp_path: Path) -> tuple[Path, Path]:
     return lower, upper
 
 
-def test_an_upper_image_is_its_tree_in_one_layer_of_the_changes(tmp_path: Path) -> None:
+@pytest.mark.parametrize("way", ["load", "build"])
+def test_an_upper_image_is_its_tree_in_a_layer_of_the_changes(
+    way: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``load``: one layer, docker load-ed (the classic image store); ``build``: docker build
+    with ADD and RUN rm, as on the containerd image store, whose load wants every layer."""
+    monkeypatch.setattr(docker_images, "loads_a_layer_alone", lambda: way == "load")
     lower, upper = two_trees(tmp_path)
     change(upper)
     name = f"agentbench/test-layers-{uuid.uuid4().hex[:8]}"
@@ -151,8 +170,12 @@ def test_an_upper_image_is_its_tree_in_one_layer_of_the_changes(tmp_path: Path) 
                                       text=True, check=True).stdout)
             for ref in (base, top)
         )  # fmt: skip
-        assert image["RootFS"]["Layers"][:-1] == below["RootFS"]["Layers"]
-        assert len(image["RootFS"]["Layers"]) == len(below["RootFS"]["Layers"]) + 1
+        layers, lower_layers = image["RootFS"]["Layers"], below["RootFS"]["Layers"]
+        assert layers[: len(lower_layers)] == lower_layers
+        if way == "load":
+            assert len(layers) == len(lower_layers) + 1
+        else:  # the engine's own: ADD, RUN rm and what its steps leave
+            assert len(layers) > len(lower_layers)
         assert image["Config"]["User"] == "agent"
         assert image["Config"]["Labels"][docker_images.LABEL] == "topkey"
         assert docker_images.image_key(top) == "topkey"

@@ -8,6 +8,7 @@ Debian) and hold exactly the files the bubblewrap backend runs.
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import tempfile
@@ -153,6 +154,21 @@ def build_layer(lower: Path, upper: Path, parent_tag: str, tag: str, key: str) -
     # folder so ``ab swebench prune`` removes one a killed build left.
     with tempfile.TemporaryDirectory(prefix=f".{upper.name}.layer-", dir=upper.parent) as tmp:
         layer = Path(tmp) / "layer.tar"
-        added = image_layers.write_layer(upper, changed, removed, layer)
-        image_layers.load_layer(layer, json.loads(parent.stdout)[0], tag, {LABEL: key})
+        if loads_a_layer_alone():
+            added = image_layers.write_layer(upper, changed, removed, layer)
+            image_layers.load_layer(layer, json.loads(parent.stdout)[0], tag, {LABEL: key})
+        else:
+            added = image_layers.write_layer(upper, changed, [], layer)
+            image_layers.build_on(layer, removed, parent_tag, tag, {LABEL: key})
     return added
+
+
+@functools.cache
+def loads_a_layer_alone() -> bool:
+    """Whether the engine's ``docker load`` takes an image whose lower layers it already has
+    without their files: the classic image store does; the containerd image store (the
+    ``io.containerd.snapshotter`` driver type) wants every layer in the archive."""
+    done = subprocess.run(
+        ["docker", "info", "--format", "{{json .DriverStatus}}"], capture_output=True, text=True
+    )
+    return "io.containerd.snapshotter" not in done.stdout

@@ -9,13 +9,17 @@ for each path gone; ``docker load`` takes it with an image config naming the lay
 their diff ids (the engine has them: it reads only the new one). One write of the layer and
 one unpack by the engine, where ``docker build`` with ``ADD`` unpacked it into a container,
 tarred the container's changes and unpacked them again, with a container per instruction.
+Engines on the containerd image store want every layer in a loaded archive: there the image is
+still built that way (``build_on``).
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
+import shlex
 import stat
 import subprocess
 import tarfile
@@ -140,3 +144,32 @@ def load_layer(layer: Path, parent: dict, tag: str, labels: dict[str, str]) -> N
         tar.wait()
     if done.returncode != 0 or tar.returncode != 0:
         raise BuildStepError(f"docker load {tag} failed: {done.stderr.strip()[-800:]}", done.stderr)
+
+
+def build_on(
+    layer: Path, removed: list[str], parent_tag: str, tag: str, labels: dict[str, str]
+) -> None:
+    """``docker build`` ``tag`` ``FROM parent_tag`` with an ``ADD`` of ``layer`` (written
+    without whiteouts: ``ADD`` would unpack them as files) and a ``RUN rm`` of ``removed``: for
+    engines whose ``docker load`` wants every layer in the archive (the containerd image
+    store), at the cost of the engine unpacking the layer twice."""
+    lines = [f"FROM {parent_tag}", "USER root", "ADD layer.tar /"]
+    if removed:
+        lines.append("RUN rm -rf " + " ".join(shlex.quote("/" + r) for r in removed))
+    lines += ["USER agent", *(f"LABEL {name}={value}" for name, value in labels.items())]
+    dockerfile = ("\n".join(lines) + "\n").encode()
+    context = layer.with_name("context.tar")
+    with tarfile.open(context, "w") as ctx:
+        entry = tarfile.TarInfo("Dockerfile")
+        entry.size = len(dockerfile)
+        ctx.addfile(entry, io.BytesIO(dockerfile))
+        ctx.add(layer, arcname="layer.tar")
+    with open(context, "rb") as handle:
+        done = subprocess.run(
+            ["docker", "build", "-q", "--rm", "-t", tag, "-"],
+            stdin=handle, capture_output=True, text=True,
+            env={**os.environ, "DOCKER_BUILDKIT": "0"},
+        )  # fmt: skip
+    if done.returncode != 0:
+        words = done.stderr.strip()[-800:]
+        raise BuildStepError(f"docker build {tag} failed: {words}", done.stderr)
