@@ -53,6 +53,7 @@ def make_lower(root: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     (root / "link").symlink_to("keep/same.txt")
+    (root / "was-link").symlink_to("keep")  # a folder in the upper tree
     for sub in ("dev", "proc", "sys"):
         (root / sub).mkdir()
     # A shell and rm for the `RUN rm` of a built image (the host's, with the C library).
@@ -78,6 +79,10 @@ def change(upper: Path) -> None:
     (upper / "becomes-dir/inside.txt").write_text("now a folder\n")
     (upper / "link").unlink()
     (upper / "link").symlink_to("keep/edited.txt")
+    # Not compared with what the lower tree's link leads to (lower/keep/same.txt: the same inode).
+    (upper / "was-link").unlink()
+    (upper / "was-link").mkdir()
+    os.link(upper / "keep/same.txt", upper / "was-link/same.txt")
     (upper / LONG).parent.mkdir(parents=True)
     (upper / LONG).write_text("long name\n")
     (upper / "new/pair-a.txt").parent.mkdir()
@@ -161,8 +166,9 @@ def test_an_upper_image_is_its_tree_in_a_layer_of_the_changes(
         assert set(removed) == {"gone", "lonely.txt"}
         assert "keep/same.txt" not in changed and "etc/passwd" not in changed
         assert {"keep/edited.txt", "keep/mode.sh", "link", LONG, "becomes-dir"} <= set(changed)
-        # Only the changed files' bytes were added: edited, mode.sh, inside, long, the pair.
-        sizes = [18, 8, 13, 10, 17]
+        # Only the changed files' bytes were added: edited, mode.sh, inside, long, the pair,
+        # was-link/same.txt.
+        sizes = [18, 8, 13, 10, 17, 10]
         assert added == sum(sizes) + 17
 
         (below,), (image,) = (

@@ -37,20 +37,27 @@ def tree_diff(lower: Path, upper: Path) -> tuple[list[str], list[str]]:
     changed: list[str] = []
     removed: list[str] = []
     same_device = os.lstat(lower).st_dev == os.lstat(upper).st_dev
-    _diff_folder(lower, upper, "", same_device, changed, removed)
+    _diff_folder(lower, upper, "", True, same_device, changed, removed)
     return changed, removed
 
 
 def _diff_folder(
-    lower: Path, upper: Path, rel: str, same_device: bool, changed: list, removed: list
+    lower: Path,
+    upper: Path,
+    rel: str,
+    lower_is_folder: bool,
+    same_device: bool,
+    changed: list,
+    removed: list,
 ) -> None:
+    """Compare folder ``rel`` of both trees. ``lower_is_folder``: the lower tree has a folder
+    there (not a file or a link, which a scan would follow: out of the tree, maybe)."""
     with os.scandir(upper / rel if rel else upper) as found:
         new_entries = {entry.name: entry for entry in found}
-    try:
+    old_entries = {}
+    if lower_is_folder:
         with os.scandir(lower / rel if rel else lower) as found:
             old_entries = {entry.name: entry for entry in found}
-    except (FileNotFoundError, NotADirectoryError):
-        old_entries = {}
     removed += [os.path.join(rel, name) for name in sorted(old_entries.keys() - new_entries)]
     for name in sorted(new_entries):
         new, old = new_entries[name], old_entries.get(name)
@@ -58,7 +65,8 @@ def _diff_folder(
         if _is_change(old, new, same_device):
             changed.append(path)
         if new.is_dir(follow_symlinks=False):
-            _diff_folder(lower, upper, path, same_device, changed, removed)
+            below = old is not None and old.is_dir(follow_symlinks=False)
+            _diff_folder(lower, upper, path, below, same_device, changed, removed)
 
 
 def _is_change(old: os.DirEntry | None, new: os.DirEntry, same_device: bool) -> bool:
