@@ -154,11 +154,11 @@ def build_layer(lower: Path, upper: Path, parent_tag: str, tag: str, key: str) -
     # folder so ``ab swebench prune`` removes one a killed build left.
     with tempfile.TemporaryDirectory(prefix=f".{upper.name}.layer-", dir=upper.parent) as tmp:
         layer = Path(tmp) / "layer.tar"
-        if loads_a_layer_alone():
-            added = image_layers.write_layer(upper, changed, removed, layer)
+        load = loads_a_layer_alone()  # else removals are a RUN rm, not whiteouts
+        added = image_layers.write_layer(upper, changed, removed if load else [], layer)
+        if load:
             image_layers.load_layer(layer, json.loads(parent.stdout)[0], tag, {LABEL: key})
         else:
-            added = image_layers.write_layer(upper, changed, [], layer)
             image_layers.build_on(layer, removed, parent_tag, tag, {LABEL: key})
     return added
 
