@@ -17,14 +17,22 @@ BUDGET_NAMES = ("time", "calls", "tokens", "cost")
 class GatewayBudgets:
     """Limits on the model calls of one attempt; None is no limit. A model call is refused
     once ``max_calls`` calls were made, once the tokens (in + out) or the cost reached their
-    limit (the call that crosses one is answered: its size is known only afterwards), or once
-    ``max_wall_sec`` passed since the clock started: ``Gateway.start_clock()`` (the agent
-    starts), else the gateway's opening."""
+    limit, or once ``max_wall_sec`` passed since the clock started: ``Gateway.start_clock()``
+    (the agent starts), else the gateway's opening.
+
+    Calls in flight hold a reservation (runs/gateway/ledger.py): a call is admitted against
+    what is left after them, waiting while they hold it; a stream is cut once its running
+    usage passes its reservation; only a whole (non-streamed) answer larger than what was
+    left can cross a limit, by that one answer."""
 
     max_calls: int | None = None
     max_tokens: int | None = None
     max_cost_usd: float | None = None
     max_wall_sec: float | None = None
+
+
+class GatewayConfigError(ValueError):
+    """A configuration the gateway will not serve (the message names the field)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +44,10 @@ class GatewayConfig:
 
     upstream_base_url: str
     upstream_api_key: str
+    # The model every request must name (or one of ``allowed_models``): another is refused
+    # (400, ``not_allowed``). Empty: no model is pinned (a gateway used on its own).
     model_name: str = ""
+    allowed_models: tuple[str, ...] = ()
     budgets: GatewayBudgets = field(default_factory=GatewayBudgets)
     # The configuration's prices (USD per million tokens); None: the price table.
     price_input_per_mtok: float | None = None
@@ -47,6 +58,14 @@ class GatewayConfig:
     record_path: Path | None = None
     # Each request and response body is kept byte for byte up to this many bytes.
     body_cap_bytes: int = 1_000_000
+    # All of model_calls.jsonl (runs/gateway/record.py): past it records are summarised, then
+    # only counted.
+    record_max_bytes: int = 64 * 1024 * 1024
+    # Values never written to a record or a log, nor passed to the CLI, beside the key and
+    # the token (runs/gateway/redact.py).
+    secrets: tuple[str, ...] = ()
+    # Output tokens reserved for a model call that sets no max_tokens / max_output_tokens.
+    default_output_reserve: int = 8192
     # Retries of transient upstream failures (pass runs.agents.registry.retry_policy(): the
     # LLM_RETRY_* settings).
     retry: RetryPolicy = field(default_factory=RetryPolicy)

@@ -18,10 +18,11 @@ from typing import Any
 
 from runs.agents.contract import ModelSettings
 from runs.agents.pricing import Price, load_price_table, price_for
-from runs.gateway.config import GatewayConfig, GatewaySummary
+from runs.gateway.config import GatewayConfig, GatewayConfigError, GatewaySummary
 from runs.gateway.forward import Call
 from runs.gateway.ledger import Ledger
-from runs.gateway.record import REDACTED, RecordWriter
+from runs.gateway.record import RecordWriter
+from runs.gateway.redact import KeyScrubber, RedactingFilter, Redactor
 from runs.gateway.upstream import Upstream
 from sandbox.gateway_mount import (
     SOCKET_NAME,
@@ -32,6 +33,8 @@ from sandbox.gateway_mount import (
 )
 
 log = logging.getLogger(__name__)
+# Where the gateway logs: each gateway's secrets are taken out of their records.
+_LOGGERS = (__name__, "runs.gateway.forward", "runs.gateway.upstream")
 
 TOKEN_PREFIX = "abgw-"
 # An idle kept-alive client connection is dropped after this long (its thread ends).
@@ -94,32 +97,6 @@ class _Listener:
         self._thread.join(5)
 
 
-class KeyScrubber:
-    """Replaces the real key in a byte stream fed in pieces, holding back only a tail that
-    could be the start of the key (never the end of an SSE event in practice)."""
-
-    def __init__(self, secret: bytes):
-        self.secret = secret
-        self.tail = b""
-
-    def feed(self, chunk: bytes) -> bytes:
-        if not self.secret:
-            return chunk
-        data = (self.tail + chunk).replace(self.secret, REDACTED.encode())
-        # The earliest place in the last len(key) - 1 bytes where a key could be starting.
-        first = self.secret[:1]
-        at = data.find(first, max(0, len(data) - len(self.secret) + 1))
-        while at != -1 and not self.secret.startswith(data[at:]):
-            at = data.find(first, at + 1)
-        cut = len(data) if at == -1 else at
-        self.tail = data[cut:]
-        return data[:cut]
-
-    def flush(self) -> bytes:
-        out, self.tail = self.tail, b""
-        return out
-
-
 class Gateway:
     """Serving from construction until ``close()`` (or the end of the ``with`` block)."""
 
@@ -128,11 +105,21 @@ class Gateway:
         self.token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         self._price_table = load_price_table(config.price_table_path)
         self._prices: dict[str, Price | None] = {}
+        self.allowed_models = tuple(
+            dict.fromkeys(m for m in (config.model_name, *config.allowed_models) if m)
+        )
+        self._check_prices()
         self.upstream = Upstream(config.upstream_base_url, config.upstream_timeout_sec)
         self.ledger = Ledger(config.budgets)
-        self.writer = RecordWriter(config.record_path)
+        # By value: the key, the token and the configured secrets (runs/gateway/redact.py).
+        self.redactor = Redactor((config.upstream_api_key, self.token, *config.secrets))
+        self._log_filter = RedactingFilter(self.redactor)
+        for logger in _LOGGERS:
+            logging.getLogger(logger).addFilter(self._log_filter)
+        self.writer = RecordWriter(
+            config.record_path, max_bytes=config.record_max_bytes, redactor=self.redactor
+        )
         self._closed = threading.Event()
-        self._key = config.upstream_api_key.encode()
         self._mount: GatewayMount | None = None
         self._listeners: list[_Listener] = []
         self._inflight = 0
@@ -207,33 +194,52 @@ class Gateway:
         """Sleep (a retry's backoff), cut short by close(); True when closed."""
         return self._closed.wait(seconds)
 
+    def model_allowed(self, model: str) -> bool:
+        """Whether a request may name ``model``: the configuration's, or one it lists (a
+        gateway configured with no model pins none)."""
+        return not self.allowed_models or model in self.allowed_models
+
     def price(self, model: str) -> Price | None:
-        """The price of a call: the configuration's prices, else the table's for the model the
-        request named, else for the configured model."""
+        """The price of a call of ``model``: the configuration's own prices for its model,
+        else the price table's. None: unpriced (it costs nothing; refused with a cost
+        budget when the gateway starts)."""
         if model not in self._prices:
             cfg = self.config
-            found = None
-            for name in (model, cfg.model_name):
-                settings = ModelSettings(
-                    variant="cli",
-                    model_name=name,
-                    price_input_per_mtok=cfg.price_input_per_mtok,
-                    price_output_per_mtok=cfg.price_output_per_mtok,
-                )
-                if name and (found := price_for(settings, self._price_table)) is not None:
-                    break
-            self._prices[model] = found
+            own = model == cfg.model_name
+            settings = ModelSettings(
+                variant="cli",
+                model_name=model,
+                price_input_per_mtok=cfg.price_input_per_mtok if own else None,
+                price_output_per_mtok=cfg.price_output_per_mtok if own else None,
+            )
+            self._prices[model] = price_for(settings, self._price_table) if model else None
         return self._prices[model]
 
+    def _check_prices(self) -> None:
+        """A cost budget needs a price for every model the attempt may call: an unpriced
+        model would cost $0 and the budget never run out."""
+        if self.config.budgets.max_cost_usd is None:
+            return
+        if not self.allowed_models:
+            raise GatewayConfigError(
+                "max_cost_usd: a cost budget needs the model's name (model_name) to price it"
+            )
+        for model in self.allowed_models:
+            if self.price(model) is None:
+                raise GatewayConfigError(
+                    f"max_cost_usd: the model {model!r} has no price: set the configuration's "
+                    "price_input_per_mtok and price_output_per_mtok, or add it to the price "
+                    "table (LLM_PRICE_TABLE)"
+                )
+
     def scrubber(self) -> KeyScrubber:
-        return KeyScrubber(self._key)
+        return self.redactor.stream()
 
     def scrub(self, data: bytes) -> bytes:
-        return data.replace(self._key, REDACTED.encode()) if self._key else data
+        return self.redactor.bytes(data)
 
     def scrub_text(self, text: str) -> str:
-        key = self.config.upstream_api_key
-        return text.replace(key, REDACTED) if key else text
+        return self.redactor.text(text)
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -251,6 +257,8 @@ class Gateway:
         with self._idle:
             self._idle.wait_for(lambda: self._inflight == 0, CLOSE_WAIT_SEC)
         self.writer.close()
+        for logger in _LOGGERS:
+            logging.getLogger(logger).removeFilter(self._log_filter)
 
     def __enter__(self) -> Gateway:
         return self

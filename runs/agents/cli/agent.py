@@ -119,7 +119,7 @@ def cli_resources(
         yield CliResources(name, definition, error="[cli-config] no model name configured")
         return
     from runs.agents.registry import retry_policy
-    from runs.gateway import GatewayBudgets, GatewayConfig, open_gateway
+    from runs.gateway import GatewayBudgets, GatewayConfig, GatewayConfigError, open_gateway
 
     config = GatewayConfig(
         upstream_base_url=model.base_url,
@@ -141,7 +141,12 @@ def cli_resources(
         retry=retry_policy(),
         owner=owner,
     )
-    with open_gateway(config) as gateway:
+    try:
+        gateway = open_gateway(config)
+    except GatewayConfigError as exc:  # a cost budget without a price, say
+        yield CliResources(name, definition, error=f"[cli-config] {exc}")
+        return
+    with gateway:
         yield CliResources(name, definition, install.path, gateway, install_seconds=install.seconds)
 
 
