@@ -139,6 +139,37 @@ class ModelConfig(models.Model):
             raise ValidationError({"workspace_files": exc.problems}) from None
         if self.agent_variant == AgentVariant.CLI:
             self._clean_cli()
+        if self.agent_variant in (AgentVariant.CLI, AgentVariant.LLM):
+            self._clean_cost_price()
+
+    def _clean_cost_price(self) -> None:
+        """A cost budget needs a price for the model: an unpriced model costs $0 and the
+        budget would never run out (the gateway refuses to start such a budget too)."""
+        from django.core.exceptions import ValidationError
+
+        from runs.agents.contract import ModelSettings
+        from runs.agents.pricing import PriceTableError, load_price_table, price_for
+
+        if self.max_cost_usd is None:
+            return
+        try:
+            table = load_price_table(settings.LLM_PRICE_TABLE)
+        except PriceTableError as exc:
+            raise ValidationError({"max_cost_usd": f"LLM_PRICE_TABLE: {exc}"}) from None
+        own = ModelSettings(
+            variant=self.agent_variant,
+            model_name=self.model_name,
+            price_input_per_mtok=self.price_input_per_mtok,  # type: ignore[arg-type]
+            price_output_per_mtok=self.price_output_per_mtok,  # type: ignore[arg-type]
+        )
+        if not self.model_name or price_for(own, table) is None:
+            raise ValidationError(
+                {
+                    "max_cost_usd": f"a cost budget needs a price for the model "
+                    f"{self.model_name!r}: set price_input_per_mtok and price_output_per_mtok, "
+                    "or add the model to the price table (LLM_PRICE_TABLE)"
+                }
+            )
 
     def _clean_cli(self) -> None:
         from django.core.exceptions import ValidationError
