@@ -3,8 +3,9 @@
 Order of precedence: the model configuration's own prices, then the JSON file named by the
 ``LLM_PRICE_TABLE`` setting, then the built-in table below. A model found nowhere (a local
 vLLM or Ollama model, say) costs nothing, so a configuration with a cost budget must name a
-price for it (``ModelConfig.clean``; the gateway will not start such a budget either). Names match exactly, then without a provider prefix
-(``openai/gpt-4o`` -> ``gpt-4o``), then by the longest known prefix (``gpt-4o-2024-08-06``).
+price for it (``ModelConfig.clean``; the gateway will not start such a budget either). Names
+match exactly, then without a provider prefix (``openai/gpt-4o`` -> ``gpt-4o``), then by the
+longest known prefix (``gpt-4o-2024-08-06``).
 
 The file format::
 

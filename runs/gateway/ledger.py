@@ -151,12 +151,18 @@ class Ledger:
             s = self._current()
             more_tokens = 0 if held.tokens is None else max(tokens - held.tokens, 0)
             more_cost = 0.0 if held.cost is None else max(cost - held.cost, 0.0)
-            if b.max_tokens is not None and more_tokens > 0:
-                if s.tokens + self._held_tokens + more_tokens > b.max_tokens:
-                    return False
-            if b.max_cost_usd is not None and more_cost > 0:
-                if s.cost_usd + self._held_cost + more_cost > b.max_cost_usd:
-                    return False
+            if (
+                b.max_tokens is not None
+                and more_tokens > 0
+                and s.tokens + self._held_tokens + more_tokens > b.max_tokens
+            ):
+                return False
+            if (
+                b.max_cost_usd is not None
+                and more_cost > 0
+                and s.cost_usd + self._held_cost + more_cost > b.max_cost_usd
+            ):
+                return False
             if held.tokens is not None:
                 held.tokens += more_tokens
                 self._held_tokens += more_tokens

@@ -130,7 +130,9 @@ def summarised(record: dict[str, Any]) -> dict[str, Any]:
     }
     error = record.get("error")
     if isinstance(error, dict):
-        out["error"] = {k: _short(v) for k, v in error.items() if k in ("kind", "budget", "message")}
+        out["error"] = {
+            k: _short(v) for k, v in error.items() if k in ("kind", "budget", "message")
+        }
     usage = record.get("usage")
     if isinstance(usage, dict):
         out["usage"] = {k: usage.get(k) for k in ("input_tokens", "output_tokens")}
@@ -147,9 +149,7 @@ class RecordWriter:
     """Appends records to the file, one line each, flushed at once (a crash loses none), the
     file kept within ``max_bytes`` (see the module's docstring) and free of secrets."""
 
-    def __init__(
-        self, path: Path | None, *, max_bytes: int = 64 * 1024 * 1024, redactor: Redactor
-    ):
+    def __init__(self, path: Path | None, *, max_bytes: int = 64 * 1024 * 1024, redactor: Redactor):
         self.path = path
         self.max_bytes = max_bytes
         self.redactor = redactor

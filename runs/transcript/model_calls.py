@@ -12,7 +12,9 @@ becomes turns, then its reply. Tool results are attached to the calls they answe
 sent them in the next request. Calls that belong to another conversation (a CLI's side
 requests: a title, a sub-agent) are one folded "side call" turn each. Refused calls, budgets
 and upstream errors are error turns. A cut body or a line that is not JSON is a note naming
-the line and the call; the rest is still shown.
+the line and the call; the rest is still shown. A request the gateway did not forward keeps no
+body (``body_omitted``), nor does one recorded past the file's byte budget (``summarised``;
+the last line, ``"record": "record_budget"``, counts them): each is a note too.
 """
 
 from __future__ import annotations
@@ -133,6 +135,13 @@ def read_calls(data: bytes, notes: list[str]) -> list[Call]:
         if not isinstance(record, dict):
             notes.append(f"{FILE} line {number_}: not a JSON object; skipped.")
             continue
+        if record.get("record") == "record_budget":
+            notes.append(
+                f"{FILE} reached its byte budget ({integer(record.get('record_max_bytes'))} "
+                f"bytes): {integer(record.get('summarised')) or 0} later request(s) were "
+                f"recorded without their bodies, {integer(record.get('dropped')) or 0} not at all."
+            )
+            continue
         if record.get("model_call") is False:
             other += 1
             continue
@@ -177,7 +186,7 @@ def _call(record: dict, line: int, position: int) -> Call:
         model=as_text(record.get("model")),
         retries=integer(record.get("retries")) or 0,
     )
-    body = _read_request(call)
+    body = _read_request(call, as_text(obj(record.get("request")).get("body_omitted")))
     call.api = api_of(record, body)
     wire = _WIRES[call.api]
     if isinstance(body, dict):
@@ -189,9 +198,14 @@ def _call(record: dict, line: int, position: int) -> Call:
     return call
 
 
-def _read_request(call: Call) -> Any:
+def _read_request(call: Call, omitted: str = "") -> Any:
     if call.request is None:
-        call.problems.append("no request body was recorded")
+        if omitted == "record_budget":
+            call.problems.append("its bodies were not kept: the record reached its byte budget")
+        elif omitted:
+            call.problems.append(f"the gateway did not forward it ({omitted}): no body kept")
+        else:
+            call.problems.append("no request body was recorded")
         return None
     if call.request_cut:
         call.problems.append(
