@@ -47,10 +47,10 @@ def test_refused_requests_keep_their_size_but_not_their_body(tmp_path: Path) -> 
         )
         first, _, _ = raw_post(gw.host_base_url, "/chat/completions", big, token)
         over_budget, _, _ = raw_post(gw.host_base_url, "/chat/completions", big, token)
-    assert (not_forwarded, other_model, first, over_budget) == (404, 400, 200, 400)
     size = (tmp_path / "model_calls.jsonl").stat().st_size
     # The one call forwarded keeps its body (1 MB, the cap); the 203 others a few hundred bytes.
     assert size < MB + 204 * 2000, size
+    assert (not_forwarded, other_model, first, over_budget) == (404, 400, 200, 400)
     found = lines(tmp_path / "model_calls.jsonl")
     left_out = [r for r in found if r["outcome"] != "ok"]
     assert sorted({r["outcome"] for r in left_out}) == [
@@ -106,6 +106,25 @@ def test_the_record_keeps_to_its_byte_budget_and_says_what_it_left_out(tmp_path:
 # -- secrets, by value --------------------------------------------------------------------------
 
 SECRET = "db-password-7f3a9c1e5b"
+
+
+def test_a_key_an_upstream_echoes_in_any_header_is_not_recorded(tmp_path: Path) -> None:
+    """Redacted for the CLI, but kept raw in model_calls.jsonl (redaction was by name)."""
+    echo = fake.chat("ok")
+    echo.headers.update({"x-echo": REAL_KEY, "x-request-note": f"key={REAL_KEY};"})
+    with FakeProvider([echo]) as upstream, open_gateway(config(upstream, tmp_path)) as gw:
+        status, headers, _ = raw_post(
+            gw.host_base_url,
+            "/chat/completions",
+            {"model": "gpt-4o", "messages": MESSAGES},
+            {"authorization": f"Bearer {gw.token}"},
+        )
+    assert status == 200 and headers["x-echo"] == "[redacted]"
+    stored = (tmp_path / "model_calls.jsonl").read_text()
+    assert REAL_KEY not in stored
+    (record,) = lines(tmp_path / "model_calls.jsonl")
+    assert record["response"]["headers"]["x-echo"] == "[redacted]"
+    assert record["response"]["headers"]["x-request-note"] == "key=[redacted];"
 
 
 def test_no_secret_reaches_a_record_or_a_log_whatever_header_or_body_carries_it(
