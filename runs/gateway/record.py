@@ -107,7 +107,7 @@ def _short(value: Any) -> Any:
 
 def summarised(record: dict[str, Any]) -> dict[str, Any]:
     """A record's metadata without its bodies, headers or anything else of unbounded size."""
-    out = {
+    out: dict[str, Any] = {
         key: _short(record.get(key))
         for key in (
             "seq",
