@@ -225,6 +225,9 @@ CONDITION_FILE_MAX_BYTES = envint("CONDITION_FILE_MAX_BYTES", 256 * 1024)
 CONDITION_FILES_MAX_BYTES = envint("CONDITION_FILES_MAX_BYTES", 1024 * 1024)
 # A JSON file of model prices (USD per million tokens) over the built-in table.
 LLM_PRICE_TABLE = envstr("LLM_PRICE_TABLE", "")
+# The bytes of one attempt's model_calls.jsonl (on the host, outside the sandbox's quota):
+# past them records are summarised, then counted (runs/gateway/record.py).
+GATEWAY_RECORD_MAX_BYTES = envint("GATEWAY_RECORD_MAX_BYTES", 64 * 1024 * 1024)
 
 # Access.
 ANONYMOUS_READ_LEADERBOARDS = envbool("ANONYMOUS_READ_LEADERBOARDS", True)

@@ -186,6 +186,7 @@ def cli_resources_for(
         budgets=budgets_for(config, task_max_steps=task_max_steps),
         artifacts_dir=artifacts_dir,
         body_cap_bytes=getattr(settings, "GATEWAY_BODY_CAP_BYTES", 4_000_000),
+        record_max_bytes=settings.GATEWAY_RECORD_MAX_BYTES,
         price_table_path=settings.LLM_PRICE_TABLE or None,
         owner=owner,
     )

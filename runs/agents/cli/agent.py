@@ -93,6 +93,7 @@ def cli_resources(
     budgets: Budgets,
     artifacts_dir: Path,
     body_cap_bytes: int,
+    record_max_bytes: int = 64 * 1024 * 1024,
     price_table_path: str | None = None,
     owner: str = "",
 ) -> Iterator[CliResources]:
@@ -138,6 +139,7 @@ def cli_resources(
         price_table_path=price_table_path,
         record_path=artifacts_dir / "model_calls.jsonl",
         body_cap_bytes=body_cap_bytes,
+        record_max_bytes=record_max_bytes,
         retry=retry_policy(),
         owner=owner,
     )
