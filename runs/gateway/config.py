@@ -72,6 +72,7 @@ class GatewayConfig:
     # Seconds to connect, and between two reads of an answer (a stream may last longer).
     upstream_timeout_sec: float = 600.0
     max_request_bytes: int = 32 * 1024 * 1024
+    # An answer's bytes, whole or streamed (a stream past it is cut: runs/gateway/meter.py).
     max_response_bytes: int = 64 * 1024 * 1024
     # Where the forwarder listens inside the sandbox.
     sandbox_port: int = DEFAULT_PORT

@@ -212,7 +212,10 @@ class Gateway:
                 price_input_per_mtok=cfg.price_input_per_mtok if own else None,
                 price_output_per_mtok=cfg.price_output_per_mtok if own else None,
             )
-            self._prices[model] = price_for(settings, self._price_table) if model else None
+            found = price_for(settings, self._price_table) if model else None
+            if len(self._prices) >= 64:  # a gateway that pins no model: any name comes in
+                return found
+            self._prices[model] = found
         return self._prices[model]
 
     def _check_prices(self) -> None:
