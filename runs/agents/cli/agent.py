@@ -10,6 +10,7 @@ key stays in the gateway on the worker. What happened becomes an outcome in ``ou
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shlex
 import signal
@@ -186,6 +187,15 @@ class CliAgent:
             run = self._run_in_sandbox(ctx, definition, values)
         else:
             run = self._run_on_worker(ctx, definition, values)
+        # What the CLI printed is stored and served: the token (and the key, would the CLI
+        # ever see it) out by value, as in the gateway's record.
+        run = dataclasses.replace(
+            run,
+            stdout=res.gateway.scrub_text(run.stdout),
+            stderr=res.gateway.scrub_text(run.stderr),
+        )
+        if "summary_text" in res.extra:
+            res.extra["summary_text"] = res.gateway.scrub_text(res.extra["summary_text"])
         summary = res.gateway.summary
         view = gateway_view(summary)
         verdict = classify(
