@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
+from django.db.models.functions import Length, Substr
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
@@ -18,7 +19,7 @@ from runs.models import Attempt, AttemptStage
 from runs.transcript import SOURCE_TITLES
 from runs.web.attempt_nav import NAV_PARAMS, navigation
 from runs.web.attempt_tests import read_step_times, read_test_log
-from runs.web.diffview import render_diff
+from runs.web.diffview import MAX_PARSE_CHARS, ParsedDiff, render_diff
 from runs.web.page_cache import attempt_files, cached_blocks
 from runs.web.query import unknown_params
 
@@ -50,6 +51,30 @@ def _attempt(public_id) -> Attempt:
     return get_object_or_404(
         Attempt.objects.select_related("task__suite", "model_config", "failure_reason", "run"),
         public_id=public_id,
+    )
+
+
+def _attempt_shown(public_id) -> Attempt:
+    """The attempt for its page: the final patch's first MAX_PARSE_CHARS only (``patch_head``)
+    and its length (``patch_chars``), never the whole of a huge one (the download has it)."""
+    return get_object_or_404(
+        Attempt.objects.select_related("task__suite", "model_config", "failure_reason", "run")
+        .defer("final_patch")
+        .annotate(
+            patch_head=Substr("final_patch", 1, MAX_PARSE_CHARS),
+            patch_chars=Length("final_patch"),
+        ),
+        public_id=public_id,
+    )
+
+
+def _final_diff(attempt: Attempt) -> ParsedDiff | None:
+    if not attempt.patch_head:
+        return None
+    return render_diff(
+        attempt.patch_head,
+        total_chars=attempt.patch_chars,
+        total_files=len(attempt.files_touched or []) or None,
     )
 
 
@@ -112,7 +137,7 @@ def _others(attempt: Attempt) -> list[Attempt]:
 
 @cached_blocks(attempt_files)
 def attempt_detail(request: HttpRequest, public_id) -> HttpResponse:
-    attempt = _attempt(public_id)
+    attempt = _attempt_shown(public_id)
     task = attempt.task
     allowed = can_read_artifacts(request.user)
     view = "split" if request.GET.get("view") == "split" else "unified"
@@ -134,7 +159,7 @@ def attempt_detail(request: HttpRequest, public_id) -> HttpResponse:
         stage_logs = _stage_logs(attempt)
         test_log = read_test_log(attempt, stage_logs, [name for _, name, _ in test_rows])
         context |= {
-            "diff": render_diff(attempt.final_patch) if attempt.final_patch else None,
+            "diff": _final_diff(attempt),
             "gold": render_diff(task.gold_patch) if task.gold_patch else None,
             "stage_logs": stage_logs,
             "trajectory": artifacts.read_trajectory(attempt),
@@ -154,7 +179,7 @@ def attempt_detail(request: HttpRequest, public_id) -> HttpResponse:
 
 def attempt_vs(request: HttpRequest, a, b) -> HttpResponse:
     """Two attempts side by side: outcome, patch, each stage's log and the transcripts."""
-    left, right = _attempt(a), _attempt(b)
+    left, right = _attempt_shown(a), _attempt_shown(b)
     allowed = can_read_artifacts(request.user)
     sides = []
     for attempt in (left, right):
@@ -162,7 +187,7 @@ def attempt_vs(request: HttpRequest, a, b) -> HttpResponse:
         if allowed:
             transcript = artifacts.read_transcript(attempt)
             side |= {
-                "diff": render_diff(attempt.final_patch) if attempt.final_patch else None,
+                "diff": _final_diff(attempt),
                 "logs": {log.stage.name: log for log in _stage_logs(attempt)},
                 "transcript": transcript,
                 "source_title": SOURCE_TITLES.get(transcript.source, "") if transcript else "",
