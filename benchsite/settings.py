@@ -180,6 +180,10 @@ SANDBOX_PIDS_LIMIT = envint("SANDBOX_PIDS_LIMIT", 256)
 SANDBOX_OUTPUT_CAP_BYTES = envint("SANDBOX_OUTPUT_CAP_BYTES", 1_000_000)
 # Disk quota per sandbox (workspace, /tmp and home share it; sandbox/disk.py); 0 turns it off.
 SANDBOX_DISK_MB = envint("SANDBOX_DISK_MB", 10240)
+# Files (inodes) a sandbox may leave: the quota filesystem's inode count, and a check after the
+# agent where there is no quota (runs/pipeline/change_set.py: SANDBOX_ERROR [file-limit]);
+# reading a tree back costs the host per file. 0 turns it off.
+SANDBOX_MAX_FILES = envint("SANDBOX_MAX_FILES", 100_000)
 # bubblewrap's root filesystem: the tree the runner image is imported from, left here by
 # docker/py-runner/build-offline.sh (pass it to sandbox.open_sandbox(bwrap_rootfs=...)).
 SANDBOX_BWRAP_ROOTFS = Path(envstr("SANDBOX_BWRAP_ROOTFS", "/var/lib/agentbench/rootfs/py-runner"))
