@@ -83,8 +83,16 @@ class SandboxDisk:
         return self.mountpoint / "home"
 
     def describe(self) -> str:
-        files = f", {self.files} files" if self.files else ""
-        return f"ext4 image of {self.size_mb} MiB{files} ({self.image})"
+        try:
+            inodes = f", {os.statvfs(self.mountpoint).f_files} inodes"
+        except OSError:
+            inodes = ""
+        return f"ext4 image of {self.size_mb} MiB{inodes} ({self.image})"
+
+    def inode_count(self) -> int:
+        """``files``, but never more inodes than one per 4 KiB (mkfs's densest default):
+        their tables take space from the quota's bytes. ext4 rounds it to its inode tables."""
+        return min(self.files or 0, self.size_mb * 1024 * 1024 // 4096)
 
     def create(self, workspace: Path) -> None:
         """Make and mount the filesystem, copy ``workspace`` into it and bind it over
@@ -101,8 +109,7 @@ class SandboxDisk:
                 image.truncate(self.size_mb * 1024 * 1024)
             # No journal (a throw-away filesystem), nothing reserved for root, inode tables
             # left to read as the sparse file's zeros (noinit_itable below).
-            # ``-N``: at least that many inodes (ext4 rounds up to fill its inode tables).
-            inodes = ["-N", str(self.files)] if self.files else []
+            inodes = ["-N", str(self.inode_count())] if self.files else []
             _run(["mkfs.ext4", "-q", "-F", "-m", "0", "-O", "^has_journal", *inodes,
                   "-E", "lazy_itable_init=1,nodiscard", str(self.image)])  # fmt: skip
             self.mountpoint.mkdir(mode=0o755, exist_ok=True)

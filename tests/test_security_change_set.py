@@ -11,6 +11,7 @@ and bounded. The sizes are scaled down (the limit too) to keep the tests cheap.
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from django.urls import reverse
 from runs.pipeline.workspace import patch_stats
 from runs.taxonomy import Reason
 from runs.web.diffview import MAX_FILES_SHOWN, MAX_PARSE_CHARS
-from sandbox.disk import disk_root
+from sandbox.disk import SandboxDisk, disk_root
 from tasks_app.models import Task
 from tests.pages_fixtures import (
     make_attempt,
@@ -221,6 +222,27 @@ def test_the_quota_holds_no_more_files_than_the_limit(
     assert attempt.error_text.startswith("[disk-quota] SANDBOX_ERROR in setup"), attempt.error_text
     assert "No space left on device" in attempt.error_text
     assert "SANDBOX_MAX_FILES files" in attempt.error_text
-    record = run_json(attempt)
-    assert record["sandbox"]["disk_quota"].startswith(f"ext4 image of 64 MiB, {FILE_LIMIT} files")
+    described = run_json(attempt)["sandbox"]["disk_quota"]
+    inodes = re.match(r"ext4 image of 64 MiB, (\d+) inodes", described)
+    assert inodes and 0 < int(inodes.group(1)) <= FILE_LIMIT, described
     assert list(disk_root().glob(f"*{attempt.public_id}*")) == []
+
+
+def test_the_quota_filesystem_has_the_inodes_asked_for_and_reads_full_when_they_are_gone(
+    tmp_path: Path,
+) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    disk = SandboxDisk("ab-test-inodes", 64, root=tmp_path / "disks", files=500)
+    disk.create(ws)
+    try:
+        made = 0
+        with pytest.raises(OSError, match="No space left on device"):
+            for made in range(1_000):
+                (ws / f"f{made:04d}").touch()
+        assert 400 < made <= 500 and disk.full()
+        assert disk.describe().startswith("ext4 image of 64 MiB, ")
+    finally:
+        disk.remove(workspace=ws)
+    # Asked for more than one per 4 KiB: the bytes keep their room (mkfs's densest default).
+    assert SandboxDisk("x", 64, files=10**6).inode_count() == 16_384
