@@ -20,6 +20,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from runs.pipeline.change_set import file_limit_stage
 from runs.pipeline.workspace import patch_stats
 from runs.taxonomy import Reason
 from runs.web.diffview import MAX_FILES_SHOWN, MAX_PARSE_CHARS
@@ -198,7 +199,10 @@ def test_files_past_the_limit_without_a_quota_end_the_attempt_by_name(
     assert attempt.failure_reason_id == Reason.SANDBOX_ERROR.value, attempt.error_text
     assert attempt.is_infra
     assert attempt.error_text.startswith("[file-limit] SANDBOX_ERROR in workspace_files:")
-    assert f"over the sandbox's limit of {FILE_LIMIT:,} (SANDBOX_MAX_FILES)" in attempt.error_text
+    assert (
+        f"the workspace holds more than {FILE_LIMIT:,} files, the sandbox's limit "
+        f"(SANDBOX_MAX_FILES={FILE_LIMIT})" in attempt.error_text
+    )
     assert attempt.final_patch == "" and attempt.files_touched == []
     names = list(attempt.stages.values_list("name", flat=True))
     assert "workspace_files" in names and "final_test" not in names
@@ -242,6 +246,12 @@ def test_the_quota_filesystem_has_the_inodes_asked_for_and_reads_full_when_they_
                 (ws / f"f{made:04d}").touch()
         assert 400 < made <= 500 and disk.full()
         assert disk.describe().startswith("ext4 image of 64 MiB, ")
+        # The check after the agent names it, whatever limit it was given.
+        stage = file_limit_stage(ws, 100_000)
+        assert stage is not None and stage.reason is Reason.SANDBOX_ERROR
+        assert stage.note.startswith("[file-limit] the workspace's filesystem has no free inode")
+        (ws / f"f{made - 1:04d}").unlink()
+        assert file_limit_stage(ws, 100_000) is None
     finally:
         disk.remove(workspace=ws)
     # Asked for more than one per 4 KiB: the bytes keep their room (mkfs's densest default).

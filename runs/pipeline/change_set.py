@@ -45,21 +45,22 @@ def count_entries(root: Path, *, stop_after: int) -> int:
     return count
 
 
-def files_over_limit(workspace: Path, limit: int) -> int | None:
-    """How many files the workspace holds when that is over ``limit`` (a lower bound: the
-    count stops there), else None. Also over when the workspace's filesystem has no inode
-    left: the sandbox's quota, whose inode count is the limit, was filled with files."""
+def files_over_limit(workspace: Path, limit: int) -> str | None:
+    """Why the workspace holds too many files (more than ``limit``, counted up to one past
+    it; or its filesystem, the sandbox's quota, has no inode left), else None."""
     try:
         fs = os.statvfs(workspace)
     except OSError:
         return None
     used = fs.f_files - fs.f_ffree
     if fs.f_files and fs.f_favail == 0:
-        return used
+        return f"the workspace's filesystem has no free inode left ({used:,} used)"
     if fs.f_files and used <= limit:
         return None  # the whole filesystem holds fewer: no walk needed (a quota's case)
     found = count_entries(workspace, stop_after=limit)
-    return found if found > limit else None
+    if found <= limit:
+        return None
+    return f"the workspace holds more than {limit:,} files"
 
 
 def file_limit_stage(workspace: Path, limit: int) -> StageResult | None:
@@ -67,16 +68,15 @@ def file_limit_stage(workspace: Path, limit: int) -> StageResult | None:
     None within it (or with no limit: 0)."""
     if limit <= 0:
         return None
-    found = files_over_limit(workspace, limit)
-    if found is None:
+    why = files_over_limit(workspace, limit)
+    if why is None:
         return None
     return StageResult(
         STAGE_NAME,
         Stage.AGENT_RUN,
         reason=Reason.SANDBOX_ERROR,
         note=(
-            f"{FILE_LIMIT_TAG} the workspace holds at least {found:,} files, over the "
-            f"sandbox's limit of {limit:,} (SANDBOX_MAX_FILES): the tree is not read back "
-            "(no patch, no final tests)"
+            f"{FILE_LIMIT_TAG} {why}, the sandbox's limit (SANDBOX_MAX_FILES={limit}): the "
+            "tree is not read back (no patch, no final tests)"
         ),
     )
