@@ -237,6 +237,11 @@ CONDITION_FILES_MAX_BYTES = envint("CONDITION_FILES_MAX_BYTES", 1024 * 1024)
 LLM_PRICE_TABLE = envstr("LLM_PRICE_TABLE", "")
 
 # Access.
+# Sign-in: this many failed passwords for one username from one address lock that pair out
+# for LOGIN_LOCKOUT_SEC (benchsite/accounts/throttle.py; counted in CACHE_URL's cache).
+LOGIN_FAILURE_LIMIT = envint("LOGIN_FAILURE_LIMIT", 5)
+LOGIN_LOCKOUT_SEC = envint("LOGIN_LOCKOUT_SEC", 900)
+AUTHENTICATION_BACKENDS = ["benchsite.accounts.throttle.LockoutBackend"]
 ANONYMOUS_READ_LEADERBOARDS = envbool("ANONYMOUS_READ_LEADERBOARDS", True)
 ANONYMOUS_READ_ARTIFACTS = envbool("ANONYMOUS_READ_ARTIFACTS", False)
 # Writes through the API per token (or signed-in user): "<count>/<sec|min|hour|day>".
