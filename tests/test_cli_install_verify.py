@@ -118,3 +118,30 @@ def test_a_process_hashes_an_install_once_then_only_compares_stats(built, monkey
     (path / "package/index.js").touch()  # a stat change: hashed again (and still right)
     assert install.install_problem(definition, path) is None
     assert len(hashed) == 2
+
+
+def test_a_venv_install_refuses_an_added_pth_file_but_not_pythons_own_caches(
+    tmp_path: Path, monkeypatch
+):
+    """A PyPI install (a venv run on the worker, like mini-swe-agent's): a ``.pth`` file added
+    to site-packages would run code in every process of that venv."""
+    folder = tmp_path / "definitions"
+    folder.mkdir()
+    install_section = {"kind": "pypi", "package": "six", "version": "1.17.0"}
+    write_definition(folder, "tinypy", install=install_section, runs_in="worker",
+                     command=["{install}/venv/bin/python", "-c", "import six"])  # fmt: skip
+    monkeypatch.setattr(definitions, "DEFINITIONS_DIR", folder)
+    monkeypatch.setenv("AGENT_INSTALL_ROOT", str(tmp_path / "agents"))
+    definition = get_definition("tinypy")
+    path = ensure_install(definition).path
+    (site,) = (path / "venv/lib").glob("python3*/site-packages")
+    assert any(name.endswith("six.py") for name in json.loads(
+        (path / "manifest.json").read_text())["sha256"])  # fmt: skip
+    # Python writing its caches at run time is no tampering.
+    (site / "__pycache__").mkdir(exist_ok=True)
+    (site / "__pycache__" / "late.cpython-311.pyc").write_bytes(b"cache")
+    assert install.install_problem(definition, path) is None
+    (site / "evil.pth").write_text("import os; os.system('steal')\n")
+    repaired = ensure_install(definition)
+    assert repaired.built and "evil.pth is not in the manifest" in repaired.repaired
+    assert not (site / "evil.pth").exists()

@@ -16,8 +16,8 @@ writable by that user.
 
 Before a cached install is used (mounted into a sandbox, or run on the worker) its files are
 checked against the manifest's sha256 (``install_problem``): a changed, missing or added file
-(npm; a venv may gain ``__pycache__`` files at run time, so there only the listed files count),
-or a manifest without hashes (built before this check), gets the folder discarded and rebuilt
+(outside a venv's ``__pycache__`` folders, which Python writes at run time), or a manifest
+without hashes (built before this check), gets the folder discarded and rebuilt
 from the pinned package, whose integrity is checked again; a rebuild that fails is an
 ``InstallError`` naming what was wrong. Rebuilding rather than refusing: the registry's pinned
 package is the truth the cache was made from, so the worker can restore it without an operator,
@@ -50,6 +50,7 @@ from runs.agents.cli.definition import AgentDefinition
 
 DEFAULT_ROOT = Path("/var/lib/agentbench/agents")
 MANIFEST = "manifest.json"
+PYCACHE = "__pycache__"
 NPM_TIMEOUT_SEC = 900
 PIP_TIMEOUT_SEC = 1800
 
@@ -131,7 +132,7 @@ def ensure_install(definition: AgentDefinition, root: Path | None = None) -> Ins
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
-        _VERIFIED[str(final)] = _fingerprint(final, _watched(definition, final, manifest)) or ()
+        _VERIFIED[str(final)] = _fingerprint(final, _watched(final, manifest)) or ()
     seconds = round(time.monotonic() - started, 1)
     return Install(definition, final, built=True, seconds=seconds, repaired=problem or "")
 
@@ -150,15 +151,15 @@ def install_problem(definition: AgentDefinition, path: Path) -> str | None:
     if manifest.get("key") != definition.install_key:
         return f"{MANIFEST} is of another install (key {manifest.get('key')!r})"
     names = sorted(hashes)
-    watched = _watched(definition, path, manifest)
+    watched = _watched(path, manifest)
     fingerprint = _fingerprint(path, watched)
     if fingerprint is not None and _VERIFIED.get(str(path)) == fingerprint:
         return None
     _VERIFIED.pop(str(path), None)
-    if definition.spec.install.kind == "npm":
-        extra = sorted(set(_files(path)) - set(names))
-        if extra:
-            return f"{extra[0]} is not in the manifest"
+    # A venv gains __pycache__ files when Python runs it (those pip compiled are hashed).
+    extra = sorted(set(_files(path, pycache=False)) - set(names))
+    if extra:
+        return f"{extra[0]} is not in the manifest"
     for name in names:
         try:
             info = os.lstat(path / name)
@@ -172,20 +173,23 @@ def install_problem(definition: AgentDefinition, path: Path) -> str | None:
     return None
 
 
-def _watched(definition: AgentDefinition, top: Path, manifest: dict) -> list[str]:
-    """What the stat fingerprint covers: the listed files and the manifest; for npm also every
-    folder (adding a file changes its folder's mtime). A venv's folders change at run time."""
+def _watched(top: Path, manifest: dict) -> list[str]:
+    """What the stat fingerprint covers: the listed files, the manifest and every folder
+    (adding a file changes its folder's mtime) but a venv's ``__pycache__`` ones."""
     names = [*sorted(manifest["sha256"]), MANIFEST]
-    if definition.spec.install.kind == "npm":
-        names += [os.path.relpath(d, top) for d, _, _ in os.walk(top)]
+    for dirpath, dirnames, _ in os.walk(top):
+        dirnames[:] = [d for d in dirnames if d != PYCACHE]
+        names.append(os.path.relpath(dirpath, top))
     return names
 
 
-def _files(top: Path) -> list[str]:
+def _files(top: Path, *, pycache: bool = True) -> list[str]:
     """Every regular file under ``top`` but the manifest, relative (links are not followed
-    nor listed: a venv's python is one)."""
+    nor listed: a venv's python is one); without ``pycache``, none in a ``__pycache__``."""
     found = []
-    for dirpath, _dirnames, filenames in os.walk(top):
+    for dirpath, dirnames, filenames in os.walk(top):
+        if not pycache:
+            dirnames[:] = [d for d in dirnames if d != PYCACHE]
         for name in filenames:
             path = os.path.join(dirpath, name)
             if stat.S_ISREG(os.lstat(path).st_mode):
