@@ -116,6 +116,10 @@ class ModelConfig(models.Model):
         return self.name
 
     def save(self, *args, **kwargs) -> None:
+        fields = kwargs.get("update_fields")
+        if fields is None or {"base_url", "api_key_env"} & set(fields):
+            # Every ORM write, not only the forms': the CLI and the services save directly.
+            self.clean_upstream()
         if not self.slug:
             self.slug = self._free_slug()
         if "workspace_files" in self.__dict__:  # not deferred: the label follows the files
@@ -137,8 +141,22 @@ class ModelConfig(models.Model):
             )
         except conditions.ConditionError as exc:
             raise ValidationError({"workspace_files": exc.problems}) from None
+        self.clean_upstream()
         if self.agent_variant == AgentVariant.CLI:
             self._clean_cli()
+
+    def clean_upstream(self) -> None:
+        """Refuse a key variable or upstream the operator did not list (runs/upstreams.py),
+        naming the field: the API, the admin and the CLI all come through here."""
+        from django.core.exceptions import ValidationError
+
+        from runs.upstreams import policy_from_settings
+
+        problems = policy_from_settings().problems(
+            base_url=self.base_url or "", api_key_env=self.api_key_env or ""
+        )
+        if problems:
+            raise ValidationError(problems)
 
     def _clean_cli(self) -> None:
         from django.core.exceptions import ValidationError

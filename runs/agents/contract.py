@@ -37,6 +37,11 @@ class ModelSettings:
     llm_log_max_chars: int = 2_000_000
     price_input_per_mtok: float | None = None
     price_output_per_mtok: float | None = None
+    # The variable the key was read from, and why it was not (runs/upstreams.py: the variable
+    # or the upstream is not on the operator's lists; then ``api_key`` is empty and the agent
+    # refuses to start).
+    api_key_env: str = ""
+    upstream_refused: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -141,7 +141,8 @@ def model_config_detail(request: HttpRequest, ref: Text):
     summary="Create a model configuration",
 )
 def model_config_create_endpoint(request: HttpRequest, payload: ModelConfigIn):
-    config = model_config_create(fields=payload.dict())
+    # Setting base_url or api_key_env needs a superuser too (403 otherwise), and is audited.
+    config = model_config_create(fields=payload.dict(), actor=request.user, request=request)
     audit_event_record(
         actor=request.user,
         action=AuditAction.MODEL_CONFIG_CREATE,

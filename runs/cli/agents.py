@@ -231,6 +231,8 @@ def cmd_agents(args: argparse.Namespace) -> int:
             try:
                 built = ensure_install(definition)
                 state = f"{'built' if built.built else 'cached'} {built.path}"
+                if built.repaired:
+                    state += f" (rebuilt: the cached one failed its check: {built.repaired})"
             except InstallError as exc:
                 state, failed = f"FAILED: {exc}", True
         else:

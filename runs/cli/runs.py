@@ -87,18 +87,31 @@ def _model_config(args: argparse.Namespace) -> ModelConfig:
         name = f"{args.variant}:{args.model}"
     if not args.config and args.base_url:
         name = f"{name}@{args.base_url}"
-    config, created = ModelConfig.objects.get_or_create(
-        name=name,
-        defaults={
-            "agent_variant": args.variant,
-            "model_name": args.model,
-            "base_url": args.base_url,
-            "api_key_env": args.api_key_env,
-            "cli_agent": args.cli,
-            "max_model_calls": args.max_calls,
-            **({"max_time_sec": args.max_time_sec} if args.max_time_sec else {}),
-        },
-    )
+    from django.core.exceptions import ValidationError
+
+    from runs.model_configs import upstream_audit, upstream_changes
+    from runs.pipeline.adhoc import field_messages
+
+    try:
+        config, created = ModelConfig.objects.get_or_create(
+            name=name,
+            defaults={
+                "agent_variant": args.variant,
+                "model_name": args.model,
+                "base_url": args.base_url,
+                "api_key_env": args.api_key_env,
+                "cli_agent": args.cli,
+                "max_model_calls": args.max_calls,
+                **({"max_time_sec": args.max_time_sec} if args.max_time_sec else {}),
+            },
+        )
+    except ValidationError as exc:  # a key variable or upstream the operator did not list
+        raise CommandError(field_messages(exc)) from None
+    if created:  # the operator's door: no account, audited like the others
+        import getpass
+
+        changes = upstream_changes(config, before=None)
+        upstream_audit(None, config, changes, via="cli", os_user=getpass.getuser())
     if not created and config.agent_variant != args.variant:
         raise CommandError(
             f"--config: model configuration {name!r} is variant {config.agent_variant}, "

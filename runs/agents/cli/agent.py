@@ -104,6 +104,9 @@ def cli_resources(
     except DefinitionError as exc:
         yield CliResources(name, error=f"[cli-definition] {exc}")
         return
+    if model.upstream_refused:  # runs/upstreams.py: the gateway never opens with that key
+        yield CliResources(name, definition, error=f"[upstream-refused] {model.upstream_refused}")
+        return
     try:
         install = ensure_install(definition)
     except InstallError as exc:
@@ -120,10 +123,13 @@ def cli_resources(
         return
     from runs.agents.registry import retry_policy
     from runs.gateway import GatewayBudgets, GatewayConfig, open_gateway
+    from runs.upstreams import policy_from_settings
 
     config = GatewayConfig(
         upstream_base_url=model.base_url,
         upstream_api_key=model.api_key,
+        api_key_env=model.api_key_env,
+        upstream_policy=policy_from_settings(),
         model_name=model.model_name,
         budgets=GatewayBudgets(
             max_calls=budgets.max_model_calls,
