@@ -210,12 +210,14 @@ def attempt_artifact(request: HttpRequest, public_id, path: str) -> HttpResponse
     handle = artifacts.open_artifact(attempt, path)
     if handle is None:
         raise Http404("no such artifact")
-    return FileResponse(
+    response = FileResponse(
         handle,
         as_attachment=True,
         filename=posixpath.basename(path),
-        content_type="application/octet-stream",
+        content_type=artifacts.download_content_type(path),
     )
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
 
 
 def attempt_atif(request: HttpRequest, public_id) -> HttpResponse:
