@@ -508,6 +508,18 @@ class Attempt(models.Model):
         return self.status == AttemptStatus.FINISHED and self.failure_reason_id is None
 
     @property
+    def usage_recorded(self) -> bool:
+        """Whether cost, tokens and calls are figures. A queued or running attempt's zeros are
+        no cost yet ("—", null), unless it carries usage from before (an imported run's
+        attempt queued for evaluation keeps what its trajectory reported); a stub that was
+        never attempted has none."""
+        if self.status == AttemptStatus.MISSING:
+            return False
+        if self.status in (AttemptStatus.QUEUED, AttemptStatus.RUNNING):
+            return bool(self.cost_usd or self.tokens_in or self.tokens_out)
+        return True
+
+    @property
     def is_missing(self) -> bool:
         """Never attempted (imported results without an entry for the instance)."""
         return self.status == AttemptStatus.MISSING

@@ -317,6 +317,7 @@ def attempt_list(request: HttpRequest, query: Query[AttemptListQuery]):
             q=query.q or "",
             is_infra=query.is_infra,
             resolved=query.resolved,
+            attempted=query.attempted,
             sort=query.sort,
             order=query.order or "",
         )

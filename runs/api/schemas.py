@@ -246,6 +246,28 @@ class AttemptOut(Schema):
     finished_at: dt.datetime | None
     url: str = Field(alias="get_absolute_url")
 
+    # Usage is a figure once the attempt ended: a queued or running attempt's zeros are null
+    # (no cost yet), as on the pages and in the CSV (``Attempt.usage_recorded``).
+    @staticmethod
+    def resolve_tokens_in(obj) -> int | None:
+        return obj.tokens_in if obj.usage_recorded else None
+
+    @staticmethod
+    def resolve_tokens_out(obj) -> int | None:
+        return obj.tokens_out if obj.usage_recorded else None
+
+    @staticmethod
+    def resolve_cost_usd(obj) -> float | None:
+        return None if obj.cost_usd is None or not obj.usage_recorded else float(obj.cost_usd)
+
+    @staticmethod
+    def resolve_tool_calls(obj) -> int | None:
+        return obj.tool_calls if obj.usage_recorded else None
+
+    @staticmethod
+    def resolve_steps(obj) -> int | None:
+        return obj.steps if obj.usage_recorded else None
+
 
 class ArtifactOut(Schema):
     name: str
@@ -351,6 +373,9 @@ class AttemptListQuery(Schema):
     )
     is_infra: bool | None = None
     resolved: bool | None = None
+    attempted: bool | None = Field(
+        None, description="true: attempts that were made; false: a partial run's not attempted"
+    )
     sort: Literal[tuple(SORTS)] = "task"  # type: ignore[valid-type]
     order: Literal["asc", "desc"] | None = Field(None, description="default: the sort's own")
     page: int = Field(1, ge=1, le=MAX_PAGE)
