@@ -222,6 +222,15 @@ class RunQuerySet(models.QuerySet["Run"]):
         return self.filter(status__in=[RunStatus.QUEUED, RunStatus.RUNNING])
 
 
+class RunBackend(models.TextChoices):
+    """Which sandbox a run's attempts use: the worker's default (``SANDBOX_BACKEND``), or one
+    asked for at launch."""
+
+    DEFAULT = "", "the worker's default"
+    DOCKER = "docker", "Docker"
+    BWRAP = "bwrap", "bubblewrap"
+
+
 class Run(models.Model):
     """A batch: selected tasks of a suite x one model configuration x k samples."""
 
@@ -230,6 +239,7 @@ class Run(models.Model):
     model_config = models.ForeignKey(ModelConfig, on_delete=models.PROTECT, related_name="runs")
     samples = models.PositiveSmallIntegerField(default=1)
     selection = models.JSONField(default=dict, blank=True)
+    backend = models.CharField(max_length=10, choices=RunBackend.choices, blank=True, default="")
     source = models.CharField(max_length=20, choices=RunSource.choices, default=RunSource.HARNESS)
     status = models.CharField(max_length=20, choices=RunStatus.choices, default=RunStatus.QUEUED)
     created_by = models.ForeignKey(

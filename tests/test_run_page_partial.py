@@ -105,3 +105,23 @@ def test_an_attempt_that_has_not_run_shows_no_cost(client, bob):
     client.force_login(bob)
     detail = client.get(reverse("attempt-detail", args=[attempt.public_id])).content.decode()
     assert "$0.0000" not in detail and "none recorded yet" in detail
+
+
+def test_a_run_launched_from_the_page_or_the_api_keeps_its_sandbox(client, alice):
+    suite = make_suite("launch", tasks=2)
+    config = make_model("scripted-agent", variant="scripted")
+    client.force_login(alice)
+    page = client.get(reverse("suite-detail", args=["launch"])).content.decode()
+    assert 'name="backend"' in page and "bubblewrap" in page
+    assert "scripted-agent (scripted)" in page  # the configuration says which agent it runs
+    response = client.post(
+        reverse("suite-launch", args=["launch"]),
+        {"model": config.slug, "samples": 1, "backend": "bwrap"},
+    )
+    assert response.status_code == 302
+    run = suite.runs.get()
+    assert run.backend == "bwrap"
+    body = client.get(reverse("run-detail", args=[run.public_id])).content.decode()
+    assert "bubblewrap" in body
+    api = client.get(f"/api/runs/{run.public_id}").json()
+    assert api["backend"] == "bwrap"

@@ -195,6 +195,7 @@ def run_launch_endpoint(request: HttpRequest, payload: RunLaunchIn):
             labels=payload.labels or None,
             task_ids=payload.task_ids or None,
             include_flaky=payload.include_flaky,
+            backend=payload.backend,
             created_by=request.user,
         )
     except LaunchError as exc:

@@ -149,6 +149,7 @@ class RunOut(Schema):
     suite: str = Field(alias="suite.name")
     model: ModelRefOut
     samples: int
+    backend: str = Field(description="docker, bwrap, or empty: the worker's default")
     source: str
     status: str
     selection: dict
@@ -201,6 +202,9 @@ class RunLaunchIn(Schema):
     labels: list[Text] = Field([], max_length=50, description="tasks carrying every label")
     task_ids: list[Text] | None = Field(None, max_length=10_000)
     include_flaky: bool = False
+    backend: Literal["", "docker", "bwrap"] = Field(
+        "", description="the sandbox its attempts use; empty: the worker's default"
+    )
 
 
 class RunActionOut(Schema):
