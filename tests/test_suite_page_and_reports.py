@@ -1,0 +1,61 @@
+# ruff: noqa: F811  (pytest fixtures imported from tests.*_fixtures)
+"""The suite page of a Verified-sized suite, the skip link, and a report-only import's attempt
+page (issue 29, item 10)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.urls import reverse
+
+from runs.models import Attempt
+from tasks_app.models import Task
+from tests.pages_fixtures import artifacts_root, make_suite  # noqa: F401
+from tests.partial_fixtures import PARTIAL, PARTIAL_IDS, partial_suite, run_of  # noqa: F401
+
+pytestmark = pytest.mark.django_db
+
+
+def task_links(body: str) -> list[str]:
+    table = body.split('id="tasks"', 1)[1].split("</table>", 1)[0]
+    return re.findall(r'href="/suites/[^/]+/tasks/([^/]+)/"', table)
+
+
+def test_the_suite_page_lists_its_tasks_a_page_at_a_time_and_finds_one(client):
+    make_suite("big", tasks=120)
+    body = client.get(reverse("suite-detail", args=["big"])).content.decode()
+    assert task_links(body) == [f"task-{i:03d}" for i in range(50)]
+    assert "page 1 of 3" in body
+    third = client.get(reverse("suite-detail", args=["big"]) + "?page=3").content.decode()
+    assert task_links(third) == [f"task-{i:03d}" for i in range(100, 120)]
+    found = client.get(reverse("suite-detail", args=["big"]), {"q": "task-07"}).content.decode()
+    assert task_links(found) == [f"task-{i:03d}" for i in range(70, 80)]
+    assert "10 of 120 tasks match" in found
+    none = client.get(reverse("suite-detail", args=["big"]), {"q": "<b>x"}).content.decode()
+    assert task_links(none) == [] and "&lt;b&gt;x" in none and "<b>x" not in none
+
+
+def test_the_first_tab_stop_skips_to_the_content(client):
+    make_suite("small", tasks=1)
+    body = client.get(reverse("suite-detail", args=["small"])).content.decode()
+    first_link = re.search(r"<a [^>]*>", body.split("<body>", 1)[1]).group(0)
+    assert 'class="skip-link"' in first_link and 'href="#main"' in first_link
+    assert '<main id="main"' in body
+
+
+def test_a_report_only_attempt_says_its_patch_was_not_shipped(client, alice, partial_suite):
+    client.force_login(alice)
+    attempt = Attempt.objects.get(run=run_of(PARTIAL), task__task_id=PARTIAL_IDS[0])
+    assert attempt.final_patch == ""
+    body = client.get(attempt.get_absolute_url()).content.decode()
+    assert 'id="patch-not-shipped"' in body
+    assert "No patch.</p>" not in body.split("Agent's final patch", 1)[1].split("</div>", 1)[0]
+    # A task with no attempt at all shows nothing of the kind.
+    task = Task.objects.filter(suite=partial_suite).order_by("task_id").first()
+    assert (
+        'id="patch-not-shipped"'
+        not in client.get(
+            reverse("task-detail", args=[partial_suite.name, task.task_id])
+        ).content.decode()
+    )
