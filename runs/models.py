@@ -213,7 +213,7 @@ class RunDateSource(models.TextChoices):
     METADATA = "metadata", "the folder's metadata.yaml"
     INSPECT = "inspect", "the Inspect log's timestamps"
     TRAJECTORIES = "trajectories", "the trajectories' timestamps"
-    GIVEN = "given", "given on import (--date)"
+    GIVEN = "given", "--date, given on import"
     UNKNOWN = "unknown", "unknown (the import time)"
 
 

@@ -59,3 +59,18 @@ def test_a_report_only_attempt_says_its_patch_was_not_shipped(client, alice, par
             reverse("task-detail", args=[partial_suite.name, task.task_id])
         ).content.decode()
     )
+
+
+def test_provenance_reads_right_for_a_given_date_and_an_unknown_one(client, alice, partial_suite):
+    from tests.partial_fixtures import SAMPLE
+
+    client.force_login(alice)
+    given = run_of(SAMPLE)
+    body = client.get(reverse("run-detail", args=[given.public_id])).content.decode()
+    assert "(from --date, given on import)" in body and "(from given on" not in body
+    undated = run_of(PARTIAL)
+    assert not undated.date_known
+    attempt = undated.attempts.exclude(status="missing").first()
+    page = client.get(attempt.get_absolute_url()).content.decode()
+    finished = page.split("<dt>Finished</dt>", 1)[1].split("</dd>", 1)[0]
+    assert "unknown" in finished and "its source gives no date" in finished
