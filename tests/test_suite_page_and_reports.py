@@ -74,3 +74,31 @@ def test_provenance_reads_right_for_a_given_date_and_an_unknown_one(client, alic
     page = client.get(attempt.get_absolute_url()).content.decode()
     finished = page.split("<dt>Finished</dt>", 1)[1].split("</dd>", 1)[0]
     assert "unknown" in finished and "its source gives no date" in finished
+
+
+def test_an_imported_systems_page_shows_its_model_and_what_it_did(client, partial_suite):
+    from runs.models import ModelConfig
+    from tests.partial_fixtures import FULL
+
+    config = ModelConfig.objects.get(name=FULL)
+    # The trajectories of the real mini-swe-agent run name their model.
+    assert config.model_name not in ("", FULL)
+    body = client.get(reverse("model-config-detail", args=[config.slug])).content.decode()
+    facts = body.split('id="config-facts"', 1)[1].split("</dl>", 1)[0]
+    assert config.model_name in facts and "as its trajectories name it" in facts
+    assert "<dt>Budgets</dt>" not in facts and "30 steps" not in facts
+    most = max(a.steps or 0 for a in Attempt.objects.filter(model_config=config))
+    assert f"at most {most} model calls" in facts
+
+
+def test_each_imported_attempt_keeps_its_trajectorys_time(partial_suite):
+    from tests.partial_fixtures import FULL
+
+    run = run_of(FULL)
+    times = set(
+        run.attempts.filter(status="finished")
+        .exclude(finished_at=None)
+        .values_list("finished_at", flat=True)
+    )
+    assert len(times) > 1  # not the import's (or the run's last) time for every attempt
+    assert max(times) <= run.finished_at
