@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from typing import Any
 
@@ -109,3 +110,15 @@ def upstream_audit(
             via=via,
             details={"name": config.name, **changes, **details},
         )
+def endpoint_tag(base_url: str) -> str:
+    """A short, stable tag of an endpoint for a configuration's generated name: names stay
+    distinct per endpoint (runs against two endpoints never share a configuration) without
+    carrying the URL into every page title; the configuration's page shows the URL itself."""
+    return "endpoint " + hashlib.sha256(base_url.encode()).hexdigest()[:6]
+
+
+def generated_name(*parts: str, base_url: str = "") -> str:
+    """The name ``ab run-suite`` / ``ab run-agent`` give a configuration they create from
+    their options: its parts joined, plus the endpoint's tag when one is named."""
+    name = " ".join(p for p in parts if p)
+    return f"{name} ({endpoint_tag(base_url)})" if base_url else name

@@ -231,13 +231,22 @@ class RunDateSource(models.TextChoices):
     METADATA = "metadata", "the folder's metadata.yaml"
     INSPECT = "inspect", "the Inspect log's timestamps"
     TRAJECTORIES = "trajectories", "the trajectories' timestamps"
-    GIVEN = "given", "given on import (--date)"
+    GIVEN = "given", "--date, given on import"
     UNKNOWN = "unknown", "unknown (the import time)"
 
 
 class RunQuerySet(models.QuerySet["Run"]):
     def active(self) -> RunQuerySet:
         return self.filter(status__in=[RunStatus.QUEUED, RunStatus.RUNNING])
+
+
+class RunBackend(models.TextChoices):
+    """Which sandbox a run's attempts use: the worker's default (``SANDBOX_BACKEND``), or one
+    asked for at launch."""
+
+    DEFAULT = "", "the worker's default"
+    DOCKER = "docker", "Docker"
+    BWRAP = "bwrap", "bubblewrap"
 
 
 class Run(models.Model):
@@ -248,6 +257,7 @@ class Run(models.Model):
     model_config = models.ForeignKey(ModelConfig, on_delete=models.PROTECT, related_name="runs")
     samples = models.PositiveSmallIntegerField(default=1)
     selection = models.JSONField(default=dict, blank=True)
+    backend = models.CharField(max_length=10, choices=RunBackend.choices, blank=True, default="")
     source = models.CharField(max_length=20, choices=RunSource.choices, default=RunSource.HARNESS)
     status = models.CharField(max_length=20, choices=RunStatus.choices, default=RunStatus.QUEUED)
     created_by = models.ForeignKey(
@@ -524,6 +534,18 @@ class Attempt(models.Model):
     @property
     def resolved(self) -> bool:
         return self.status == AttemptStatus.FINISHED and self.failure_reason_id is None
+
+    @property
+    def usage_recorded(self) -> bool:
+        """Whether cost, tokens and calls are figures. A queued or running attempt's zeros are
+        no cost yet ("—", null), unless it carries usage from before (an imported run's
+        attempt queued for evaluation keeps what its trajectory reported); a stub that was
+        never attempted has none."""
+        if self.status == AttemptStatus.MISSING:
+            return False
+        if self.status in (AttemptStatus.QUEUED, AttemptStatus.RUNNING):
+            return bool(self.cost_usd or self.tokens_in or self.tokens_out)
+        return True
 
     @property
     def is_missing(self) -> bool:

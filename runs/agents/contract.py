@@ -78,7 +78,9 @@ class AgentOutcome:
     tokens_out: int = 0
     cost_usd: float = 0.0
     tool_calls: int = 0
-    steps: int = 0
+    # Model API calls; None for an agent that calls no model (scripted, oracle, nop,
+    # predictions), so its row shows "—" rather than a rate of calls it never made.
+    steps: int | None = None
     error_text: str = ""
     is_timeout: bool = False
     is_empty_run: bool = False

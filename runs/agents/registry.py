@@ -63,7 +63,7 @@ class ExternalPatchAgent:
                 events=events,
             )
             result = toolbox.apply_patch(self.patch)
-            outcome.tool_calls = outcome.steps = 1
+            outcome.tool_calls = 1  # one apply_patch; no model call (steps stays None)
             if not result.ok:
                 outcome.reason, outcome.stop = Reason.TOOL_ERROR, "tool_error"
                 outcome.error_text = f"[patch-apply-failed] {result.error}"

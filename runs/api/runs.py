@@ -196,6 +196,7 @@ def run_launch_endpoint(request: HttpRequest, payload: RunLaunchIn):
             labels=payload.labels or None,
             task_ids=payload.task_ids or None,
             include_flaky=payload.include_flaky,
+            backend=payload.backend,
             created_by=request.user,
         )
     except LaunchError as exc:
@@ -318,6 +319,7 @@ def attempt_list(request: HttpRequest, query: Query[AttemptListQuery]):
             q=query.q or "",
             is_infra=query.is_infra,
             resolved=query.resolved,
+            attempted=query.attempted,
             sort=query.sort,
             order=query.order or "",
         )

@@ -37,6 +37,7 @@ from runs.transcript.shapes import (
     as_text,
     block,
     integer,
+    iso_seconds,
     number,
     obj,
 )
@@ -66,6 +67,8 @@ class Call:
     error_kind: str
     model: str
     retries: int = 0
+    started: float | None = None  # seconds since the epoch, from ``started_at``
+    ended: float | None = None  # ``started_at`` + ``duration_ms``
     messages: list[Msg] | None = None  # None: the request could not be read
     continues: bool = False  # its request only holds what is new (previous_response_id)
     reply: Reply | None = None
@@ -177,6 +180,10 @@ def _call(record: dict, line: int, position: int) -> Call:
         model=as_text(record.get("model")),
         retries=integer(record.get("retries")) or 0,
     )
+    call.started = iso_seconds(record.get("started_at"))
+    duration = number(record.get("duration_ms"))
+    if call.started is not None and duration is not None and duration >= 0:
+        call.ended = call.started + duration / 1000
     body = _read_request(call)
     call.api = api_of(record, body)
     wire = _WIRES[call.api]
@@ -325,6 +332,8 @@ class _Builder:
     def _assistant(self, msg: Msg, call: Call | None) -> None:
         self.replies.add(msg.key())
         turn = self.transcript.add("assistant", msg.text)
+        if call is not None:
+            turn.call_started, turn.call_ended = call.started, call.ended
         if msg.reasoning:
             turn.reasoning = block(msg.reasoning)
         for wire_call in msg.calls:

@@ -15,7 +15,7 @@ from django.urls import reverse
 
 from runs import artifacts
 from runs.access import can_read_artifacts
-from runs.models import Attempt, AttemptStage
+from runs.models import Attempt, AttemptStage, AttemptStatus, RunSource
 from runs.transcript import SOURCE_TITLES
 from runs.web.attempt_nav import NAV_PARAMS, navigation
 from runs.web.attempt_tests import read_step_times, read_test_log
@@ -160,6 +160,7 @@ def attempt_detail(request: HttpRequest, public_id) -> HttpResponse:
         test_log = read_test_log(attempt, stage_logs, [name for _, name, _ in test_rows])
         context |= {
             "diff": _final_diff(attempt),
+            "patch_not_shipped": _patch_not_shipped(attempt),
             "gold": render_diff(task.gold_patch) if task.gold_patch else None,
             "stage_logs": stage_logs,
             "trajectory": artifacts.read_trajectory(attempt),
@@ -226,6 +227,22 @@ def _refuse_non_readers(request: HttpRequest) -> HttpResponse | None:
     return redirect_to_login(request.get_full_path())
 
 
+# What an imported report said of an instance whose patch existed (``error_fingerprint`` is
+# the report's kind; "" for resolved): its patch was made and applied elsewhere.
+_PATCHED_KINDS = frozenset({"", "unresolved", "apply_failed", "test_errored", "test_timeout"})
+
+
+def _patch_not_shipped(attempt: Attempt) -> bool:
+    """An imported result with no patch file although its report says it had a patch (the
+    folder shipped reports only): "No patch." would say the agent made none."""
+    return (
+        not attempt.patch_chars
+        and attempt.run.source == RunSource.PUBLISHED
+        and attempt.status == AttemptStatus.FINISHED
+        and attempt.error_fingerprint in _PATCHED_KINDS
+    )
+
+
 def attempt_artifact(request: HttpRequest, public_id, path: str) -> HttpResponse:
     """Download one artifact file. Served as an attachment, so the browser never renders it."""
     attempt = _attempt(public_id)
@@ -235,12 +252,14 @@ def attempt_artifact(request: HttpRequest, public_id, path: str) -> HttpResponse
     handle = artifacts.open_artifact(attempt, path)
     if handle is None:
         raise Http404("no such artifact")
-    return FileResponse(
+    response = FileResponse(
         handle,
         as_attachment=True,
         filename=posixpath.basename(path),
-        content_type="application/octet-stream",
+        content_type=artifacts.download_content_type(path),
     )
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
 
 
 def attempt_atif(request: HttpRequest, public_id) -> HttpResponse:

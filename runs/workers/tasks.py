@@ -219,7 +219,11 @@ def _execute(attempt: Attempt, heartbeat: Heartbeat) -> Attempt:
 
     try:
         return attempt_execute(
-            attempt, heartbeat=_throttled(heartbeat.beat), should_cancel=heartbeat.should_cancel
+            attempt,
+            # The sandbox the run asked for at launch, else the worker's default.
+            backend=attempt.run.backend or None,
+            heartbeat=_throttled(heartbeat.beat),
+            should_cancel=heartbeat.should_cancel,
         )
     except SoftTimeLimitExceeded:
         attempt.refresh_from_db()

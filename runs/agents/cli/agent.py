@@ -33,6 +33,7 @@ from runs.agents.cli.outcome import (
 from runs.agents.contract import AgentContext, AgentOutcome, Budgets, ModelSettings
 from runs.agents.events import EventLog
 from runs.taxonomy import Reason
+from runs.transcript import MAX_FILE_BYTES, MODEL_CALLS, parse_model_calls
 from sandbox.base import ReadOnlyMount
 
 if TYPE_CHECKING:
@@ -50,6 +51,21 @@ KILL_GRACE_SEC = 15.0
 # A prompt goes into the sandbox through environment variables of at most this size each
 # (Linux caps one argument or variable at 128 KiB).
 _ENV_CHUNK = 100_000
+
+
+def _tool_calls(bridged: int | None, artifacts_dir: Path) -> int:
+    """How many tool calls the agent made: the bridge's count where its commands came through
+    one (mini-swe-agent), else the calls its model asked for in the gateway's record, counted
+    as the transcript viewer shows them (a CLI in the sandbox runs its tools itself)."""
+    if bridged is not None:
+        return int(bridged)
+    record = artifacts_dir / MODEL_CALLS
+    try:
+        with record.open("rb") as f:
+            data = f.read(MAX_FILE_BYTES)
+    except OSError:
+        return 0
+    return parse_model_calls(data).tool_call_count
 
 
 @dataclass
@@ -142,7 +158,7 @@ def cli_resources(
         price_input_per_mtok=model.price_input_per_mtok,
         price_output_per_mtok=model.price_output_per_mtok,
         price_table_path=price_table_path,
-        record_path=artifacts_dir / "model_calls.jsonl",
+        record_path=artifacts_dir / MODEL_CALLS,
         body_cap_bytes=body_cap_bytes,
         retry=retry_policy(),
         owner=owner,
@@ -201,7 +217,7 @@ class CliAgent:
             tokens_in=view.input_tokens,
             tokens_out=view.output_tokens,
             cost_usd=view.cost_usd,
-            tool_calls=int(res.extra.pop("tool_calls", 0) or 0),
+            tool_calls=_tool_calls(res.extra.pop("tool_calls", None), ctx.artifacts_dir),
             steps=view.calls,
             error_text=verdict.error_text,
             is_timeout=verdict.is_timeout,
