@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from runs.agents.llm_errors import RetryPolicy
+from runs.upstreams import UpstreamPolicy
 from sandbox.gateway_mount import DEFAULT_PORT
 
 # The four budgets, in the order a request is checked against them.
@@ -83,6 +84,11 @@ class GatewayConfig:
     # Ask for usage in chat-completions streams (stream_options.include_usage) when the CLI
     # did not: without it a stream reports no tokens, and budgets cannot be kept.
     stream_usage: bool = True
+    # The variable ``upstream_api_key`` was read from, and the operator's lists
+    # (runs/upstreams.py): with a policy, the gateway refuses to open (``UpstreamRefused``)
+    # for a variable or an upstream not on them.
+    api_key_env: str = ""
+    upstream_policy: UpstreamPolicy | None = None
 
 
 class UpstreamError(NamedTuple):

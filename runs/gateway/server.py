@@ -101,6 +101,10 @@ class Gateway:
     """Serving from construction until ``close()`` (or the end of the ``with`` block)."""
 
     def __init__(self, config: GatewayConfig):
+        if config.upstream_policy is not None:  # before anything listens or holds the key
+            config.upstream_policy.check(
+                base_url=config.upstream_base_url, api_key_env=config.api_key_env
+            )
         self.config = config
         self.token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         self._price_table = load_price_table(config.price_table_path)

@@ -39,6 +39,7 @@ from runs.transcript.shapes import (
     as_text,
     block,
     integer,
+    iso_seconds,
     number,
     obj,
 )
@@ -68,6 +69,8 @@ class Call:
     error_kind: str
     model: str
     retries: int = 0
+    started: float | None = None  # seconds since the epoch, from ``started_at``
+    ended: float | None = None  # ``started_at`` + ``duration_ms``
     messages: list[Msg] | None = None  # None: the request could not be read
     continues: bool = False  # its request only holds what is new (previous_response_id)
     reply: Reply | None = None
@@ -186,6 +189,10 @@ def _call(record: dict, line: int, position: int) -> Call:
         model=as_text(record.get("model")),
         retries=integer(record.get("retries")) or 0,
     )
+    call.started = iso_seconds(record.get("started_at"))
+    duration = number(record.get("duration_ms"))
+    if call.started is not None and duration is not None and duration >= 0:
+        call.ended = call.started + duration / 1000
     body = _read_request(call, as_text(obj(record.get("request")).get("body_omitted")))
     call.api = api_of(record, body)
     wire = _WIRES[call.api]
@@ -339,6 +346,8 @@ class _Builder:
     def _assistant(self, msg: Msg, call: Call | None) -> None:
         self.replies.add(msg.key())
         turn = self.transcript.add("assistant", msg.text)
+        if call is not None:
+            turn.call_started, turn.call_ended = call.started, call.ended
         if msg.reasoning:
             turn.reasoning = block(msg.reasoning)
         for wire_call in msg.calls:

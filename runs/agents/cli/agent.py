@@ -34,6 +34,7 @@ from runs.agents.cli.outcome import (
 from runs.agents.contract import AgentContext, AgentOutcome, Budgets, ModelSettings
 from runs.agents.events import EventLog
 from runs.taxonomy import Reason
+from runs.transcript import MAX_FILE_BYTES, MODEL_CALLS, parse_model_calls
 from sandbox.base import ReadOnlyMount
 
 if TYPE_CHECKING:
@@ -51,6 +52,21 @@ KILL_GRACE_SEC = 15.0
 # A prompt goes into the sandbox through environment variables of at most this size each
 # (Linux caps one argument or variable at 128 KiB).
 _ENV_CHUNK = 100_000
+
+
+def _tool_calls(bridged: int | None, artifacts_dir: Path) -> int:
+    """How many tool calls the agent made: the bridge's count where its commands came through
+    one (mini-swe-agent), else the calls its model asked for in the gateway's record, counted
+    as the transcript viewer shows them (a CLI in the sandbox runs its tools itself)."""
+    if bridged is not None:
+        return int(bridged)
+    record = artifacts_dir / MODEL_CALLS
+    try:
+        with record.open("rb") as f:
+            data = f.read(MAX_FILE_BYTES)
+    except OSError:
+        return 0
+    return parse_model_calls(data).tool_call_count
 
 
 @dataclass
@@ -106,6 +122,9 @@ def cli_resources(
     except DefinitionError as exc:
         yield CliResources(name, error=f"[cli-definition] {exc}")
         return
+    if model.upstream_refused:  # runs/upstreams.py: the gateway never opens with that key
+        yield CliResources(name, definition, error=f"[upstream-refused] {model.upstream_refused}")
+        return
     try:
         install = ensure_install(definition)
     except InstallError as exc:
@@ -122,10 +141,13 @@ def cli_resources(
         return
     from runs.agents.registry import retry_policy
     from runs.gateway import GatewayBudgets, GatewayConfig, GatewayConfigError, open_gateway
+    from runs.upstreams import policy_from_settings
 
     config = GatewayConfig(
         upstream_base_url=model.base_url,
         upstream_api_key=model.api_key,
+        api_key_env=model.api_key_env,
+        upstream_policy=policy_from_settings(),
         model_name=model.model_name,
         budgets=GatewayBudgets(
             max_calls=budgets.max_model_calls,
@@ -138,7 +160,7 @@ def cli_resources(
         price_input_per_mtok=model.price_input_per_mtok,
         price_output_per_mtok=model.price_output_per_mtok,
         price_table_path=price_table_path,
-        record_path=artifacts_dir / "model_calls.jsonl",
+        record_path=artifacts_dir / MODEL_CALLS,
         body_cap_bytes=body_cap_bytes,
         record_max_bytes=record_max_bytes,
         retry=retry_policy(),
@@ -212,7 +234,7 @@ class CliAgent:
             tokens_in=view.input_tokens,
             tokens_out=view.output_tokens,
             cost_usd=view.cost_usd,
-            tool_calls=int(res.extra.pop("tool_calls", 0) or 0),
+            tool_calls=_tool_calls(res.extra.pop("tool_calls", None), ctx.artifacts_dir),
             steps=view.calls,
             error_text=verdict.error_text,
             is_timeout=verdict.is_timeout,
