@@ -227,7 +227,11 @@ class Request:
             raise too_large
         self._reserve(self._length or 0)
         if conn.they_are_waiting_for_100_continue:
-            self._send(conn.send(h11.InformationalResponse(status_code=100, headers=[])))
+            self._send(
+                conn.send(
+                    h11.InformationalResponse(status_code=100, headers=[], reason=b"Continue")
+                )
+            )
         wire_limit = limit + limit // FRAMING_SHARE + MAX_HEAD_BYTES
         received = len(conn.trailing_data[0])
         parts: list[bytes] = []
