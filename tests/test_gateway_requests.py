@@ -232,8 +232,7 @@ def test_half_open_connections_past_the_limit_are_refused_without_a_thread(
     """2,000 idle connections once took 2,003 threads: now at most ``max_connections``, the
     rest answered 503 at once and recorded."""
     with FakeProvider([fake.messages("after")]) as upstream:
-        cfg = config(upstream, tmp_path, anthropic=True, max_connections=64)
-        with open_gateway(cfg) as gw:
+        with open_gateway(config(upstream, tmp_path, anthropic=True)) as gw:  # 64 by default
             before = threading.active_count()
             idle = [connect(gw.host_base_url) for _ in range(300)]
             refused = []
