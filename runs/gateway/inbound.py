@@ -183,6 +183,9 @@ class Request:
         self._length = next((int(v) for k, v in event.headers if k == b"content-length"), None)
         tokens = {t.strip().lower() for t in self._header("connection").split(",")}
         self.close_connection = event.http_version == b"1.0" or "close" in tokens
+        if event.http_version not in (b"1.0", b"1.1"):  # h11 reads any d.d
+            self.refuse(bad(f"HTTP/{event.http_version.decode()} is not HTTP/1.1", 505))
+            return
         if self.command not in METHODS:
             self.refuse(bad(f"the method {self.command} is not one the gateway forwards", 405))
             return
