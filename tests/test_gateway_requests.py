@@ -231,21 +231,21 @@ def test_half_open_connections_past_the_limit_are_refused_without_a_thread(
 ) -> None:
     """2,000 idle connections once took 2,003 threads: now at most ``max_connections``, the
     rest answered 503 at once and recorded."""
-    with FakeProvider([fake.messages("after")]) as upstream:
-        with open_gateway(config(upstream, tmp_path, anthropic=True)) as gw:  # 64 by default
-            before = threading.active_count()
-            idle = [connect(gw.host_base_url) for _ in range(300)]
-            refused = []
-            for sock in idle[64:]:
-                sock.settimeout(10)
-                refused.append(sock.recv(65536))
-            threads = threading.active_count() - before
-            for sock in idle:
-                sock.close()
-            deadline = time.monotonic() + 30
-            while (answer := exchange(gw.host_base_url, post(gw, "/v1/messages"))).status == 503:
-                assert time.monotonic() < deadline, "the closed connections' slots came back"
-                time.sleep(0.05)
+    cfg = config(upstream := FakeProvider([fake.messages("after")]), tmp_path, anthropic=True)
+    with upstream, open_gateway(cfg) as gw:  # max_connections: 64 by default
+        before = threading.active_count()
+        idle = [connect(gw.host_base_url) for _ in range(300)]
+        refused = []
+        for sock in idle[64:]:
+            sock.settimeout(10)
+            refused.append(sock.recv(65536))
+        threads = threading.active_count() - before
+        for sock in idle:
+            sock.close()
+        deadline = time.monotonic() + 30
+        while (answer := exchange(gw.host_base_url, post(gw, "/v1/messages"))).status == 503:
+            assert time.monotonic() < deadline, "the closed connections' slots came back"
+            time.sleep(0.05)
     assert threads <= 64
     assert all(r.startswith(b"HTTP/1.1 503 ") for r in refused)
     assert b"64 connections are open already" in refused[0]
