@@ -64,9 +64,13 @@ class _Listener:
             if not self.gateway.connections.acquire(blocking=False):
                 self._refuse(conn)
                 continue
-            threading.Thread(
-                target=self._serve, args=(conn,), daemon=True, name=f"gateway-{self.via}"
-            ).start()
+            try:
+                threading.Thread(
+                    target=self._serve, args=(conn,), daemon=True, name=f"gateway-{self.via}"
+                ).start()
+            except RuntimeError:  # no thread to be had: this connection is refused
+                self.gateway.connections.release()
+                self._refuse(conn)
 
     def _refuse(self, conn: socket.socket) -> None:
         """A connection over the limit: a 503 at once, recorded, and closed (no thread)."""
