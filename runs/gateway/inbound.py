@@ -68,13 +68,10 @@ class ByteBudget:
     def take(self, size: int, wait: float) -> bool:
         """Reserve ``size`` bytes, waiting up to ``wait`` seconds for room; False if none."""
         with self._room:
-            return self._room.wait_for(lambda: self.used + size <= self.limit, wait) and (
-                self._grab(size)
-            )
-
-    def _grab(self, size: int) -> bool:
-        self.used += size
-        return True
+            if not self._room.wait_for(lambda: self.used + size <= self.limit, wait):
+                return False
+            self.used += size
+            return True
 
     def give(self, size: int) -> None:
         with self._room:
