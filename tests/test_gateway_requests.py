@@ -93,7 +93,7 @@ def test_only_the_route_tables_exact_paths_reach_the_upstream(tmp_path: Path) ->
             continue
         # Refused from the head alone: the body is neither read nor kept.
         assert record["outcome"] == "bad_request", target
-        assert "body" not in record["request"] and "body_bytes" not in record["request"]
+        assert not record["request"].get("body") and not record["request"].get("body_bytes")
         assert record["request"]["auth"] == "attempt-token"
     absolute = answers[[t for _, t, _ in BYPASSES].index("http://evil.example:1/v1/messages")]
     assert "origin-form" in json.loads(absolute.body)["error"]["message"]
@@ -147,7 +147,7 @@ def test_a_negative_chunk_size_is_refused_not_read_to_the_end(tmp_path: Path) ->
     assert answer.sent < flood
     assert upstream.requests == []
     (record,) = records(tmp_path / "model_calls.jsonl")
-    assert record["outcome"] == "bad_request" and record["request"]["body_bytes"] == 0
+    assert record["outcome"] == "bad_request" and not record["request"].get("body")
 
 
 @pytest.mark.parametrize(
