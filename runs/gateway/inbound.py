@@ -7,8 +7,8 @@ chunked). On top of it: the target must be one of the route table's (runs/gatewa
 a body is read only up to ``max_request_bytes`` as it arrives (decoded bytes) and its framing
 up to a quarter more (chunk extensions cannot make a small body endless), and the bytes of all
 bodies held at once by one gateway stay under ``ByteBudget``. What h11 refuses, and what the
-checks refuse, becomes a ``BadRequest`` the call answers (400, 408, 413, 431, 501, 503) and
-records without a body.
+checks refuse, becomes a ``BadRequest`` the call answers (400, 405, 408, 413, 431, 501, 503,
+505) and records without a body.
 
 Each request gets a new h11 connection fed the bytes left after the previous one: the answer is
 written by runs/gateway/forward.py itself (streamed as it arrives), so h11 reads requests only.
@@ -100,6 +100,11 @@ class Client:
         data = self.sock.recv(READ_SIZE)
         self._eof = not data
         return data
+
+    def keep(self, left: bytes, eof: bool) -> None:
+        """What was read past a request's end (the next request's first bytes)."""
+        self._left = left
+        self._eof = self._eof or eof
 
     def next_request(self) -> Request | None:
         """The next request, its head read (a malformed one carries its ``refusal``), or None
@@ -264,8 +269,7 @@ class Request:
             else:  # ConnectionClosed (h11 raises first for a cut body)
                 raise bad("the client closed the connection before the end of the body")
         self._done = True
-        self.client._left, eof = conn.trailing_data
-        self.client._eof = self.client._eof or eof
+        self.client.keep(*conn.trailing_data)
         return b"".join(parts)
 
     def _reserve(self, size: int) -> None:
