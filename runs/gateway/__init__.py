@@ -7,14 +7,14 @@
 
 It listens on a Unix socket whose folder is mounted into the sandbox (a forwarder in every
 exec serves it on ``127.0.0.1:<port>`` inside: sandbox/gateway_mount.py) and on a loopback
-TCP port for agents running on the worker (``gw.host_base_url``). It swaps the attempt's token
-for the real key, forwards OpenAI chat completions, OpenAI Responses and Anthropic Messages
-(streaming or not, the answer passed on as it arrives), refuses a request naming another model
-than the configuration's (or its ``allowed_models``), retries transient upstream failures,
-keeps the budgets (reserved by the calls in flight, a stream cut when it passes them:
-ledger.py, meter.py), and writes every request to ``model_calls.jsonl``. The key, the token
-and any configured secret are taken out of everything it writes or passes on, by value
-(redact.py).
+TCP port for agents running on the worker (``gw.host_base_url``). It reads requests with h11
+(inbound.py), forwards only its route table's (routes.py), swaps the attempt's token for the
+real key, forwards OpenAI chat completions, OpenAI Responses and Anthropic Messages (streaming
+or not, the answer passed on as it arrives), refuses a request naming another model than the
+configuration's (or its ``allowed_models``), retries transient upstream failures, keeps the
+budgets (reserved by the calls in flight, a stream cut when it passes them: ledger.py,
+meter.py), and writes every request to ``model_calls.jsonl``. The key, the token and any
+configured secret are taken out of everything it writes or passes on, by value (redact.py).
 
 Record format (``agentbench.model_call.v1``), one JSON object per request, in the order
 requests end: ``format``, ``seq`` (order of arrival), ``started_at`` (ISO, UTC),
@@ -24,7 +24,9 @@ requests end: ``format``, ``seq`` (order of arrival), ``started_at`` (ISO, UTC),
 ``model`` and ``stream`` (from the request body), ``outcome`` (``ok``, ``stream_error``,
 ``permanent_error``, ``transient_exhausted``, ``budget`` (refused, or a stream cut past its
 budget), ``refused``, ``not_allowed`` (a path not forwarded, or another model),
-``bad_request``, ``client_gone``), ``status`` (what the CLI got), ``retries``, ``attempts``
+``bad_request`` (a malformed head, target or body: no body kept), ``busy`` (over the limit of
+connections, calls in flight or request bytes held), ``client_gone``), ``status`` (what the
+CLI got), ``retries``, ``attempts``
 (each failed try before the answer: ``status``, ``error``, ``retry_after_sec``,
 ``waited_sec``), ``error`` (null or ``kind``: permanent, transient, budget, refused...;
 ``message``; ``budget``), ``usage`` (``input_tokens``, ``output_tokens``, ``reported``: the

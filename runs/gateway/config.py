@@ -73,6 +73,13 @@ class GatewayConfig:
     # Seconds to connect, and between two reads of an answer (a stream may last longer).
     upstream_timeout_sec: float = 600.0
     max_request_bytes: int = 32 * 1024 * 1024
+    # Request bytes held in memory at once by all the calls being read or sent (a body waits
+    # for room, then gets a 503): what parallel large requests may take of the worker.
+    max_request_bytes_in_flight: int = 96 * 1024 * 1024
+    # Client connections open at once (each has a thread), and requests being served at once;
+    # one over either limit is refused (503, 429) and recorded.
+    max_connections: int = 64
+    max_calls_in_flight: int = 32
     # An answer's bytes, whole or streamed (a stream past it is cut: runs/gateway/meter.py).
     max_response_bytes: int = 64 * 1024 * 1024
     # Where the forwarder listens inside the sandbox.

@@ -9,12 +9,12 @@ import http.client
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any
 
 import runs.gateway.wire as wire
 from runs.agents.llm_errors import is_permanent_status, retry_after_sec
 from runs.gateway.config import UpstreamError
+from runs.gateway.inbound import BadRequest, Request
 from runs.gateway.ledger import Reservation, estimate
 from runs.gateway.meter import EventAligner, Meter, error_event
 from runs.gateway.record import Capture, body_left_out, headers_record
@@ -53,15 +53,6 @@ class ClientGone(Exception):
     """The CLI closed its connection while we answered."""
 
 
-class BadRequest(Exception):
-    """A request body the gateway will not read (too large, malformed framing)."""
-
-    def __init__(self, status: int, kind: str, message: str):
-        super().__init__(message)
-        self.status = status
-        self.kind = kind
-
-
 @dataclass
 class Failed:
     """No success from the upstream after retries (or a permanent error at once)."""
@@ -76,13 +67,13 @@ class Failed:
 
 
 class Call:
-    def __init__(self, gateway: Gateway, handler: BaseHTTPRequestHandler, via: str):
+    def __init__(self, gateway: Gateway, request: Request, via: str):
         self.gw = gateway
-        self.h = handler
+        self.h = request
         self.started = time.monotonic()
-        self.headers = list(handler.headers.items())
+        self.headers = request.headers
         self.hdict = {k.lower(): v for k, v in self.headers}
-        self.api = wire.api_of(handler.command, handler.path)
+        self.api = request.match.api if request.match is not None else None
         self.anthropic = wire.is_anthropic(self.api, self.hdict)
         self.held: Reservation | None = None  # what an admitted model call holds
         self.body_size = 0
@@ -90,8 +81,8 @@ class Call:
             "seq": gateway.writer.next_seq(),
             "started_at": datetime.now(UTC).isoformat(),
             "via": via,
-            "method": handler.command,
-            "path": handler.path,
+            "method": request.command,
+            "path": request.path[:2048],
             "api": self.api,
             "model_call": self.api in wire.MODEL_CALL_APIS,
             "model": "",
@@ -134,11 +125,14 @@ class Call:
             "headers": headers_record(self.headers, self.gw.redactor),
             "auth": auth,
         }
+        if (refused := self.h.refusal) is not None:  # a malformed head or target: body unread
+            self._refuse(refused.status, refused.kind, str(refused), outcome=refused.outcome)
+            return
         try:
-            body = self._read_body(cfg.max_request_bytes)
+            body = self.h.read_body(cfg.max_request_bytes)
         except BadRequest as exc:
             self.h.close_connection = True  # the rest of the body is not read
-            self._refuse(exc.status, exc.kind, str(exc), outcome="bad_request")
+            self._refuse(exc.status, exc.kind, str(exc), outcome=exc.outcome)
             return
         # A request refused below keeps only its size (the sandbox must not fill the host's
         # disk with bodies the gateway never forwards).
@@ -207,31 +201,6 @@ class Call:
         else:
             self._relay(result, model)
 
-    def _read_body(self, limit: int) -> bytes:
-        rfile = self.h.rfile
-        too_large = BadRequest(
-            413, "request_too_large", f"agentbench gateway: a request body is over {limit} bytes"
-        )
-        try:
-            if "chunked" in self.hdict.get("transfer-encoding", "").lower():
-                data = bytearray()
-                while size := int(rfile.readline(1024).split(b";")[0].strip() or b"0", 16):
-                    if len(data) + size > limit:
-                        raise too_large
-                    data += rfile.read(size)
-                    rfile.readline(1024)
-                while rfile.readline(65536) not in (b"\r\n", b"\n", b""):
-                    pass  # trailers
-                return bytes(data)
-            length = int(self.hdict.get("content-length") or 0)
-        except ValueError as exc:
-            raise BadRequest(
-                400, "invalid_request_error", f"agentbench gateway: a malformed request body: {exc}"
-            ) from exc
-        if length > limit:
-            raise too_large
-        return rfile.read(length) if length > 0 else b""
-
     def _auth(self) -> str:
         """``attempt-token`` when every credential the request carries is the token, ``none``
         when it carries none, else ``other``."""
@@ -281,7 +250,7 @@ class Call:
             attempt += 1
             sent = time.monotonic()
             try:
-                exchange = gw.upstream.send(self.h.command, self.h.path, headers, body)
+                exchange = gw.upstream.send(self.h.command, self.h.upstream_path, headers, body)
             except (OSError, http.client.HTTPException) as exc:
                 failure = self._no_answer(exc)
                 retry_after = None

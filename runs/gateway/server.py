@@ -1,6 +1,7 @@
 """The gateway of one attempt: two listeners (a Unix socket for the sandbox, a loopback TCP
-port for agents on the worker), a thread per client connection, and the shared state each
-request (runs/gateway/forward.py) works with."""
+port for agents on the worker), a thread per client connection (at most ``max_connections``),
+its requests read by runs/gateway/inbound.py (h11) and served by runs/gateway/forward.py one
+after the other (at most ``max_calls_in_flight`` at once), and the state they share."""
 
 from __future__ import annotations
 
@@ -11,15 +12,14 @@ import shutil
 import socket
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from types import TracebackType
-from typing import Any
 
 from runs.agents.contract import ModelSettings
 from runs.agents.pricing import Price, load_price_table, price_for
 from runs.gateway.config import GatewayConfig, GatewayConfigError, GatewaySummary
 from runs.gateway.forward import Call
+from runs.gateway.inbound import BadRequest, ByteBudget, Client, Request
 from runs.gateway.ledger import Ledger
 from runs.gateway.record import RecordWriter
 from runs.gateway.redact import KeyScrubber, RedactingFilter, Redactor
@@ -41,21 +41,8 @@ TOKEN_PREFIX = "abgw-"
 IDLE_TIMEOUT_SEC = 120.0
 # How long close() waits for requests in flight to end (their upstream is cut first).
 CLOSE_WAIT_SEC = 10.0
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # kept-alive connections: a CLI's calls share one
-    timeout = IDLE_TIMEOUT_SEC
-    server: _Listener  # type: ignore[assignment]
-
-    def _call(self) -> None:
-        with self.server.gateway.in_flight():
-            Call(self.server.gateway, self, self.server.via).run()
-
-    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _call
-
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("gateway %s: " + format, self.server.via, *args)
+# How long a refused connection's answer may take to write (the listener's own thread).
+REFUSE_TIMEOUT_SEC = 1.0
 
 
 class _Listener:
@@ -71,24 +58,61 @@ class _Listener:
     def _accept(self) -> None:
         while True:
             try:
-                conn, address = self.sock.accept()
+                conn, _ = self.sock.accept()
             except OSError:
                 return  # closed
             if conn.family == socket.AF_INET:
                 # Headers and body go out in one write, but SSE events are small and many.
                 conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            threading.Thread(
-                target=self._serve, args=(conn, address), daemon=True, name=f"gateway-{self.via}"
-            ).start()
+            if not self.gateway.connections.acquire(blocking=False):
+                self._refuse(conn)
+                continue
+            try:
+                threading.Thread(
+                    target=self._serve, args=(conn,), daemon=True, name=f"gateway-{self.via}"
+                ).start()
+            except RuntimeError:  # no thread to be had: this connection is refused
+                self.gateway.connections.release()
+                self._refuse(conn)
 
-    def _serve(self, conn: socket.socket, address: Any) -> None:
+    def _refuse(self, conn: socket.socket) -> None:
+        """A connection over the limit: a 503 at once, recorded, and closed (no thread)."""
+        gw = self.gateway
+        client = Client(conn, gw.request_bytes, REFUSE_TIMEOUT_SEC)
+        refusal = BadRequest(
+            503,
+            "overloaded_error",
+            f"agentbench gateway: {gw.config.max_connections} connections are open already "
+            "(the limit per attempt); close one and try again",
+            outcome="busy",
+        )
         try:
-            _Handler(conn, address or ("sandbox", 0), self)  # type: ignore[arg-type]
+            Call(gw, Request.refused(client, refusal), self.via).run()
+        except Exception:
+            log.debug("gateway refusal ended with an error", exc_info=True)
+        finally:
+            client.close(drain=False)
+
+    def _serve(self, conn: socket.socket) -> None:
+        """The connection's requests, one after the other, until it closes."""
+        gw = self.gateway
+        client = Client(conn, gw.request_bytes, IDLE_TIMEOUT_SEC)
+        drain = False
+        try:
+            while (request := client.next_request()) is not None:
+                with gw.in_flight(), gw.call_slot(request):
+                    try:
+                        Call(gw, request, self.via).run()
+                    finally:
+                        request.finish()
+                if request.close_connection:
+                    drain = not request.body_read
+                    break
         except Exception:  # a client that vanished mid-request, say
             log.debug("gateway connection ended with an error", exc_info=True)
         finally:
-            with contextlib.suppress(OSError):
-                conn.close()
+            client.close(drain)
+            gw.connections.release()
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -128,6 +152,11 @@ class Gateway:
         self._listeners: list[_Listener] = []
         self._inflight = 0
         self._idle = threading.Condition()
+        self.connections = threading.BoundedSemaphore(config.max_connections)
+        self._calls = threading.BoundedSemaphore(config.max_calls_in_flight)
+        self.request_bytes = ByteBudget(
+            max(config.max_request_bytes_in_flight, config.max_request_bytes)
+        )
         self._dir = make_socket_dir(config.owner)
         try:
             unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -193,6 +222,27 @@ class Gateway:
             with self._idle:
                 self._inflight -= 1
                 self._idle.notify_all()
+
+    @contextlib.contextmanager
+    def call_slot(self, request: Request) -> Iterator[None]:
+        """Held by each request while it runs; one over ``max_calls_in_flight`` is refused
+        (429), its body unread."""
+        admitted = self._calls.acquire(blocking=False)
+        if not admitted and request.refusal is None:
+            request.refuse(
+                BadRequest(
+                    429,
+                    "rate_limit_error",
+                    f"agentbench gateway: {self.config.max_calls_in_flight} calls of this attempt "
+                    "are in flight already (the limit); try again when one has ended",
+                    outcome="busy",
+                )
+            )
+        try:
+            yield
+        finally:
+            if admitted:
+                self._calls.release()
 
     def wait_closed(self, seconds: float) -> bool:
         """Sleep (a retry's backoff), cut short by close(); True when closed."""
