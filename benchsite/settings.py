@@ -238,6 +238,13 @@ API_UPLOAD_MAX_BYTES = envint("API_UPLOAD_MAX_BYTES", 200 * 1024 * 1024)
 # One file of an imported run folder (a trajectory, a report, an Inspect sample) is parsed in
 # memory; a larger one is refused naming it (ab import-run, POST /api/imports/run).
 IMPORT_FILE_MAX_BYTES = envint("IMPORT_FILE_MAX_BYTES", 64 * 1024 * 1024)
+# How deep, how many JSON values (parser events) and how much memory once built one imported
+# JSON file may take: checked while it streams from disk, before it is built
+# (tasks_app/swebench/jsonfile.py). Real trajectories hold some thousands of values at depth
+# 10-12; the limits keep an import's worker under 300 MB (tests/test_security_imports.py).
+IMPORT_JSON_MAX_DEPTH = envint("IMPORT_JSON_MAX_DEPTH", 100)
+IMPORT_JSON_MAX_ITEMS = envint("IMPORT_JSON_MAX_ITEMS", 500_000)
+IMPORT_JSON_MAX_MEMORY_MB = envint("IMPORT_JSON_MAX_MEMORY_MB", 128)
 # What opening one uploaded archive may unpack (tasks_app/uploads/archives.py): files, bytes
 # per file, bytes in total. Declared sizes are checked first, actual bytes counted while reading.
 API_ARCHIVE_MAX_MEMBERS = envint("API_ARCHIVE_MAX_MEMBERS", 10_000)

@@ -53,7 +53,13 @@ from tasks_app.swebench.bulk import insert_rows
 from tasks_app.swebench.errors import Problem, SwebenchInputError
 from tasks_app.swebench.jsonfile import parse_json
 from tasks_app.swebench.outcomes import KINDS, Kind, external_model, finished_attempt
-from tasks_app.swebench.run_folder import InstanceEntry, Progress, RunFolder, read_run_folder
+from tasks_app.swebench.run_folder import (
+    InstanceEntry,
+    Progress,
+    RunFolder,
+    json_limits,
+    read_run_folder,
+)
 from tasks_app.swebench.trajectories import ARTIFACT_NAMES, REPORT_ARTIFACT, TrajFormat
 
 SNAPSHOT_KIND = "run_folder"
@@ -343,14 +349,18 @@ def _write(
     source_path: str,
 ) -> RunImportReport:
     assert suite is not None
-    model = external_model(
-        name=model_name, description="External system: an imported run (trajectories, reports)."
-    )
+    # Nothing is created before the transaction below (a refused write must leave no model
+    # configuration behind); an existing configuration of another kind is refused here.
+    known = ModelConfig.objects.filter(name=model_name.strip()).first()
+    if known is not None:
+        _external(model_name)
     existing = (
-        Run.objects.filter(suite=suite, model_config=model, source=RunSource.PUBLISHED)
+        Run.objects.filter(suite=suite, model_config=known, source=RunSource.PUBLISHED)
         .filter(config_snapshot__kind=SNAPSHOT_KIND)
         .order_by("-created_at")
         .first()
+        if known is not None
+        else None
     )
     old_digests: dict[str, str] = (
         dict(existing.config_snapshot.get("digests", {})) if existing else {}
@@ -381,90 +391,105 @@ def _write(
     run_public_id = existing.public_id if existing else uuid.uuid4()
     folders = {e.key: _artifacts_dir(run_public_id, e) for e in changed}
     _copy_artifacts(changed, folders, progress)
-    with transaction.atomic():
-        # Two imports of one model at once take turns here; a second creating import replaces
-        # the first's run below rather than leaving two.
-        ModelConfig.objects.select_for_update().filter(pk=model.pk).first()
-        if existing is None:
-            replaced = Run.objects.filter(
-                suite=suite, model_config=model, source=RunSource.PUBLISHED
-            )
-            report.replaced_runs = replaced.count()
-            replaced.delete()
-            run = Run.objects.create(
-                public_id=run_public_id,
-                suite=suite,
-                model_config=model,
-                source=RunSource.PUBLISHED,
-                status=RunStatus.FINISHED,
-                created_by=created_by,
-                started_at=when,
-                finished_at=when,
-                samples=max(e.sample_index for e in folder.entries.values()) + 1,
-                selection={"task_ids": sorted(by_id)},
-                notes=_notes(folder),
-                date_source=date_source,
-            )
-            report.created = True
-        else:
-            run = existing
-        current = {
-            f"{task_id}#{sample}": pk
-            for pk, task_id, sample in run.attempts.values_list(
-                "id", "task__task_id", "sample_index"
-            )
-        }
-        if not same_date:
-            # Every finished attempt of the run ran when the run did.
-            run.attempts.filter(status=AttemptStatus.FINISHED).update(
-                started_at=when, finished_at=when
-            )
-        fresh: list[Attempt] = []
-        for entry in changed:
-            attempt = _attempt(
-                entry, run, suite, model, by_id[entry.instance_id], when, folders[entry.key]
-            )
-            if entry.key in current:
-                Attempt.objects.filter(pk=current[entry.key]).update(
-                    **{name: getattr(attempt, name) for name in UPDATED_FIELDS}
+    try:
+        with transaction.atomic():
+            # The model configuration too: a write that fails leaves none behind.
+            model = _external(model_name)
+            # Two imports of one model at once take turns here; a second creating import replaces
+            # the first's run below rather than leaving two.
+            ModelConfig.objects.select_for_update().filter(pk=model.pk).first()
+            if existing is None:
+                replaced = Run.objects.filter(
+                    suite=suite, model_config=model, source=RunSource.PUBLISHED
                 )
-                report.updated += 1
+                report.replaced_runs = replaced.count()
+                replaced.delete()
+                run = Run.objects.create(
+                    public_id=run_public_id,
+                    suite=suite,
+                    model_config=model,
+                    source=RunSource.PUBLISHED,
+                    status=RunStatus.FINISHED,
+                    created_by=created_by,
+                    started_at=when,
+                    finished_at=when,
+                    samples=max(e.sample_index for e in folder.entries.values()) + 1,
+                    selection={"task_ids": sorted(by_id)},
+                    notes=_notes(folder),
+                    date_source=date_source,
+                )
+                report.created = True
             else:
-                fresh.append(attempt)
-        insert_rows(fresh)
-        report.added = len(fresh)
-        stale = [current[key] for key in removed if key in current]
-        Attempt.objects.filter(pk__in=stale).delete()
-        report.removed = len(stale)
-        counts: dict[str, int] = {}
-        for attempt in run.attempts.only("status", "failure_reason_id"):
-            label = outcome_label(attempt)
-            counts[label] = counts.get(label, 0) + 1
-        run.config_snapshot = {
-            "kind": SNAPSHOT_KIND,
-            "source_path": source_path,
-            "formats": dict(folder.formats),
-            "metadata": folder.metadata,
-            "counts": counts,
-            "skipped": report.skipped,
-            "ignored_unknown": report.ignored_unknown,
-            "digests": digests,
-        }
-        run.started_at = run.finished_at = when
-        run.date_source = date_source
-        run.source_path = source_path[:1000]
-        run.imported_at = now
-        run.imported_by = created_by if getattr(created_by, "pk", None) else None
-        run.save(
-            update_fields=[
-                "config_snapshot", "started_at", "finished_at", "date_source", "source_path",
-                "imported_at", "imported_by",
-            ]
-        )  # fmt: skip
-        run_refresh_totals(run)
+                run = existing
+            current = {
+                f"{task_id}#{sample}": pk
+                for pk, task_id, sample in run.attempts.values_list(
+                    "id", "task__task_id", "sample_index"
+                )
+            }
+            if not same_date:
+                # Every finished attempt of the run ran when the run did.
+                run.attempts.filter(status=AttemptStatus.FINISHED).update(
+                    started_at=when, finished_at=when
+                )
+            fresh: list[Attempt] = []
+            for entry in changed:
+                attempt = _attempt(
+                    entry, run, suite, model, by_id[entry.instance_id], when, folders[entry.key]
+                )
+                if entry.key in current:
+                    Attempt.objects.filter(pk=current[entry.key]).update(
+                        **{name: getattr(attempt, name) for name in UPDATED_FIELDS}
+                    )
+                    report.updated += 1
+                else:
+                    fresh.append(attempt)
+            insert_rows(fresh)
+            report.added = len(fresh)
+            stale = [current[key] for key in removed if key in current]
+            Attempt.objects.filter(pk__in=stale).delete()
+            report.removed = len(stale)
+            counts: dict[str, int] = {}
+            for attempt in run.attempts.only("status", "failure_reason_id"):
+                label = outcome_label(attempt)
+                counts[label] = counts.get(label, 0) + 1
+            run.config_snapshot = {
+                "kind": SNAPSHOT_KIND,
+                "source_path": source_path,
+                "formats": dict(folder.formats),
+                "metadata": folder.metadata,
+                "counts": counts,
+                "skipped": report.skipped,
+                "ignored_unknown": report.ignored_unknown,
+                "digests": digests,
+            }
+            run.started_at = run.finished_at = when
+            run.date_source = date_source
+            run.source_path = source_path[:1000]
+            run.imported_at = now
+            run.imported_by = created_by if getattr(created_by, "pk", None) else None
+            run.save(
+                update_fields=[
+                    "config_snapshot", "started_at", "finished_at", "date_source", "source_path",
+                    "imported_at", "imported_by",
+                ]
+            )  # fmt: skip
+            run_refresh_totals(run)
+    except BaseException:
+        # Nothing of a write that failed stays: the files copied for it go too.
+        _remove_artifacts(changed, folders)
+        raise
     report.run_id = str(run.public_id)
     report.counts = counts
     return report
+
+
+def _external(model_name: str) -> ModelConfig:
+    """The imported run's model configuration (created on first use); refuses the name of a
+    configuration of another kind."""
+    return external_model(
+        name=model_name, description="External system: an imported run (trajectories, reports)."
+    )
 
 
 def _notes(folder: RunFolder) -> str:
@@ -479,6 +504,15 @@ def _artifacts_dir(run_public_id: uuid.UUID, entry: InstanceEntry) -> str:
     if entry.trajectory_file is None and entry.report_file is None:
         return ""
     return f"imports/{run_public_id}/{entry.instance_id}__{entry.sample_index}"
+
+
+def _remove_artifacts(entries: list[InstanceEntry], folders: dict[str, str]) -> None:
+    storage = storages["artifacts"]
+    for entry in entries:
+        root = folders[entry.key]
+        for name in (*ARTIFACT_NAMES.values(), REPORT_ARTIFACT) if root else ():
+            if storage.exists(f"{root}/{name}"):
+                storage.delete(f"{root}/{name}")
 
 
 def _copy_artifacts(
@@ -523,7 +557,8 @@ class _JsonLogSamples:
 
     def sample(self, path: Path, index: int) -> bytes:
         if path != self._path:
-            data = parse_json(path.read_bytes(), path.name)
+            with path.open("rb") as handle:
+                data = parse_json(handle, path.name, json_limits())
             self._path, self._samples = path, data["samples"]
         return inspect_log.sample_bytes(self._samples[index])
 
