@@ -236,8 +236,10 @@ API_UPLOADS_ROOT = Path(envstr("API_UPLOADS_ROOT", str(VAR_DIR / "uploads")))
 # Applied while the body arrives (tasks_app.uploads.files.UploadLimitMiddleware), never after.
 API_UPLOAD_MAX_BYTES = envint("API_UPLOAD_MAX_BYTES", 200 * 1024 * 1024)
 # One file of an imported run folder (a trajectory, a report, an Inspect sample) is parsed in
-# memory; a larger one is refused naming it (ab import-run, POST /api/imports/run).
-IMPORT_FILE_MAX_BYTES = envint("IMPORT_FILE_MAX_BYTES", 64 * 1024 * 1024)
+# memory; a larger one is refused naming it (ab import-run, POST /api/imports/run). 32 MB: one
+# string of it may take 4 bytes a character once read (128 MB), and the worker stays under
+# 300 MB; real trajectories take a few MB.
+IMPORT_FILE_MAX_BYTES = envint("IMPORT_FILE_MAX_BYTES", 32 * 1024 * 1024)
 # How deep, how many JSON values (parser events) and how much memory once built one imported
 # JSON file may take: checked while it streams from disk, before it is built
 # (tasks_app/swebench/jsonfile.py). Real trajectories hold some thousands of values at depth

@@ -1,0 +1,211 @@
+"""Imported run folders that attack the site, through gunicorn as they arrived (issue 28).
+
+Each reproduction goes through ``POST /api/imports/run`` on a real WSGI server (one sync
+worker, tests/gunicorn_fixtures.py): an ATIF trajectory whose ``total_cost_usd`` is 1e308 or
+negative, an integer too large for the database, a deeply nested document, and a 39 KB zip
+holding a 40 MB JSON array. Each is refused with a 400 naming the file and the field, leaves
+nothing in the database (no model configuration, suite or run) and no unpacked upload, and the
+worker's peak resident size (VmHWM) stays under 300 MB; a valid file near the limits imports
+under the same bound. ``ab import-run`` refuses the same file with the same words.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sqlite3
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.gunicorn_fixtures import Server, serve
+from tests.swebench_fixtures import LITE_DEV, ab, rows
+from tests.test_upload_limits import LIMIT_MB, peak_rss_mb
+
+INSTANCE = rows(LITE_DEV)[0]
+TASK = INSTANCE["instance_id"]
+FORM = {"suite": "lite-one", "model": "imported-agent"}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    var = tmp_path_factory.mktemp("imports-server")
+    with serve(var, ARTIFACTS_ROOT=str(var / "artifacts")) as running:
+        yield running
+
+
+def trajectory(**final_metrics: object) -> dict:
+    """A valid ATIF trajectory of two steps; ``final_metrics`` as given."""
+    return {
+        "schema_version": "ATIF-v1.6",
+        "session_id": "session-1",
+        "agent": {"name": "claude-code", "version": "2.0.31", "model_name": "claude-sonnet-4-5"},
+        "steps": [
+            {"step_id": 1, "source": "user", "message": "Fix the bug."},
+            {
+                "step_id": 2,
+                "source": "agent",
+                "message": "Fixed.",
+                "metrics": {"prompt_tokens": 1000, "completion_tokens": 50, "cost_usd": 0.01},
+            },
+        ],
+        "final_metrics": final_metrics,
+    }
+
+
+def run_zip(document: bytes | str, name: str = f"{TASK}.atif.json") -> bytes:
+    """A run folder as a zip: the suite's one instance (instances.jsonl) and the trajectory."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
+        archive.writestr("run/instances.jsonl", json.dumps(INSTANCE) + "\n")
+        archive.writestr(f"run/{name}", document)
+    return buffer.getvalue()
+
+
+def post_run(server: Server, content: bytes, filename: str = "run.zip"):
+    return server.post("/api/imports/run", data=FORM, files={"file": (filename, content)})
+
+
+def stored(server: Server) -> dict[str, int]:
+    """What the server's database holds of imports."""
+    with sqlite3.connect(server.uploads.parent / "db.sqlite3") as db:
+        return {
+            table: db.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+            for table in ("runs_modelconfig", "tasks_app_suite", "runs_run", "runs_attempt")
+        }
+
+
+NOTHING = {"runs_modelconfig": 0, "tasks_app_suite": 0, "runs_run": 0, "runs_attempt": 0}
+
+
+def assert_refused_and_gone(server: Server, response, *said: str) -> None:
+    assert response.status_code == 400, response.text
+    text = response.text
+    for words in said:
+        assert words in text, (words, text)
+    assert stored(server) == NOTHING
+    uploads = server.uploads / "runs"
+    assert not uploads.exists() or not any(uploads.iterdir()), list(uploads.iterdir())
+    peak = peak_rss_mb(server.worker_pid())
+    print(f"worker peak RSS {peak:.0f} MB")  # the figure, with pytest -s
+    assert peak < LIMIT_MB
+
+
+def test_a_cost_of_1e308_is_refused_naming_the_file_and_field(server: Server) -> None:
+    document = json.dumps(trajectory(total_cost_usd=1e308, total_prompt_tokens=1000))
+    assert "1e+308" in document
+    response = post_run(server, run_zip(document))
+    assert_refused_and_gone(
+        server, response, f"run/{TASK}.atif.json", "field final_metrics.total_cost_usd",
+        "1e+308 is not a cost in USD",
+    )  # fmt: skip
+    # The pages that answered 500 for everyone answer.
+    for page in ("/api/attempts", "/admin/runs/attempt/", "/api/model-configs"):
+        assert server.get(page).status_code == 200, page
+
+
+def test_a_negative_cost_is_refused(server: Server) -> None:
+    response = post_run(server, run_zip(json.dumps(trajectory(total_cost_usd=-5000))))
+    assert_refused_and_gone(
+        server, response, "field final_metrics.total_cost_usd", "-5,000 is not a cost in USD"
+    )
+
+
+def test_a_step_cost_out_of_range_names_the_step(server: Server) -> None:
+    document = trajectory()
+    document["steps"][1]["metrics"]["cost_usd"] = -0.5
+    response = post_run(server, run_zip(json.dumps(document)))
+    assert_refused_and_gone(server, response, "field steps[1].metrics.cost_usd", "-0.5")
+
+
+@pytest.mark.parametrize(
+    ("tokens", "said"),
+    [
+        # Past a 64-bit integer: refused by the parser, naming the file.
+        (10**30, "integer overflow"),
+        # Fits the database's column, but no attempt reads 10^18 tokens.
+        (10**18, "field final_metrics.total_prompt_tokens"),
+        (12.5, "final_metrics.total_prompt_tokens"),  # the ATIF check says it first
+    ],
+)
+def test_an_oversized_or_fractional_token_count_is_refused_and_creates_nothing(
+    server: Server, tokens: float, said: str
+) -> None:
+    document = json.dumps(trajectory(total_prompt_tokens=tokens, total_cost_usd=0.5))
+    response = post_run(server, run_zip(document))
+    assert_refused_and_gone(server, response, f"run/{TASK}.atif.json", said)
+
+
+def test_a_deeply_nested_document_is_refused(server: Server) -> None:
+    document = '{"schema_version": "ATIF-v1.7", "steps": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    response = post_run(server, run_zip(document))
+    assert_refused_and_gone(
+        server, response, f"run/{TASK}.atif.json", "nested deeper than 100 levels"
+    )
+
+
+@pytest.mark.parametrize(
+    ("megabytes", "said"),
+    [
+        (40, "larger than IMPORT_FILE_MAX_BYTES"),  # the issue's
+        (30, "more than 500,000 JSON values"),  # under the file size: the values' count
+    ],
+)
+def test_a_zip_of_a_large_array_is_refused_in_bounded_memory(
+    server: Server, megabytes: int, said: str
+) -> None:
+    """The issue's bomb: ``{"schema_version":"ATIF-v1.7","steps":[0,0,...]}``, 40 MB in a
+    39 KB zip; it took the worker past 10 GB and left its upload folder."""
+    zeros = megabytes * 1024 * 1024 // 2
+    document = '{"schema_version":"ATIF-v1.7","steps":[' + "0," * zeros + "0]}"
+    content = run_zip(document, "trajectory.atif.json")
+    assert len(content) < 100 * 1024 and len(document) > megabytes * 1024 * 1024
+    response = post_run(server, content)
+    assert_refused_and_gone(server, response, "run/trajectory.atif.json", said)
+
+
+def test_a_file_whose_strings_would_fill_the_memory_is_refused(server: Server) -> None:
+    """One emoji makes CPython store every character of a string in 4 bytes: 28 MB of text
+    (under IMPORT_FILE_MAX_BYTES) would be 112 MB once built, with the rest over 128 MB."""
+    document = trajectory()
+    document["steps"][1]["message"] = "x" * (28 * 1024 * 1024) + "\U0001f600"
+    document["steps"] += [
+        {"step_id": n, "source": "agent", "message": "m"} for n in range(3, 40_000)
+    ]
+    response = post_run(server, run_zip(json.dumps(document, ensure_ascii=False)))
+    assert_refused_and_gone(server, response, "would take more than 128 MB in memory")
+
+
+def test_a_valid_file_near_the_limits_imports_in_bounded_memory(server: Server) -> None:
+    """20 MB of message text of 4-byte characters (80 MB once built) and 61,000 steps: both
+    under the limits, imported, with the worker under 300 MB."""
+    document = trajectory(total_prompt_tokens=2000, total_cost_usd=0.25)
+    text = "x" * (1024 * 1024) + "\U0001f600"
+    document["steps"] += [
+        {"step_id": n, "source": "agent", "message": text if n < 23 else "m"}
+        for n in range(3, 61_000)
+    ]
+    response = post_run(server, run_zip(json.dumps(document, ensure_ascii=False)))
+    assert response.status_code == 200, response.text
+    assert response.json()["added"] == 1
+    peak = peak_rss_mb(server.worker_pid())
+    print(f"worker peak RSS {peak:.0f} MB")
+    assert peak < LIMIT_MB
+    uploads = server.uploads / "runs"
+    assert not any(uploads.iterdir())
+    attempts = server.get("/api/attempts?suite=lite-one").json()["items"]
+    assert [(a["task_id"], a["cost_usd"], a["tokens_in"]) for a in attempts] == [(TASK, 0.25, 2000)]
+
+
+def test_ab_import_run_refuses_the_file_naming_the_field(tmp_path: Path) -> None:
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "instances.jsonl").write_text(json.dumps(INSTANCE) + "\n")
+    (folder / f"{TASK}.atif.json").write_text(json.dumps(trajectory(total_cost_usd=1e308)))
+    done = ab("import-run", str(folder), "--suite", "s", "--model", "m", var_dir=tmp_path / "var")
+    said = done.stdout + done.stderr
+    assert done.returncode != 0, said
+    assert f"{TASK}.atif.json" in said and "final_metrics.total_cost_usd" in said, said
+    assert "is not a cost in USD" in said and "Traceback" not in said
