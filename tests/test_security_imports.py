@@ -209,3 +209,25 @@ def test_ab_import_run_refuses_the_file_naming_the_field(tmp_path: Path) -> None
     assert done.returncode != 0, said
     assert f"{TASK}.atif.json" in said and "final_metrics.total_cost_usd" in said, said
     assert "is not a cost in USD" in said and "Traceback" not in said
+
+
+@pytest.mark.django_db
+def test_the_admin_upload_lists_the_refusal_and_stores_nothing(client, alice, settings, tmp_path):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from runs.models import ModelConfig, Run
+    from tasks_app.models import Suite
+
+    settings.API_UPLOADS_ROOT = tmp_path / "uploads"
+    client.force_login(alice)
+    document = json.dumps(trajectory(total_cost_usd=1e308))
+    response = client.post(
+        "/admin/swebench/run/",
+        {"file": SimpleUploadedFile("run.zip", run_zip(document)), **FORM},
+    )
+    body = response.content.decode()
+    assert response.status_code == 200
+    assert f"run/{TASK}.atif.json, field final_metrics.total_cost_usd" in body
+    assert "1e+308 is not a cost in USD" in body
+    assert not (ModelConfig.objects.exists() or Run.objects.exists() or Suite.objects.exists())
+    assert not any((tmp_path / "uploads" / "runs").iterdir())
