@@ -22,7 +22,14 @@ from django.urls import reverse
 
 from runs.results.leaderboard import leaderboard_rows
 from tasks_app.models import Task
-from tests.pages_fixtures import make_attempt, make_model, make_run, make_suite
+from tests.pages_fixtures import (  # noqa: F401 (artifacts_root: a fixture)
+    artifacts_root,
+    make_attempt,
+    make_model,
+    make_run,
+    make_suite,
+    write_artifact,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -156,3 +163,34 @@ def test_the_run_attempt_and_admin_pages_show_a_broken_value_as_unknown(client, 
         body = _body(client.get(page))
         if "/admin/" not in page:  # the admin's forms hold other numbers (ids, sizes)
             _shows_no_broken_value(body)
+
+
+# A trajectory an older import stored: ``json`` reads Infinity and NaN, which JSON has not.
+STORED_ATIF = (
+    '{"schema_version": "ATIF-v1.6", "session_id": "s", "agent": {"name": "x", "version": "1"},'
+    ' "steps": [{"step_id": 1, "source": "user", "message": "Fix it."},'
+    ' {"step_id": 2, "source": "agent", "message": "Done.",'
+    '  "metrics": {"prompt_tokens": Infinity, "completion_tokens": NaN, "cost_usd": -Infinity}}],'
+    ' "final_metrics": {"total_cost_usd": NaN, "total_prompt_tokens": Infinity}}'
+)
+
+
+def test_a_stored_trajectory_with_infinities_shows_them_as_unknown(
+    client,
+    broken,
+    artifacts_root,  # noqa: F811 (a fixture)
+):
+    attempt = broken.attempts[0]
+    write_artifact(attempt, "trajectory.atif.json", STORED_ATIF.encode())
+    client.force_login(_alice())
+    page = _body(client.get(reverse("attempt-detail", args=[attempt.public_id])))
+    assert "Done." in page
+    _shows_no_broken_value(page)
+    answer = client.get(f"/api/attempts/{attempt.public_id}/transcript")
+    body = _body(answer)
+    assert "Infinity" not in body and "NaN" not in body
+    shown = json.loads(body)
+    assert (shown["cost_usd"], shown["tokens_in"]) == (None, None)
+    assert [t["tokens_in"] for t in shown["turns"]] == [None, None]
+    exported = _body(client.get(reverse("attempt-atif", args=[attempt.public_id])))
+    assert "Infinity" not in exported and "NaN" not in exported
