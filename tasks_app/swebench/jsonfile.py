@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import sys
 from dataclasses import dataclass, field
 from typing import IO, Any
@@ -33,6 +34,9 @@ _BOM = b"\xef\xbb\xbf"
 _OPEN = frozenset({"start_map", "start_array"})
 _CLOSE = frozenset({"end_map", "end_array"})
 _TEXT = frozenset({"string", "map_key"})
+# UTF-8 lead bytes of characters CPython stores in 4 bytes (past U+FFFF) and in 2 (past U+00FF).
+_WIDE4 = re.compile(rb"[\xf0-\xf4]")
+_WIDE2 = re.compile(rb"[\xc4-\xef]")
 # What each parser event costs once built (CPython 3.11, 64-bit), beyond a text's own size:
 # the object, its slot in its container, a dict entry per key.
 _COST = {"start_map": 64, "start_array": 56, "map_key": 48, "string": 8, "number": 32,
@@ -56,10 +60,10 @@ class JsonLimits:
     """
 
     max_depth: int = 100
-    max_items: int = 500_000
+    max_items: int = 200_000
     # What the built document may take in memory, as counted while it streams: a string's
     # size counts as CPython stores it (one emoji makes every character of it 4 bytes).
-    max_memory: int = 128 * 1024 * 1024
+    max_memory: int = 48 * 1024 * 1024
     used: int = field(default=0)
     memory: int = field(default=0)
 
@@ -89,6 +93,7 @@ def parse_json(content: bytes | IO[bytes], where: str, limits: JsonLimits | None
 
 
 def _check(stream: IO[bytes], where: str, limits: JsonLimits) -> None:
+    _check_width(stream, where, limits)
     depth = 0
     used, max_items, max_depth = limits.used, limits.max_items, limits.max_depth
     memory, max_memory, sizeof = limits.memory, limits.max_memory, sys.getsizeof
@@ -123,6 +128,29 @@ def _check(stream: IO[bytes], where: str, limits: JsonLimits) -> None:
         elif event in _CLOSE:
             depth -= 1
     limits.used, limits.memory = used, memory
+
+
+def _check_width(stream: IO[bytes], where: str, limits: JsonLimits) -> None:
+    """Refuse a document whose one string could take more than ``max_memory`` once read:
+    the parser builds each string whole, in CPython's width for its widest character (4 bytes
+    a character with one emoji), before the events can be counted."""
+    start, size, width = stream.tell(), 0, 1
+    while chunk := stream.read(1 << 20):
+        size += len(chunk)
+        if width < 4 and _WIDE4.search(chunk):
+            width = 4
+        elif width < 2 and _WIDE2.search(chunk):
+            width = 2
+    stream.seek(start)
+    if size * width > limits.max_memory:
+        raise JsonFileError(
+            Problem(
+                where,
+                f"could take {size * width // (1024 * 1024)} MB in memory ({size:,} bytes of "
+                f"characters CPython stores in {width} bytes each), more than "
+                f"{limits.max_memory // (1024 * 1024)} MB (IMPORT_JSON_MAX_MEMORY_MB)",
+            )
+        )
 
 
 def _explain(stream: IO[bytes], where: str, exc: BaseException) -> Problem:

@@ -14,8 +14,9 @@ import hashlib
 import json
 import os
 import re
+import sys
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -228,6 +229,10 @@ class _Reader:
         self.from_reports: dict[str, tuple[InstanceResult, SourceFile | None]] = {}
         self.from_run_reports: dict[str, InstanceResult] = {}
         self.patches: dict[str, str | None] = {}
+        # The patches kept until the write (trajectories' submissions, patch.diff files,
+        # predictions), in bytes of memory: the whole folder's are bounded, not each file's.
+        self.patch_memory = 0
+        self.patch_budget = settings.IMPORT_PATCHES_MAX_MB * 1024 * 1024
 
     # --- one file -----------------------------------------------------------------------
 
@@ -247,7 +252,10 @@ class _Reader:
                 self._readme(path)
             elif name == "patch.diff":
                 content = self._bytes(path, relative)
-                self.patches.setdefault(path.parent.name, content.decode("utf-8", "replace"))
+                patch = content.decode("utf-8", "replace")
+                del content
+                self._keep_patches([patch])
+                self.patches.setdefault(path.parent.name, patch)
                 self.folder.formats["patch.diff"] += 1
             elif name.endswith(".jsonl"):
                 self._jsonl(path, relative)
@@ -268,6 +276,15 @@ class _Reader:
             self._bad(
                 relative,
                 Problem(relative, f"larger than IMPORT_FILE_MAX_BYTES ({self.max_bytes} bytes)"),
+            )
+        except _TooManyPatches:
+            self._bad(
+                relative,
+                Problem(
+                    relative,
+                    "the folder's patches (submissions, patch.diff, predictions) pass "
+                    f"IMPORT_PATCHES_MAX_MB ({self.patch_budget // (1024 * 1024)} MB) in all",
+                ),
             )
 
     def _bad(self, relative: str, problem: Problem) -> None:
@@ -310,7 +327,15 @@ class _Reader:
         del data
         self._add_trajectory(facts, self._file_source(path, relative))
 
+    def _keep_patches(self, patches: Iterable[str | None]) -> None:
+        """Count patches to be kept against the folder's budget; ``_TooManyPatches`` past it."""
+        memory = self.patch_memory + sum(sys.getsizeof(p) for p in patches if p)
+        if memory > self.patch_budget:
+            raise _TooManyPatches
+        self.patch_memory = memory
+
     def _add_trajectory(self, facts: TrajectoryFacts, source: SourceFile) -> None:
+        self._keep_patches([facts.submission])
         if facts.ended_at is not None:
             ended = self.folder.trajectories_ended
             self.folder.trajectories_ended = max(ended or facts.ended_at, facts.ended_at)
@@ -449,6 +474,7 @@ class _Reader:
         if patches is None or problems:
             self._bad(relative, problems[0] if problems else _none_of_these(relative))
             return
+        self._keep_patches(patches.values())
         self.patches.update(patches)
         self.folder.formats["predictions"] += 1
 
@@ -492,6 +518,7 @@ class _Reader:
             if patches is None:
                 problems.append(_none_of_these(relative))
             else:
+                self._keep_patches(patches.values())
                 self.patches.update(patches)
                 self.folder.formats["predictions"] += 1
         if problems:
@@ -589,6 +616,10 @@ class _Reader:
 
 
 class _TooLarge(Exception):
+    pass
+
+
+class _TooManyPatches(Exception):
     pass
 
 
