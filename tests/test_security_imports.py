@@ -278,3 +278,38 @@ def test_the_admin_upload_lists_the_refusal_and_stores_nothing(client, alice, se
     assert "1e+308 is not a cost in USD" in body
     assert not (ModelConfig.objects.exists() or Run.objects.exists() or Suite.objects.exists())
     assert not any((tmp_path / "uploads" / "runs").iterdir())
+
+
+@pytest.mark.django_db
+def test_a_write_that_fails_leaves_no_model_configuration_or_artifacts(
+    monkeypatch, settings, tmp_path
+):
+    """The issue's oversized integer failed the insert after the model configuration was
+    created; whatever fails in the write now takes the configuration and the copied files
+    with it (one transaction)."""
+    from runs.models import Attempt, ModelConfig, Run
+    from tasks_app.models import Suite, Task
+    from tasks_app.swebench import run_import
+
+    artifacts = tmp_path / "artifacts"
+    settings.ARTIFACTS_ROOT = artifacts
+    settings.STORAGES = settings.STORAGES | {
+        "artifacts": {
+            "BACKEND": "django.core.files.storage.FileSystemStorage",
+            "OPTIONS": {"location": str(artifacts)},
+        }
+    }
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "instances.jsonl").write_text(json.dumps(INSTANCE) + "\n")
+    (folder / f"{TASK}.atif.json").write_text(json.dumps(trajectory(total_cost_usd=0.5)))
+
+    def failing_insert(rows):
+        raise OverflowError("Python int too large to convert to SQLite INTEGER")
+
+    monkeypatch.setattr(run_import, "insert_rows", failing_insert)
+    with pytest.raises(OverflowError):
+        run_import.run_folder_import(path=folder, suite_name="lite-one", model_name="ext")
+    assert not (ModelConfig.objects.exists() or Run.objects.exists() or Attempt.objects.exists())
+    assert not (Suite.objects.exists() or Task.objects.exists())  # the folder's dataset's
+    assert [p for p in artifacts.rglob("*") if p.is_file()] == []

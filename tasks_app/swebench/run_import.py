@@ -217,35 +217,38 @@ def run_folder_import(
     problems = list(folder.problems)
     if problems and not skip_bad:
         raise SwebenchInputError(problems, shown)
-    suite, tasks = _suite_tasks(folder, suite_name, dry_run, report)
-    by_id = {t.task_id: t for t in tasks}
-    for key, entry in list(folder.entries.items()):
-        if entry.instance_id not in by_id:
-            if ignore_unknown:
-                report.ignored_unknown.append(entry.instance_id)
-            else:
-                where = _where(entry)
-                problems.append(
-                    Problem(where, f"instance {entry.instance_id} is not in suite {suite_name}")
-                )
-            del folder.entries[key]
-    report.ignored_unknown = sorted(set(report.ignored_unknown))
-    if problems and not skip_bad:
-        raise SwebenchInputError(problems, shown)
-    report.skipped = [str(p) for p in problems]
-    for task in tasks:
-        folder.entry(task.task_id, 0)
-    report.suite_size = len(tasks)
-    if dated is not None:
-        report.date_source, report.date = dated[0], dated[1].isoformat()
-    else:
-        report.date_source = RunDateSource.UNKNOWN.value
-    if dry_run:
-        for entry in folder.entries.values():
-            label = _label(decide(entry))
-            report.counts[label] = report.counts.get(label, 0) + 1
-        return report
-    return _write(folder, suite, by_id, model_name, report, progress, created_by, dated, shown)
+    # One transaction from here: a refusal or a failed write after the folder's dataset made
+    # or extended the suite leaves no suite, task, model configuration, run or attempt.
+    with transaction.atomic():
+        suite, tasks = _suite_tasks(folder, suite_name, dry_run, report)
+        by_id = {t.task_id: t for t in tasks}
+        for key, entry in list(folder.entries.items()):
+            if entry.instance_id not in by_id:
+                if ignore_unknown:
+                    report.ignored_unknown.append(entry.instance_id)
+                else:
+                    where = _where(entry)
+                    problems.append(
+                        Problem(where, f"instance {entry.instance_id} is not in suite {suite_name}")
+                    )
+                del folder.entries[key]
+        report.ignored_unknown = sorted(set(report.ignored_unknown))
+        if problems and not skip_bad:
+            raise SwebenchInputError(problems, shown)
+        report.skipped = [str(p) for p in problems]
+        for task in tasks:
+            folder.entry(task.task_id, 0)
+        report.suite_size = len(tasks)
+        if dated is not None:
+            report.date_source, report.date = dated[0], dated[1].isoformat()
+        else:
+            report.date_source = RunDateSource.UNKNOWN.value
+        if dry_run:
+            for entry in folder.entries.values():
+                label = _label(decide(entry))
+                report.counts[label] = report.counts.get(label, 0) + 1
+            return report
+        return _write(folder, suite, by_id, model_name, report, progress, created_by, dated, shown)
 
 
 def _aware(date: dt.date | dt.datetime) -> dt.datetime:
