@@ -246,6 +246,28 @@ def test_an_upload_folder_a_killed_worker_left_is_removed_by_the_next_upload(
     recent.rmdir()
 
 
+def test_a_large_results_upload_is_read_from_disk_not_memory(server: Server, tmp_path) -> None:
+    """POST /api/imports/results read the whole upload into memory (up to 200 MB) before
+    unpacking it; it is read from where Django spooled it."""
+    archive = tmp_path / "results.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_STORED) as out:
+        for part in range(2):  # two members of 60 MB: each under the member cap
+            with out.open(f"results/notes-{part}.txt", "w") as member:
+                for _ in range(60):
+                    member.write(bytes(1024 * 1024))
+    pid = server.worker_pid()
+    before = rss_mb(pid)
+    reset_peak_rss(pid)
+    with archive.open("rb") as handle:
+        response = server.post(
+            "/api/imports/results", data=FORM, files={"file": ("results.zip", handle)}
+        )
+    assert response.status_code == 400 and "nothing to import" in response.text, response.text
+    grown = peak_rss_mb(pid) - before
+    print(f"worker grew {grown:.0f} MB for a 120 MB upload")
+    assert grown < 60
+
+
 def test_ab_import_run_refuses_the_file_naming_the_field(tmp_path: Path) -> None:
     folder = tmp_path / "run"
     folder.mkdir()
