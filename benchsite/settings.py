@@ -258,8 +258,20 @@ API_UPLOADS_ROOT = Path(envstr("API_UPLOADS_ROOT", str(VAR_DIR / "uploads")))
 # Applied while the body arrives (tasks_app.uploads.files.UploadLimitMiddleware), never after.
 API_UPLOAD_MAX_BYTES = envint("API_UPLOAD_MAX_BYTES", 200 * 1024 * 1024)
 # One file of an imported run folder (a trajectory, a report, an Inspect sample) is parsed in
-# memory; a larger one is refused naming it (ab import-run, POST /api/imports/run).
-IMPORT_FILE_MAX_BYTES = envint("IMPORT_FILE_MAX_BYTES", 64 * 1024 * 1024)
+# memory; a larger one is refused naming it (ab import-run, POST /api/imports/run). Real
+# trajectories take a few MB; a web worker that has imported a dataset holds ~220 MB of code
+# (the swebench harness's imports), and an import must keep it under 300 MB.
+IMPORT_FILE_MAX_BYTES = envint("IMPORT_FILE_MAX_BYTES", 16 * 1024 * 1024)
+# How deep, how many JSON values (parser events) and how much memory once built one imported
+# JSON file may take: checked while it streams from disk, before it is built
+# (tasks_app/swebench/jsonfile.py). Real trajectories hold some thousands of values at depth
+# 10-12; the limits keep an import's worker under 300 MB (tests/test_security_imports.py).
+IMPORT_JSON_MAX_DEPTH = envint("IMPORT_JSON_MAX_DEPTH", 100)
+IMPORT_JSON_MAX_ITEMS = envint("IMPORT_JSON_MAX_ITEMS", 200_000)
+IMPORT_JSON_MAX_MEMORY_MB = envint("IMPORT_JSON_MAX_MEMORY_MB", 48)
+# The patches one import keeps until it writes (submissions, patch.diff files, predictions),
+# all files together: a folder of many large patches is refused naming the file that passes it.
+IMPORT_PATCHES_MAX_MB = envint("IMPORT_PATCHES_MAX_MB", 32)
 # What opening one uploaded archive may unpack (tasks_app/uploads/archives.py): files, bytes
 # per file, bytes in total. Declared sizes are checked first, actual bytes counted while reading.
 API_ARCHIVE_MAX_MEMBERS = envint("API_ARCHIVE_MAX_MEMBERS", 10_000)

@@ -12,6 +12,12 @@ from django.utils.text import slugify
 
 from runs import conditions
 from runs.taxonomy import Category, Stage
+from runs.usage_fields import (
+    UsageCostField,
+    UsageCountField,
+    UsageSecondsField,
+    UsageTokensField,
+)
 
 
 class FailureReasonManager(models.Manager["FailureReason"]):
@@ -433,16 +439,15 @@ class Attempt(models.Model):
     is_empty_run = models.BooleanField(default=False)
 
     exit_code = models.IntegerField(null=True, blank=True)
-    duration_sec = models.FloatField(null=True, blank=True)
     # Usage: NULL when unknown (an imported report without a trajectory, a missing instance),
-    # shown as "—", never as zero.
-    tokens_in = models.PositiveBigIntegerField(default=0, null=True, blank=True)
-    tokens_out = models.PositiveBigIntegerField(default=0, null=True, blank=True)
-    cost_usd = models.DecimalField(
-        max_digits=12, decimal_places=6, default=0, null=True, blank=True
-    )
-    tool_calls = models.PositiveIntegerField(default=0, null=True, blank=True)
-    steps = models.PositiveIntegerField(default=0, null=True, blank=True)
+    # shown as "—", never as zero. A stored value outside its range reads as unknown too
+    # (runs/usage_fields.py: older imports and raw SQL left 1e308 and infinities).
+    duration_sec = UsageSecondsField(null=True, blank=True)
+    tokens_in = UsageTokensField(default=0, null=True, blank=True)
+    tokens_out = UsageTokensField(default=0, null=True, blank=True)
+    cost_usd = UsageCostField(max_digits=12, decimal_places=6, default=0, null=True, blank=True)
+    tool_calls = UsageCountField(default=0, null=True, blank=True)
+    steps = UsageCountField(default=0, null=True, blank=True)
     lines_changed = models.PositiveIntegerField(default=0)
     files_touched = models.JSONField(default=list, blank=True)
     final_patch = models.TextField(blank=True)

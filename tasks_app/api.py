@@ -450,7 +450,7 @@ def results_import_endpoint(
 ):
     _check_external_name(payload.model)
     report = results_import(
-        source=read_upload(file),
+        source=upload_source(file),  # a large upload is read from where Django spooled it
         filename=file.name or "results.json",
         suite_name=payload.suite,
         model_name=payload.model,

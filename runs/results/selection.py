@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 import numpy as np
-from django.db.models import Count, F, Q, QuerySet, Sum
+from django.db.models import BigIntegerField, Count, F, FloatField, Q, QuerySet, Sum
 
 from runs.models import AgentVariant, Attempt, ModelConfig, Run, RunDateSource, RunSource
 from runs.results import run_tallies, tally_sql, tally_store
@@ -36,6 +36,7 @@ from runs.results.scoring import (
     TaskIndex,
     score,
 )
+from runs.usage_fields import VALID
 from tasks_app.models import Suite, Task
 
 # Reference agents bound the scale (gold patch, no change): shown apart, never ranked.
@@ -527,14 +528,21 @@ def _usage(attempts: QuerySet[Attempt]) -> dict[int, Usage]:
         .order_by()
         .values_list("run_id")
         .annotate(
-            cost=Sum("cost_usd"),
-            costed=Count("cost_usd"),
-            tokens=Sum(F("tokens_in") + F("tokens_out")),
-            tokened=Count("tokens_in"),
-            calls=Sum("steps"),
-            called=Count("steps"),
-            wall=Sum("duration_sec"),
-            walled=Count("duration_sec"),
+            # Only values in their column's range (runs.usage_fields): a broken row neither
+            # overflows a sum nor moves a mean. Plain output fields: a total may pass what
+            # one attempt can hold.
+            cost=Sum("cost_usd", filter=VALID["cost_usd"], output_field=FloatField()),
+            costed=Count("cost_usd", filter=VALID["cost_usd"]),
+            tokens=Sum(
+                F("tokens_in") + F("tokens_out"),
+                filter=VALID["tokens"],
+                output_field=BigIntegerField(),
+            ),
+            tokened=Count("tokens_in", filter=VALID["tokens"]),
+            calls=Sum("steps", filter=VALID["steps"], output_field=BigIntegerField()),
+            called=Count("steps", filter=VALID["steps"]),
+            wall=Sum("duration_sec", filter=VALID["duration_sec"], output_field=FloatField()),
+            walled=Count("duration_sec", filter=VALID["duration_sec"]),
         )
     )
     out = {}

@@ -248,11 +248,22 @@ def as_text(value: Any) -> str:
 
 
 def number(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    """A recorded number; None when absent, not a number or not finite (``json`` reads
+    ``Infinity`` and ``NaN`` in a stored file: shown as unknown, never a 500)."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    try:
+        value = float(value)
+    except OverflowError:  # an integer past a double
+        return None
+    return value if math.isfinite(value) else None
 
 
 def integer(value: Any) -> int | None:
-    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    """A recorded count; None as for ``number``."""
+    if number(value) is None:
+        return None
+    return value if isinstance(value, int) else int(value)
 
 
 def iso_seconds(value: Any) -> float | None:

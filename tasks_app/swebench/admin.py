@@ -20,6 +20,7 @@ from tasks_app.swebench.errors import SwebenchInputError
 from tasks_app.swebench.importer import swebench_import
 from tasks_app.swebench.predictions import predictions_import
 from tasks_app.swebench.results import results_import
+from tasks_app.uploads.files import upload_source
 from tasks_app.uploads.runs import run_import_upload
 
 
@@ -103,7 +104,7 @@ def dataset_upload(request: HttpRequest) -> HttpResponse:
         upload = form.cleaned_data["file"]
         try:
             context["report"] = swebench_import(
-                source=upload.read(),
+                source=upload_source(upload),  # a large one from disk, not memory
                 filename=upload.name,
                 suite_name=form.cleaned_data["suite"],
                 dataset_version=form.cleaned_data["dataset_version"],
@@ -112,6 +113,8 @@ def dataset_upload(request: HttpRequest) -> HttpResponse:
             context["suite"] = Suite.objects.get(name=form.cleaned_data["suite"])
         except SwebenchInputError as exc:
             context["problems"] = exc.lines()
+        except ApiInputError as exc:  # over API_UPLOAD_MAX_BYTES
+            context["problems"] = [str(exc)]
     return _page(request, "admin/swebench/dataset.html", context)
 
 
@@ -122,7 +125,7 @@ def predictions_upload(request: HttpRequest) -> HttpResponse:
         upload = form.cleaned_data["file"]
         try:
             context["report"] = predictions_import(
-                source=upload.read(),
+                source=upload_source(upload),  # a large one from disk, not memory
                 filename=upload.name,
                 suite_name=form.cleaned_data["suite"].name,
                 model_name=form.cleaned_data["model"],
@@ -131,6 +134,8 @@ def predictions_upload(request: HttpRequest) -> HttpResponse:
             )
         except SwebenchInputError as exc:
             context["problems"] = exc.lines()
+        except ApiInputError as exc:  # over API_UPLOAD_MAX_BYTES
+            context["problems"] = [str(exc)]
     return _page(request, "admin/swebench/predictions.html", context)
 
 
@@ -142,7 +147,7 @@ def results_upload(request: HttpRequest) -> HttpResponse:
         predictions = form.cleaned_data["predictions"]
         try:
             context["report"] = results_import(
-                source=upload.read(),
+                source=upload_source(upload),  # a large one from disk, not memory
                 filename=upload.name,
                 suite_name=form.cleaned_data["suite"].name,
                 model_name=form.cleaned_data["model"],
@@ -154,6 +159,8 @@ def results_upload(request: HttpRequest) -> HttpResponse:
             )
         except SwebenchInputError as exc:
             context["problems"] = exc.lines()
+        except ApiInputError as exc:  # over API_UPLOAD_MAX_BYTES
+            context["problems"] = [str(exc)]
     return _page(request, "admin/swebench/results.html", context)
 
 

@@ -112,6 +112,9 @@ def _jsonl_records(lines: Iterable[bytes], filename: str) -> list[Record]:
         except json.JSONDecodeError as exc:
             problems.append(Problem(where, f"invalid JSON ({exc.msg} at column {exc.colno})"))
             continue
+        except RecursionError:
+            problems.append(Problem(where, "invalid JSON (nested too deep)"))
+            continue
         if not isinstance(data, dict):
             problems.append(Problem(where, f"expected a JSON object, got {_kind(data)}"))
             continue
@@ -132,6 +135,10 @@ def _read_json(content: bytes, filename: str, *, allow_keyed: bool) -> list[Reco
         raise SwebenchInputError(
             [Problem(where, f"invalid JSON ({exc.msg} at column {exc.colno})")], filename
         ) from exc
+    except RecursionError:
+        raise SwebenchInputError(
+            [Problem("file", "invalid JSON (nested too deep)")], filename
+        ) from None
     records: list[Record] = []
     problems: list[Problem] = []
     if isinstance(data, list):

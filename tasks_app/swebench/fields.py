@@ -67,6 +67,8 @@ def decode_test_list(value: Any) -> list[str]:
         decoded = json.loads(value)
     except json.JSONDecodeError as exc:
         raise ValueError(f"is not valid JSON ({exc.msg})") from exc
+    except RecursionError:
+        raise ValueError("is not valid JSON (nested too deep)") from None
     if not isinstance(decoded, list):
         raise ValueError(f"must decode to a list of strings, got {kind_of(decoded)}")
     for index, item in enumerate(decoded):

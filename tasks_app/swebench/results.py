@@ -110,31 +110,55 @@ def results_import(
 def _as_folder(source: Path | bytes | str, filename: str) -> Iterator[tuple[Path, str]]:
     """``source`` as something ``run_folder_import`` reads: a folder or file as it is, a .zip
     unpacked (within the archive caps) into a temporary folder, bytes written to one, removed
-    afterwards. Yields (path, the name errors call it by: "" for a path of the caller's)."""
+    afterwards. Yields (path, the name errors call it by: "" for a path of the caller's).
+
+    ``filename`` with a path: an upload Django spooled to a file of its own name; the zip is
+    read from there, never whole in memory."""
     if not isinstance(source, bytes):
         path = Path(source)
         if not path.exists():
             raise SwebenchInputError([Problem(str(path), "no such file or folder")])
-        if path.is_dir() or path.suffix.lower() != ".zip":
+        if path.is_dir():
             yield path, ""
             return
-        source = path.read_bytes()
+        name = PurePosixPath(filename or path.name).name
+        spooled = name != path.name  # as bytes were: a zip by its name or its first bytes
+        zipped = name.lower().endswith(".zip") or (spooled and _starts_as_zip(path))
+        if not zipped:
+            if not spooled:
+                yield path, ""
+                return
+            # An upload Django spooled under a name of its own: read under the upload's.
+            tmp = Path(tempfile.mkdtemp(prefix="ab-results-"))
+            try:
+                shutil.copyfile(path, tmp / name)
+                yield tmp / name, name
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+            return
     tmp = Path(tempfile.mkdtemp(prefix="ab-results-"))
     try:
         name = PurePosixPath(filename or "upload.json").name
-        if name.lower().endswith(".zip") or source[:2] == b"PK":
-            _unzip(source, name, tmp)
-            yield tmp, name
-        else:
+        if isinstance(source, bytes) and not (name.lower().endswith(".zip") or source[:2] == b"PK"):
             (tmp / name).write_bytes(source)
             yield tmp / name, name
+        else:
+            _unzip(source, name, tmp)
+            yield tmp, name
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _unzip(content: bytes, name: str, target: Path) -> None:
+def _starts_as_zip(path: Path) -> bool:
+    if not path.is_file():
+        return False
+    with path.open("rb") as handle:
+        return handle.read(2) == b"PK"
+
+
+def _unzip(content: bytes | Path | str, name: str, target: Path) -> None:
     try:
-        archive = zipfile.ZipFile(io.BytesIO(content))
+        archive = zipfile.ZipFile(io.BytesIO(content) if isinstance(content, bytes) else content)
     except zipfile.BadZipFile as exc:
         raise SwebenchInputError([Problem(name, "not a readable zip file")]) from exc
     with archive:

@@ -14,8 +14,9 @@ import hashlib
 import json
 import os
 import re
+import sys
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,8 +28,9 @@ from runs.transcript import atif
 from tasks_app.swebench import inspect_log
 from tasks_app.swebench.errors import Problem
 from tasks_app.swebench.fields import INSTANCE_ID_RE
-from tasks_app.swebench.jsonfile import JsonFileError, parse_json
+from tasks_app.swebench.jsonfile import JsonFileError, JsonLimits, parse_json
 from tasks_app.swebench.legacy import is_legacy_report, read_legacy_report
+from tasks_app.swebench.numbers import BadValues
 from tasks_app.swebench.outcomes import InstanceResult
 from tasks_app.swebench.reports import (
     id_from_path,
@@ -75,6 +77,8 @@ AUXILIARY_JSON = frozenset(
 )
 # Harbor's job and trial configurations: how the run was set up, no outcome of their own.
 CONFIG_JSON = frozenset({"config.json", "lock.json"})
+# metadata.yaml is a few lines of a run's description: more is not one.
+METADATA_MAX_BYTES = 1024 * 1024
 URL_RE = re.compile(r"https?://[^\s)>\]\"']+")
 Progress = Callable[[str, int, int], None]
 
@@ -191,13 +195,22 @@ def read_run_folder(path: Path, *, progress: Progress | None = None) -> RunFolde
         folder.problems.append(Problem(str(path), "no such file or folder"))
         return folder
     files = sorted(_walk(path)) if path.is_dir() else [path]
-    reader = _Reader(folder, settings.IMPORT_FILE_MAX_BYTES)
+    reader = _Reader(folder, settings.IMPORT_FILE_MAX_BYTES, json_limits())
     for index, file in enumerate(files, start=1):
         reader.read(file)
         if progress is not None:
             progress("reading", index, len(files))
     reader.finish()
     return folder
+
+
+def json_limits() -> JsonLimits:
+    """What one imported JSON file may hold, from the settings (IMPORT_JSON_*)."""
+    return JsonLimits(
+        settings.IMPORT_JSON_MAX_DEPTH,
+        settings.IMPORT_JSON_MAX_ITEMS,
+        settings.IMPORT_JSON_MAX_MEMORY_MB * 1024 * 1024,
+    )
 
 
 def _walk(root: Path):
@@ -209,12 +222,17 @@ def _walk(root: Path):
 
 
 class _Reader:
-    def __init__(self, folder: RunFolder, max_bytes: int):
+    def __init__(self, folder: RunFolder, max_bytes: int, limits: JsonLimits):
         self.folder = folder
         self.max_bytes = max_bytes
+        self.limits = limits
         self.from_reports: dict[str, tuple[InstanceResult, SourceFile | None]] = {}
         self.from_run_reports: dict[str, InstanceResult] = {}
         self.patches: dict[str, str | None] = {}
+        # The patches kept until the write (trajectories' submissions, patch.diff files,
+        # predictions), in bytes of memory: the whole folder's are bounded, not each file's.
+        self.patch_memory = 0
+        self.patch_budget = settings.IMPORT_PATCHES_MAX_MB * 1024 * 1024
 
     # --- one file -----------------------------------------------------------------------
 
@@ -234,7 +252,10 @@ class _Reader:
                 self._readme(path)
             elif name == "patch.diff":
                 content = self._bytes(path, relative)
-                self.patches.setdefault(path.parent.name, content.decode("utf-8", "replace"))
+                patch = content.decode("utf-8", "replace")
+                del content
+                self._keep_patches([patch])
+                self.patches.setdefault(path.parent.name, patch)
                 self.folder.formats["patch.diff"] += 1
             elif name.endswith(".jsonl"):
                 self._jsonl(path, relative)
@@ -246,6 +267,9 @@ class _Reader:
             self._bad(relative, exc.problem)
         except NotThisFormat as exc:
             self._bad(relative, exc.problem)
+        except BadValues as exc:
+            for problem in exc.problems:
+                self._bad(relative, problem)
         except inspect_log.EvalLogError as exc:
             self._bad(relative, Problem(relative, str(exc)))
         except _TooLarge:
@@ -253,31 +277,65 @@ class _Reader:
                 relative,
                 Problem(relative, f"larger than IMPORT_FILE_MAX_BYTES ({self.max_bytes} bytes)"),
             )
+        except _TooManyPatches:
+            self._bad(
+                relative,
+                Problem(
+                    relative,
+                    "the folder's patches (submissions, patch.diff, predictions) pass "
+                    f"IMPORT_PATCHES_MAX_MB ({self.patch_budget // (1024 * 1024)} MB) in all",
+                ),
+            )
 
     def _bad(self, relative: str, problem: Problem) -> None:
         self.folder.problems.append(problem)
         self.folder.bad_files.append(relative)
 
-    def _bytes(self, path: Path, relative: str) -> bytes:
-        if path.stat().st_size > self.max_bytes:
+    def _bytes(self, path: Path, relative: str, max_bytes: int = 0) -> bytes:
+        if path.stat().st_size > (max_bytes or self.max_bytes):
             raise _TooLarge
         return path.read_bytes()
 
     def _source(self, path: Path, relative: str, content: bytes, member: str = "") -> SourceFile:
         return SourceFile(path, relative, hashlib.sha256(content).hexdigest(), member)
 
+    def _file_source(self, path: Path, relative: str, extra: bytes = b"") -> SourceFile:
+        """The file's digest (and ``extra``'s after it), read in chunks: the same digest as
+        ``_source`` of its bytes, without them in memory."""
+        digest = hashlib.sha256()
+        with path.open("rb") as handle:
+            while chunk := handle.read(1 << 20):
+                digest.update(chunk)
+        digest.update(extra)
+        return SourceFile(path, relative, digest.hexdigest())
+
+    def _parse(self, path: Path, relative: str) -> Any:
+        """The JSON file, read from disk within the limits (never whole in memory)."""
+        if path.stat().st_size > self.max_bytes:
+            raise _TooLarge
+        with path.open("rb") as handle:
+            return parse_json(handle, relative, self.limits.fresh())
+
     def _trajectory(self, path: Path, relative: str, instance_id: str, *, mini: bool) -> None:
-        content = self._bytes(path, relative)
-        data = parse_json(content, relative)
+        data = self._parse(path, relative)
         if mini:
             facts = read_mini_swe_agent(data, relative, instance_id)
             self.folder.formats["mini-swe-agent trajectory"] += 1
         else:
             facts = read_swe_agent(data, relative, instance_id)
             self.folder.formats["SWE-agent trajectory"] += 1
-        self._add_trajectory(facts, self._source(path, relative, content))
+        del data
+        self._add_trajectory(facts, self._file_source(path, relative))
+
+    def _keep_patches(self, patches: Iterable[str | None]) -> None:
+        """Count patches to be kept against the folder's budget; ``_TooManyPatches`` past it."""
+        memory = self.patch_memory + sum(sys.getsizeof(p) for p in patches if p)
+        if memory > self.patch_budget:
+            raise _TooManyPatches
+        self.patch_memory = memory
 
     def _add_trajectory(self, facts: TrajectoryFacts, source: SourceFile) -> None:
+        self._keep_patches([facts.submission])
         if facts.ended_at is not None:
             ended = self.folder.trajectories_ended
             self.folder.trajectories_ended = max(ended or facts.ended_at, facts.ended_at)
@@ -297,18 +355,22 @@ class _Reader:
         members = inspect_log.sample_members(path)
         header = inspect_log.read_header(path, self.max_bytes)
         if header is not None:
-            meta = parse_json(header, f"{relative}:header.json")
+            meta = parse_json(header, f"{relative}:header.json", self.limits.fresh())
             self._inspect_metadata(meta.get("eval", {}) if isinstance(meta, dict) else {})
         for info in members:
             where = f"{relative}:{info.filename}"
             try:
                 content = inspect_log.read_member(path, info, self.max_bytes)
-                facts = read_inspect_sample(parse_json(content, where), where)
+                facts = read_inspect_sample(parse_json(content, where, self.limits.fresh()), where)
             except JsonFileError as exc:
                 self._bad(where, exc.problem)
                 continue
             except NotThisFormat as exc:
                 self._bad(where, exc.problem)
+                continue
+            except BadValues as exc:
+                for problem in exc.problems:
+                    self._bad(where, problem)
                 continue
             self.folder.formats["Inspect AI sample"] += 1
             self._add_trajectory(facts, self._source(path, relative, content, info.filename))
@@ -340,17 +402,25 @@ class _Reader:
             except NotThisFormat as exc:
                 self._bad(where, exc.problem)
                 continue
+            except BadValues as exc:
+                for problem in exc.problems:
+                    self._bad(where, problem)
+                continue
             self.folder.formats["Inspect AI sample"] += 1
             content = inspect_log.sample_bytes(sample)
             self._add_trajectory(facts, self._source(path, relative, content, member))
 
     def _metadata_yaml(self, path: Path, relative: str) -> None:
+        text = self._bytes(path, relative, METADATA_MAX_BYTES).decode("utf-8", "replace")
         try:
-            data = yaml.safe_load(self._bytes(path, relative).decode("utf-8", "replace"))
+            data = yaml.safe_load(text)
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
             self._bad(relative, Problem(relative, f"invalid YAML{at}"))
+            return
+        except RecursionError:
+            self._bad(relative, Problem(relative, "invalid YAML: nested too deep"))
             return
         if not isinstance(data, dict):
             self._bad(relative, Problem(relative, "metadata.yaml must be a mapping"))
@@ -362,7 +432,9 @@ class _Reader:
                 value = value.isoformat()
             if isinstance(value, str | bool | int):
                 self.folder.metadata[key] = value
-        links = sorted(set(URL_RE.findall(json.dumps(data, default=str))))[:10]
+        # From the text, not the loaded data: YAML aliases would repeat a value without bound
+        # (a "billion laughs" document) if it were written out.
+        links = sorted(set(URL_RE.findall(text)))[:10]
         if links:
             self.folder.metadata["links"] = links
         self.folder.formats["metadata.yaml"] += 1
@@ -379,11 +451,14 @@ class _Reader:
         self.folder.formats["README.md"] += 1
 
     def _jsonl(self, path: Path, relative: str) -> None:
-        content = self._bytes(path, relative)
+        if path.stat().st_size > self.max_bytes:
+            raise _TooLarge
         rows = []
-        for number, line in enumerate(content.decode("utf-8-sig", "replace").splitlines(), 1):
-            if line.strip():
-                rows.append(parse_json(line.encode(), f"{relative} line {number}"))
+        limits = self.limits.fresh()  # one budget for all the file's lines
+        with path.open("rb") as handle:
+            for number, line in enumerate(handle, 1):
+                if line.strip():
+                    rows.append(parse_json(line, f"{relative} line {number}", limits))
         first = rows[0] if rows else None
         if isinstance(first, dict) and "base_commit" in first and "problem_statement" in first:
             if self.folder.dataset is not None:
@@ -399,6 +474,7 @@ class _Reader:
         if patches is None or problems:
             self._bad(relative, problems[0] if problems else _none_of_these(relative))
             return
+        self._keep_patches(patches.values())
         self.patches.update(patches)
         self.folder.formats["predictions"] += 1
 
@@ -409,11 +485,10 @@ class _Reader:
         if path.name in CONFIG_JSON:
             self.folder.ignored.append(relative)
             return
-        content = self._bytes(path, relative)
-        data = parse_json(content, relative)
+        data = self._parse(path, relative)
         problems: list[Problem] = []
         if atif.is_atif(data):
-            self._atif(path, relative, content, data)
+            self._atif(path, relative, data)
         elif is_harbor_trial_result(data) or _is_harbor_job_result(data):
             # Read with the trial's trajectory (which comes first: agent/ sorts before it);
             # a trial without one (its agent never started) has nothing to show.
@@ -431,25 +506,26 @@ class _Reader:
         elif isinstance(data, dict) and "trajectory_format" in data:
             self._add_trajectory(
                 read_mini_swe_agent(data, relative, id_from_path(path.as_posix())),
-                self._source(path, relative, content),
+                self._file_source(path, relative),
             )
             self.folder.formats["mini-swe-agent trajectory"] += 1
         elif is_report(data) or (
             isinstance(data, dict) and data and all(is_report(v) for v in data.values())
         ):
-            self._reports(data, path, relative, content, problems)
+            self._reports(data, path, relative, problems)
         else:
             patches = read_predictions(data, relative, problems)
             if patches is None:
                 problems.append(_none_of_these(relative))
             else:
+                self._keep_patches(patches.values())
                 self.patches.update(patches)
                 self.folder.formats["predictions"] += 1
         if problems:
             for problem in problems:
                 self._bad(relative, problem)
 
-    def _atif(self, path: Path, relative: str, content: bytes, data: dict) -> None:
+    def _atif(self, path: Path, relative: str, data: dict) -> None:
         """An ATIF trajectory: in a Harbor trial folder (``<trial>/agent/trajectory.json``,
         its ``result.json`` naming the task and holding the verdict), our own export (its
         ``extra.agentbench`` naming the task and sample), or ``<instance id>.atif.json``."""
@@ -473,7 +549,7 @@ class _Reader:
         self.folder.formats["ATIF trajectory"] += 1
         # The trial's verdict is part of what this attempt imports: a new one is a change.
         verdict = json.dumps(trial, sort_keys=True).encode() if trial is not None else b""
-        self._add_trajectory(facts, self._source(path, relative, content + verdict))
+        self._add_trajectory(facts, self._file_source(path, relative, verdict))
 
     def _harbor_trial(self, path: Path) -> dict | None:
         """Harbor's trial ``result.json`` for ``<trial>/agent/trajectory.json``, or None."""
@@ -483,21 +559,20 @@ class _Reader:
         if not result.is_file() or result.stat().st_size > self.max_bytes:
             return None
         try:
-            data = parse_json(result.read_bytes(), str(result))
+            with result.open("rb") as handle:
+                data = parse_json(handle, str(result), self.limits.fresh())
         except JsonFileError:
             return None
         return data if is_harbor_trial_result(data) else None
 
-    def _reports(
-        self, data: Any, path: Path, relative: str, content: bytes, problems: list[Problem]
-    ) -> None:
+    def _reports(self, data: Any, path: Path, relative: str, problems: list[Problem]) -> None:
         if is_report(data):
             # The id from the file's own path, not the folder-relative one: a report.json
             # imported alone still sits in its <instance_id>/ folder.
             pairs = [(id_from_path(path.as_posix()), data, relative)]
         else:
             pairs = [(k, v, f"{relative} key {k}") for k, v in data.items()]
-        source = self._source(path, relative, content)
+        source = self._file_source(path, relative)
         for instance_id, report, where in pairs:
             if not INSTANCE_ID_RE.match(instance_id):
                 problems.append(
@@ -541,6 +616,10 @@ class _Reader:
 
 
 class _TooLarge(Exception):
+    pass
+
+
+class _TooManyPatches(Exception):
     pass
 
 

@@ -22,6 +22,7 @@ place (same attempt id and page).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import uuid
@@ -54,7 +55,13 @@ from tasks_app.swebench.bulk import insert_rows
 from tasks_app.swebench.errors import Problem, SwebenchInputError
 from tasks_app.swebench.jsonfile import parse_json
 from tasks_app.swebench.outcomes import KINDS, Kind, external_model, finished_attempt
-from tasks_app.swebench.run_folder import InstanceEntry, Progress, RunFolder, read_run_folder
+from tasks_app.swebench.run_folder import (
+    InstanceEntry,
+    Progress,
+    RunFolder,
+    json_limits,
+    read_run_folder,
+)
 from tasks_app.swebench.trajectories import ARTIFACT_NAMES, REPORT_ARTIFACT, TrajFormat
 
 SNAPSHOT_KIND = "run_folder"
@@ -212,35 +219,38 @@ def run_folder_import(
     problems = list(folder.problems)
     if problems and not skip_bad:
         raise SwebenchInputError(problems, shown)
-    suite, tasks = _suite_tasks(folder, suite_name, dry_run, report)
-    by_id = {t.task_id: t for t in tasks}
-    for key, entry in list(folder.entries.items()):
-        if entry.instance_id not in by_id:
-            if ignore_unknown:
-                report.ignored_unknown.append(entry.instance_id)
-            else:
-                where = _where(entry)
-                problems.append(
-                    Problem(where, f"instance {entry.instance_id} is not in suite {suite_name}")
-                )
-            del folder.entries[key]
-    report.ignored_unknown = sorted(set(report.ignored_unknown))
-    if problems and not skip_bad:
-        raise SwebenchInputError(problems, shown)
-    report.skipped = [str(p) for p in problems]
-    for task in tasks:
-        folder.entry(task.task_id, 0)
-    report.suite_size = len(tasks)
-    if dated is not None:
-        report.date_source, report.date = dated[0], dated[1].isoformat()
-    else:
-        report.date_source = RunDateSource.UNKNOWN.value
-    if dry_run:
-        for entry in folder.entries.values():
-            label = _label(decide(entry))
-            report.counts[label] = report.counts.get(label, 0) + 1
-        return report
-    return _write(folder, suite, by_id, model_name, report, progress, created_by, dated, shown)
+    # One transaction from here: a refusal or a failed write after the folder's dataset made
+    # or extended the suite leaves no suite, task, model configuration, run or attempt.
+    with transaction.atomic():
+        suite, tasks = _suite_tasks(folder, suite_name, dry_run, report)
+        by_id = {t.task_id: t for t in tasks}
+        for key, entry in list(folder.entries.items()):
+            if entry.instance_id not in by_id:
+                if ignore_unknown:
+                    report.ignored_unknown.append(entry.instance_id)
+                else:
+                    where = _where(entry)
+                    problems.append(
+                        Problem(where, f"instance {entry.instance_id} is not in suite {suite_name}")
+                    )
+                del folder.entries[key]
+        report.ignored_unknown = sorted(set(report.ignored_unknown))
+        if problems and not skip_bad:
+            raise SwebenchInputError(problems, shown)
+        report.skipped = [str(p) for p in problems]
+        for task in tasks:
+            folder.entry(task.task_id, 0)
+        report.suite_size = len(tasks)
+        if dated is not None:
+            report.date_source, report.date = dated[0], dated[1].isoformat()
+        else:
+            report.date_source = RunDateSource.UNKNOWN.value
+        if dry_run:
+            for entry in folder.entries.values():
+                label = _label(decide(entry))
+                report.counts[label] = report.counts.get(label, 0) + 1
+            return report
+        return _write(folder, suite, by_id, model_name, report, progress, created_by, dated, shown)
 
 
 def _aware(date: dt.date | dt.datetime) -> dt.datetime:
@@ -344,14 +354,18 @@ def _write(
     source_path: str,
 ) -> RunImportReport:
     assert suite is not None
-    model = external_model(
-        name=model_name, description="External system: an imported run (trajectories, reports)."
-    )
+    # Nothing is created before the transaction below (a refused write must leave no model
+    # configuration behind); an existing configuration of another kind is refused here.
+    known = ModelConfig.objects.filter(name=model_name.strip()).first()
+    if known is not None:
+        _external(model_name)
     existing = (
-        Run.objects.filter(suite=suite, model_config=model, source=RunSource.PUBLISHED)
+        Run.objects.filter(suite=suite, model_config=known, source=RunSource.PUBLISHED)
         .filter(config_snapshot__kind=SNAPSHOT_KIND)
         .order_by("-created_at")
         .first()
+        if known is not None
+        else None
     )
     old_digests: dict[str, str] = (
         dict(existing.config_snapshot.get("digests", {})) if existing else {}
@@ -382,91 +396,106 @@ def _write(
     run_public_id = existing.public_id if existing else uuid.uuid4()
     folders = {e.key: _artifacts_dir(run_public_id, e) for e in changed}
     _copy_artifacts(changed, folders, progress)
-    with transaction.atomic():
-        # Two imports of one model at once take turns here; a second creating import replaces
-        # the first's run below rather than leaving two.
-        ModelConfig.objects.select_for_update().filter(pk=model.pk).first()
-        _name_the_model(model, folder)
-        if existing is None:
-            replaced = Run.objects.filter(
-                suite=suite, model_config=model, source=RunSource.PUBLISHED
-            )
-            report.replaced_runs = replaced.count()
-            replaced.delete()
-            run = Run.objects.create(
-                public_id=run_public_id,
-                suite=suite,
-                model_config=model,
-                source=RunSource.PUBLISHED,
-                status=RunStatus.FINISHED,
-                created_by=created_by,
-                started_at=when,
-                finished_at=when,
-                samples=max(e.sample_index for e in folder.entries.values()) + 1,
-                selection={"task_ids": sorted(by_id)},
-                notes=_notes(folder),
-                date_source=date_source,
-            )
-            report.created = True
-        else:
-            run = existing
-        current = {
-            f"{task_id}#{sample}": pk
-            for pk, task_id, sample in run.attempts.values_list(
-                "id", "task__task_id", "sample_index"
-            )
-        }
-        if not same_date:
-            # Every finished attempt of the run ran when the run did.
-            run.attempts.filter(status=AttemptStatus.FINISHED).update(
-                started_at=when, finished_at=when
-            )
-        fresh: list[Attempt] = []
-        for entry in changed:
-            attempt = _attempt(
-                entry, run, suite, model, by_id[entry.instance_id], when, folders[entry.key]
-            )
-            if entry.key in current:
-                Attempt.objects.filter(pk=current[entry.key]).update(
-                    **{name: getattr(attempt, name) for name in UPDATED_FIELDS}
+    try:
+        with transaction.atomic():
+            # The model configuration too: a write that fails leaves none behind.
+            model = _external(model_name)
+            # Two imports of one model at once take turns here; a second creating import replaces
+            # the first's run below rather than leaving two.
+            ModelConfig.objects.select_for_update().filter(pk=model.pk).first()
+            _name_the_model(model, folder)
+            if existing is None:
+                replaced = Run.objects.filter(
+                    suite=suite, model_config=model, source=RunSource.PUBLISHED
                 )
-                report.updated += 1
+                report.replaced_runs = replaced.count()
+                replaced.delete()
+                run = Run.objects.create(
+                    public_id=run_public_id,
+                    suite=suite,
+                    model_config=model,
+                    source=RunSource.PUBLISHED,
+                    status=RunStatus.FINISHED,
+                    created_by=created_by,
+                    started_at=when,
+                    finished_at=when,
+                    samples=max(e.sample_index for e in folder.entries.values()) + 1,
+                    selection={"task_ids": sorted(by_id)},
+                    notes=_notes(folder),
+                    date_source=date_source,
+                )
+                report.created = True
             else:
-                fresh.append(attempt)
-        insert_rows(fresh)
-        report.added = len(fresh)
-        stale = [current[key] for key in removed if key in current]
-        Attempt.objects.filter(pk__in=stale).delete()
-        report.removed = len(stale)
-        counts: dict[str, int] = {}
-        for attempt in run.attempts.only("status", "failure_reason_id"):
-            label = outcome_label(attempt)
-            counts[label] = counts.get(label, 0) + 1
-        run.config_snapshot = {
-            "kind": SNAPSHOT_KIND,
-            "source_path": source_path,
-            "formats": dict(folder.formats),
-            "metadata": folder.metadata,
-            "counts": counts,
-            "skipped": report.skipped,
-            "ignored_unknown": report.ignored_unknown,
-            "digests": digests,
-        }
-        run.started_at = run.finished_at = when
-        run.date_source = date_source
-        run.source_path = source_path[:1000]
-        run.imported_at = now
-        run.imported_by = created_by if getattr(created_by, "pk", None) else None
-        run.save(
-            update_fields=[
-                "config_snapshot", "started_at", "finished_at", "date_source", "source_path",
-                "imported_at", "imported_by",
-            ]
-        )  # fmt: skip
-        run_refresh_totals(run)
+                run = existing
+            current = {
+                f"{task_id}#{sample}": pk
+                for pk, task_id, sample in run.attempts.values_list(
+                    "id", "task__task_id", "sample_index"
+                )
+            }
+            if not same_date:
+                # Every finished attempt of the run ran when the run did.
+                run.attempts.filter(status=AttemptStatus.FINISHED).update(
+                    started_at=when, finished_at=when
+                )
+            fresh: list[Attempt] = []
+            for entry in changed:
+                attempt = _attempt(
+                    entry, run, suite, model, by_id[entry.instance_id], when, folders[entry.key]
+                )
+                if entry.key in current:
+                    Attempt.objects.filter(pk=current[entry.key]).update(
+                        **{name: getattr(attempt, name) for name in UPDATED_FIELDS}
+                    )
+                    report.updated += 1
+                else:
+                    fresh.append(attempt)
+            insert_rows(fresh)
+            report.added = len(fresh)
+            stale = [current[key] for key in removed if key in current]
+            Attempt.objects.filter(pk__in=stale).delete()
+            report.removed = len(stale)
+            counts: dict[str, int] = {}
+            for attempt in run.attempts.only("status", "failure_reason_id"):
+                label = outcome_label(attempt)
+                counts[label] = counts.get(label, 0) + 1
+            run.config_snapshot = {
+                "kind": SNAPSHOT_KIND,
+                "source_path": source_path,
+                "formats": dict(folder.formats),
+                "metadata": folder.metadata,
+                "counts": counts,
+                "skipped": report.skipped,
+                "ignored_unknown": report.ignored_unknown,
+                "digests": digests,
+            }
+            run.started_at = run.finished_at = when
+            run.date_source = date_source
+            run.source_path = source_path[:1000]
+            run.imported_at = now
+            run.imported_by = created_by if getattr(created_by, "pk", None) else None
+            run.save(
+                update_fields=[
+                    "config_snapshot", "started_at", "finished_at", "date_source", "source_path",
+                    "imported_at", "imported_by",
+                ]
+            )  # fmt: skip
+            run_refresh_totals(run)
+    except BaseException:
+        # Nothing of a write that failed stays: the files copied for it go too.
+        _remove_artifacts(changed, folders)
+        raise
     report.run_id = str(run.public_id)
     report.counts = counts
     return report
+
+
+def _external(model_name: str) -> ModelConfig:
+    """The imported run's model configuration (created on first use); refuses the name of a
+    configuration of another kind."""
+    return external_model(
+        name=model_name, description="External system: an imported run (trajectories, reports)."
+    )
 
 
 def _notes(folder: RunFolder) -> str:
@@ -494,6 +523,15 @@ def _name_the_model(model: ModelConfig, folder) -> None:
     if seen and model.model_name in ("", model.name):
         model.model_name = seen.most_common(1)[0][0][:200]
         model.save(update_fields=["model_name"])
+
+
+def _remove_artifacts(entries: list[InstanceEntry], folders: dict[str, str]) -> None:
+    storage = storages["artifacts"]
+    for entry in entries:
+        root = folders[entry.key]
+        for name in (*ARTIFACT_NAMES.values(), REPORT_ARTIFACT) if root else ():
+            if storage.exists(f"{root}/{name}"):
+                storage.delete(f"{root}/{name}")
 
 
 def _copy_artifacts(
@@ -538,7 +576,8 @@ class _JsonLogSamples:
 
     def sample(self, path: Path, index: int) -> bytes:
         if path != self._path:
-            data = parse_json(path.read_bytes(), path.name)
+            with path.open("rb") as handle:
+                data = parse_json(handle, path.name, json_limits())
             self._path, self._samples = path, data["samples"]
         return inspect_log.sample_bytes(self._samples[index])
 
@@ -580,9 +619,10 @@ def _attempt(
         attempt.duration_sec = traj.duration_sec
         if traj.ended_at is not None and attempt.status == AttemptStatus.FINISHED:
             # Each attempt's own time, not the import's (or the run's last).
-            ended = dt.datetime.fromtimestamp(traj.ended_at, tz=dt.UTC)
-            attempt.finished_at = ended
-            attempt.started_at = ended - dt.timedelta(seconds=traj.duration_sec or 0)
+            with contextlib.suppress(OverflowError, ValueError, OSError):
+                ended = dt.datetime.fromtimestamp(traj.ended_at, tz=dt.UTC)
+                started = ended - dt.timedelta(seconds=traj.duration_sec or 0)
+                attempt.started_at, attempt.finished_at = started, ended
     if outcome.kind is None:
         # A patch nobody evaluated: it waits for ``run_evaluate``, with no outcome.
         attempt.status = AttemptStatus.NOT_EVALUATED

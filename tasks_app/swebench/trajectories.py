@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from runs.transcript import atif, mini_swe_agent_command
 from tasks_app.swebench.errors import Problem
+from tasks_app.swebench.numbers import Numbers
 
 
 class TrajFormat(enum.StrEnum):
@@ -75,10 +76,6 @@ class TrajectoryFacts:
     model: str = ""
 
 
-def _number(value: Any) -> float:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
-
-
 def _dict(value: Any) -> dict:
     return value if isinstance(value, dict) else {}
 
@@ -91,11 +88,6 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _known(value: Any) -> float | None:
-    """A recorded number; None when the field is absent or not a number (unknown, not 0)."""
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
 def read_mini_swe_agent(data: Any, where: str, instance_id: str) -> TrajectoryFacts:
     """Facts of a mini-swe-agent trajectory; ``NotThisFormat`` when the shape differs."""
     if not isinstance(data, dict) or not isinstance(data.get("info"), dict):
@@ -106,25 +98,44 @@ def read_mini_swe_agent(data: Any, where: str, instance_id: str) -> TrajectoryFa
     info = data["info"]
     stats = _dict(info.get("model_stats"))
     messages = _list(data.get("messages"))
+    numbers = Numbers(where)
     assistant = [m for m in messages if isinstance(m, dict) and m.get("role") == "assistant"]
     tokens_in = tokens_out = 0
     counted = False
     created: list[float] = []
-    for message in assistant:
+    for index, message in enumerate(messages):
+        if not (isinstance(message, dict) and message.get("role") == "assistant"):
+            continue
         usage = _usage(message)
+        at = f"messages[{index}].extra.response"
         counted |= "prompt_tokens" in usage or "completion_tokens" in usage
-        tokens_in += int(_number(usage.get("prompt_tokens")))
-        tokens_out += int(_number(usage.get("completion_tokens")))
+        tokens_in += int(
+            numbers.number(usage.get("prompt_tokens"), f"{at}.usage.prompt_tokens", "tokens")
+        )
+        tokens_out += int(
+            numbers.number(
+                usage.get("completion_tokens"), f"{at}.usage.completion_tokens", "tokens"
+            )
+        )
         response = _dict(_dict(message.get("extra")).get("response"))
-        if _number(response.get("created")):
-            created.append(_number(response.get("created")))
+        stamp = numbers.number(response.get("created"), f"{at}.created", "time")
+        if stamp:
+            created.append(stamp)
+    cost = numbers.get(stats.get("instance_cost"), "info.model_stats.instance_cost", "cost")
+    calls = int(numbers.number(stats.get("api_calls"), "info.model_stats.api_calls", "count"))
+    counts = (
+        numbers.total(tokens_in, "tokens in (the messages' prompt_tokens)", "tokens"),
+        numbers.total(tokens_out, "tokens out (the messages' completion_tokens)", "tokens"),
+    )
+    numbers.done()
+    del counts
     return TrajectoryFacts(
         format=TrajFormat.MINI_SWE_AGENT,
         instance_id=_text(data.get("instance_id")) or instance_id,
         exit_status=_text(info.get("exit_status")) or "",
         submission=_text(info.get("submission")),
-        cost_usd=_known(stats.get("instance_cost")),
-        api_calls=int(_number(stats.get("api_calls"))),
+        cost_usd=cost,
+        api_calls=calls,
         # The commands that ran: a turn with no or several bash blocks ran nothing (a format
         # error), counted as the transcript viewer counts them.
         tool_calls=sum(
@@ -137,11 +148,6 @@ def read_mini_swe_agent(data: Any, where: str, instance_id: str) -> TrajectoryFa
         ended_at=max(created) if created else None,
         model=_text(_dict(_dict(info.get("config")).get("model")).get("model_name")) or "",
     )
-
-
-def _int_or_none(value: Any) -> int | None:
-    number = _known(value)
-    return None if number is None else int(number)
 
 
 def _usage(message: dict) -> dict:
@@ -162,18 +168,30 @@ def read_swe_agent(data: Any, where: str, instance_id: str) -> TrajectoryFacts:
     info = data["info"]
     stats = _dict(info.get("model_stats"))
     steps = data["trajectory"]
+    numbers = Numbers(where)
+    at = "info.model_stats"
+    cost = numbers.get(stats.get("instance_cost"), f"{at}.instance_cost", "cost")
+    calls = int(numbers.number(stats.get("api_calls"), f"{at}.api_calls", "count"))
+    tokens_in = numbers.get(stats.get("tokens_sent"), f"{at}.tokens_sent", "tokens")
+    tokens_out = numbers.get(stats.get("tokens_received"), f"{at}.tokens_received", "tokens")
+    seconds = sum(
+        numbers.number(s.get("execution_time"), f"trajectory[{i}].execution_time", "seconds")
+        for i, s in enumerate(steps)
+        if isinstance(s, dict)
+    )
+    duration = numbers.total(seconds, "the steps' execution_time", "seconds")
+    numbers.done()
     return TrajectoryFacts(
         format=TrajFormat.SWE_AGENT,
         instance_id=instance_id,
         exit_status=_text(info.get("exit_status")) or "",
         submission=_text(info.get("submission")),
-        cost_usd=_known(stats.get("instance_cost")),
-        api_calls=int(_number(stats.get("api_calls"))) or len(steps),
+        cost_usd=cost,
+        api_calls=calls or len(steps),
         tool_calls=sum(1 for s in steps if isinstance(s, dict) and s.get("action")),
-        tokens_in=_int_or_none(stats.get("tokens_sent")),
-        tokens_out=_int_or_none(stats.get("tokens_received")),
-        duration_sec=sum(_number(s.get("execution_time")) for s in steps if isinstance(s, dict))
-        or None,
+        tokens_in=None if tokens_in is None else int(tokens_in),
+        tokens_out=None if tokens_out is None else int(tokens_out),
+        duration_sec=duration or None,
     )
 
 
@@ -197,17 +215,29 @@ def read_inspect_sample(data: Any, where: str) -> TrajectoryFacts:
         metadata = _dict(score.get("metadata"))
         patch = patch or _text(metadata.get("model_patch"))
     tokens_in = tokens_out = 0
+    numbers = Numbers(where)
     usage = _dict(data.get("model_usage"))
-    for per_model in usage.values():
+    for model, per_model in usage.items():
         if isinstance(per_model, dict):
-            tokens_in += int(_number(per_model.get("input_tokens")))
-            tokens_out += int(_number(per_model.get("output_tokens")))
+            at = f"model_usage.{model}"
+            tokens_in += int(
+                numbers.number(per_model.get("input_tokens"), f"{at}.input_tokens", "tokens")
+            )
+            tokens_out += int(
+                numbers.number(per_model.get("output_tokens"), f"{at}.output_tokens", "tokens")
+            )
     counted = any(isinstance(v, dict) for v in usage.values())
+    numbers.total(tokens_in, "model_usage (input_tokens in all)", "tokens")
+    numbers.total(tokens_out, "model_usage (output_tokens in all)", "tokens")
+    seconds = numbers.number(data.get("total_time"), "total_time", "seconds")
     messages = [m for m in data["messages"] if isinstance(m, dict)]
     assistant = [m for m in messages if m.get("role") == "assistant"]
     limit = _dict(data.get("limit"))
     error = _dict(data.get("error"))
     epoch = data.get("epoch")
+    if isinstance(epoch, int) and not isinstance(epoch, bool) and epoch > 0:
+        numbers.total(epoch, "epoch", "index")
+    numbers.done()
     return TrajectoryFacts(
         format=TrajFormat.INSPECT,
         instance_id=str(data["id"]),
@@ -217,7 +247,7 @@ def read_inspect_sample(data: Any, where: str) -> TrajectoryFacts:
         tool_calls=sum(len(m.get("tool_calls") or []) for m in assistant),
         tokens_in=tokens_in if counted else None,
         tokens_out=tokens_out if counted else None,
-        duration_sec=_number(data.get("total_time")) or None,
+        duration_sec=seconds or None,
         epoch=epoch if isinstance(epoch, int) and epoch > 0 else 1,
         resolved=resolved,
         model=next((str(m) for m in usage if isinstance(m, str)), ""),
@@ -254,15 +284,45 @@ def read_atif(
         )
         raise NotThisFormat(where, f"not a valid ATIF trajectory: {shown}")
     steps = [s for s in data["steps"] if isinstance(s, dict)]
-    agent_steps = [s for s in steps if s.get("source") == "agent"]
-    metrics = [_dict(s.get("metrics")) for s in agent_steps]
+    agent = [(i, s) for i, s in enumerate(data["steps"]) if isinstance(s, dict)]
+    agent = [(i, s) for i, s in agent if s.get("source") == "agent"]
+    agent_steps = [s for _, s in agent]
     final = _dict(data.get("final_metrics"))
     ours = _dict(_dict(data.get("extra")).get(atif.OURS))
+    numbers = Numbers(where)
+
+    def steps_sum(name: str, kind: Literal["cost", "tokens"]) -> float:
+        return sum(
+            numbers.number(_dict(s.get("metrics")).get(name), f"steps[{i}].metrics.{name}", kind)
+            for i, s in agent
+        )
+
+    def final_or_steps(name: str, step_name: str, kind: Literal["cost", "tokens"]) -> float:
+        total = numbers.number(final.get(name), f"final_metrics.{name}", kind)
+        summed = steps_sum(step_name, kind)
+        if not total:
+            numbers.total(summed, f"the steps' metrics.{step_name} in all", kind)
+        return total or summed
+
+    cost = final_or_steps("total_cost_usd", "cost_usd", "cost")
+    tokens_in = final_or_steps("total_prompt_tokens", "prompt_tokens", "tokens")
+    tokens_out = final_or_steps("total_completion_tokens", "completion_tokens", "tokens")
     calls = sum(
-        int(_number(s.get("llm_call_count"))) if s.get("llm_call_count") is not None else 1
-        for s in agent_steps
+        int(numbers.number(s.get("llm_call_count"), f"steps[{i}].llm_call_count", "count"))
+        if s.get("llm_call_count") is not None
+        else 1
+        for i, s in agent
     )
+    api_calls = int(numbers.number(ours.get("api_calls"), f"extra.{atif.OURS}.api_calls", "count"))
+    numbers.total(sample, f"extra.{atif.OURS}.sample", "index")
     stamps = sorted(str(s["timestamp"]) for s in steps if isinstance(s.get("timestamp"), str))
+    duration = _seconds(stamps[0], stamps[-1]) if len(stamps) > 1 else None
+    if duration is not None:
+        numbers.total(duration, "steps' timestamps (the last less the first)", "seconds")
+    ended = _unix(stamps[-1]) if stamps else None
+    if ended is not None:
+        numbers.total(ended, "steps' last timestamp", "time")
+    numbers.done()
     trial = trial or {}
     rewards = _dict(_dict(trial.get("verifier_result")).get("rewards"))
     reward = rewards.get("reward", next(iter(rewards.values()), None) if rewards else None)
@@ -272,21 +332,14 @@ def read_atif(
         instance_id=instance_id,
         exit_status=_text(ours.get("exit_status")) or "",
         submission=_text(ours.get("submission")),
-        cost_usd=_number(final.get("total_cost_usd"))
-        or sum(_number(m.get("cost_usd")) for m in metrics),
-        api_calls=int(_number(ours.get("api_calls"))) or calls,
+        cost_usd=cost,
+        api_calls=api_calls or calls,
         tool_calls=sum(len(s.get("tool_calls") or []) for s in agent_steps),
-        tokens_in=int(
-            _number(final.get("total_prompt_tokens"))
-            or sum(_number(m.get("prompt_tokens")) for m in metrics)
-        ),
-        tokens_out=int(
-            _number(final.get("total_completion_tokens"))
-            or sum(_number(m.get("completion_tokens")) for m in metrics)
-        ),
-        duration_sec=_seconds(stamps[0], stamps[-1]) if len(stamps) > 1 else None,
+        tokens_in=int(tokens_in),
+        tokens_out=int(tokens_out),
+        duration_sec=duration,
         # Its last step's time dates the run when nothing else does (``RunFolder.run_date``).
-        ended_at=_unix(stamps[-1]) if stamps else None,
+        ended_at=ended,
         epoch=sample + 1,
         resolved=_verdict(reward) if reward is not None else None,
         model=_text(_dict(data.get("agent")).get("model_name")) or "",

@@ -2,14 +2,17 @@
 
 Shared by ``POST /api/imports/run`` and the admin page. The upload is unpacked with
 ``tasks_app.uploads.files`` (its limits and refusals) into a folder of its own under
-``API_UPLOADS_ROOT`` and removed afterwards: the import copies what it keeps (trajectories,
-reports) into the attempts' artifact folders.
+``API_UPLOADS_ROOT`` and removed afterwards, whether the import was stored or refused: the
+import copies what it keeps (trajectories, reports) into the attempts' artifact folders. A
+folder a killed worker left (its ``finally`` never ran) is removed by the next upload once it
+is older than any import takes (``STALE_AFTER_SECONDS``).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import shutil
+import time
 import uuid
 from pathlib import Path
 
@@ -22,6 +25,8 @@ from tasks_app.uploads.files import check_upload_size, unpack_upload
 
 # Files a run import takes as they are (not archives).
 RUN_FILE_SUFFIXES = (".eval", ".json", ".jsonl", ".traj")
+# An import runs inside one web request (gunicorn's timeout ends it long before this).
+STALE_AFTER_SECONDS = 6 * 3600
 
 
 def run_import_upload(
@@ -38,6 +43,7 @@ def run_import_upload(
 
     Raises ``SwebenchInputError`` (bad content) or ``ApiInputError`` (a bad archive).
     """
+    _remove_stale(Path(settings.API_UPLOADS_ROOT) / "runs")
     target = Path(settings.API_UPLOADS_ROOT) / "runs" / uuid.uuid4().hex
     name = Path(upload.name or "upload").name
     try:
@@ -65,3 +71,17 @@ def run_import_upload(
     finally:
         shutil.rmtree(target, ignore_errors=True)
     return report
+
+
+def _remove_stale(root: Path) -> None:
+    """Remove the unpacked uploads no import has used for ``STALE_AFTER_SECONDS``."""
+    if not root.is_dir():
+        return
+    cutoff = time.time() - STALE_AFTER_SECONDS
+    for folder in root.iterdir():
+        try:
+            stale = folder.is_dir() and folder.lstat().st_mtime < cutoff
+        except FileNotFoundError:
+            continue
+        if stale:
+            shutil.rmtree(folder, ignore_errors=True)
