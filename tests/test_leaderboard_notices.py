@@ -208,3 +208,21 @@ def test_the_leaderboard_request_does_not_import_the_official_harness(tmp_path):
     got = json.loads(done.stdout.strip().splitlines()[-1])
     assert got["notice"] and got["python"]
     assert got["before"] == [] and got["after"] == []
+
+
+def test_a_write_to_another_suite_reads_none_of_this_suites_attempts(client):
+    """The page cache misses after any write, but the figures are the stored per-run
+    aggregates (runs.results.run_tallies): a write to another suite's attempt rereads none of
+    this suite's attempts."""
+    suite = env_suite()
+    own_run(suite, on=[0, 1, 2, 3])
+    other = make_suite("other", tasks=1)
+    attempt = make_attempt(make_run(other, make_model("else")), tasks(other)[0], None)
+    url = reverse("suite-leaderboard", args=[suite.name])
+    client.get(url)
+    attempt.steps = 3
+    attempt.save(update_fields=["steps"])
+    with CaptureQueriesContext(connection) as queries:
+        assert client.get(url).status_code == 200
+    reads = [q["sql"] for q in queries if 'FROM "runs_attempt"' in q["sql"]]
+    assert reads == []
