@@ -382,6 +382,15 @@ class PairedTest(Generic[K]):
         """The rows did not attempt the same tasks: the test covers only the shared ones."""
         return bool(self.only_a or self.only_b)
 
+    @property
+    def shared_rate_a(self) -> float | None:
+        """a's rate on the paired tasks alone (b's: ``shared_rate_a + mean_difference``)."""
+        return float(self._xa.mean()) if self.tasks else None
+
+    @property
+    def shared_rate_b(self) -> float | None:
+        return float((self._xa + self._d).mean()) if self.tasks else None
+
     def _pick(self, mask: np.ndarray) -> tuple[K, ...]:
         keys = self._index.keys
         return tuple(keys[i] for i in self._at[mask])
