@@ -123,7 +123,7 @@ def seed_verified(*, tasks: int = TASKS, seed: int = 29) -> dict:
     names = [OWN, PARTIAL, *PUBLISHED]
     configs = ModelConfig.objects.bulk_create(
         ModelConfig(name=n, slug=n.lower().replace(" ", "-").replace("(", "").replace(")", ""),
-                    agent_variant=AgentVariant.LLM)
+                    agent_variant=AgentVariant.LLM, model_name=n)
         for n in names
     )  # fmt: skip
     runs = Run.objects.bulk_create(
