@@ -42,6 +42,11 @@ def setup_django(tmp: Path) -> None:
     os.environ.update(AB_VAR_DIR=str(tmp / "var"), ARTIFACTS_ROOT=str(tmp / "artifacts"))
     os.environ.pop("DATABASE_URL", None)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "benchsite.settings")
+    from runs.upstreams import DEFAULT_KEY_ENVS
+    from tests.cli_upstream import UPSTREAM_KEY_ENV
+
+    # The scripted upstream's key variable is on the list, as an operator lists theirs.
+    os.environ["GATEWAY_API_KEY_ENVS"] = ",".join([*DEFAULT_KEY_ENVS, UPSTREAM_KEY_ENV])
     import django
 
     django.setup()

@@ -173,7 +173,9 @@ def host_rows(args: argparse.Namespace) -> list[Row]:
     with upstream_process() as port:
         for mode, what in HOST_MODES.items():
             root = f"http://127.0.0.1:{port}" + ("" if mode == "messages" else "/v1")
-            cfg = GatewayConfig(upstream_base_url=root, upstream_api_key=KEY, model_name="gpt-4o")
+            # The model the mode's client asks for: the gateway serves no other.
+            model = "claude-sonnet-4" if mode == "messages" else "gpt-4o"
+            cfg = GatewayConfig(upstream_base_url=root, upstream_api_key=KEY, model_name=model)
             with open_gateway(cfg) as gw:
                 argv = [
                     sys.executable,

@@ -2,7 +2,8 @@
 
 Each child runs in its own session, so a terminal's Ctrl+C reaches only ``ab``, which then
 stops the children in order (one SIGTERM each: gunicorn finishes its requests, Celery its
-running attempts), and gets ``PR_SET_PDEATHSIG``, so even a SIGKILL to ``ab`` stops them.
+running attempts), and gets ``PR_SET_PDEATHSIG``, so even a SIGKILL to ``ab`` stops them
+(Celery with SIGKILL: a warm stop with no supervisor left would run attempts unwatched).
 ``ab`` installs its own SIGINT/SIGTERM handlers: a shell starts background jobs with SIGINT
 ignored, and Python would otherwise keep it ignored (Ctrl+C or ``kill -INT`` did nothing).
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import os
 import signal
 import subprocess
@@ -21,10 +23,19 @@ from dataclasses import dataclass, field
 _PR_SET_PDEATHSIG = 1
 
 
-def _child_setup() -> None:
-    """In the child, before exec: SIGTERM when ``ab`` dies; default signal dispositions."""
+def die_with_parent(sig: int, parent: int) -> None:
+    """Have the kernel send ``sig`` to this process when its parent (``parent``, its pid)
+    dies; if the parent is already gone (it died before this ran), send it now."""
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    libc.prctl(_PR_SET_PDEATHSIG, sig)
+    if os.getppid() != parent:
+        os.kill(os.getpid(), sig)
+
+
+def _child_setup(death_signal: int, parent: int) -> None:
+    """In the child, before exec: ``death_signal`` when ``ab`` dies; default signal
+    dispositions."""
+    die_with_parent(death_signal, parent)
     # A background job inherits SIGINT ignored; the children must see signals as usual.
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
@@ -74,8 +85,18 @@ class Supervisor:
     def _on_signal(self, signum: int, _frame: object) -> None:
         self.signals.append(signum)
 
-    def start(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> Child:
-        proc = subprocess.Popen(argv, env=env, start_new_session=True, preexec_fn=_child_setup)
+    def start(
+        self,
+        name: str,
+        argv: list[str],
+        env: dict[str, str] | None = None,
+        *,
+        death_signal: int = signal.SIGTERM,
+    ) -> Child:
+        """Start a child in its own session; it gets ``death_signal`` if ``ab`` dies without
+        stopping it (SIGTERM: its own warm stop; SIGKILL: nothing of it may run on)."""
+        setup = functools.partial(_child_setup, death_signal, os.getpid())
+        proc = subprocess.Popen(argv, env=env, start_new_session=True, preexec_fn=setup)
         child = Child(name, proc)
         self.children.append(child)
         return child

@@ -7,6 +7,7 @@ from pathlib import Path
 import dj_database_url
 
 from benchsite.env import envbool, envfloat, envint, envlist, envstr
+from runs.upstreams import DEFAULT_KEY_ENVS, DEFAULT_UPSTREAMS, FORBIDDEN_KEY_ENVS
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(envstr("AB_VAR_DIR", str(BASE_DIR / "var")))
@@ -180,6 +181,10 @@ SANDBOX_PIDS_LIMIT = envint("SANDBOX_PIDS_LIMIT", 256)
 SANDBOX_OUTPUT_CAP_BYTES = envint("SANDBOX_OUTPUT_CAP_BYTES", 1_000_000)
 # Disk quota per sandbox (workspace, /tmp and home share it; sandbox/disk.py); 0 turns it off.
 SANDBOX_DISK_MB = envint("SANDBOX_DISK_MB", 10240)
+# Files (inodes) a sandbox may leave: the quota filesystem's inode count, and a check after the
+# agent where there is no quota (runs/pipeline/change_set.py: SANDBOX_ERROR [file-limit]);
+# reading a tree back costs the host per file. 0 turns it off.
+SANDBOX_MAX_FILES = envint("SANDBOX_MAX_FILES", 100_000)
 # bubblewrap's root filesystem: the tree the runner image is imported from, left here by
 # docker/py-runner/build-offline.sh (pass it to sandbox.open_sandbox(bwrap_rootfs=...)).
 SANDBOX_BWRAP_ROOTFS = Path(envstr("SANDBOX_BWRAP_ROOTFS", "/var/lib/agentbench/rootfs/py-runner"))
@@ -210,6 +215,15 @@ FAIL_FAST_REASONS = envlist("FAIL_FAST_REASONS", "LLM_ERROR,SANDBOX_ERROR,UNKNOW
 # LLM defaults for model configurations that leave them empty.
 LLM_BASE_URL = envstr("LLM_BASE_URL", "https://api.openai.com/v1")
 LLM_API_KEY_ENV = envstr("LLM_API_KEY_ENV", "OPENAI_API_KEY")
+# Where a model configuration may send the worker's key, and which key (runs/upstreams.py):
+# the variables a configuration's api_key_env may name (LLM_API_KEY_ENV is always allowed, the
+# site's own secrets never), and the upstream hosts its base_url may name ("host" for any port,
+# "host:port"; LLM_BASE_URL's host is always in). Checked when a configuration is written and
+# again when an attempt starts. Writing either field is for superusers only.
+GATEWAY_API_KEY_ENVS = envlist("GATEWAY_API_KEY_ENVS", ",".join(DEFAULT_KEY_ENVS))
+GATEWAY_UPSTREAMS = envlist("GATEWAY_UPSTREAMS", ",".join(DEFAULT_UPSTREAMS))
+if _secrets := sorted(FORBIDDEN_KEY_ENVS.intersection([*GATEWAY_API_KEY_ENVS, LLM_API_KEY_ENV])):
+    raise ValueError(f"GATEWAY_API_KEY_ENVS or LLM_API_KEY_ENV name the site's secrets: {_secrets}")
 LLM_REQUEST_TIMEOUT_SEC = envfloat("LLM_REQUEST_TIMEOUT_SEC", 120.0)
 LLM_LOG_MESSAGES = envbool("AGENTBENCH_LOG_LLM_MESSAGES", True)
 LLM_LOG_MAX_CHARS = envint("AGENTBENCH_LLM_LOG_MAX_CHARS", 2_000_000)
@@ -225,8 +239,16 @@ CONDITION_FILE_MAX_BYTES = envint("CONDITION_FILE_MAX_BYTES", 256 * 1024)
 CONDITION_FILES_MAX_BYTES = envint("CONDITION_FILES_MAX_BYTES", 1024 * 1024)
 # A JSON file of model prices (USD per million tokens) over the built-in table.
 LLM_PRICE_TABLE = envstr("LLM_PRICE_TABLE", "")
+# The bytes of one attempt's model_calls.jsonl (on the host, outside the sandbox's quota):
+# past them records are summarised, then counted (runs/gateway/record.py).
+GATEWAY_RECORD_MAX_BYTES = envint("GATEWAY_RECORD_MAX_BYTES", 64 * 1024 * 1024)
 
 # Access.
+# Sign-in: this many failed passwords for one username from one address lock that pair out
+# for LOGIN_LOCKOUT_SEC (benchsite/accounts/throttle.py; counted in CACHE_URL's cache).
+LOGIN_FAILURE_LIMIT = envint("LOGIN_FAILURE_LIMIT", 5)
+LOGIN_LOCKOUT_SEC = envint("LOGIN_LOCKOUT_SEC", 900)
+AUTHENTICATION_BACKENDS = ["benchsite.accounts.throttle.LockoutBackend"]
 ANONYMOUS_READ_LEADERBOARDS = envbool("ANONYMOUS_READ_LEADERBOARDS", True)
 ANONYMOUS_READ_ARTIFACTS = envbool("ANONYMOUS_READ_ARTIFACTS", False)
 # Writes through the API per token (or signed-in user): "<count>/<sec|min|hour|day>".

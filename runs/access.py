@@ -67,6 +67,9 @@ class Write(enum.StrEnum):
     RUN_RESUME = "run.resume"
     RUN_EVALUATE = "run.evaluate"
     MODEL_CONFIG_CREATE = "model_config.create"
+    # Setting or changing where a configuration sends the worker's key (base_url) and which key
+    # (api_key_env): on top of the create/change right, whatever the door.
+    MODEL_CONFIG_UPSTREAM = "model_config.upstream"
     TASKS_IMPORT = "tasks.import"
     SWEBENCH_IMPORT = "swebench.import"
     PREDICTIONS_IMPORT = "predictions.import"
@@ -83,10 +86,13 @@ class Right:
     page: str
     # A Django permission needed on top (the admin's own rule for that page).
     permission: str = ""
+    superuser: bool = False
 
     def describe(self) -> str:
         if not self.staff:
             return "a signed-in account"
+        if self.superuser:
+            return "a superuser"
         return "a staff account" + (f" with {self.permission}" if self.permission else "")
 
 
@@ -101,6 +107,11 @@ RIGHTS: dict[Write, Right] = {
         staff=True,
         page="the admin's Add model configuration page",
         permission="runs.add_modelconfig",
+    ),
+    Write.MODEL_CONFIG_UPSTREAM: Right(
+        staff=True,
+        superuser=True,
+        page="the admin's model configuration page (base URL and key variable: superusers)",
     ),
     Write.TASKS_IMPORT: Right(staff=True, page="the admin's import pages (ab import-tasks)"),
     Write.SWEBENCH_IMPORT: Right(staff=True, page="the admin's SWE-bench dataset page"),
@@ -125,6 +136,11 @@ def write_refusal(user, action: Write) -> str | None:
         return (
             f"{action} needs {right.describe()}, as on {right.page}; "
             f"{user.get_username()!r} is not staff"
+        )
+    if right.superuser and not user.is_superuser:
+        return (
+            f"{action} needs {right.describe()}, as on {right.page}; "
+            f"{user.get_username()!r} is not a superuser"
         )
     if right.permission and not user.has_perm(right.permission):
         return (

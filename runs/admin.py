@@ -1,6 +1,10 @@
 from django.contrib import admin
 
+from benchsite.accounts.models import AuditAction
+from benchsite.accounts.services import audit_event_record
+from runs.access import Write, can_write
 from runs.admin_actions import cancel_runs, evaluate_runs, launch_runs, resume_runs, retry_runs
+from runs.model_configs import UPSTREAM_FIELDS, upstream_audit, upstream_changes, upstream_require
 from runs.models import Attempt, AttemptStage, FailureReason, ModelConfig, Run
 
 
@@ -24,6 +28,30 @@ class ModelConfigAdmin(admin.ModelAdmin):
     search_fields = ["name", "model_name", "base_url"]
     prepopulated_fields = {"slug": ["name"]}
     actions = [launch_runs]
+
+    def get_readonly_fields(self, request, obj=None):
+        # Where the worker's key goes is for superusers (runs.access.Write.MODEL_CONFIG_UPSTREAM):
+        # other staff see the two fields but cannot set them, on the add page too.
+        fields = list(super().get_readonly_fields(request, obj))
+        if not can_write(request.user, Write.MODEL_CONFIG_UPSTREAM):
+            fields += [f for f in UPSTREAM_FIELDS if f not in fields]
+        return fields
+
+    def save_model(self, request, obj, form, change) -> None:
+        before = ModelConfig.objects.filter(pk=obj.pk).first() if change else None
+        changes = upstream_changes(obj, before=before)
+        upstream_require(request.user, changes, request=request, via="admin")
+        super().save_model(request, obj, form, change)
+        upstream_audit(request.user, obj, changes, request=request, via="admin")
+        if not change:
+            audit_event_record(
+                actor=request.user,
+                action=AuditAction.MODEL_CONFIG_CREATE,
+                objects=[obj],
+                request=request,
+                via="admin",
+                details={"name": obj.name, "agent_variant": obj.agent_variant},
+            )
 
 
 @admin.register(Run)

@@ -22,7 +22,7 @@ from django.core.exceptions import SuspiciousFileOperation
 from django.core.files import File
 from django.core.files.storage import FileSystemStorage, Storage, storages
 
-from runs import transcript
+from runs import step_times, transcript
 from runs.artifact_storage import ArtifactStorage, Entry
 from runs.models import Attempt
 
@@ -255,7 +255,8 @@ def attempt_atif(attempt: Attempt) -> dict | None:
     document = transcript.to_atif(
         found,
         agent_name=config.name,
-        agent_version=attempt.run.harness_version or settings.HARNESS_VERSION,
+        agent_version=_agent_version(attempt, found),
+        timestamps=_step_ends(attempt, found),
         session_id=str(attempt.public_id),
         extra={
             "attempt": str(attempt.public_id),
@@ -277,6 +278,59 @@ def attempt_atif(attempt: Attempt) -> dict | None:
     if problems:
         raise AtifExportError("; ".join(problems))
     return document
+
+
+def _agent_version(attempt: Attempt, found: transcript.Transcript) -> str:
+    """The version of the program that made the turns: the trajectory's own (an imported
+    mini-swe-agent run), else the agent CLI's pinned version, else this harness's."""
+    if found.agent_version:
+        return found.agent_version
+    cli = attempt.model_config.cli_agent
+    if cli:
+        from runs.agents.cli.definition import DefinitionError, get_definition
+
+        try:
+            return get_definition(cli).spec.install.version
+        except DefinitionError:
+            pass
+    return attempt.run.harness_version or settings.HARNESS_VERSION
+
+
+def _step_ends(attempt: Attempt, found: transcript.Transcript) -> dict[int, float]:
+    """When each assistant turn's step ended, by turn index, where its file's clock is the
+    wall clock (``runs.step_times``: the same times the page shows as durations)."""
+    if found.file not in step_times.ABSOLUTE_CLOCKS:
+        return {}
+    times = step_times.load(
+        lambda relative: read_bytes(attempt, relative, step_times.MAX_FILE_BYTES + 1), found
+    )
+    if times is None:
+        return {}
+    return {index: t.end for index, t in times.by_turn.items() if t.end is not None}
+
+
+# What a download of an artifact says it is, by its name's ending: types a program that
+# receives the file can act on (a download is always an attachment, never rendered in the
+# site's origin, whatever it claims). Anything else is application/octet-stream.
+DOWNLOAD_TYPES = {
+    ".jsonl": "application/x-ndjson; charset=utf-8",
+    ".json": "application/json",
+    ".txt": "text/plain; charset=utf-8",
+    ".log": "text/plain; charset=utf-8",
+    ".diff": "text/x-diff; charset=utf-8",
+    ".patch": "text/x-diff; charset=utf-8",
+    ".yaml": "application/yaml",
+    ".yml": "application/yaml",
+}
+
+
+def download_content_type(path: str) -> str:
+    """The Content-Type of an artifact's download (``DOWNLOAD_TYPES``)."""
+    name = posixpath.basename(path).lower()
+    return next(
+        (kind for ending, kind in DOWNLOAD_TYPES.items() if name.endswith(ending)),
+        "application/octet-stream",
+    )
 
 
 def atif_file_name(attempt: Attempt) -> str:

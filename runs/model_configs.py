@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from typing import Any
 
@@ -46,15 +47,78 @@ def _free_slug(name: str) -> str:
     return slug
 
 
-def model_config_create(*, fields: dict[str, Any]) -> ModelConfig:
+def model_config_create(
+    *, fields: dict[str, Any], actor=None, request=None, via: str = "api"
+) -> ModelConfig:
     """Create a model configuration from column values, validated like the admin form does.
 
     Raises django's ValidationError naming each bad field (a taken name, an out-of-range
-    number). Two names that slugify alike get distinct slugs ("gpt-4", "gpt-4-2").
+    number, a key variable or upstream the operator did not list). Two names that slugify
+    alike get distinct slugs ("gpt-4", "gpt-4-2"). Setting ``base_url`` or ``api_key_env``
+    needs a superuser (``PermissionDenied`` otherwise) and is audited.
     """
+    config = ModelConfig(**fields)
+    changes = upstream_changes(config, before=None)
+    upstream_require(actor, changes, request=request, via=via)
     with transaction.atomic():
-        config = ModelConfig(**fields)
         config.slug = _free_slug(config.name)
         config.full_clean()
         config.save()
+        upstream_audit(actor, config, changes, request=request, via=via)
     return config
+
+
+# --- Where the key goes: superusers only, audited ---------------------------------------------
+
+UPSTREAM_FIELDS = ("base_url", "api_key_env")
+
+
+def upstream_changes(config: ModelConfig, *, before: ModelConfig | None) -> dict[str, list[str]]:
+    """``{field: [old, new]}`` for the upstream fields a write sets (a new configuration's
+    non-empty ones) or changes (an existing one's)."""
+    changes = {}
+    for name in UPSTREAM_FIELDS:
+        old = getattr(before, name) if before is not None else ""
+        new = getattr(config, name)
+        if (old or "") != (new or ""):
+            changes[name] = [old or "", new or ""]
+    return changes
+
+
+def upstream_require(user, changes: dict, *, request=None, via: str = "api") -> None:
+    """Raise ``PermissionDenied`` (audited) unless ``user`` may make these upstream changes."""
+    from runs.access import Write, require_write
+
+    if changes:
+        require_write(user, Write.MODEL_CONFIG_UPSTREAM, request=request, via=via)
+
+
+def upstream_audit(
+    actor, config: ModelConfig, changes: dict, *, request=None, via: str = "api", **details: Any
+) -> None:
+    """One ``model_config.upstream`` audit event naming the old and new values (a variable's
+    name and a URL: never a key)."""
+    from benchsite.accounts.services import audit_event_record
+    from runs.access import Write
+
+    if changes:
+        audit_event_record(
+            actor=actor,
+            action=str(Write.MODEL_CONFIG_UPSTREAM),
+            objects=[config],
+            request=request,
+            via=via,
+            details={"name": config.name, **changes, **details},
+        )
+def endpoint_tag(base_url: str) -> str:
+    """A short, stable tag of an endpoint for a configuration's generated name: names stay
+    distinct per endpoint (runs against two endpoints never share a configuration) without
+    carrying the URL into every page title; the configuration's page shows the URL itself."""
+    return "endpoint " + hashlib.sha256(base_url.encode()).hexdigest()[:6]
+
+
+def generated_name(*parts: str, base_url: str = "") -> str:
+    """The name ``ab run-suite`` / ``ab run-agent`` give a configuration they create from
+    their options: its parts joined, plus the endpoint's tag when one is named."""
+    name = " ".join(p for p in parts if p)
+    return f"{name} ({endpoint_tag(base_url)})" if base_url else name

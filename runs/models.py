@@ -116,6 +116,10 @@ class ModelConfig(models.Model):
         return self.name
 
     def save(self, *args, **kwargs) -> None:
+        fields = kwargs.get("update_fields")
+        if fields is None or {"base_url", "api_key_env"} & set(fields):
+            # Every ORM write, not only the forms': the CLI and the services save directly.
+            self.clean_upstream()
         if not self.slug:
             self.slug = self._free_slug()
         if "workspace_files" in self.__dict__:  # not deferred: the label follows the files
@@ -137,8 +141,53 @@ class ModelConfig(models.Model):
             )
         except conditions.ConditionError as exc:
             raise ValidationError({"workspace_files": exc.problems}) from None
+        self.clean_upstream()
         if self.agent_variant == AgentVariant.CLI:
             self._clean_cli()
+        if self.agent_variant in (AgentVariant.CLI, AgentVariant.LLM):
+            self._clean_cost_price()
+
+    def _clean_cost_price(self) -> None:
+        """A cost budget needs a price for the model: an unpriced model costs $0 and the
+        budget would never run out (the gateway refuses to start such a budget too)."""
+        from django.core.exceptions import ValidationError
+
+        from runs.agents.contract import ModelSettings
+        from runs.agents.pricing import PriceTableError, load_price_table, price_for
+
+        if self.max_cost_usd is None:
+            return
+        try:
+            table = load_price_table(settings.LLM_PRICE_TABLE)
+        except PriceTableError as exc:
+            raise ValidationError({"max_cost_usd": f"LLM_PRICE_TABLE: {exc}"}) from None
+        own = ModelSettings(
+            variant=self.agent_variant,
+            model_name=self.model_name,
+            price_input_per_mtok=self.price_input_per_mtok,  # type: ignore[arg-type]
+            price_output_per_mtok=self.price_output_per_mtok,  # type: ignore[arg-type]
+        )
+        if not self.model_name or price_for(own, table) is None:
+            raise ValidationError(
+                {
+                    "max_cost_usd": f"a cost budget needs a price for the model "
+                    f"{self.model_name!r}: set price_input_per_mtok and price_output_per_mtok, "
+                    "or add the model to the price table (LLM_PRICE_TABLE)"
+                }
+            )
+
+    def clean_upstream(self) -> None:
+        """Refuse a key variable or upstream the operator did not list (runs/upstreams.py),
+        naming the field: the API, the admin and the CLI all come through here."""
+        from django.core.exceptions import ValidationError
+
+        from runs.upstreams import policy_from_settings
+
+        problems = policy_from_settings().problems(
+            base_url=self.base_url or "", api_key_env=self.api_key_env or ""
+        )
+        if problems:
+            raise ValidationError(problems)
 
     def _clean_cli(self) -> None:
         from django.core.exceptions import ValidationError
@@ -213,13 +262,22 @@ class RunDateSource(models.TextChoices):
     METADATA = "metadata", "the folder's metadata.yaml"
     INSPECT = "inspect", "the Inspect log's timestamps"
     TRAJECTORIES = "trajectories", "the trajectories' timestamps"
-    GIVEN = "given", "given on import (--date)"
+    GIVEN = "given", "--date, given on import"
     UNKNOWN = "unknown", "unknown (the import time)"
 
 
 class RunQuerySet(models.QuerySet["Run"]):
     def active(self) -> RunQuerySet:
         return self.filter(status__in=[RunStatus.QUEUED, RunStatus.RUNNING])
+
+
+class RunBackend(models.TextChoices):
+    """Which sandbox a run's attempts use: the worker's default (``SANDBOX_BACKEND``), or one
+    asked for at launch."""
+
+    DEFAULT = "", "the worker's default"
+    DOCKER = "docker", "Docker"
+    BWRAP = "bwrap", "bubblewrap"
 
 
 class Run(models.Model):
@@ -230,6 +288,7 @@ class Run(models.Model):
     model_config = models.ForeignKey(ModelConfig, on_delete=models.PROTECT, related_name="runs")
     samples = models.PositiveSmallIntegerField(default=1)
     selection = models.JSONField(default=dict, blank=True)
+    backend = models.CharField(max_length=10, choices=RunBackend.choices, blank=True, default="")
     source = models.CharField(max_length=20, choices=RunSource.choices, default=RunSource.HARNESS)
     status = models.CharField(max_length=20, choices=RunStatus.choices, default=RunStatus.QUEUED)
     created_by = models.ForeignKey(
@@ -506,6 +565,18 @@ class Attempt(models.Model):
     @property
     def resolved(self) -> bool:
         return self.status == AttemptStatus.FINISHED and self.failure_reason_id is None
+
+    @property
+    def usage_recorded(self) -> bool:
+        """Whether cost, tokens and calls are figures. A queued or running attempt's zeros are
+        no cost yet ("—", null), unless it carries usage from before (an imported run's
+        attempt queued for evaluation keeps what its trajectory reported); a stub that was
+        never attempted has none."""
+        if self.status == AttemptStatus.MISSING:
+            return False
+        if self.status in (AttemptStatus.QUEUED, AttemptStatus.RUNNING):
+            return bool(self.cost_usd or self.tokens_in or self.tokens_out)
+        return True
 
     @property
     def is_missing(self) -> bool:

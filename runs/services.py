@@ -28,6 +28,7 @@ from runs.models import (
     AttemptStatus,
     ModelConfig,
     Run,
+    RunBackend,
     RunSource,
     RunStatus,
 )
@@ -66,15 +67,19 @@ def run_launch(
     labels: Sequence[str] | None = None,
     task_ids: Sequence[str] | None = None,
     include_flaky: bool = False,
+    backend: str = "",
     created_by=None,
 ) -> Run:
-    """Create a run (selected tasks x one model configuration x ``samples``) and queue it.
+    """Create a run (selected tasks x one model configuration x ``samples``) and queue it;
+    ``backend`` ("docker", "bwrap"; "" for the worker's default) is the sandbox its attempts use.
 
     Every attempt is created ``queued`` in one transaction; one Celery task per attempt is
     sent once it commits. Tasks labelled ``flaky`` are left out unless ``include_flaky``.
     """
     if samples < 1:
         raise LaunchError(f"samples must be at least 1, got {samples}")
+    if backend not in RunBackend.values:
+        raise LaunchError(f"backend: expected docker or bwrap, got {backend!r}")
     tasks = _select_tasks(suite, labels=labels, task_ids=task_ids, include_flaky=include_flaky)
     selection = {
         "labels": list(labels or []),
@@ -87,6 +92,7 @@ def run_launch(
             model_config=model_config,
             samples=samples,
             selection=selection,
+            backend=backend,
             source=RunSource.HARNESS,
             status=RunStatus.QUEUED,
             created_by=created_by,

@@ -20,6 +20,9 @@ file                        when a step starts and ends
 ``llm_messages.jsonl``      our LLM agent's ``events.jsonl``: ``llm_request`` to the last
                             ``tool_finish`` before the next request (``t``: seconds since start)
 ``events.jsonl``            our other agents: each ``tool_start`` to its ``tool_finish``
+``model_calls.jsonl``       a CLI agent through the gateway: each reply's call from its
+                            ``started_at`` to the next reply's call (the reply and the tools
+                            the CLI ran with it); the last one until its reply was in
 ==========================  ===================================================================
 
 The k-th step is the transcript's k-th assistant turn; when the counts differ, nothing is
@@ -74,6 +77,8 @@ def load(read: Reader, transcript: Any) -> StepTimes | None:
     do not match the transcript's."""
     if transcript is None or transcript.error:
         return None
+    if transcript.file == "model_calls.jsonl":
+        return _from_turns(transcript)
     parse = _PARSERS.get(transcript.file)
     if parse is None:
         return None
@@ -89,6 +94,28 @@ def load(read: Reader, transcript: Any) -> StepTimes | None:
     return StepTimes(
         steps=steps, by_turn={t.index: s for t, s in zip(assistants, steps, strict=True)}
     )
+
+
+def _from_turns(transcript: Any) -> StepTimes | None:
+    """Step times the transcript's reader attached to its assistant turns (the gateway's
+    record: each turn's model call's start and end)."""
+    assistants = [t for t in transcript.turns if t.role == "assistant"]
+    steps = []
+    for n, turn in enumerate(assistants):
+        following = assistants[n + 1].call_started if n + 1 < len(assistants) else None
+        end = following if following is not None else turn.call_ended
+        steps.append(StepTime(n + 1, turn.call_started, end))
+    if not steps or all(s.seconds is None for s in steps):
+        return None
+    return StepTimes(
+        steps=steps, by_turn={t.index: s for t, s in zip(assistants, steps, strict=True)}
+    )
+
+
+# Sources whose clock is seconds since the epoch (the others count from the agent's start).
+ABSOLUTE_CLOCKS = frozenset(
+    {"model_calls.jsonl", "trajectory.traj.json", "trajectory.inspect.json", "trajectory.atif.json"}
+)
 
 
 # --- mini-swe-agent ------------------------------------------------------------------------

@@ -96,6 +96,10 @@ class SandboxConfig:
     # The disk quota in MiB for everything the sandbox may write (workspace, /tmp, home): one
     # filesystem of that size (sandbox/disk.py). None: no quota (tmpfs /tmp and home).
     disk_mb: int | None = None
+    # Files (inodes) that filesystem holds, whatever their size: empty files cost the host's
+    # later walks of the tree (git, the patch, its page) per file, not per byte. None: mkfs's
+    # own count for the size (one per 16 KiB: 655,360 for 10 GiB).
+    disk_files: int | None = None
     # With a quota, copy the workspace's tree back into ``workspace`` at close (False when the
     # caller deletes it anyway).
     disk_copy_back: bool = True

@@ -147,7 +147,10 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
                 accounts.check_no_host_account()
                 self._accounts = self._write_accounts()
                 self._disk, self.disk_quota = disk.open_quota(
-                    f"ab-{self.config.name}", self.config.workspace, self.config.disk_mb
+                    f"ab-{self.config.name}",
+                    self.config.workspace,
+                    self.config.disk_mb,
+                    self.config.disk_files,
                 )
                 self._expose_workspace()
             elif self.config.disk_mb:

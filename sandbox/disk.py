@@ -4,12 +4,15 @@ stops at ``ENOSPC`` and the host's disk use stays bounded by the quota.
 
 The filesystem lives in a sparse image file under ``SANDBOX_DISK_ROOT`` (default
 /var/lib/agentbench/sandbox-disks), loop-mounted at ``<root>/ab-<name>``: it takes host disk
-only as it fills, up to its size. At start the workspace's contents are copied into it and the
-filesystem's ``ws`` folder is bound over the workspace directory, so the host side (file
-methods, the pipeline's git) and both backends see the same tree; ``tmp`` and ``home`` replace
-the tmpfs mounts. At close the tree is copied back when asked (``disk_copy_back``), then the
-filesystem is shut down without writing back what it still caches (its image is deleted next:
-writing it out only to delete it costs ~0.1 s per 100 MB), unmounted, and the image deleted.
+only as it fills, up to its size, and holds at most ``files`` files when given (its inode
+count: ``SANDBOX_MAX_FILES``), since a tree of many empty files costs the host per file when
+it is read back (git, the patch, the attempt's page). At start the workspace's contents are
+copied into it and the filesystem's ``ws`` folder is bound over the workspace directory, so
+the host side (file methods, the pipeline's git) and both backends see the same tree; ``tmp``
+and ``home`` replace the tmpfs mounts. At close the tree is copied back when asked
+(``disk_copy_back``), then the filesystem is shut down without writing back what it still
+caches (its image is deleted next: writing it out only to delete it costs ~0.1 s per 100 MB),
+unmounted, and the image deleted.
 
 It needs root, a loop device and ``mkfs.ext4``. Where any is missing the sandbox runs without
 a quota (logged, and ``Sandbox.disk_quota`` says why): ``/tmp`` and the home stay tmpfs (they
@@ -56,9 +59,12 @@ def _run(args: list[str]) -> None:
 class SandboxDisk:
     """One sandbox's quota filesystem (see the module docstring)."""
 
-    def __init__(self, name: str, size_mb: int, *, root: Path | None = None):
+    def __init__(
+        self, name: str, size_mb: int, *, root: Path | None = None, files: int | None = None
+    ):
         self.name = name
         self.size_mb = size_mb
+        self.files = files
         self.root = root or disk_root()
         self.image = self.root / f"{name}.img"
         self.mountpoint = self.root / name
@@ -77,7 +83,16 @@ class SandboxDisk:
         return self.mountpoint / "home"
 
     def describe(self) -> str:
-        return f"ext4 image of {self.size_mb} MiB ({self.image})"
+        try:
+            inodes = f", {os.statvfs(self.mountpoint).f_files} inodes"
+        except OSError:
+            inodes = ""
+        return f"ext4 image of {self.size_mb} MiB{inodes} ({self.image})"
+
+    def inode_count(self) -> int:
+        """``files``, but never more inodes than one per 4 KiB (mkfs's densest default):
+        their tables take space from the quota's bytes. ext4 rounds it to its inode tables."""
+        return min(self.files or 0, self.size_mb * 1024 * 1024 // 4096)
 
     def create(self, workspace: Path) -> None:
         """Make and mount the filesystem, copy ``workspace`` into it and bind it over
@@ -94,7 +109,8 @@ class SandboxDisk:
                 image.truncate(self.size_mb * 1024 * 1024)
             # No journal (a throw-away filesystem), nothing reserved for root, inode tables
             # left to read as the sparse file's zeros (noinit_itable below).
-            _run(["mkfs.ext4", "-q", "-F", "-m", "0", "-O", "^has_journal",
+            inodes = ["-N", str(self.inode_count())] if self.files else []
+            _run(["mkfs.ext4", "-q", "-F", "-m", "0", "-O", "^has_journal", *inodes,
                   "-E", "lazy_itable_init=1,nodiscard", str(self.image)])  # fmt: skip
             self.mountpoint.mkdir(mode=0o755, exist_ok=True)
             _run(["mount", "-o", "loop,nosuid,nodev,noinit_itable",
@@ -179,12 +195,15 @@ def _clear(directory: Path) -> None:
             entry.unlink()
 
 
-def open_quota(name: str, workspace: Path, size_mb: int | None) -> tuple[SandboxDisk | None, str]:
-    """The sandbox's quota filesystem, set up over ``workspace``, and a description for the
-    record; (None, why not) when none was asked for or this host cannot make one."""
+def open_quota(
+    name: str, workspace: Path, size_mb: int | None, files: int | None = None
+) -> tuple[SandboxDisk | None, str]:
+    """The sandbox's quota filesystem (``size_mb``, at most ``files`` files), set up over
+    ``workspace``, and a description for the record; (None, why not) when none was asked for
+    or this host cannot make one."""
     if not size_mb:
         return None, "none (not asked for)"
-    disk = SandboxDisk(name, size_mb)
+    disk = SandboxDisk(name, size_mb, files=files)
     try:
         disk.create(workspace)
     except OSError as exc:

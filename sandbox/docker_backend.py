@@ -202,7 +202,7 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
         self._remove_leftover()
         self._accounts = self._write_accounts(image.id)
         self._disk, self.disk_quota = disk.open_quota(
-            self.name, self.config.workspace, self.config.disk_mb
+            self.name, self.config.workspace, self.config.disk_mb, self.config.disk_files
         )
         if self._use_exec_server:
             self._server = ExecServer.listen(self.name)

@@ -15,6 +15,22 @@ TASKS_DIR = REPO_ROOT / "tasks"
 SHARED_DIR = Path(os.environ.get("AB_SHARED_DIR") or REPO_ROOT.parent / "shared")
 
 
+def _allow_the_fake_providers_keys() -> None:
+    """The variables the tests' fake providers take their keys from are on this session's list
+    (GATEWAY_API_KEY_ENVS, runs/upstreams.py), as an operator would list theirs: in the settings
+    of this process (Django is set up before conftest loads) and for the workers it starts."""
+    from django.conf import settings
+
+    from runs.upstreams import DEFAULT_KEY_ENVS
+
+    names = [*DEFAULT_KEY_ENVS, "AB_TEST_UPSTREAM_KEY", "AB_TEST_FAKE_KEY", "H3_FAKE_KEY"]
+    os.environ["GATEWAY_API_KEY_ENVS"] = ",".join(names)
+    settings.GATEWAY_API_KEY_ENVS = names
+
+
+_allow_the_fake_providers_keys()
+
+
 @pytest.fixture(autouse=True)
 def _failure_reasons_after_flush(request):
     """A transactional test ends by flushing every table, the data migration's 15 failure

@@ -97,6 +97,11 @@ def assert_the_page_shows_the_cli_run(client, reader, attempt, cli: str) -> None
     assert all(c["result"]["text"] for c in answered)
     for name in TOOL_NAMES[cli]:
         assert name in page
+    # The attempt's own count is the transcript's (a CLI in the sandbox runs its tools itself,
+    # so only the recorded model calls know them), on the page header and in the API alike.
+    assert attempt.tool_calls == len(calls)
+    detail = client.get(f"/api/attempts/{attempt.public_id}").json()
+    assert detail["tool_calls"] == len(calls)
 
 
 @pytest.mark.parametrize("cli", CLIS)

@@ -312,7 +312,7 @@ def _exhaust(gw, client_kind: str, calls: int) -> Exception:
     [
         ("calls", GatewayBudgets(max_calls=2), 2),
         ("tokens", GatewayBudgets(max_tokens=200), 2),  # 120 a call: refused at 240
-        ("cost", GatewayBudgets(max_cost_usd=0.0007), 2),  # $0.00045 a call
+        ("cost", GatewayBudgets(max_cost_usd=0.0007), 2),  # $0.00045 or $0.0006 a call
         ("time", GatewayBudgets(max_wall_sec=0.0), 0),
     ],
 )
@@ -330,7 +330,8 @@ def test_a_used_up_budget_refuses_the_call_in_the_apis_error_shape(
         tmp_path,
         anthropic=anthropic_shape,
         budgets=budgets,
-        model_name="gpt-4o",
+        # The model each client asks for: another is refused (not_allowed).
+        model_name="claude-sonnet-4" if anthropic_shape else "gpt-4o",
     )
     with upstream, open_gateway(cfg) as gw:
         error = _exhaust(gw, client_kind, 3)
@@ -417,7 +418,8 @@ def test_an_unknown_model_is_permanent(tmp_path: Path) -> None:
     unknown = fake.error(404, "model_not_found", "The model `gpt-9` does not exist")
     with (
         FakeProvider([unknown]) as upstream,
-        open_gateway(config(upstream, tmp_path)) as gw,
+        # A configuration naming a model its upstream does not have.
+        open_gateway(config(upstream, tmp_path, model_name="gpt-9")) as gw,
         pytest.raises(openai.NotFoundError),
     ):
         openai_client(gw).chat.completions.create(model="gpt-9", messages=MESSAGES)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
 from runs.models import AttemptStatus, Run, RunSource, RunStatus
 from tasks_app.models import Task
@@ -64,23 +66,34 @@ def url(name: str, run) -> str:
 def test_staff_see_the_buttons_that_can_act_on_the_run_and_others_see_none(
     client, running, alice, bob
 ):
-    # Running, one infrastructure failure, nothing queued: cancel and retry, no resume.
+    # Running, one infrastructure failure, one attempt still running: cancel only (a retry
+    # waits until nothing of the run is left to run).
     client.force_login(bob)
     body = client.get(url("run-detail", running)).content.decode()
     assert 'id="run-actions"' not in body and buttons(body) == {}
     client.force_login(alice)
     body = client.get(url("run-detail", running)).content.decode()
-    assert buttons(body) == {
-        url("run-cancel", running): "Cancel",
-        url("run-retry", running): "Retry failed (1)",
-    }
+    assert buttons(body) == {url("run-cancel", running): "Cancel"}
     # The live fragment carries them: they change as the run does.
     fragment = client.get(url("run-progress", running)).content.decode()
     assert buttons(fragment) == buttons(body)
+    running.attempts.filter(status=AttemptStatus.RUNNING).update(
+        status=AttemptStatus.FINISHED, finished_at=timezone.now()
+    )
+    assert buttons(client.get(url("run-progress", running)).content.decode()) == {
+        url("run-cancel", running): "Cancel",
+        url("run-retry", running): "Retry failed (1)",
+    }
 
+    # Queued attempts waiting their turn are no reason to "Resume"; ones nothing has moved
+    # for five minutes (the broker lost them, the workers are down) are.
     queued = make_run(running.suite, make_model("waiting"), status=RunStatus.QUEUED)
     for task in Task.objects.for_suite(running.suite):
         make_attempt(queued, task, status=AttemptStatus.QUEUED)
+    assert buttons(client.get(url("run-detail", queued)).content.decode()) == {
+        url("run-cancel", queued): "Cancel",
+    }
+    queued.attempts.update(queued_at=timezone.now() - dt.timedelta(minutes=6))
     assert buttons(client.get(url("run-detail", queued)).content.decode()) == {
         url("run-cancel", queued): "Cancel",
         url("run-resume", queued): "Resume (3 queued)",

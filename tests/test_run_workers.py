@@ -11,6 +11,7 @@ Claude Code through its gateway against a scripted provider, on PostgreSQL + Red
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -214,10 +215,19 @@ def test_run_suite_wait_prints_a_summary_by_reason(stack):
         "--wait",
         "--poll",
         "0.5",
+        # The sandbox asked for at launch, not the worker's default (Docker here).
+        "--backend",
+        "bwrap",
     )
     assert "RESOLVED" in out.stdout and "SETUP_FAILED" in out.stdout
     assert "BASELINE_NOT_FAILING" in out.stdout
     assert out.stdout.rstrip().endswith("finished")
+    public_id = out.stdout.split("run ", 1)[1].split(":", 1)[0]
+    run = Run.objects.using(stack.alias).get(public_id=public_id)
+    assert run.backend == "bwrap"
+    resolved = attempts(stack, run).filter(failure_reason__isnull=True).first()
+    record = stack.var_dir / "artifacts" / resolved.artifacts_dir / "run.json"
+    assert json.loads(record.read_text())["sandbox"]["backend"] == "bwrap"
 
 
 @pytest.fixture

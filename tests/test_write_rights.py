@@ -341,6 +341,33 @@ def test_a_staff_account_needs_the_admins_permission_to_add_model_configurations
     assert allowed.status_code == 201, allowed.content
 
 
+def test_only_a_superuser_sets_where_a_configurations_key_goes(client, world, django_user_model):
+    """``Write.MODEL_CONFIG_UPSTREAM`` on top of the create right (issue 28): every persona, and
+    staff with the admin's permission who is no superuser (tests/test_model_config_upstreams.py
+    has the admin and the launch)."""
+    from django.contrib.auth.models import Permission
+
+    erin = django_user_model.objects.create_user("erin", password="x", is_staff=True)
+    erin.user_permissions.add(Permission.objects.get(codename="add_modelconfig"))
+    _, raw = api_token_create(user=erin, name="erin-t")
+    headers = {p: world.api_headers(p) for p in PERSONAS} | {
+        "erin": {"HTTP_AUTHORIZATION": f"Bearer {raw}"}
+    }
+    expected = {"anonymous": 401, "dave": 403, "bob": 403, "erin": 403, "alice": 201}
+    upstream = {"base_url": "https://api.openai.com/v1", "api_key_env": "OPENAI_API_KEY"}
+    for persona, status in expected.items():
+        body = {"name": f"up-{persona}", "agent_variant": "llm", "model_name": "gpt-4o"} | upstream
+        before = state()
+        response = client.post(
+            "/api/model-configs", json.dumps(body), content_type="application/json",
+            **headers[persona],
+        )  # fmt: skip
+        assert response.status_code == status, (persona, response.content[:300])
+        assert (state() != before) == (status == 201), persona
+    refusal = AuditEvent.objects.get(action=ACCESS_DENIED, actor=erin)
+    assert refusal.details["action"] == "model_config.upstream"
+
+
 def test_no_token_revokes_another_accounts_token(client, world):
     bobs, _ = world.tokens["bob"]
     for persona in ("dave", "alice"):

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.views import LoginView
+from django.core.exceptions import NON_FIELD_ERRORS
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from benchsite.accounts.models import ApiToken
 from benchsite.accounts.services import TokenError, api_token_create, api_token_revoke
+from benchsite.accounts.throttle import SiteAuthenticationForm
 from runs.access import Write, write_view
 
 
@@ -20,6 +22,13 @@ class SiteLoginView(LoginView):
 
     template_name = "accounts/login.html"
     redirect_authenticated_user = True
+    form_class = SiteAuthenticationForm  # password guessing locks out (accounts/throttle.py)
+
+    def form_invalid(self, form):
+        response = super().form_invalid(form)
+        if form.has_error(NON_FIELD_ERRORS, code="locked"):
+            response.status_code = 429
+        return response
 
 
 def _tokens_page(

@@ -37,6 +37,11 @@ class ModelSettings:
     llm_log_max_chars: int = 2_000_000
     price_input_per_mtok: float | None = None
     price_output_per_mtok: float | None = None
+    # The variable the key was read from, and why it was not (runs/upstreams.py: the variable
+    # or the upstream is not on the operator's lists; then ``api_key`` is empty and the agent
+    # refuses to start).
+    api_key_env: str = ""
+    upstream_refused: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +78,9 @@ class AgentOutcome:
     tokens_out: int = 0
     cost_usd: float = 0.0
     tool_calls: int = 0
-    steps: int = 0
+    # Model API calls; None for an agent that calls no model (scripted, oracle, nop,
+    # predictions), so its row shows "—" rather than a rate of calls it never made.
+    steps: int | None = None
     error_text: str = ""
     is_timeout: bool = False
     is_empty_run: bool = False

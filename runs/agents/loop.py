@@ -261,7 +261,9 @@ class AgentLoop:
             tokens_out=state.tokens_out,
             cost_usd=round(state.cost_usd, 6),
             tool_calls=state.steps,
-            steps=state.steps,
+            # Model API calls: one a step for a policy that asks a model, none (no figure)
+            # for the scripted, oracle and nop policies.
+            steps=state.steps if self.policy.uses_llm else None,
             duration_sec=round(duration, 3),
         )
         if reason is Reason.TIMEOUT:

@@ -2,8 +2,10 @@
 
 Order of precedence: the model configuration's own prices, then the JSON file named by the
 ``LLM_PRICE_TABLE`` setting, then the built-in table below. A model found nowhere (a local
-vLLM or Ollama model, say) costs nothing. Names match exactly, then without a provider prefix
-(``openai/gpt-4o`` -> ``gpt-4o``), then by the longest known prefix (``gpt-4o-2024-08-06``).
+vLLM or Ollama model, say) costs nothing, so a configuration with a cost budget must name a
+price for it (``ModelConfig.clean``; the gateway will not start such a budget either). Names
+match exactly, then without a provider prefix (``openai/gpt-4o`` -> ``gpt-4o``), then by the
+longest known prefix (``gpt-4o-2024-08-06``).
 
 The file format::
 
@@ -28,23 +30,49 @@ class Price:
         return (tokens_in * self.input_per_mtok + tokens_out * self.output_per_mtok) / 1e6
 
 
-# List prices at the time of writing; override them with LLM_PRICE_TABLE.
+# List prices (standard tier, prompts under 200k tokens, no cache or batch discounts); override
+# them with LLM_PRICE_TABLE. Sources: OpenAI's https://openai.com/api/pricing and Anthropic's
+# https://docs.claude.com/en/docs/about-claude/pricing, as listed in November 2025; Gemini:
+# https://ai.google.dev/gemini-api/docs/pricing. Names match by their longest known prefix,
+# so a family that changed price (Opus 4.5) needs its own entry.
 DEFAULT_PRICES: dict[str, Price] = {
+    # OpenAI
+    "gpt-5": Price(1.25, 10.0),
+    "gpt-5-codex": Price(1.25, 10.0),
+    "gpt-5-mini": Price(0.25, 2.0),
+    "gpt-5-nano": Price(0.05, 0.4),
+    "gpt-5-pro": Price(15.0, 120.0),
     "gpt-4o": Price(2.5, 10.0),
     "gpt-4o-mini": Price(0.15, 0.6),
     "gpt-4.1": Price(2.0, 8.0),
     "gpt-4.1-mini": Price(0.4, 1.6),
     "gpt-4.1-nano": Price(0.1, 0.4),
+    "o1": Price(15.0, 60.0),
+    "o1-mini": Price(1.1, 4.4),
+    "o3": Price(2.0, 8.0),
+    "o3-pro": Price(20.0, 80.0),
     "o3-mini": Price(1.1, 4.4),
     "o4-mini": Price(1.1, 4.4),
+    # Anthropic (dotted and dashed spellings of the 3.x names)
+    "claude-opus-4": Price(15.0, 75.0),
+    "claude-opus-4-1": Price(15.0, 75.0),
+    "claude-opus-4-5": Price(5.0, 25.0),
+    "claude-sonnet-4": Price(3.0, 15.0),
+    "claude-sonnet-4-5": Price(3.0, 15.0),
+    "claude-haiku-4-5": Price(1.0, 5.0),
+    "claude-3.7-sonnet": Price(3.0, 15.0),
+    "claude-3-7-sonnet": Price(3.0, 15.0),
     "claude-3.5-sonnet": Price(3.0, 15.0),
     "claude-3-5-sonnet": Price(3.0, 15.0),
     "claude-3.5-haiku": Price(0.8, 4.0),
     "claude-3-5-haiku": Price(0.8, 4.0),
-    "claude-3.7-sonnet": Price(3.0, 15.0),
-    "claude-sonnet-4": Price(3.0, 15.0),
+    "claude-3-opus": Price(15.0, 75.0),
+    "claude-3-haiku": Price(0.25, 1.25),
+    # Others
     "deepseek-chat": Price(0.27, 1.1),
     "gemini-2.0-flash": Price(0.1, 0.4),
+    "gemini-2.5-pro": Price(1.25, 10.0),
+    "gemini-2.5-flash": Price(0.3, 2.5),
 }
 
 

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from runs.agents.cli.agent import CliResources
 
 VARIANTS = ("scripted", "oracle", "nop", "llm", "external", "cli")
+# The error text's tag of an attempt whose key variable or upstream is not allowed.
+UPSTREAM_REFUSED = "upstream-refused"
 
 
 class LoopAgent:
@@ -61,7 +63,7 @@ class ExternalPatchAgent:
                 events=events,
             )
             result = toolbox.apply_patch(self.patch)
-            outcome.tool_calls = outcome.steps = 1
+            outcome.tool_calls = 1  # one apply_patch; no model call (steps stays None)
             if not result.ok:
                 outcome.reason, outcome.stop = Reason.TOOL_ERROR, "tool_error"
                 outcome.error_text = f"[patch-apply-failed] {result.error}"
@@ -79,16 +81,17 @@ class MisconfiguredAgent:
     """Stands in for an LLM agent that cannot be built (no model name, bad price table): the
     attempt ends as a permanent LLM_ERROR, so run-level fail-fast stops the configuration."""
 
-    def __init__(self, name: str, error: str):
+    def __init__(self, name: str, error: str, *, tag: str = "llm-permanent"):
         self.name = name
         self.error = error
+        self.tag = tag
 
     def run(self, ctx: AgentContext) -> AgentOutcome:
         EventLog(ctx.artifacts_dir).emit("agent_error", agent=self.name, error=self.error)
         return AgentOutcome(
             reason=Reason.LLM_ERROR,
             stop="llm_error",
-            error_text=f"[llm-permanent] {self.error}",
+            error_text=f"[{self.tag}] {self.error}",
             llm_error_kind="permanent",
         )
 
@@ -105,6 +108,8 @@ def _llm_agent(model: ModelSettings) -> Agent:
     from runs.agents.llm import LLMPolicy  # imports the openai client only when needed
     from runs.agents.pricing import PriceTableError
 
+    if model.upstream_refused:  # runs/upstreams.py: never call out with that key
+        return MisconfiguredAgent("llm", model.upstream_refused, tag=UPSTREAM_REFUSED)
     if not model.model_name:
         return MisconfiguredAgent("llm", "no model name configured")
     try:

@@ -141,7 +141,8 @@ def model_config_detail(request: HttpRequest, ref: Text):
     summary="Create a model configuration",
 )
 def model_config_create_endpoint(request: HttpRequest, payload: ModelConfigIn):
-    config = model_config_create(fields=payload.dict())
+    # Setting base_url or api_key_env needs a superuser too (403 otherwise), and is audited.
+    config = model_config_create(fields=payload.dict(), actor=request.user, request=request)
     audit_event_record(
         actor=request.user,
         action=AuditAction.MODEL_CONFIG_CREATE,
@@ -195,6 +196,7 @@ def run_launch_endpoint(request: HttpRequest, payload: RunLaunchIn):
             labels=payload.labels or None,
             task_ids=payload.task_ids or None,
             include_flaky=payload.include_flaky,
+            backend=payload.backend,
             created_by=request.user,
         )
     except LaunchError as exc:
@@ -317,6 +319,7 @@ def attempt_list(request: HttpRequest, query: Query[AttemptListQuery]):
             q=query.q or "",
             is_infra=query.is_infra,
             resolved=query.resolved,
+            attempted=query.attempted,
             sort=query.sort,
             order=query.order or "",
         )

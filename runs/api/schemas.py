@@ -149,6 +149,7 @@ class RunOut(Schema):
     suite: str = Field(alias="suite.name")
     model: ModelRefOut
     samples: int
+    backend: str = Field(description="docker, bwrap, or empty: the worker's default")
     source: str
     status: str
     selection: dict
@@ -201,6 +202,9 @@ class RunLaunchIn(Schema):
     labels: list[Text] = Field([], max_length=50, description="tasks carrying every label")
     task_ids: list[Text] | None = Field(None, max_length=10_000)
     include_flaky: bool = False
+    backend: Literal["", "docker", "bwrap"] = Field(
+        "", description="the sandbox its attempts use; empty: the worker's default"
+    )
 
 
 class RunActionOut(Schema):
@@ -245,6 +249,28 @@ class AttemptOut(Schema):
     started_at: dt.datetime | None
     finished_at: dt.datetime | None
     url: str = Field(alias="get_absolute_url")
+
+    # Usage is a figure once the attempt ended: a queued or running attempt's zeros are null
+    # (no cost yet), as on the pages and in the CSV (``Attempt.usage_recorded``).
+    @staticmethod
+    def resolve_tokens_in(obj) -> int | None:
+        return obj.tokens_in if obj.usage_recorded else None
+
+    @staticmethod
+    def resolve_tokens_out(obj) -> int | None:
+        return obj.tokens_out if obj.usage_recorded else None
+
+    @staticmethod
+    def resolve_cost_usd(obj) -> float | None:
+        return None if obj.cost_usd is None or not obj.usage_recorded else float(obj.cost_usd)
+
+    @staticmethod
+    def resolve_tool_calls(obj) -> int | None:
+        return obj.tool_calls if obj.usage_recorded else None
+
+    @staticmethod
+    def resolve_steps(obj) -> int | None:
+        return obj.steps if obj.usage_recorded else None
 
 
 class ArtifactOut(Schema):
@@ -351,6 +377,9 @@ class AttemptListQuery(Schema):
     )
     is_infra: bool | None = None
     resolved: bool | None = None
+    attempted: bool | None = Field(
+        None, description="true: attempts that were made; false: a partial run's not attempted"
+    )
     sort: Literal[tuple(SORTS)] = "task"  # type: ignore[valid-type]
     order: Literal["asc", "desc"] | None = Field(None, description="default: the sort's own")
     page: int = Field(1, ge=1, le=MAX_PAGE)

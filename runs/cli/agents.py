@@ -123,6 +123,7 @@ def _import_task(task_file: Path):
 def _model_config(args: argparse.Namespace, variant: str):
     """The model configuration these options describe, named after them so that runs with
     different options never share (and silently change) one configuration."""
+    from runs.model_configs import generated_name
     from runs.pipeline.adhoc import model_config_for_variant
 
     fields: dict[str, object] = {"strict_patch": args.strict_patch}
@@ -138,7 +139,7 @@ def _model_config(args: argparse.Namespace, variant: str):
             "cli_agent": args.cli,
             "max_model_calls": args.max_calls,
         }
-        name = f"cli:{args.cli} {args.model}" + (f" @ {args.base_url}" if args.base_url else "")
+        name = generated_name(f"cli:{args.cli}", args.model, base_url=args.base_url or "")
         if args.max_calls is not None:
             name += f" calls={args.max_calls}"
     if variant == "llm":
@@ -151,7 +152,7 @@ def _model_config(args: argparse.Namespace, variant: str):
                 file=sys.stderr,
             )
         fields |= {"model_name": args.model, "base_url": args.base_url, "api_key_env": key_env}
-        name = f"llm {args.model}" + (f" @ {args.base_url}" if args.base_url else "")
+        name = generated_name("llm", args.model, base_url=args.base_url or "")
     if args.strict_patch:
         name += " (strict patch)"
     if args.max_steps is not None:
@@ -231,6 +232,8 @@ def cmd_agents(args: argparse.Namespace) -> int:
             try:
                 built = ensure_install(definition)
                 state = f"{'built' if built.built else 'cached'} {built.path}"
+                if built.repaired:
+                    state += f" (rebuilt: the cached one failed its check: {built.repaired})"
             except InstallError as exc:
                 state, failed = f"FAILED: {exc}", True
         else:

@@ -13,6 +13,7 @@ from django.conf import settings
 from benchsite.cli.main import CommandError
 from benchsite.processes import Supervisor
 from runs.cli.worker import LocalWorker
+from runs.model_configs import generated_name
 from runs.models import AgentVariant, ModelConfig, Run
 from runs.taxonomy import Reason
 
@@ -39,6 +40,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--labels", default="", help="only tasks with all these labels (a,b)")
     p.add_argument("--task", action="append", default=[], help="only this task id (repeatable)")
     p.add_argument("--include-flaky", action="store_true", help="also run tasks labelled flaky")
+    p.add_argument(
+        "--backend",
+        choices=["docker", "bwrap"],
+        default="",
+        help="the sandbox its attempts use (default: the worker's SANDBOX_BACKEND)",
+    )
     p.add_argument("--wait", action="store_true", help="print progress until every attempt ends")
     p.add_argument(
         "--worker",
@@ -78,27 +85,40 @@ def _suite(name: str):
 
 
 def _model_config(args: argparse.Namespace) -> ModelConfig:
-    name = args.config or args.variant
+    if args.variant == AgentVariant.CLI and not args.cli:
+        raise CommandError("--cli NAME is required with --variant cli (see ab agents)")
+    # Named after the options, so runs with other options never share a configuration: the
+    # CLI and its model ("cli:codex gpt-5-codex"), or the variant and its model ("llm:gpt-4o").
     if args.variant == AgentVariant.CLI:
-        if not args.cli:
-            raise CommandError("--cli NAME is required with --variant cli (see ab agents)")
-        name = args.config or f"cli:{args.cli}"
-    if not args.config and args.model:
-        name = f"{args.variant}:{args.model}"
-    if not args.config and args.base_url:
-        name = f"{name}@{args.base_url}"
-    config, created = ModelConfig.objects.get_or_create(
-        name=name,
-        defaults={
-            "agent_variant": args.variant,
-            "model_name": args.model,
-            "base_url": args.base_url,
-            "api_key_env": args.api_key_env,
-            "cli_agent": args.cli,
-            "max_model_calls": args.max_calls,
-            **({"max_time_sec": args.max_time_sec} if args.max_time_sec else {}),
-        },
-    )
+        parts = [f"cli:{args.cli}", args.model or ""]
+    else:
+        parts = [f"{args.variant}:{args.model}" if args.model else args.variant]
+    name = args.config or generated_name(*parts, base_url=args.base_url or "")
+    from django.core.exceptions import ValidationError
+
+    from runs.model_configs import upstream_audit, upstream_changes
+    from runs.pipeline.adhoc import field_messages
+
+    try:
+        config, created = ModelConfig.objects.get_or_create(
+            name=name,
+            defaults={
+                "agent_variant": args.variant,
+                "model_name": args.model,
+                "base_url": args.base_url,
+                "api_key_env": args.api_key_env,
+                "cli_agent": args.cli,
+                "max_model_calls": args.max_calls,
+                **({"max_time_sec": args.max_time_sec} if args.max_time_sec else {}),
+            },
+        )
+    except ValidationError as exc:  # a key variable or upstream the operator did not list
+        raise CommandError(field_messages(exc)) from None
+    if created:  # the operator's door: no account, audited like the others
+        import getpass
+
+        changes = upstream_changes(config, before=None)
+        upstream_audit(None, config, changes, via="cli", os_user=getpass.getuser())
     if not created and config.agent_variant != args.variant:
         raise CommandError(
             f"--config: model configuration {name!r} is variant {config.agent_variant}, "
@@ -123,6 +143,7 @@ def cmd_run_suite(args: argparse.Namespace) -> int:
             labels=labels or None,
             task_ids=args.task or None,
             include_flaky=args.include_flaky,
+            backend=args.backend,
         )
     except LaunchError as exc:
         raise CommandError(str(exc)) from exc

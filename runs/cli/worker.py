@@ -8,7 +8,9 @@ second signal) the Celery processes are killed and their attempts handed back to
 once, from a clean workspace. No Celery process outlives ``ab worker``, and nothing of it stays
 in the temporary directory: its ready file and its Celery processes' temporary files
 (multiprocessing's ``pymp-*``) live in one folder of its own, removed when it stops (or, when it
-was killed, by the next reaper pass on this machine).
+was killed, by the next reaper pass on this machine, once none of its processes holds the
+folder's lock). Killed itself (``kill -9`` of its process group), it takes its Celery
+processes with it: they get SIGKILL on its death, so none runs on unsupervised.
 """
 
 from __future__ import annotations
@@ -107,7 +109,7 @@ class LocalWorker:
         loglevel: str = "WARNING",
         env: dict[str, str] | None = None,
     ):
-        from runs.workers.leftovers import worker_dir_create
+        from runs.workers.worker_dir import WORKER_DIR_ENV, worker_dir_create
 
         self.supervisor = supervisor
         self.node = worker_nodename(hostname)
@@ -119,13 +121,22 @@ class LocalWorker:
         # Celery's processes keep their temporary files (multiprocessing's pymp-* folders) in
         # this worker's folder: a killed Celery process cannot remove its own.
         # ``env``: settings of this worker only (validate-suite --worker: its backend).
+        # Each Celery process holds the folder's lock (runs.workers.worker_dir), so no
+        # leftovers pass removes it while one of them lives.
         env = (
             os.environ
             | (env or {})
-            | {"AB_WORKER_READY_FILE": str(self.ready_file), "TMPDIR": str(tmp)}
+            | {
+                "AB_WORKER_READY_FILE": str(self.ready_file),
+                "TMPDIR": str(tmp),
+                WORKER_DIR_ENV: str(self.folder),
+            }
         )
         argv = worker_argv(node=self.node, concurrency=concurrency, loglevel=loglevel)
-        self.celery: Child = supervisor.start("worker", argv, env=env)
+        # SIGKILL, not a warm stop, when this process dies without stopping it (kill -9 of its
+        # group): with no supervisor left to hand its attempts back, they are the reaper's to
+        # requeue, which it does once their heartbeat stops.
+        self.celery: Child = supervisor.start("worker", argv, env=env, death_signal=signal.SIGKILL)
         self.reaper: Child = supervisor.start("reaper", reaper_argv())
 
     def ready(self) -> bool:
@@ -143,7 +154,7 @@ class LocalWorker:
         """Warm shutdown: running attempts finish within ``grace`` seconds; the rest are
         handed back. Returns the ids of the attempts handed back."""
         from runs.workers.bookkeeping import attempts_hand_back
-        from runs.workers.leftovers import worker_dir_remove
+        from runs.workers.worker_dir import worker_dir_remove
 
         grace = settings.WORKER_SHUTDOWN_GRACE_SEC if grace is None else grace
 

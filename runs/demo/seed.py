@@ -418,7 +418,9 @@ def _create_attempt(
         tokens_out=outcome.tokens_out if known else None,
         cost_usd=cost if known else None,
         tool_calls=(outcome.steps + rng.randint(0, 4) if outcome.steps else 0) if known else None,
-        steps=outcome.steps if known else None,
+        # No model call recorded (an agentless reference, an attempt that never reached its
+        # agent) is no figure, not 0: the row shows "—" for calls it never made.
+        steps=(outcome.steps or None) if known else None,
         lines_changed=sum(
             1 for ln in patch.splitlines() if ln[:1] in "+-" and ln[:3] not in ("+++", "---")
         ),

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from runs.agents.llm_errors import RetryPolicy
+from runs.upstreams import UpstreamPolicy
 from sandbox.gateway_mount import DEFAULT_PORT
 
 # The four budgets, in the order a request is checked against them.
@@ -17,14 +18,22 @@ BUDGET_NAMES = ("time", "calls", "tokens", "cost")
 class GatewayBudgets:
     """Limits on the model calls of one attempt; None is no limit. A model call is refused
     once ``max_calls`` calls were made, once the tokens (in + out) or the cost reached their
-    limit (the call that crosses one is answered: its size is known only afterwards), or once
-    ``max_wall_sec`` passed since the clock started: ``Gateway.start_clock()`` (the agent
-    starts), else the gateway's opening."""
+    limit, or once ``max_wall_sec`` passed since the clock started: ``Gateway.start_clock()``
+    (the agent starts), else the gateway's opening.
+
+    Calls in flight hold a reservation (runs/gateway/ledger.py): a call is admitted against
+    what is left after them, waiting while they hold it; a stream is cut once its running
+    usage passes its reservation; only a whole (non-streamed) answer larger than what was
+    left can cross a limit, by that one answer."""
 
     max_calls: int | None = None
     max_tokens: int | None = None
     max_cost_usd: float | None = None
     max_wall_sec: float | None = None
+
+
+class GatewayConfigError(ValueError):
+    """A configuration the gateway will not serve (the message names the field)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +45,10 @@ class GatewayConfig:
 
     upstream_base_url: str
     upstream_api_key: str
+    # The model every request must name (or one of ``allowed_models``): another is refused
+    # (400, ``not_allowed``). Empty: no model is pinned (a gateway used on its own).
     model_name: str = ""
+    allowed_models: tuple[str, ...] = ()
     budgets: GatewayBudgets = field(default_factory=GatewayBudgets)
     # The configuration's prices (USD per million tokens); None: the price table.
     price_input_per_mtok: float | None = None
@@ -47,12 +59,28 @@ class GatewayConfig:
     record_path: Path | None = None
     # Each request and response body is kept byte for byte up to this many bytes.
     body_cap_bytes: int = 1_000_000
+    # All of model_calls.jsonl (runs/gateway/record.py): past it records are summarised, then
+    # only counted.
+    record_max_bytes: int = 64 * 1024 * 1024
+    # Values never written to a record or a log, nor passed to the CLI, beside the key and
+    # the token (runs/gateway/redact.py).
+    secrets: tuple[str, ...] = ()
+    # Output tokens reserved for a model call that sets no max_tokens / max_output_tokens.
+    default_output_reserve: int = 8192
     # Retries of transient upstream failures (pass runs.agents.registry.retry_policy(): the
     # LLM_RETRY_* settings).
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     # Seconds to connect, and between two reads of an answer (a stream may last longer).
     upstream_timeout_sec: float = 600.0
     max_request_bytes: int = 32 * 1024 * 1024
+    # Request bytes held in memory at once by all the calls being read or sent (a body waits
+    # for room, then gets a 503): what parallel large requests may take of the worker.
+    max_request_bytes_in_flight: int = 96 * 1024 * 1024
+    # Client connections open at once (each has a thread), and requests being served at once;
+    # one over either limit is refused (503, 429) and recorded.
+    max_connections: int = 64
+    max_calls_in_flight: int = 32
+    # An answer's bytes, whole or streamed (a stream past it is cut: runs/gateway/meter.py).
     max_response_bytes: int = 64 * 1024 * 1024
     # Where the forwarder listens inside the sandbox.
     sandbox_port: int = DEFAULT_PORT
@@ -63,6 +91,11 @@ class GatewayConfig:
     # Ask for usage in chat-completions streams (stream_options.include_usage) when the CLI
     # did not: without it a stream reports no tokens, and budgets cannot be kept.
     stream_usage: bool = True
+    # The variable ``upstream_api_key`` was read from, and the operator's lists
+    # (runs/upstreams.py): with a policy, the gateway refuses to open (``UpstreamRefused``)
+    # for a variable or an upstream not on them.
+    api_key_env: str = ""
+    upstream_policy: UpstreamPolicy | None = None
 
 
 class UpstreamError(NamedTuple):

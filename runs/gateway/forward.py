@@ -9,13 +9,15 @@ import http.client
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any
 
 import runs.gateway.wire as wire
 from runs.agents.llm_errors import is_permanent_status, retry_after_sec
 from runs.gateway.config import UpstreamError
-from runs.gateway.record import Capture, headers_record
+from runs.gateway.inbound import BadRequest, Request
+from runs.gateway.ledger import Reservation, estimate
+from runs.gateway.meter import EventAligner, Meter, error_event
+from runs.gateway.record import Capture, body_left_out, headers_record
 from runs.gateway.upstream import Exchange
 
 if TYPE_CHECKING:
@@ -43,19 +45,12 @@ NOT_RETURNED = HOP_BY_HOP | {"content-length", "set-cookie"}
 BUDGET_STATUS = 400
 # Bytes of an error answer read before retrying (error bodies are small).
 ERROR_BODY_LIMIT = 1024 * 1024
+# The APIs whose requests name a model: it must be the attempt's.
+PINNED_APIS = wire.MODEL_CALL_APIS | {wire.COUNT_TOKENS}
 
 
 class ClientGone(Exception):
     """The CLI closed its connection while we answered."""
-
-
-class BadRequest(Exception):
-    """A request body the gateway will not read (too large, malformed framing)."""
-
-    def __init__(self, status: int, kind: str, message: str):
-        super().__init__(message)
-        self.status = status
-        self.kind = kind
 
 
 @dataclass
@@ -72,20 +67,22 @@ class Failed:
 
 
 class Call:
-    def __init__(self, gateway: Gateway, handler: BaseHTTPRequestHandler, via: str):
+    def __init__(self, gateway: Gateway, request: Request, via: str):
         self.gw = gateway
-        self.h = handler
+        self.h = request
         self.started = time.monotonic()
-        self.headers = list(handler.headers.items())
+        self.headers = request.headers
         self.hdict = {k.lower(): v for k, v in self.headers}
-        self.api = wire.api_of(handler.command, handler.path)
+        self.api = request.match.api if request.match is not None else None
         self.anthropic = wire.is_anthropic(self.api, self.hdict)
+        self.held: Reservation | None = None  # what an admitted model call holds
+        self.body_size = 0
         self.record: dict[str, Any] = {
             "seq": gateway.writer.next_seq(),
             "started_at": datetime.now(UTC).isoformat(),
             "via": via,
-            "method": handler.command,
-            "path": handler.path,
+            "method": request.command,
+            "path": request.path[:2048],
             "api": self.api,
             "model_call": self.api in wire.MODEL_CALL_APIS,
             "model": "",
@@ -116,23 +113,30 @@ class Call:
             self.record["outcome"] = self.record["outcome"] or "client_gone"
             self.h.close_connection = True
         finally:
+            if self.held is not None:  # no answer counted: what it held goes back
+                self.gw.ledger.settle(self.held)
             self.record["duration_ms"] = round((time.monotonic() - self.started) * 1000, 3)
             self.gw.writer.write(self.record)
 
     def _run(self) -> None:
         cfg = self.gw.config
         auth = self._auth()
-        capture = Capture(cfg.body_cap_bytes)
-        self.record["request"] = {"headers": headers_record(self.headers), "auth": auth}
-        try:
-            body = self._read_body(cfg.max_request_bytes)
-        except BadRequest as exc:
-            self.record["request"].update(capture.as_record())
-            self.h.close_connection = True  # the rest of the body is not read
-            self._refuse(exc.status, exc.kind, str(exc), outcome="bad_request")
+        self.record["request"] = {
+            "headers": headers_record(self.headers, self.gw.redactor),
+            "auth": auth,
+        }
+        if (refused := self.h.refusal) is not None:  # a malformed head or target: body unread
+            self._refuse(refused.status, refused.kind, str(refused), outcome=refused.outcome)
             return
-        capture.feed(body)
-        self.record["request"].update(capture.as_record())
+        try:
+            body = self.h.read_body(cfg.max_request_bytes)
+        except BadRequest as exc:
+            self.h.close_connection = True  # the rest of the body is not read
+            self._refuse(exc.status, exc.kind, str(exc), outcome=exc.outcome)
+            return
+        # A request refused below keeps only its size (the sandbox must not fill the host's
+        # disk with bodies the gateway never forwards).
+        self.body_size = len(body)
         if self.gw.closed or auth != "attempt-token":
             if not self.gw.closed:
                 self.gw.ledger.add(refused=1)
@@ -155,17 +159,37 @@ class Call:
             return
         model, stream, doc = wire.request_facts(body)
         self.record.update(model=model, stream=stream)
-        if self.api in wire.MODEL_CALL_APIS and (refusal := self.gw.ledger.admit()) is not None:
-            name, message = refusal
-            self.record["error"] = {"kind": "budget", "budget": name, "message": message}
+        if self.api in PINNED_APIS and not self.gw.model_allowed(model):
+            allowed = ", ".join(repr(m) for m in self.gw.allowed_models)
             self._refuse(
-                BUDGET_STATUS,
+                400,
                 "invalid_request_error",
-                message,
-                outcome="budget",
-                code="budget_exceeded",
+                f"agentbench gateway: the model {model!r} is not this attempt's; "
+                f"its configuration allows {allowed}",
+                outcome="not_allowed",
+                code="model_not_allowed",
             )
             return
+        if self.api in wire.MODEL_CALL_APIS:
+            tokens_in, tokens_out = estimate(doc, len(body), cfg.default_output_reserve)
+            price = self.gw.price(model)
+            cost = price.cost(tokens_in, tokens_out) if price else 0.0
+            admitted = self.gw.ledger.admit(tokens_in + tokens_out, cost)
+            if isinstance(admitted, tuple):
+                name, message = admitted
+                self.record["error"] = {"kind": "budget", "budget": name, "message": message}
+                self._refuse(
+                    BUDGET_STATUS,
+                    "invalid_request_error",
+                    message,
+                    outcome="budget",
+                    code="budget_exceeded",
+                )
+                return
+            self.held = admitted
+        capture = Capture(cfg.body_cap_bytes)
+        capture.feed(self.gw.scrub(body))
+        self.record["request"].update(capture.as_record())
         if self.api == wire.CHAT and stream and cfg.stream_usage and doc is not None:
             rewritten = wire.with_stream_usage(doc)
             if rewritten is not None:
@@ -176,31 +200,6 @@ class Call:
             self._fail(result)
         else:
             self._relay(result, model)
-
-    def _read_body(self, limit: int) -> bytes:
-        rfile = self.h.rfile
-        too_large = BadRequest(
-            413, "request_too_large", f"agentbench gateway: a request body is over {limit} bytes"
-        )
-        try:
-            if "chunked" in self.hdict.get("transfer-encoding", "").lower():
-                data = bytearray()
-                while size := int(rfile.readline(1024).split(b";")[0].strip() or b"0", 16):
-                    if len(data) + size > limit:
-                        raise too_large
-                    data += rfile.read(size)
-                    rfile.readline(1024)
-                while rfile.readline(65536) not in (b"\r\n", b"\n", b""):
-                    pass  # trailers
-                return bytes(data)
-            length = int(self.hdict.get("content-length") or 0)
-        except ValueError as exc:
-            raise BadRequest(
-                400, "invalid_request_error", f"agentbench gateway: a malformed request body: {exc}"
-            ) from exc
-        if length > limit:
-            raise too_large
-        return rfile.read(length) if length > 0 else b""
 
     def _auth(self) -> str:
         """``attempt-token`` when every credential the request carries is the token, ``none``
@@ -251,7 +250,7 @@ class Call:
             attempt += 1
             sent = time.monotonic()
             try:
-                exchange = gw.upstream.send(self.h.command, self.h.path, headers, body)
+                exchange = gw.upstream.send(self.h.command, self.h.upstream_path, headers, body)
             except (OSError, http.client.HTTPException) as exc:
                 failure = self._no_answer(exc)
                 retry_after = None
@@ -368,6 +367,9 @@ class Call:
         self.record["outcome"] = outcome
         if self.record["error"] is None:
             self.record["error"] = {"kind": outcome, "message": message}
+        request = self.record.get("request")
+        if request is not None and "body_bytes" not in request:
+            request.update(body_left_out(self.body_size, outcome))
         body = wire.error_body(self.anthropic, kind=kind, message=message, code=code)
         self._send_whole(
             status, http.HTTPStatus(status).phrase, [("Content-Type", "application/json")], body
@@ -381,7 +383,7 @@ class Call:
         capture.feed(body)
         self.record["response"] = {
             "status": status,
-            "headers": headers_record(headers),
+            "headers": headers_record(headers, self.gw.redactor),
             **capture.as_record(),
         }
         self._write(self._head(status, reason, headers, f"Content-Length: {len(body)}") + body)
@@ -404,7 +406,7 @@ class Call:
 
     def _relay(self, exchange: Exchange, model: str) -> None:
         """Pass the answer on: a body of known length whole, anything else (SSE streams) chunk
-        by chunk as it arrives, each chunk written at once."""
+        by chunk as it arrives, each chunk written at once, measured as it goes (meter.py)."""
         cfg = self.gw.config
         headers = [(k, v) for k, v in exchange.headers if k.lower() not in NOT_RETURNED]
         sse = "text/event-stream" in exchange.header("content-type").lower()
@@ -420,6 +422,12 @@ class Call:
             exchange.finish()
         capture = Capture(cfg.body_cap_bytes)
         usage = wire.Usage()
+        meter = Meter(
+            self.gw.ledger,
+            self.held,
+            self.gw.price(model) if self.held is not None else None,
+            cfg.max_response_bytes,
+        )
         self.record["status"] = exchange.status
         self.record["outcome"] = "ok"
         error: str | None = None
@@ -434,13 +442,13 @@ class Call:
                     + whole
                 )
             else:
-                error = self._stream(exchange, headers, capture, usage, sse)
+                error = self._stream(exchange, headers, capture, usage, meter, sse)
         except ClientGone:
             exchange.abort()
             self.record["outcome"] = "client_gone"
             raise
         finally:
-            self._account(usage, model, capture, headers, exchange.status, error)
+            self._account(usage, meter, model, capture, headers, exchange.status, error)
 
     def _stream(
         self,
@@ -448,9 +456,14 @@ class Call:
         headers: list[tuple[str, str]],
         capture: Capture,
         usage: wire.Usage,
+        meter: Meter,
         sse: bool,
     ) -> str | None:
+        """Relay a body of unknown length; the error it reported or met, if any. Past what
+        the call may use it is cut: an SSE stream ends with an error event, anything else
+        without its last chunk."""
         scanner = wire.SSEScanner() if sse else None
+        aligner = EventAligner() if sse else None
         whole = bytearray()  # a non-SSE body of unknown length, for its usage
         scrubber = self.gw.scrubber()
         self._write(
@@ -466,11 +479,18 @@ class Call:
                 self.h.close_connection = True  # no final chunk: the CLI sees a cut answer
                 break
             out = scrubber.feed(chunk) if chunk else scrubber.flush()
+            if aligner is not None:
+                out = aligner.feed(out, final=not chunk)
             if out:
-                capture.feed(out)
                 if scanner is not None:
                     scanner.feed(out)
-                elif len(whole) < self.gw.config.max_response_bytes:
+                over = meter.over(scanner.usage if scanner else usage, len(out))
+                if over is not None:
+                    exchange.abort()
+                    self._cut(over, capture, sse)
+                    break
+                capture.feed(out)
+                if scanner is None and len(whole) < self.gw.config.max_response_bytes:
                     whole += out
                 self._write(b"%x\r\n%s\r\n" % (len(out), out))
             if not chunk:
@@ -480,14 +500,40 @@ class Call:
         if scanner is not None:
             scanner.close()
             usage.fields.update(scanner.usage.fields)
-            error = error or scanner.error
+            if self.record["outcome"] != "budget":
+                error = error or scanner.error
         else:
             usage.read(wire.json_doc(bytes(whole)))
         return error
 
+    def _cut(self, over: tuple[str, str], capture: Capture, sse: bool) -> None:
+        """End a stream that passed what its call may use (``over``: the budget, and why)."""
+        name, why = over
+        self.h.close_connection = True
+        if name == "response_bytes":
+            message = f"agentbench gateway: {why}; the answer was cut"
+            self.record["outcome"] = "stream_error"
+            self.record["error"] = {"kind": "transient", "message": message}
+            self._count(transient_failures=1)
+            self._transient(f"the upstream's answer to {self._where}: {why}", None)
+        else:
+            message = (
+                f"agentbench gateway: the attempt's {name} budget is used up ({why}); "
+                "the answer was cut"
+            )
+            self.record["outcome"] = "budget"
+            self.record["error"] = {"kind": "budget", "budget": name, "message": message}
+            self.gw.ledger.exceeded(name, message)
+        if sse:
+            event = error_event(self.api, message)
+            capture.feed(event)
+            self._write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(event), event))
+        # Anything else ends without its last chunk: the CLI sees a cut answer.
+
     def _account(
         self,
         usage: wire.Usage,
+        meter: Meter,
         model: str,
         capture: Capture,
         headers: list[tuple[str, str]],
@@ -496,7 +542,7 @@ class Call:
     ) -> None:
         self.record["response"] = {
             "status": status,
-            "headers": headers_record(headers),
+            "headers": headers_record(headers, self.gw.redactor),
             **capture.as_record(),
         }
         if error is not None:
@@ -508,21 +554,23 @@ class Call:
             else:
                 self._count(transient_failures=1)
                 self._transient(f"the upstream's answer to {self._where} reported: {error}", status)
-        if not usage.found or self.api not in wire.MODEL_CALL_APIS:
+        # What a stream sent counts even when it reported less (or nothing).
+        tokens_in, tokens_out = meter.tokens(usage)
+        if self.held is None or not (usage.found or tokens_out):
             return
         price = self.gw.price(model)
-        cost = price.cost(usage.input_tokens, usage.output_tokens) if price else 0.0
+        cost = price.cost(tokens_in, tokens_out) if price else 0.0
         self.record["usage"] = {
-            "input_tokens": usage.input_tokens,
-            "output_tokens": usage.output_tokens,
+            "input_tokens": tokens_in,
+            "output_tokens": tokens_out,
             "reported": dict(usage.fields),
         }
+        if tokens_out != usage.output_tokens:
+            self.record["usage"]["estimated_from_bytes"] = True
         self.record["cost_usd"] = round(cost, 8)
         if price is not None:
             self.record["price"] = {
                 "input_per_mtok": price.input_per_mtok,
                 "output_per_mtok": price.output_per_mtok,
             }
-        self.gw.ledger.add(
-            input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, cost_usd=cost
-        )
+        self.gw.ledger.settle(self.held, tokens_in, tokens_out, cost)

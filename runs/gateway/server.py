@@ -1,6 +1,7 @@
 """The gateway of one attempt: two listeners (a Unix socket for the sandbox, a loopback TCP
-port for agents on the worker), a thread per client connection, and the shared state each
-request (runs/gateway/forward.py) works with."""
+port for agents on the worker), a thread per client connection (at most ``max_connections``),
+its requests read by runs/gateway/inbound.py (h11) and served by runs/gateway/forward.py one
+after the other (at most ``max_calls_in_flight`` at once), and the state they share."""
 
 from __future__ import annotations
 
@@ -11,17 +12,17 @@ import shutil
 import socket
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from types import TracebackType
-from typing import Any
 
 from runs.agents.contract import ModelSettings
 from runs.agents.pricing import Price, load_price_table, price_for
-from runs.gateway.config import GatewayConfig, GatewaySummary
+from runs.gateway.config import GatewayConfig, GatewayConfigError, GatewaySummary
 from runs.gateway.forward import Call
+from runs.gateway.inbound import BadRequest, ByteBudget, Client, Request
 from runs.gateway.ledger import Ledger
-from runs.gateway.record import REDACTED, RecordWriter
+from runs.gateway.record import RecordWriter
+from runs.gateway.redact import KeyScrubber, RedactingFilter, Redactor
 from runs.gateway.upstream import Upstream
 from sandbox.gateway_mount import (
     SOCKET_NAME,
@@ -32,27 +33,16 @@ from sandbox.gateway_mount import (
 )
 
 log = logging.getLogger(__name__)
+# Where the gateway logs: each gateway's secrets are taken out of their records.
+_LOGGERS = (__name__, "runs.gateway.forward", "runs.gateway.upstream")
 
 TOKEN_PREFIX = "abgw-"
 # An idle kept-alive client connection is dropped after this long (its thread ends).
 IDLE_TIMEOUT_SEC = 120.0
 # How long close() waits for requests in flight to end (their upstream is cut first).
 CLOSE_WAIT_SEC = 10.0
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # kept-alive connections: a CLI's calls share one
-    timeout = IDLE_TIMEOUT_SEC
-    server: _Listener  # type: ignore[assignment]
-
-    def _call(self) -> None:
-        with self.server.gateway.in_flight():
-            Call(self.server.gateway, self, self.server.via).run()
-
-    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _call
-
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("gateway %s: " + format, self.server.via, *args)
+# How long a refused connection's answer may take to write (the listener's own thread).
+REFUSE_TIMEOUT_SEC = 1.0
 
 
 class _Listener:
@@ -68,24 +58,61 @@ class _Listener:
     def _accept(self) -> None:
         while True:
             try:
-                conn, address = self.sock.accept()
+                conn, _ = self.sock.accept()
             except OSError:
                 return  # closed
             if conn.family == socket.AF_INET:
                 # Headers and body go out in one write, but SSE events are small and many.
                 conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            threading.Thread(
-                target=self._serve, args=(conn, address), daemon=True, name=f"gateway-{self.via}"
-            ).start()
+            if not self.gateway.connections.acquire(blocking=False):
+                self._refuse(conn)
+                continue
+            try:
+                threading.Thread(
+                    target=self._serve, args=(conn,), daemon=True, name=f"gateway-{self.via}"
+                ).start()
+            except RuntimeError:  # no thread to be had: this connection is refused
+                self.gateway.connections.release()
+                self._refuse(conn)
 
-    def _serve(self, conn: socket.socket, address: Any) -> None:
+    def _refuse(self, conn: socket.socket) -> None:
+        """A connection over the limit: a 503 at once, recorded, and closed (no thread)."""
+        gw = self.gateway
+        client = Client(conn, gw.request_bytes, REFUSE_TIMEOUT_SEC)
+        refusal = BadRequest(
+            503,
+            "overloaded_error",
+            f"agentbench gateway: {gw.config.max_connections} connections are open already "
+            "(the limit per attempt); close one and try again",
+            outcome="busy",
+        )
         try:
-            _Handler(conn, address or ("sandbox", 0), self)  # type: ignore[arg-type]
+            Call(gw, Request.refused(client, refusal), self.via).run()
+        except Exception:
+            log.debug("gateway refusal ended with an error", exc_info=True)
+        finally:
+            client.close(drain=False)
+
+    def _serve(self, conn: socket.socket) -> None:
+        """The connection's requests, one after the other, until it closes."""
+        gw = self.gateway
+        client = Client(conn, gw.request_bytes, IDLE_TIMEOUT_SEC)
+        drain = False
+        try:
+            while (request := client.next_request()) is not None:
+                with gw.in_flight(), gw.call_slot(request):
+                    try:
+                        Call(gw, request, self.via).run()
+                    finally:
+                        request.finish()
+                if request.close_connection:
+                    drain = not request.body_read
+                    break
         except Exception:  # a client that vanished mid-request, say
             log.debug("gateway connection ended with an error", exc_info=True)
         finally:
-            with contextlib.suppress(OSError):
-                conn.close()
+            client.close(drain)
+            gw.connections.release()
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -94,49 +121,42 @@ class _Listener:
         self._thread.join(5)
 
 
-class KeyScrubber:
-    """Replaces the real key in a byte stream fed in pieces, holding back only a tail that
-    could be the start of the key (never the end of an SSE event in practice)."""
-
-    def __init__(self, secret: bytes):
-        self.secret = secret
-        self.tail = b""
-
-    def feed(self, chunk: bytes) -> bytes:
-        if not self.secret:
-            return chunk
-        data = (self.tail + chunk).replace(self.secret, REDACTED.encode())
-        # The earliest place in the last len(key) - 1 bytes where a key could be starting.
-        first = self.secret[:1]
-        at = data.find(first, max(0, len(data) - len(self.secret) + 1))
-        while at != -1 and not self.secret.startswith(data[at:]):
-            at = data.find(first, at + 1)
-        cut = len(data) if at == -1 else at
-        self.tail = data[cut:]
-        return data[:cut]
-
-    def flush(self) -> bytes:
-        out, self.tail = self.tail, b""
-        return out
-
-
 class Gateway:
     """Serving from construction until ``close()`` (or the end of the ``with`` block)."""
 
     def __init__(self, config: GatewayConfig):
+        if config.upstream_policy is not None:  # before anything listens or holds the key
+            config.upstream_policy.check(
+                base_url=config.upstream_base_url, api_key_env=config.api_key_env
+            )
         self.config = config
         self.token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         self._price_table = load_price_table(config.price_table_path)
         self._prices: dict[str, Price | None] = {}
+        self.allowed_models = tuple(
+            dict.fromkeys(m for m in (config.model_name, *config.allowed_models) if m)
+        )
+        self._check_prices()
         self.upstream = Upstream(config.upstream_base_url, config.upstream_timeout_sec)
         self.ledger = Ledger(config.budgets)
-        self.writer = RecordWriter(config.record_path)
+        # By value: the key, the token and the configured secrets (runs/gateway/redact.py).
+        self.redactor = Redactor((config.upstream_api_key, self.token, *config.secrets))
+        self._log_filter = RedactingFilter(self.redactor)
+        for logger in _LOGGERS:
+            logging.getLogger(logger).addFilter(self._log_filter)
+        self.writer = RecordWriter(
+            config.record_path, max_bytes=config.record_max_bytes, redactor=self.redactor
+        )
         self._closed = threading.Event()
-        self._key = config.upstream_api_key.encode()
         self._mount: GatewayMount | None = None
         self._listeners: list[_Listener] = []
         self._inflight = 0
         self._idle = threading.Condition()
+        self.connections = threading.BoundedSemaphore(config.max_connections)
+        self._calls = threading.BoundedSemaphore(config.max_calls_in_flight)
+        self.request_bytes = ByteBudget(
+            max(config.max_request_bytes_in_flight, config.max_request_bytes)
+        )
         self._dir = make_socket_dir(config.owner)
         try:
             unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -203,37 +223,80 @@ class Gateway:
                 self._inflight -= 1
                 self._idle.notify_all()
 
+    @contextlib.contextmanager
+    def call_slot(self, request: Request) -> Iterator[None]:
+        """Held by each request while it runs; one over ``max_calls_in_flight`` is refused
+        (429), its body unread."""
+        admitted = self._calls.acquire(blocking=False)
+        if not admitted and request.refusal is None:
+            request.refuse(
+                BadRequest(
+                    429,
+                    "rate_limit_error",
+                    f"agentbench gateway: {self.config.max_calls_in_flight} calls of this attempt "
+                    "are in flight already (the limit); try again when one has ended",
+                    outcome="busy",
+                )
+            )
+        try:
+            yield
+        finally:
+            if admitted:
+                self._calls.release()
+
     def wait_closed(self, seconds: float) -> bool:
         """Sleep (a retry's backoff), cut short by close(); True when closed."""
         return self._closed.wait(seconds)
 
+    def model_allowed(self, model: str) -> bool:
+        """Whether a request may name ``model``: the configuration's, or one it lists (a
+        gateway configured with no model pins none)."""
+        return not self.allowed_models or model in self.allowed_models
+
     def price(self, model: str) -> Price | None:
-        """The price of a call: the configuration's prices, else the table's for the model the
-        request named, else for the configured model."""
+        """The price of a call of ``model``: the configuration's own prices for its model,
+        else the price table's. None: unpriced (it costs nothing; refused with a cost
+        budget when the gateway starts)."""
         if model not in self._prices:
             cfg = self.config
-            found = None
-            for name in (model, cfg.model_name):
-                settings = ModelSettings(
-                    variant="cli",
-                    model_name=name,
-                    price_input_per_mtok=cfg.price_input_per_mtok,
-                    price_output_per_mtok=cfg.price_output_per_mtok,
-                )
-                if name and (found := price_for(settings, self._price_table)) is not None:
-                    break
+            own = model == cfg.model_name
+            settings = ModelSettings(
+                variant="cli",
+                model_name=model,
+                price_input_per_mtok=cfg.price_input_per_mtok if own else None,
+                price_output_per_mtok=cfg.price_output_per_mtok if own else None,
+            )
+            found = price_for(settings, self._price_table) if model else None
+            if len(self._prices) >= 64:  # a gateway that pins no model: any name comes in
+                return found
             self._prices[model] = found
         return self._prices[model]
 
+    def _check_prices(self) -> None:
+        """A cost budget needs a price for every model the attempt may call: an unpriced
+        model would cost $0 and the budget never run out."""
+        if self.config.budgets.max_cost_usd is None:
+            return
+        if not self.allowed_models:
+            raise GatewayConfigError(
+                "max_cost_usd: a cost budget needs the model's name (model_name) to price it"
+            )
+        for model in self.allowed_models:
+            if self.price(model) is None:
+                raise GatewayConfigError(
+                    f"max_cost_usd: the model {model!r} has no price: set the configuration's "
+                    "price_input_per_mtok and price_output_per_mtok, or add it to the price "
+                    "table (LLM_PRICE_TABLE)"
+                )
+
     def scrubber(self) -> KeyScrubber:
-        return KeyScrubber(self._key)
+        return self.redactor.stream()
 
     def scrub(self, data: bytes) -> bytes:
-        return data.replace(self._key, REDACTED.encode()) if self._key else data
+        return self.redactor.bytes(data)
 
     def scrub_text(self, text: str) -> str:
-        key = self.config.upstream_api_key
-        return text.replace(key, REDACTED) if key else text
+        return self.redactor.text(text)
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -251,6 +314,8 @@ class Gateway:
         with self._idle:
             self._idle.wait_for(lambda: self._inflight == 0, CLOSE_WAIT_SEC)
         self.writer.close()
+        for logger in _LOGGERS:
+            logging.getLogger(logger).removeFilter(self._log_filter)
 
     def __enter__(self) -> Gateway:
         return self

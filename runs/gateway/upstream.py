@@ -39,6 +39,9 @@ class Upstream:
         self.https = parts.scheme == "https"
         self.host = parts.hostname
         self.port = parts.port
+        # The Host header of every request: the configured upstream's, whatever the client sent.
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        self.host_header = host if self.port is None else f"{host}:{self.port}"
         self.base_path = parts.path.rstrip("/")
         self.timeout = timeout
         self._context = ssl.create_default_context() if self.https else None
@@ -69,14 +72,20 @@ class Upstream:
             return conn, reused
 
     def send(self, method: str, path: str, headers: list[tuple[str, str]], body: bytes) -> Exchange:
-        """Send one request; the answer's status and headers are in, its body is to be read.
-        Raises OSError or http.client.HTTPException when there is no answer."""
+        """Send one request to the base URL's path + ``path`` (a route's, runs/gateway/routes.py);
+        the answer's status and headers are in, its body is to be read. Raises OSError or
+        http.client.HTTPException when there is no answer."""
+        if not path.startswith("/") or any(bad in path for bad in ("..", "//", "#", "%", "\\")):
+            raise ValueError(f"not a route's path: {path!r}")  # never a client's raw target
         fresh = False
         while True:
             conn, reused = self._connection(fresh)
             try:
-                # Headers one by one (repeated ones kept); Host from the connection.
-                conn.putrequest(method, self.base_path + path, skip_accept_encoding=True)
+                # Headers one by one (repeated ones kept); Host the configured upstream's.
+                conn.putrequest(
+                    method, self.base_path + path, skip_host=True, skip_accept_encoding=True
+                )
+                conn.putheader("Host", self.host_header)
                 for name, value in headers:
                     conn.putheader(name, value)
                 if body or method in ("POST", "PUT", "PATCH"):

@@ -1,5 +1,6 @@
-"""The three wire APIs the gateway speaks: which API a request is, the error bodies it answers
-in each API's shape, and the usage and errors read from answers (JSON or SSE)."""
+"""The three wire APIs the gateway speaks: their names (the route table, routes.py, says which
+request is which), the error bodies it answers in each API's shape, and the usage and errors
+read from answers (JSON or SSE)."""
 
 from __future__ import annotations
 
@@ -23,26 +24,6 @@ INPUT_FIELDS = (
 OUTPUT_FIELDS = ("completion_tokens", "output_tokens")
 # Words an SSE event must hold to report usage or an error.
 _WORTH_PARSING = (b"usage", b"error", b"response.failed")
-
-
-def api_of(method: str, path: str) -> str | None:
-    """The API of a request, or None for one the gateway does not forward (files, batches,
-    fine-tuning...: the key would reach more than the model)."""
-    path = path.split("?", 1)[0].rstrip("/")
-    if method == "POST":
-        if path.endswith("/chat/completions"):
-            return CHAT
-        if path.endswith("/responses"):
-            return RESPONSES
-        if path.endswith("/messages"):
-            return MESSAGES
-        if path.endswith("/messages/count_tokens"):
-            return COUNT_TOKENS
-    if method == "GET":
-        parts = path.split("/")
-        if parts[-1] == "models" or (len(parts) >= 2 and parts[-2] == "models"):
-            return MODELS
-    return None
 
 
 def is_anthropic(api: str | None, headers: dict[str, str]) -> bool:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from runs.model_configs import upstream_audit, upstream_changes
 from runs.models import (
     AgentVariant,
     Attempt,
@@ -36,28 +38,54 @@ def model_config_for_variant(variant: str, **overrides) -> ModelConfig:
             f"unknown agent variant {variant!r}; choose one of {', '.join(AgentVariant.values)}"
         )
     name = overrides.pop("name", variant)
-    with transaction.atomic():
-        config, created = ModelConfig.objects.get_or_create(
-            name=name,
-            defaults={
-                "agent_variant": variant,
-                "description": _DESCRIPTIONS.get(variant, ""),
-                **overrides,
-            },
+    try:
+        with transaction.atomic():
+            return _config_for_variant(variant, name, overrides)
+    except ValidationError as exc:  # ModelConfig.save: a key variable or upstream not listed
+        raise ValueError(field_messages(exc)) from None
+
+
+def field_messages(exc: ValidationError) -> str:
+    """``field: message; ...`` of a model's ValidationError, for a command-line error."""
+    if not hasattr(exc, "error_dict"):
+        return "; ".join(exc.messages)
+    return "; ".join(f"{field}: {' '.join(m)}" for field, m in exc.message_dict.items())
+
+
+def _config_for_variant(variant: str, name: str, overrides: dict) -> ModelConfig:
+    config, created = ModelConfig.objects.get_or_create(
+        name=name,
+        defaults={
+            "agent_variant": variant,
+            "description": _DESCRIPTIONS.get(variant, ""),
+            **overrides,
+        },
+    )
+    if created:
+        _audit_upstream(config, before=None)
+        return config
+    if config.agent_variant != variant:
+        raise ValueError(
+            f"model configuration {name!r} exists with variant {config.agent_variant!r}, "
+            f"not {variant!r}"
         )
-        if created:
-            return config
-        if config.agent_variant != variant:
-            raise ValueError(
-                f"model configuration {name!r} exists with variant {config.agent_variant!r}, "
-                f"not {variant!r}"
-            )
-        changed = [k for k, v in overrides.items() if getattr(config, k) != v]
-        for key in changed:
-            setattr(config, key, overrides[key])
-        if changed:
-            config.save(update_fields=changed)
+    before = ModelConfig(base_url=config.base_url, api_key_env=config.api_key_env)
+    changed = [k for k, v in overrides.items() if getattr(config, k) != v]
+    for key in changed:
+        setattr(config, key, overrides[key])
+    if changed:
+        config.save(update_fields=changed)
+        _audit_upstream(config, before=before)
     return config
+
+
+def _audit_upstream(config: ModelConfig, *, before: ModelConfig | None) -> None:
+    """The command line is the operator's door (whoever runs ``ab`` on the worker reads its
+    environment anyway): no account to check, but the change is audited like the others."""
+    import getpass
+
+    changes = upstream_changes(config, before=before)
+    upstream_audit(None, config, changes, via="cli", os_user=getpass.getuser())
 
 
 def run_create(

@@ -38,11 +38,17 @@ def model_settings_for(config: ModelConfig) -> ModelSettings:
     # The built-in LLM agent and agent CLIs call a model: their key comes from the environment.
     is_llm = config.agent_variant in (AgentVariant.LLM, AgentVariant.CLI)
     key_env = config.api_key_env or (settings.LLM_API_KEY_ENV if is_llm else "")
+    base_url = config.base_url or (settings.LLM_BASE_URL if is_llm else "")
+    # Checked again here, whatever the row says (stored before the lists, or by raw SQL): a
+    # refused variable is never read, and the agent refuses to start (LLM_ERROR, permanent).
+    refused = upstream_refusal(base_url=base_url, api_key_env=key_env) if is_llm else ""
     return ModelSettings(
         variant=config.agent_variant,
         model_name=config.model_name,
-        base_url=config.base_url or (settings.LLM_BASE_URL if is_llm else ""),
-        api_key=os.environ.get(key_env, "") if key_env else "",
+        base_url=base_url,
+        api_key=os.environ.get(key_env, "") if key_env and not refused else "",
+        api_key_env=key_env,
+        upstream_refused=refused,
         sampling=config.sampling_params(),
         strict_patch=config.strict_patch or settings.STRICT_PATCH,
         log_llm_messages=config.log_llm_messages and settings.LLM_LOG_MESSAGES,
@@ -50,6 +56,14 @@ def model_settings_for(config: ModelConfig) -> ModelSettings:
         price_input_per_mtok=_float(config.price_input_per_mtok),
         price_output_per_mtok=_float(config.price_output_per_mtok),
     )
+
+
+def upstream_refusal(*, base_url: str, api_key_env: str) -> str:
+    """Why an attempt may not send the key from ``api_key_env`` to ``base_url`` ("" if it may)."""
+    from runs.upstreams import policy_from_settings
+
+    problems = policy_from_settings().problems(base_url=base_url, api_key_env=api_key_env)
+    return "; ".join(f"{field}: {why}" for field, why in problems.items())
 
 
 def budgets_for(config: ModelConfig, *, task_max_steps: int | None) -> Budgets:
@@ -186,6 +200,7 @@ def cli_resources_for(
         budgets=budgets_for(config, task_max_steps=task_max_steps),
         artifacts_dir=artifacts_dir,
         body_cap_bytes=getattr(settings, "GATEWAY_BODY_CAP_BYTES", 4_000_000),
+        record_max_bytes=settings.GATEWAY_RECORD_MAX_BYTES,
         price_table_path=settings.LLM_PRICE_TABLE or None,
         owner=owner,
     )

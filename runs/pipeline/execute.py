@@ -18,7 +18,15 @@ from django.conf import settings
 from runs import conditions
 from runs.agents.contract import AgentOutcome
 from runs.models import AgentVariant, Attempt, AttemptStatus
-from runs.pipeline import artifacts, condition_files, persist, stages, swebench, workspace
+from runs.pipeline import (
+    artifacts,
+    change_set,
+    condition_files,
+    persist,
+    stages,
+    swebench,
+    workspace,
+)
 from runs.pipeline.agent_stage import cli_resources_for, run_agent_stage
 from runs.pipeline.outcome import decide
 from runs.pipeline.plan import TaskPlan, plan_for_task
@@ -211,6 +219,11 @@ class _Execution:
                 )
             if agent_stage is not None:
                 self._record(agent_stage)
+            # Reading the tree back costs the host per file: not past the sandbox's limit.
+            over = change_set.file_limit_stage(ws, settings.SANDBOX_MAX_FILES)
+            if over is not None:
+                self._record(over)
+                return
             self._take_patch(plan, repo_dir, excludes)
             self._checkpoint("final_test", Stage.FINAL_TEST)
             if plan.is_swebench:
@@ -365,6 +378,7 @@ class _Execution:
                 else settings.SANDBOX_OUTPUT_CAP_BYTES
             ),
             disk_mb=settings.SANDBOX_DISK_MB or None,
+            disk_files=settings.SANDBOX_MAX_FILES or None,
             # The workspace is deleted after the attempt unless kept: no need to copy it back.
             disk_copy_back=self.keep_workspace,
             # Only setup may use the network, and only when the task says so; otherwise the

@@ -96,7 +96,9 @@ def error_text(
     return head + ("\n" + "\n".join(detail) if detail else "")
 
 
-SANDBOX_TAGS = frozenset({"[oom]", "[disk-quota]", "[engine-gone]", "[container-gone]", "[killed]"})
+SANDBOX_TAGS = frozenset(
+    {"[oom]", "[disk-quota]", "[file-limit]", "[engine-gone]", "[container-gone]", "[killed]"}
+)
 # "[tag] rest" or "SandboxError: [tag] rest".
 _LEADING_TAG = re.compile(r"^(?:(\w+: ))?(\[[a-z-]+\]) ?(.*)$", re.DOTALL)
 _UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b")

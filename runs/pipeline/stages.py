@@ -130,7 +130,7 @@ def command_reason(stage: Stage, run: CommandRun | None) -> tuple[Reason | None,
     if run.disk_full and run.exit_code != 0:
         return Reason.SANDBOX_ERROR, (
             f"{DISK_QUOTA_TAG} the command filled the sandbox's disk quota (workspace, /tmp "
-            f"and home: SANDBOX_DISK_MB): {run.command}"
+            f"and home: SANDBOX_DISK_MB bytes, SANDBOX_MAX_FILES files): {run.command}"
         )
     reason = from_stage(stage, run.exit_code, timed_out=run.timed_out)
     if run.exit_code == KILLED_EXIT_CODE and not run.timed_out and reason is not None:

@@ -289,21 +289,22 @@ _DIFF_HEADER = re.compile(r"^diff --git a/(.+?) b/(.+)$")
 
 
 def patch_stats(patch: str) -> PatchStats:
-    """Added plus removed lines, and the files a unified git diff touches (in order)."""
-    files: list[str] = []
+    """Added plus removed lines, and the files a unified git diff touches (in order).
+
+    One pass, linear in the patch: the files seen are a dict (ordered), not a list searched
+    for each header, which made 200,000 new files of a sandbox cost the host ten minutes."""
+    files: dict[str, None] = {}
     changed = 0
     for line in patch.splitlines():
-        header = _DIFF_HEADER.match(line)
+        header = _DIFF_HEADER.match(line) if line.startswith("diff --git ") else None
         if header:
-            name = header.group(2)
-            if name not in files:
-                files.append(name)
+            files.setdefault(header.group(2))
             continue
         if line.startswith(("+++", "---")):
             continue
         if line.startswith(("+", "-")):
             changed += 1
-    return PatchStats(lines_changed=changed, files_touched=files)
+    return PatchStats(lines_changed=changed, files_touched=list(files))
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

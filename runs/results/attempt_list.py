@@ -89,6 +89,9 @@ class AttemptFilters:
     q: str = ""  # text in the task id or the error
     is_infra: bool | None = None
     resolved: bool | None = None
+    # True: the attempts that were made (a partial run's "not attempted" stubs left out);
+    # False: only those stubs.
+    attempted: bool | None = None
     sort: str = DEFAULT_SORT
     order: str = ""  # asc | desc; "" = the sort key's own
 
@@ -169,6 +172,7 @@ def filters_from(params: Mapping[str, Sequence[str]]) -> AttemptFilters:
         q=one("q")[:200],
         is_infra=boolean("is_infra"),
         resolved=boolean("resolved"),
+        attempted=boolean("attempted"),
         sort=sort,
         order=order,
     )
@@ -243,6 +247,9 @@ def filtered(
     if f.resolved is not None:
         resolved = Q(status=AttemptStatus.FINISHED, is_infra=False, failure_reason__isnull=True)
         attempts = attempts.filter(resolved if f.resolved else ~resolved)
+    if f.attempted is not None:
+        missing = Q(status=AttemptStatus.MISSING)
+        attempts = attempts.filter(~missing if f.attempted else missing)
     return attempts
 
 
@@ -468,6 +475,7 @@ def export_records(attempts: Iterable[Attempt], attempt_url: str) -> Iterable[di
     """One record per attempt of a list (``list_rows``), the columns of ``EXPORT_COLUMNS``:
     what the row shows, unknown usage as None. ``attempt_url`` has ``{}`` for the id."""
     for a in attempts:
+        used = a.usage_recorded
         yield {
             "task_id": a.task.task_id,
             "model": a.model_config.name,
@@ -477,11 +485,11 @@ def export_records(attempts: Iterable[Attempt], attempt_url: str) -> Iterable[di
             "outcome": a.outcome,
             "reason": a.failure_reason_id,
             "grade": a.grade or None,
-            "cost_usd": None if a.cost_usd is None else float(a.cost_usd),
-            "tokens_in": a.tokens_in,
-            "tokens_out": a.tokens_out,
-            "steps": a.steps,
-            "tool_calls": a.tool_calls,
+            "cost_usd": None if a.cost_usd is None or not used else float(a.cost_usd),
+            "tokens_in": a.tokens_in if used else None,
+            "tokens_out": a.tokens_out if used else None,
+            "steps": a.steps if used else None,
+            "tool_calls": a.tool_calls if used else None,
             "duration_sec": a.duration_sec,
             "finished_at": a.finished_at.isoformat() if a.finished_at else None,
             "error": getattr(a, "error_head", "") or None,

@@ -20,7 +20,7 @@ COMPARE = ("models", "labels", "only", "format")
 TAXONOMY = ("models", "include_undated", "format")
 ATTEMPTS = (
     "models", "runs", "labels", "repo", "outcome", "reason", "status", "task", "q",
-    "is_infra", "resolved", "sort", "order", "page", "page_size", "format",
+    "is_infra", "resolved", "attempted", "sort", "order", "page", "page_size", "format",
 )  # fmt: skip
 # The attempt list's filter and order without its paging and format: what an attempt page's
 # previous / next links carry.

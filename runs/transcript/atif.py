@@ -27,6 +27,7 @@ from runs.transcript.shapes import (
     block,
     content_text,
     integer,
+    iso_text,
     number,
     obj,
     objects,
@@ -77,9 +78,18 @@ def to_atif(
     agent_version: str,
     session_id: str = "",
     extra: dict | None = None,
+    timestamps: dict[int, float] | None = None,
 ) -> dict:
-    """``transcript`` as an ATIF document (a dict ready for ``json.dumps``)."""
-    steps = [_step(n, turn) for n, turn in enumerate(transcript.turns, start=1)]
+    """``transcript`` as an ATIF document (a dict ready for ``json.dumps``). ``timestamps``:
+    when each assistant turn (by index) ended, in seconds since the epoch, where known; an agent
+    step's ``timestamp`` (the time its reply was in, as ``parse_atif``'s step times read it)."""
+    stamps = timestamps or {}
+    steps = []
+    for n, turn in enumerate(transcript.turns, start=1):
+        step = _step(n, turn)
+        if step["source"] == "agent" and stamps.get(turn.index) is not None:
+            step["timestamp"] = iso_text(stamps[turn.index])
+        steps.append(step)
     if not steps:
         # ATIF needs one step; an attempt whose agent said nothing still ran.
         steps = [_system(1, "(no turns recorded)", {"role": "event", "title": "empty"})]
@@ -90,6 +100,7 @@ def to_atif(
         "submission": transcript.submission,
         "api_calls": transcript.api_calls,
         "scores": [list(s) for s in transcript.scores],
+        "agent_name": transcript.agent_name or None,
     } | (extra or {})
     document: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
@@ -196,6 +207,8 @@ def parse_atif(data: Any, file: str = FILE) -> Transcript:
         source="atif",
         file=file,
         model=as_text(agent.get("model_name")),
+        agent_name=as_text(ours.get("agent_name") or agent.get("name")),
+        agent_version=as_text(agent.get("version")),
         submission=as_text(ours.get("submission")),
         exit_status=as_text(ours.get("exit_status")),
         api_calls=integer(ours.get("api_calls")),

@@ -56,6 +56,9 @@ def parse_mini_swe_agent(data: Any, file: str = FILE) -> Transcript:
     )
     model = obj(obj(info.get("config")).get("model"))
     transcript.model = as_text(model.get("model_name"))
+    transcript.agent_version = as_text(info.get("mini_version"))
+    if transcript.agent_version:
+        transcript.agent_name = "mini-swe-agent"
     paired_observations(transcript, objects(data["messages"]), _turn)
     sum_tokens(transcript)
     return transcript

@@ -12,7 +12,9 @@ becomes turns, then its reply. Tool results are attached to the calls they answe
 sent them in the next request. Calls that belong to another conversation (a CLI's side
 requests: a title, a sub-agent) are one folded "side call" turn each. Refused calls, budgets
 and upstream errors are error turns. A cut body or a line that is not JSON is a note naming
-the line and the call; the rest is still shown.
+the line and the call; the rest is still shown. A request the gateway did not forward keeps no
+body (``body_omitted``), nor does one recorded past the file's byte budget (``summarised``;
+the last line, ``"record": "record_budget"``, counts them): each is a note too.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from runs.transcript.shapes import (
     as_text,
     block,
     integer,
+    iso_seconds,
     number,
     obj,
 )
@@ -66,6 +69,8 @@ class Call:
     error_kind: str
     model: str
     retries: int = 0
+    started: float | None = None  # seconds since the epoch, from ``started_at``
+    ended: float | None = None  # ``started_at`` + ``duration_ms``
     messages: list[Msg] | None = None  # None: the request could not be read
     continues: bool = False  # its request only holds what is new (previous_response_id)
     reply: Reply | None = None
@@ -133,6 +138,13 @@ def read_calls(data: bytes, notes: list[str]) -> list[Call]:
         if not isinstance(record, dict):
             notes.append(f"{FILE} line {number_}: not a JSON object; skipped.")
             continue
+        if record.get("record") == "record_budget":
+            notes.append(
+                f"{FILE} reached its byte budget ({integer(record.get('record_max_bytes'))} "
+                f"bytes): {integer(record.get('summarised')) or 0} later request(s) were "
+                f"recorded without their bodies, {integer(record.get('dropped')) or 0} not at all."
+            )
+            continue
         if record.get("model_call") is False:
             other += 1
             continue
@@ -177,7 +189,11 @@ def _call(record: dict, line: int, position: int) -> Call:
         model=as_text(record.get("model")),
         retries=integer(record.get("retries")) or 0,
     )
-    body = _read_request(call)
+    call.started = iso_seconds(record.get("started_at"))
+    duration = number(record.get("duration_ms"))
+    if call.started is not None and duration is not None and duration >= 0:
+        call.ended = call.started + duration / 1000
+    body = _read_request(call, as_text(obj(record.get("request")).get("body_omitted")))
     call.api = api_of(record, body)
     wire = _WIRES[call.api]
     if isinstance(body, dict):
@@ -189,9 +205,14 @@ def _call(record: dict, line: int, position: int) -> Call:
     return call
 
 
-def _read_request(call: Call) -> Any:
+def _read_request(call: Call, omitted: str = "") -> Any:
     if call.request is None:
-        call.problems.append("no request body was recorded")
+        if omitted == "record_budget":
+            call.problems.append("its bodies were not kept: the record reached its byte budget")
+        elif omitted:
+            call.problems.append(f"the gateway did not forward it ({omitted}): no body kept")
+        else:
+            call.problems.append("no request body was recorded")
         return None
     if call.request_cut:
         call.problems.append(
@@ -325,6 +346,8 @@ class _Builder:
     def _assistant(self, msg: Msg, call: Call | None) -> None:
         self.replies.add(msg.key())
         turn = self.transcript.add("assistant", msg.text)
+        if call is not None:
+            turn.call_started, turn.call_ended = call.started, call.ended
         if msg.reasoning:
             turn.reasoning = block(msg.reasoning)
         for wire_call in msg.calls:

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import math
 import posixpath
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -95,6 +97,10 @@ class Turn:
     tokens_out: int | None = None
     cost_usd: float | None = None
     is_error: bool = False
+    # An assistant turn's model call: when it started and when its reply was in (seconds since
+    # the epoch), where the file records them (the gateway's model_calls.jsonl does).
+    call_started: float | None = None
+    call_ended: float | None = None
 
 
 @dataclass
@@ -105,6 +111,10 @@ class Transcript:
     submission: str = ""
     exit_status: str = ""
     model: str = ""
+    # The agent program and its version, where its file says (mini-swe-agent's info, ATIF's
+    # agent): what an export names as the agent's version rather than the harness's.
+    agent_name: str = ""
+    agent_version: str = ""
     cost_usd: float | None = None
     api_calls: int | None = None
     tokens_in: int | None = None
@@ -243,3 +253,24 @@ def number(value: Any) -> float | None:
 
 def integer(value: Any) -> int | None:
     return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def iso_seconds(value: Any) -> float | None:
+    """An ISO 8601 time (``Z`` or an offset; naive is UTC) as seconds since the epoch; None
+    when it is not one."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        moment = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.UTC)
+    seconds = moment.timestamp()
+    return seconds if math.isfinite(seconds) else None
+
+
+def iso_text(seconds: float) -> str:
+    """Seconds since the epoch as ISO 8601 in UTC (``2026-11-27T10:18:51.250000Z``)."""
+    moment = dt.datetime.fromtimestamp(seconds, tz=dt.UTC)
+    return moment.isoformat().replace("+00:00", "Z")

@@ -1,5 +1,6 @@
 """An attempt page's previous / next: within the attempt list it was opened from (its filter and
-order ride in the query string), else within the attempt's run, in task order."""
+order ride in the query string), else within the attempt's run, in task order (the attempts
+made only, unless the page is a "not attempted" stub)."""
 
 from __future__ import annotations
 
@@ -52,7 +53,10 @@ def navigation(request: HttpRequest, attempt: Attempt, *, read_errors: bool) -> 
     sized = [("page_size", str(size))] if size != DEFAULT_PAGE_SIZE else []
     query = urlencode([*filters.query(keep_default_sort=True), *sized]) if filters else ""
     scope = "list" if filters else "run"
-    filters = filters or AttemptFilters(runs=(short,))
+    # Within its run, an attempt that was made steps to the next one made: a partial run's
+    # "not attempted" stubs (no outcome, nothing to read) are not walked through.
+    made_only = None if attempt.is_missing else True
+    filters = filters or AttemptFilters(runs=(short,), attempted=made_only)
     try:
         where = neighbours(
             suite=attempt.task.suite, filters=filters, attempt=attempt, read_errors=read_errors

@@ -8,17 +8,18 @@ from dataclasses import dataclass
 
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
+from django.db.models.functions import Length, Substr
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 
 from runs import artifacts
 from runs.access import can_read_artifacts
-from runs.models import Attempt, AttemptStage
+from runs.models import Attempt, AttemptStage, AttemptStatus, RunSource
 from runs.transcript import SOURCE_TITLES
 from runs.web.attempt_nav import NAV_PARAMS, navigation
 from runs.web.attempt_tests import read_step_times, read_test_log
-from runs.web.diffview import render_diff
+from runs.web.diffview import MAX_PARSE_CHARS, ParsedDiff, render_diff
 from runs.web.page_cache import attempt_files, cached_blocks
 from runs.web.query import unknown_params
 
@@ -50,6 +51,30 @@ def _attempt(public_id) -> Attempt:
     return get_object_or_404(
         Attempt.objects.select_related("task__suite", "model_config", "failure_reason", "run"),
         public_id=public_id,
+    )
+
+
+def _attempt_shown(public_id) -> Attempt:
+    """The attempt for its page: the final patch's first MAX_PARSE_CHARS only (``patch_head``)
+    and its length (``patch_chars``), never the whole of a huge one (the download has it)."""
+    return get_object_or_404(
+        Attempt.objects.select_related("task__suite", "model_config", "failure_reason", "run")
+        .defer("final_patch")
+        .annotate(
+            patch_head=Substr("final_patch", 1, MAX_PARSE_CHARS),
+            patch_chars=Length("final_patch"),
+        ),
+        public_id=public_id,
+    )
+
+
+def _final_diff(attempt: Attempt) -> ParsedDiff | None:
+    if not attempt.patch_head:
+        return None
+    return render_diff(
+        attempt.patch_head,
+        total_chars=attempt.patch_chars,
+        total_files=len(attempt.files_touched or []) or None,
     )
 
 
@@ -112,7 +137,7 @@ def _others(attempt: Attempt) -> list[Attempt]:
 
 @cached_blocks(attempt_files)
 def attempt_detail(request: HttpRequest, public_id) -> HttpResponse:
-    attempt = _attempt(public_id)
+    attempt = _attempt_shown(public_id)
     task = attempt.task
     allowed = can_read_artifacts(request.user)
     view = "split" if request.GET.get("view") == "split" else "unified"
@@ -134,7 +159,8 @@ def attempt_detail(request: HttpRequest, public_id) -> HttpResponse:
         stage_logs = _stage_logs(attempt)
         test_log = read_test_log(attempt, stage_logs, [name for _, name, _ in test_rows])
         context |= {
-            "diff": render_diff(attempt.final_patch) if attempt.final_patch else None,
+            "diff": _final_diff(attempt),
+            "patch_not_shipped": _patch_not_shipped(attempt),
             "gold": render_diff(task.gold_patch) if task.gold_patch else None,
             "stage_logs": stage_logs,
             "trajectory": artifacts.read_trajectory(attempt),
@@ -154,7 +180,7 @@ def attempt_detail(request: HttpRequest, public_id) -> HttpResponse:
 
 def attempt_vs(request: HttpRequest, a, b) -> HttpResponse:
     """Two attempts side by side: outcome, patch, each stage's log and the transcripts."""
-    left, right = _attempt(a), _attempt(b)
+    left, right = _attempt_shown(a), _attempt_shown(b)
     allowed = can_read_artifacts(request.user)
     sides = []
     for attempt in (left, right):
@@ -162,7 +188,7 @@ def attempt_vs(request: HttpRequest, a, b) -> HttpResponse:
         if allowed:
             transcript = artifacts.read_transcript(attempt)
             side |= {
-                "diff": render_diff(attempt.final_patch) if attempt.final_patch else None,
+                "diff": _final_diff(attempt),
                 "logs": {log.stage.name: log for log in _stage_logs(attempt)},
                 "transcript": transcript,
                 "source_title": SOURCE_TITLES.get(transcript.source, "") if transcript else "",
@@ -201,6 +227,22 @@ def _refuse_non_readers(request: HttpRequest) -> HttpResponse | None:
     return redirect_to_login(request.get_full_path())
 
 
+# What an imported report said of an instance whose patch existed (``error_fingerprint`` is
+# the report's kind; "" for resolved): its patch was made and applied elsewhere.
+_PATCHED_KINDS = frozenset({"", "unresolved", "apply_failed", "test_errored", "test_timeout"})
+
+
+def _patch_not_shipped(attempt: Attempt) -> bool:
+    """An imported result with no patch file although its report says it had a patch (the
+    folder shipped reports only): "No patch." would say the agent made none."""
+    return (
+        not attempt.patch_chars
+        and attempt.run.source == RunSource.PUBLISHED
+        and attempt.status == AttemptStatus.FINISHED
+        and attempt.error_fingerprint in _PATCHED_KINDS
+    )
+
+
 def attempt_artifact(request: HttpRequest, public_id, path: str) -> HttpResponse:
     """Download one artifact file. Served as an attachment, so the browser never renders it."""
     attempt = _attempt(public_id)
@@ -210,12 +252,14 @@ def attempt_artifact(request: HttpRequest, public_id, path: str) -> HttpResponse
     handle = artifacts.open_artifact(attempt, path)
     if handle is None:
         raise Http404("no such artifact")
-    return FileResponse(
+    response = FileResponse(
         handle,
         as_attachment=True,
         filename=posixpath.basename(path),
-        content_type="application/octet-stream",
+        content_type=artifacts.download_content_type(path),
     )
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
 
 
 def attempt_atif(request: HttpRequest, public_id) -> HttpResponse:

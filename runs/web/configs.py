@@ -4,11 +4,12 @@ files it adds to the workspace before the agent starts), with its runs."""
 from __future__ import annotations
 
 from django.contrib.auth.views import redirect_to_login
+from django.db.models import Max
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 
 from runs.access import can_read_leaderboards
-from runs.models import ModelConfig, Run
+from runs.models import AgentVariant, Attempt, ModelConfig, Run
 
 RUNS_SHOWN = 50
 
@@ -28,8 +29,16 @@ def model_config_detail(request: HttpRequest, slug: str) -> HttpResponse:
         .select_related("suite")
         .order_by("-created_at")[:RUNS_SHOWN]
     )
+    imported = config.agent_variant == AgentVariant.EXTERNAL
     context = {
         "config": config,
+        "imported": imported,
+        # An imported system's budgets are not ours: what its attempts show instead.
+        "observed": Attempt.objects.filter(model_config=config).aggregate(
+            calls=Max("steps"), wall=Max("duration_sec")
+        )
+        if imported
+        else {},
         "files": sorted(config.workspace_files.items()),
         "sampling": config.sampling_params(),
         "conditions": others,

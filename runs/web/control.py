@@ -16,7 +16,7 @@ from django.views.decorators.http import require_POST
 from benchsite.accounts.models import AuditAction
 from benchsite.accounts.services import audit_event_record
 from runs.access import Write, write_view
-from runs.models import AgentVariant, ModelConfig, Run
+from runs.models import AgentVariant, ModelConfig, Run, RunBackend
 from runs.services import (
     LaunchError,
     run_cancel,
@@ -91,6 +91,23 @@ class SuiteLaunchForm(forms.Form):
         required=False, max_length=500, help_text="only tasks with all these labels: a,b"
     )
     include_flaky = forms.BooleanField(required=False, label="Include flaky tasks")
+    backend = forms.ChoiceField(
+        choices=RunBackend.choices,
+        required=False,
+        label="Sandbox",
+        help_text="the sandbox every attempt runs in; the worker's default is SANDBOX_BACKEND",
+    )
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # Each configuration says which agent it runs: the variant is chosen with it.
+        self.fields["model"].label_from_instance = _config_label
+
+
+def _config_label(config: ModelConfig) -> str:
+    agent = config.cli_agent if config.agent_variant == AgentVariant.CLI else config.agent_variant
+    model = f" · {config.model_name}" if config.model_name else ""
+    return f"{config.name} ({agent}{model})"
 
 
 @require_POST
@@ -108,6 +125,7 @@ def suite_launch_view(request: HttpRequest, name: str) -> HttpResponse:
                 samples=form.cleaned_data["samples"],
                 labels=labels or None,
                 include_flaky=form.cleaned_data["include_flaky"],
+                backend=form.cleaned_data["backend"] or "",
                 created_by=request.user,
             )
         except LaunchError as exc:

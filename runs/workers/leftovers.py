@@ -13,7 +13,8 @@ folder only once it is old and silent).
 
 It also removes the folders of ``ab worker`` processes that died without cleaning up (killed):
 each worker keeps its ready file and its Celery processes' temporary files (multiprocessing's
-``pymp-*`` folders) in one folder, ``worker_dir_create``, which names its owner.
+``pymp-*`` folders) in one folder, which is dead once no process of that worker holds its lock
+(``runs.workers.worker_dir``), not merely once the ``ab worker`` process is gone.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from django.conf import settings
 from runs.models import FINAL_STATES, Attempt
 from runs.pipeline.artifacts import WORKSPACE_DIR
 from runs.services import attempt_container_label
+from runs.workers import worker_dir
 
 log = logging.getLogger(__name__)
 
@@ -166,50 +168,15 @@ def _remove_sandbox_files(report: LeftoverReport) -> None:
 
 # --- The folders of ab worker processes ---------------------------------------------------
 
-WORKER_DIR_PREFIX = "ab-worker-"
-OWNER_FILE = "owner"
-
-
-def _start_time(pid: int) -> str | None:
-    """A process's start time (clock ticks since boot): with the pid, names it uniquely."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[19]
-
-
-def worker_dir_create() -> Path:
-    """A folder of this process's own under the temporary directory, naming its owner (pid and
-    start time): the leftovers pass removes it once that process is gone."""
-    import os
-    import tempfile
-
-    folder = Path(tempfile.mkdtemp(prefix=f"{WORKER_DIR_PREFIX}{os.getpid()}-"))
-    (folder / OWNER_FILE).write_text(f"{os.getpid()} {_start_time(os.getpid())}\n")
-    return folder
-
-
-def worker_dir_remove(folder: Path) -> None:
-    shutil.rmtree(folder, ignore_errors=True)
-
-
-def _owner_alive(folder: Path) -> bool:
-    try:
-        pid_text, started = (folder / OWNER_FILE).read_text().split()
-        pid = int(pid_text)
-    except (OSError, ValueError):
-        # Not written yet (a worker starting this instant), or made by another program: kept.
-        return True
-    return _start_time(pid) == started
+# Names older callers and tests import from here.
+OWNER_FILE = worker_dir.OWNER_FILE
+worker_dir_create = worker_dir.worker_dir_create
 
 
 def _remove_worker_dirs(report: LeftoverReport) -> None:
-    import tempfile
-
-    for folder in Path(tempfile.gettempdir()).glob(f"{WORKER_DIR_PREFIX}*"):
-        if folder.is_dir() and not folder.is_symlink() and not _owner_alive(folder):
-            worker_dir_remove(folder)
+    """Folders no process of their worker holds the lock of (``runs.workers.worker_dir``)."""
+    for folder in worker_dir.worker_dirs():
+        if worker_dir.worker_dir_remove_dead(folder):
             report.worker_dirs.append(folder.name)
 
 

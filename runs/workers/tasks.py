@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
 import socket
 import threading
 import time
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
-from celery.signals import worker_init, worker_ready
+from celery.signals import worker_init, worker_process_init, worker_ready
 from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connection
 from django.utils import timezone
@@ -28,12 +29,38 @@ from django.utils import timezone
 # every process that imports the tasks (workers, the enqueue, inline predictions); other
 # Django processes (pages, database commands) never load Celery.
 import benchsite.celery  # noqa: F401
+from benchsite.processes import die_with_parent
 from runs.models import Attempt, AttemptStatus, Run, RunStatus
 from runs.services import attempts_remove_containers
 from runs.taxonomy import Reason
 from runs.workers.bookkeeping import attempt_claim, run_attempt_done
+from runs.workers.worker_dir import worker_dir_join
 
 log = logging.getLogger(__name__)
+
+
+# The Celery main process's pid, seen by the pool processes it forks.
+_MAIN_PID = 0
+
+
+@worker_init.connect
+def _join_the_worker(**_kwargs) -> None:
+    """The main process holds its ``ab worker``'s folder lock (runs.workers.worker_dir), so
+    no leftovers pass removes its TMPDIR while it lives."""
+    global _MAIN_PID
+    _MAIN_PID = os.getpid()
+    worker_dir_join()
+
+
+@worker_process_init.connect
+def _die_with_the_main_process(**_kwargs) -> None:
+    """A pool process dies (SIGKILL) with the main process, which dies with ``ab worker``:
+    Celery asks for that too, but a main process that died before this ran would leave an
+    orphan running its attempt unwatched (``die_with_parent`` checks). It holds the folder's
+    lock as well."""
+    if _MAIN_PID:
+        die_with_parent(signal.SIGKILL, _MAIN_PID)
+    worker_dir_join()
 
 
 @worker_init.connect
@@ -192,7 +219,11 @@ def _execute(attempt: Attempt, heartbeat: Heartbeat) -> Attempt:
 
     try:
         return attempt_execute(
-            attempt, heartbeat=_throttled(heartbeat.beat), should_cancel=heartbeat.should_cancel
+            attempt,
+            # The sandbox the run asked for at launch, else the worker's default.
+            backend=attempt.run.backend or None,
+            heartbeat=_throttled(heartbeat.beat),
+            should_cancel=heartbeat.should_cancel,
         )
     except SoftTimeLimitExceeded:
         attempt.refresh_from_db()

@@ -26,6 +26,7 @@ import datetime as dt
 import json
 import uuid
 import zipfile
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -385,6 +386,7 @@ def _write(
         # Two imports of one model at once take turns here; a second creating import replaces
         # the first's run below rather than leaving two.
         ModelConfig.objects.select_for_update().filter(pk=model.pk).first()
+        _name_the_model(model, folder)
         if existing is None:
             replaced = Run.objects.filter(
                 suite=suite, model_config=model, source=RunSource.PUBLISHED
@@ -481,6 +483,19 @@ def _artifacts_dir(run_public_id: uuid.UUID, entry: InstanceEntry) -> str:
     return f"imports/{run_public_id}/{entry.instance_id}__{entry.sample_index}"
 
 
+def _name_the_model(model: ModelConfig, folder) -> None:
+    """The imported system's model as its trajectories name it (the configuration was created
+    named after the row: "gem100" is no model), unless someone set one."""
+    seen = Counter(
+        e.trajectory.model
+        for e in folder.entries.values()
+        if e.trajectory is not None and e.trajectory.model
+    )
+    if seen and model.model_name in ("", model.name):
+        model.model_name = seen.most_common(1)[0][0][:200]
+        model.save(update_fields=["model_name"])
+
+
 def _copy_artifacts(
     entries: list[InstanceEntry], folders: dict[str, str], progress: Progress | None
 ) -> None:
@@ -563,6 +578,11 @@ def _attempt(
         attempt.tokens_in = traj.tokens_in
         attempt.tokens_out = traj.tokens_out
         attempt.duration_sec = traj.duration_sec
+        if traj.ended_at is not None and attempt.status == AttemptStatus.FINISHED:
+            # Each attempt's own time, not the import's (or the run's last).
+            ended = dt.datetime.fromtimestamp(traj.ended_at, tz=dt.UTC)
+            attempt.finished_at = ended
+            attempt.started_at = ended - dt.timedelta(seconds=traj.duration_sec or 0)
     if outcome.kind is None:
         # A patch nobody evaluated: it waits for ``run_evaluate``, with no outcome.
         attempt.status = AttemptStatus.NOT_EVALUATED

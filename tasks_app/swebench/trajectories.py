@@ -70,6 +70,9 @@ class TrajectoryFacts:
     # Inspect only: the scorer's verdict (True resolved, False not, None no score) and error.
     resolved: bool | None = None
     error: str = ""
+    # The model the trajectory says the agent called (mini-swe-agent's config, ATIF's agent,
+    # Inspect's model usage), for the imported system's configuration page.
+    model: str = ""
 
 
 def _number(value: Any) -> float:
@@ -132,6 +135,7 @@ def read_mini_swe_agent(data: Any, where: str, instance_id: str) -> TrajectoryFa
         # From the first model response to the last: the run's wall time, less its last step.
         duration_sec=max(created) - min(created) if len(created) > 1 else None,
         ended_at=max(created) if created else None,
+        model=_text(_dict(_dict(info.get("config")).get("model")).get("model_name")) or "",
     )
 
 
@@ -216,6 +220,7 @@ def read_inspect_sample(data: Any, where: str) -> TrajectoryFacts:
         duration_sec=_number(data.get("total_time")) or None,
         epoch=epoch if isinstance(epoch, int) and epoch > 0 else 1,
         resolved=resolved,
+        model=next((str(m) for m in usage if isinstance(m, str)), ""),
         error=str(error.get("message") or "")[:2000],
     )
 
@@ -284,6 +289,7 @@ def read_atif(
         ended_at=_unix(stamps[-1]) if stamps else None,
         epoch=sample + 1,
         resolved=_verdict(reward) if reward is not None else None,
+        model=_text(_dict(data.get("agent")).get("model_name")) or "",
         error=" ".join(
             str(exception.get(k) or "") for k in ("exception_type", "exception_message")
         ).strip()[:2000],

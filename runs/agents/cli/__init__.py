@@ -8,6 +8,7 @@ what happened (exit code, signal, the gateway's summary) to an outcome; ``summar
 CLI's own usage report; ``msa_driver``/``bridge`` run mini-swe-agent on the worker with its
 commands executed in the sandbox.
 
-May import ``runs.agents`` (contract, events), ``runs.gateway``, ``runs.taxonomy`` and
-``sandbox``; no Django models.
+May import ``runs.agents`` (contract, events), ``runs.gateway``, ``runs.taxonomy``,
+``runs.transcript`` (pure: the tool calls of the gateway's record) and ``sandbox``; no Django
+models.
 """

@@ -10,6 +10,7 @@ key stays in the gateway on the worker. What happened becomes an outcome in ``ou
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shlex
 import signal
@@ -33,6 +34,7 @@ from runs.agents.cli.outcome import (
 from runs.agents.contract import AgentContext, AgentOutcome, Budgets, ModelSettings
 from runs.agents.events import EventLog
 from runs.taxonomy import Reason
+from runs.transcript import MAX_FILE_BYTES, MODEL_CALLS, parse_model_calls
 from sandbox.base import ReadOnlyMount
 
 if TYPE_CHECKING:
@@ -50,6 +52,21 @@ KILL_GRACE_SEC = 15.0
 # A prompt goes into the sandbox through environment variables of at most this size each
 # (Linux caps one argument or variable at 128 KiB).
 _ENV_CHUNK = 100_000
+
+
+def _tool_calls(bridged: int | None, artifacts_dir: Path) -> int:
+    """How many tool calls the agent made: the bridge's count where its commands came through
+    one (mini-swe-agent), else the calls its model asked for in the gateway's record, counted
+    as the transcript viewer shows them (a CLI in the sandbox runs its tools itself)."""
+    if bridged is not None:
+        return int(bridged)
+    record = artifacts_dir / MODEL_CALLS
+    try:
+        with record.open("rb") as f:
+            data = f.read(MAX_FILE_BYTES)
+    except OSError:
+        return 0
+    return parse_model_calls(data).tool_call_count
 
 
 @dataclass
@@ -93,6 +110,7 @@ def cli_resources(
     budgets: Budgets,
     artifacts_dir: Path,
     body_cap_bytes: int,
+    record_max_bytes: int = 64 * 1024 * 1024,
     price_table_path: str | None = None,
     owner: str = "",
 ) -> Iterator[CliResources]:
@@ -103,6 +121,9 @@ def cli_resources(
         definition = get_definition(name)
     except DefinitionError as exc:
         yield CliResources(name, error=f"[cli-definition] {exc}")
+        return
+    if model.upstream_refused:  # runs/upstreams.py: the gateway never opens with that key
+        yield CliResources(name, definition, error=f"[upstream-refused] {model.upstream_refused}")
         return
     try:
         install = ensure_install(definition)
@@ -119,11 +140,14 @@ def cli_resources(
         yield CliResources(name, definition, error="[cli-config] no model name configured")
         return
     from runs.agents.registry import retry_policy
-    from runs.gateway import GatewayBudgets, GatewayConfig, open_gateway
+    from runs.gateway import GatewayBudgets, GatewayConfig, GatewayConfigError, open_gateway
+    from runs.upstreams import policy_from_settings
 
     config = GatewayConfig(
         upstream_base_url=model.base_url,
         upstream_api_key=model.api_key,
+        api_key_env=model.api_key_env,
+        upstream_policy=policy_from_settings(),
         model_name=model.model_name,
         budgets=GatewayBudgets(
             max_calls=budgets.max_model_calls,
@@ -136,12 +160,18 @@ def cli_resources(
         price_input_per_mtok=model.price_input_per_mtok,
         price_output_per_mtok=model.price_output_per_mtok,
         price_table_path=price_table_path,
-        record_path=artifacts_dir / "model_calls.jsonl",
+        record_path=artifacts_dir / MODEL_CALLS,
         body_cap_bytes=body_cap_bytes,
+        record_max_bytes=record_max_bytes,
         retry=retry_policy(),
         owner=owner,
     )
-    with open_gateway(config) as gateway:
+    try:
+        gateway = open_gateway(config)
+    except GatewayConfigError as exc:  # a cost budget without a price, say
+        yield CliResources(name, definition, error=f"[cli-config] {exc}")
+        return
+    with gateway:
         yield CliResources(name, definition, install.path, gateway, install_seconds=install.seconds)
 
 
@@ -179,6 +209,15 @@ class CliAgent:
             run = self._run_in_sandbox(ctx, definition, values)
         else:
             run = self._run_on_worker(ctx, definition, values)
+        # What the CLI printed is stored and served: the token (and the key, would the CLI
+        # ever see it) out by value, as in the gateway's record.
+        run = dataclasses.replace(
+            run,
+            stdout=res.gateway.scrub_text(run.stdout),
+            stderr=res.gateway.scrub_text(run.stderr),
+        )
+        if "summary_text" in res.extra:
+            res.extra["summary_text"] = res.gateway.scrub_text(res.extra["summary_text"])
         summary = res.gateway.summary
         view = gateway_view(summary)
         verdict = classify(
@@ -195,7 +234,7 @@ class CliAgent:
             tokens_in=view.input_tokens,
             tokens_out=view.output_tokens,
             cost_usd=view.cost_usd,
-            tool_calls=int(res.extra.pop("tool_calls", 0) or 0),
+            tool_calls=_tool_calls(res.extra.pop("tool_calls", None), ctx.artifacts_dir),
             steps=view.calls,
             error_text=verdict.error_text,
             is_timeout=verdict.is_timeout,
