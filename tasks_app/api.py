@@ -110,11 +110,13 @@ class TaskDetailOut(TaskOut):
     def resolve_environment(obj: Task) -> dict | None:
         if obj.source != TaskSource.SWEBENCH:
             return None
-        from tasks_app.swebench.envspec import approximate_pythons
-
-        asked, used = approximate_pythons(
-            str(obj.spec.get("repo", "")), str(obj.spec.get("version", ""))
-        )
+        validations = list(obj.gold_validations.order_by("backend"))
+        # Stored at import (reading the official harness here cost seconds: issue 29); a task
+        # imported before the columns existed has what a gold validation recorded.
+        asked, used = obj.python_asked, obj.python_used
+        if not asked:
+            done = next((v for v in validations if v.python_used), None)
+            asked, used = (done.python_asked, done.python_used) if done else ("", "")
         return {
             "python_asked": asked,
             "python_used": used,
@@ -131,7 +133,7 @@ class TaskDetailOut(TaskOut):
                     "python_used": v.python_used,
                     "installs_as_of": v.installs_as_of,
                 }
-                for v in obj.gold_validations.order_by("backend")
+                for v in validations
             ],
         }
 

@@ -91,6 +91,12 @@ class Task(models.Model):
     environment_setup_commit = models.CharField(max_length=100, blank=True)
     instance_version = models.CharField(max_length=30, blank=True)
     difficulty = models.CharField(max_length=50, blank=True)
+    # SWE-bench: the Python its specification asks for and the one its environment is built
+    # with here (they differ for an approximate environment), known at import
+    # (``tasks_app.swebench.envspec.approximate_pythons``) and stored so that pages read them
+    # without importing the official harness (seconds of CPU in a request, issue 29).
+    python_asked = models.CharField(max_length=10, blank=True)
+    python_used = models.CharField(max_length=10, blank=True)
 
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -115,6 +121,10 @@ class Task(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("task-detail", args=[self.suite.name, self.task_id])
+
+    @property
+    def approximate_environment(self) -> bool:
+        return bool(self.python_asked) and self.python_asked != self.python_used
 
     @property
     def is_flaky(self) -> bool:

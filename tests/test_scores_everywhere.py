@@ -312,11 +312,15 @@ def test_a_partial_run_reads_the_same_on_every_surface(client, capsys, partial_s
     assert (s.attempts, s.missing, s.missing_attempts, s.scored) == (10, 10, 10, 10)
     html = row_html(board.content.decode(), key)
     assert "25.0%" in html and "50.0%" in html and "10 of 20 not attempted" in html
-    # The full run leads; the paired test covers the 10 tasks both attempted, where they agree.
+    # The full run leads; the paired test covers the 10 tasks both attempted, where they agree;
+    # ranked by its whole-suite rate, the partial run claims no tie either way (issue 29): it
+    # is marked partial, its comparison with the leader one click away.
     leader = board.context["board"].leader
     assert leader.name == FULL
-    assert (row.p_value_vs_leader, row.paired_vs_leader, row.status) == (1.0, 10, "tied")
-    assert row.coverage_differs_from_leader and "coverage differs" in html
+    assert (row.p_value_vs_leader, row.paired_vs_leader, row.status) == (1.0, 10, "partial")
+    assert row.coverage_differs_from_leader and not row.tied_with_leader
+    assert "partial: 10 of 20 tasks" in html and "badge tied" not in html
+    assert f"?models={leader.key},{key}" in html
 
     api = client.get("/api/leaderboard", {"suite": suite.name}).json()["rows"]
     got = next(r for r in api if r["key"] == key)
@@ -324,6 +328,7 @@ def test_a_partial_run_reads_the_same_on_every_surface(client, capsys, partial_s
         0.25, 0.5, 10, 10,
     )  # fmt: skip
     assert (got["p_value_vs_leader"], got["paired_vs_leader"]) == (1.0, 10)
+    assert (got["status"], got["tied_with_leader"], got["rank"]) == ("partial", False, row.rank)
     text = client.get("/api/leaderboard.csv", {"suite": suite.name}).content.decode()
     got_csv = next(r for r in csv.DictReader(io.StringIO(text)) if r["key"] == key)
     assert (got_csv["attempted_pct"], got_csv["resolved_pct"], got_csv["missing"]) == (

@@ -478,7 +478,11 @@ class LeaderboardRowOut(ScoreFields):
     key: str = Field(description="slug (a configuration) or slug@run-id (one run)")
     kind: Literal["run", "config"]
     rank: int | None
-    status: str = Field(description="leader, tied, behind, pending, reference or unscored")
+    status: str = Field(
+        description="leader, tied, behind, partial (ranked, but it did not attempt every task of "
+        "its denominator: no tie claimed; p_value_vs_leader is over the tasks both attempted), "
+        "pending, reference or unscored"
+    )
     model: ModelRefOut
     run: RunRefOut | None
     runs: list[uuid.UUID]

@@ -211,11 +211,17 @@ def _import_swebench_file(path: Path) -> Suite:
             task_upsert(
                 suite=suite,
                 task_id=instance.instance_id,
-                fields=instance.task_fields(),
+                fields={**instance.task_fields(), **_pythons(instance)},
                 source_file=str(path),
                 dataset_version="princeton-nlp/SWE-bench_Lite dev",
             )
     return suite
+
+
+def _pythons(instance) -> dict[str, str]:
+    """The Python asked and used, stored on the task as the dataset import stores them."""
+    asked, used = instance.pythons()
+    return {"python_asked": asked, "python_used": used}
 
 
 def _model_config(spec: DemoModel) -> ModelConfig:

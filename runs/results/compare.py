@@ -167,6 +167,12 @@ class PairResult:
         return self.rate_b - self.rate_a
 
     @property
+    def shared_delta(self) -> float | None:
+        """b's rate minus a's on the tasks both attempted (the paired test's mean difference):
+        what leads the headline of a pair whose coverage differs (issue 29)."""
+        return self.test.mean_difference
+
+    @property
     def p_value(self) -> float:
         return self.test.p_value
 

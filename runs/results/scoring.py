@@ -228,6 +228,10 @@ class Score(Generic[K]):
         """ "81 / 100" over the attempted tasks."""
         return f"{_count(self.attempted_resolved)} / {self.attempted_tasks}"
 
+    def attempted_keys(self) -> list[K]:
+        """The tasks of the rate with a scored sample (instances left out excepted)."""
+        return [self.index.keys[i] for i in np.flatnonzero(self._attempted)]
+
     @property
     def partial(self) -> bool:
         """Some task of the denominator was not attempted: the two rates differ in meaning."""
@@ -377,6 +381,15 @@ class PairedTest(Generic[K]):
     def coverage_differs(self) -> bool:
         """The rows did not attempt the same tasks: the test covers only the shared ones."""
         return bool(self.only_a or self.only_b)
+
+    @property
+    def shared_rate_a(self) -> float | None:
+        """a's rate on the paired tasks alone (b's: ``shared_rate_a + mean_difference``)."""
+        return float(self._xa.mean()) if self.tasks else None
+
+    @property
+    def shared_rate_b(self) -> float | None:
+        return float((self._xa + self._d).mean()) if self.tasks else None
 
     def _pick(self, mask: np.ndarray) -> tuple[K, ...]:
         keys = self._index.keys
@@ -598,7 +611,11 @@ def _task_order(tasks: Iterable[K]) -> tuple[K, ...]:
 class Standing:
     """Where a row stands: rank among ranked rows, leader, tie mark and why not."""
 
-    status: str  # "leader", "tied", "behind", "pending", "reference", "unscored"
+    # "leader", "tied", "behind", "partial", "pending", "reference", "unscored". "partial": a
+    # ranked row that did not attempt every task of its denominator (``Score.partial``): its
+    # rank uses the whole-suite rate, the paired test only the tasks both attempted, so no
+    # tie is claimed either way (issue 29); ``p_value``/``paired`` still give that test.
+    status: str
     rank: int | None = None
     p_value: float | None = None
     paired: int | None = None  # the tasks the test against the leader covered
@@ -632,11 +649,10 @@ def standings(entries: Sequence[tuple[K, Score, bool]]) -> dict[K, Standing]:
     leader = ranked[0][2]
     out[ranked[0][1]] = Standing("leader", 1)
     tests = paired_tests(leader, [s for _, _, s in ranked[1:]])
-    for rank, ((_, key, _), test) in enumerate(zip(ranked[1:], tests, strict=True), start=2):
+    for rank, ((_, key, s), test) in enumerate(zip(ranked[1:], tests, strict=True), start=2):
         p = test.p_value
-        out[key] = Standing(
-            "tied" if p >= TIE_ALPHA else "behind", rank, p, test.tasks, test.coverage_differs
-        )
+        status = "partial" if s.partial else "tied" if p >= TIE_ALPHA else "behind"
+        out[key] = Standing(status, rank, p, test.tasks, test.coverage_differs)
     return out
 
 

@@ -16,6 +16,17 @@ def pct(value, digits: int = 1) -> str:
 
 
 @register.filter
+def pp(value, digits: int = 1) -> str:
+    """A difference of two rates (fractions) in percentage points, signed: 0.58 -> "+58.0 pp";
+    None -> "—". Never "%": a rate going from 20% to 78% rose 58 points, not 58 percent."""
+    if value is None or value == "":
+        return "—"
+    points = 100 * float(value)
+    sign = "+" if points > 0 else "\u2212" if points < 0 else "\u00b1"
+    return f"{sign}{abs(points):.{int(digits)}f} pp"
+
+
+@register.filter
 def usd(value) -> str:
     if value is None or value == "":
         return "—"

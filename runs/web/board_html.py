@@ -25,46 +25,75 @@ def _day(value) -> str:
     return timezone.localtime(value).strftime("%Y-%m-%d") if value else ""
 
 
-def leaderboard_rows_html(rows: list, *, any_k: bool) -> SafeString:
+# The usage columns, in the table's order: (sort key, row attribute, heading, title, format).
+USAGE_COLUMNS = (
+    ("mean_cost", "mean_cost_usd", "Cost / attempt", "", usd),
+    ("mean_tokens", "mean_tokens", "Tokens / attempt", "", kilo),
+    ("mean_calls", "mean_calls", "Calls / attempt", "model API calls per attempt that ran", tenths),
+    ("mean_wall", "mean_wall_sec", "Wall / attempt", "", secs),
+    ("cost_per_resolved", "cost_per_resolved_usd", "Cost / resolved", "", usd),
+)
+
+
+def usage_columns(rows: list) -> list[tuple]:
+    """The usage columns some row has a figure for: a column that would read "—" in every
+    row (published results record no cost, tokens, calls or wall) is left out."""
+    return [c for c in USAGE_COLUMNS if any(getattr(r, c[1]) is not None for r in rows)]
+
+
+def leaderboard_rows_html(
+    rows: list, *, any_k: bool, columns: list[tuple] = USAGE_COLUMNS
+) -> SafeString:
     """The <tr> of each leaderboard row (``runs.results.leaderboard.LeaderboardRow``, with the
-    ``links`` the view set)."""
-    return mark_safe("\n".join(_row(r, any_k) for r in rows))
+    ``links`` the view set); ``columns``: the usage columns shown (``usage_columns``)."""
+    return mark_safe("\n".join(_row(r, any_k, columns) for r in rows))
 
 
-def _row(r, any_k: bool) -> str:
-    s, links = r.score, r.links
-    slug, key = esc(r.slug), esc(r.key)
-    variant = f'<a href="{esc(links.config)}">{esc(r.agent_variant)}</a>'
+def _meta(r) -> str:
+    """The row's configuration and run on one compact line under its name."""
+    links = r.links
+    parts = [f'<a href="{esc(links.config)}">{esc(r.agent_variant)}</a>']
     if r.condition:
-        variant += (
-            ' · <span class="condition" title="condition: the files this configuration adds to '
+        parts.append(
+            '<span class="condition" title="condition: the files this configuration adds to '
             f'the workspace">condition {esc(r.condition)}</span>'
-        )
-    if r.is_published:
-        variant += " · published results"
-    if r.missing:
-        variant += (
-            f' · <span class="missing-count" title="{_MISSING_TITLE}">'
-            f"{r.missing} of {r.tasks} not attempted</span>"
         )
     if r.run is not None:
         run = r.run
-        when = (
+        parts.append(f'<a href="{esc(links.run)}">run {esc(run.short_id)}</a>')
+        parts.append(
             _day(r.date)
             if r.date
             else '<span class="undated" title="its source says nothing of when it ran">'
             f"imported on {_day(r.imported_on)}</span>"
         )
-        source = f" · {esc(run.source)}" if run.source != "harness" else ""
-        runs = (
-            f'<div class="small run-links"><a href="{esc(links.run)}">run {esc(run.short_id)}</a>'
-            f" · {when} · k={run.samples}{source} · "
-            f'<a href="{esc(links.run_attempts)}">attempts, logs &amp; trajectories</a></div>'
+        if run.samples > 1:
+            parts.append(f"k={run.samples}")
+        if r.is_published:
+            parts.append(
+                '<span title="imported published results, graded elsewhere">published</span>'
+            )
+        elif run.source != "harness":
+            parts.append(esc(run.source))
+        parts.append(
+            f'<a href="{esc(links.run_attempts)}" title="its attempts, logs and trajectories">'
+            "attempts</a>"
         )
     else:
         count = r.run_count
-        listed = "".join(f' · <a href="{esc(url)}">{esc(short)}</a>' for url, short in links.runs)
-        runs = f'<div class="small run-links">{count} run{"" if count == 1 else "s"}{listed}</div>'
+        if r.is_published:
+            parts.append(
+                '<span title="imported published results, graded elsewhere">published</span>'
+            )
+        parts.append(f"{count} run{'' if count == 1 else 's'}")
+        parts += [f'<a href="{esc(url)}">{esc(short)}</a>' for url, short in links.runs]
+    items = "".join(f"<span>{p}</span>" for p in parts)
+    return f'<div class="small muted run-links meta">{items}</div>'
+
+
+def _row(r, any_k: bool, columns: list[tuple]) -> str:
+    s, links = r.score, r.links
+    slug, key = esc(r.slug), esc(r.key)
     ci = f"{pct(r.ci_low)} {DASH} {pct(r.ci_high)}" if r.ci_low is not None else "—"
     bar = ""
     if r.rate is not None:
@@ -73,21 +102,21 @@ def _row(r, any_k: bool) -> str:
             f'{pct(r.rate, 0).rstrip("%")}%"></span></div>'
         )
     attempted_ci = (
-        f"{pct(s.attempted_ci_low)} {DASH} {pct(s.attempted_ci_high)}"
-        if s.attempted_ci_low is not None
+        f' · <span class="ci">{pct(s.attempted_ci_low)} {DASH} {pct(s.attempted_ci_high)}</span>'
+        if s.attempted_ci_low is not None and s.partial
         else ""
     )
     cells = [
         f'<tr data-model="{slug}" data-key="{key}" class="{esc(r.status)}">',
         f'<td class="num">{r.rank or ""}</td>',
-        f'<td><a class="model-link" href="{esc(links.attempts)}">{esc(r.name)}</a>'
-        f'<div class="small muted">{variant}</div>{runs}</td>',
+        f'<td class="name"><a class="model-link" href="{esc(links.attempts)}" '
+        f'title="{esc(r.name)}">{esc(r.name)}</a>{_meta(r)}</td>',
         f'<td class="num"><strong>{pct(r.rate)}</strong>'
         f'<div class="small muted score-count">{esc(s.resolved_label)}</div></td>',
         f'<td><span class="ci">{ci}</span>{bar}</td>',
         f'<td class="num attempted">{pct(s.attempted_rate)}'
-        f'<div class="small muted attempted-count">{esc(s.attempted_label)}</div>'
-        f'<div class="ci">{attempted_ci}</div></td>',
+        f'<div class="small muted"><span class="attempted-count">{esc(s.attempted_label)}</span>'
+        f"{attempted_ci}</div></td>",
     ]
     if any_k:
         pk = (
@@ -97,22 +126,15 @@ def _row(r, any_k: bool) -> str:
         )
         cells.append(f'<td class="num">{pk}</td>')
     infra = f'<a class="infra" href="{esc(links.infra)}">{r.infra}</a>' if r.infra else "0"
-    cells += [
-        f'<td class="num">{r.attempts}</td>',
-        f'<td class="num">{infra}</td>',
-        f'<td class="num">{usd(r.mean_cost_usd)}</td>',
-        f'<td class="num">{kilo(r.mean_tokens)}</td>',
-        f'<td class="num">{tenths(r.mean_calls)}</td>',
-        f'<td class="num">{secs(r.mean_wall_sec)}</td>',
-        f'<td class="num">{usd(r.cost_per_resolved_usd)}</td>',
-        f'<td class="standing">{_standing(r)}</td>',
-        "</tr>",
-    ]
+    cells += [f'<td class="num">{r.attempts}</td>', f'<td class="num">{infra}</td>']
+    cells += [f'<td class="num">{fmt(getattr(r, attr))}</td>' for _, attr, _, _, fmt in columns]
+    cells += [f'<td class="standing">{_standing(r)}</td>', "</tr>"]
     return "".join(cells)
 
 
 def _standing(r) -> str:
     status, p, n = r.status, pvalue(r.p_value_vs_leader), r.paired_vs_leader
+    s = r.score
     if status == "leader":
         text = '<span class="badge resolved">leader</span>'
     elif status == "tied":
@@ -125,6 +147,14 @@ def _standing(r) -> str:
             '<span class="small muted" title="paired test vs the leader over the tasks both '
             f'attempted">{p}, n = {n}</span>'
         )
+    elif status == "partial":
+        # Ranked by its whole-suite rate, compared on the tasks both attempted: no tie claimed
+        # either way; the paired comparison is the compare page's, one click away.
+        text = (
+            f'<span class="badge coverage" title="attempted {s.attempted_tasks} of the '
+            f'{s.tasks} tasks it is rated over: no tie with the leader claimed">partial: '
+            f"{s.attempted_tasks} of {s.tasks} tasks</span>"
+        )
     elif status == "pending":
         waiting = f", {r.not_evaluated} not evaluated" if r.not_evaluated else ""
         text = (
@@ -135,7 +165,21 @@ def _standing(r) -> str:
         text = '<span class="small muted">reference</span>'
     else:
         text = '<span class="small muted">nothing scored</span>'
-    if r.coverage_differs_from_leader:
+    line = []
+    if r.missing:
+        line.append(
+            f'<span class="missing-count" title="{_MISSING_TITLE}">'
+            f"{r.missing} of {r.tasks} not attempted</span>"
+        )
+    if status == "partial" and r.links.compare_leader:
+        line.append(
+            f'<a class="compare-leader" href="{esc(r.links.compare_leader)}" '
+            f'title="the paired test over the {n} tasks both attempted: {p}">'
+            f"vs leader on the {n} shared</a>"
+        )
+    if line:
+        text += f'<div class="small">{" · ".join(line)}</div>'
+    if r.coverage_differs_from_leader and status != "partial":
         text += (
             ' <div class="small coverage-warning" title="this row and the leader did not '
             f'attempt the same tasks: the test covers only the {n} both attempted">coverage '

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import datetime as dt
 import uuid
 from dataclasses import dataclass
@@ -10,7 +11,6 @@ from html import escape as esc
 from urllib.parse import quote, urlencode
 
 from django.contrib.auth.views import redirect_to_login
-from django.db.models import Exists, OuterRef
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -38,7 +38,6 @@ from runs.results.selection import (
     VIEWS,
     Entry,
     SelectionError,
-    SuiteResults,
     read_results,
     runs_by_prefix,
 )
@@ -48,7 +47,8 @@ from runs.results.taxonomy_report import (
     TaxonomyBreakdown,
     taxonomy_breakdown,
 )
-from runs.web.board_html import leaderboard_rows_html, task_list_html
+from runs.web.board_html import leaderboard_rows_html, task_list_html, usage_columns
+from runs.web.board_notices import approximate_notice
 from runs.web.page_cache import cached_blocks
 from runs.web.query import old_names_redirect, unknown_params
 from tasks_app.models import GoldValidation, GoldValidationStatus, Suite, Task
@@ -181,8 +181,9 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
     }
     view_links = {v: "?" + urlencode([*keep, ("view", v), ("sort", sort)]) for v in VIEWS}
     rows = board.all_rows
-    _set_row_links(suite, rows)
+    _set_row_links(suite, rows, board.leader)
     any_k = any(r.pass_at_k is not None for r in rows)
+    columns = usage_columns(rows)
     return render(
         request,
         "runs/leaderboard.html",
@@ -210,12 +211,16 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
             "notices": notices,
             "export_query": urlencode([*keep, ("view", view), ("sort", sort)]),
             "any_k": any_k,
-            "rows_html": leaderboard_rows_html(board.rows, any_k=any_k),
-            "references_html": leaderboard_rows_html(board.references, any_k=any_k),
+            "columns": columns,
+            "width": 8 + any_k + len(columns),  # the table's columns, for the references' row
+            "rows_html": leaderboard_rows_html(board.rows, any_k=any_k, columns=columns),
+            "references_html": leaderboard_rows_html(
+                board.references, any_k=any_k, columns=columns
+            ),
             "repo_table": _repo_table(board) if len(board.groups) > 1 else None,
             "compare_default": ",".join(r.key for r in _top_competitors(board.rows, 2)),
             "left_out": _left_out(suite) if board.results.excluded else [],
-            "approximate": _approximate(suite, board.results, labels),
+            "approximate": approximate_notice(board),
         },
         status=400 if errors else 200,
     )
@@ -229,12 +234,14 @@ class RowLinks:
     run: str = ""  # a run's row: the run page and its attempts
     run_attempts: str = ""
     runs: tuple[tuple[str, str], ...] = ()  # a configuration's row: (run page, short id)
+    compare_leader: str = ""  # the compare page of the row and the leader
 
 
-def _set_row_links(suite: Suite, rows: list) -> None:
+def _set_row_links(suite: Suite, rows: list, leader=None) -> None:
     """Each row's links, from one reverse() per kind (reversing per row cost the page more
     than its figures)."""
     attempts = reverse("suite-attempts", args=[suite.name])
+    compare = reverse("suite-compare", args=[suite.name]) + "?models={},{}"
     run_url = reverse("run-detail", args=[_ZERO]).replace(str(_ZERO), "{}")
     config_url = reverse("model-config-detail", args=["x"])[: -len("x/")] + "{}/"
     for r in rows:
@@ -254,6 +261,9 @@ def _set_row_links(suite: Suite, rows: list) -> None:
             r.links = RowLinks(
                 attempts=base, infra=f"{base}&outcome=infra", config=config, runs=runs
             )
+        if leader is not None and r is not leader and r.rank:
+            both = (quote(leader.key, safe="@"), quote(r.key, safe="@"))
+            r.links = dataclasses.replace(r.links, compare_leader=compare.format(*both))
 
 
 def _repo_table(board) -> dict:
@@ -510,42 +520,6 @@ def _count_rows(
         base = f"{attempts_url}?models={quote(b.model.slug, safe='')}"
         cells = [(b.counts.get(r.code, 0), f"{base}&reason={r.code}") for r in reasons]
         rows.append((b, base, cells))
-    return rows
-
-
-def _approximate(suite: Suite, results: SuiteResults, labels: list[str]) -> list[dict]:
-    """The suite's SWE-bench instances on an approximate environment (asked and used Python),
-    and whether they count (gold-valid) or not, for the notice above the table."""
-    from tasks_app.swebench.envspec import ENV_APPROXIMATE_LABEL, approximate_pythons
-
-    if not labels and not any(ENV_APPROXIMATE_LABEL in t.labels for t in results.tasks.values()):
-        return []  # the selection read every task's labels: none is approximate, no query
-    excluded = results.excluded
-    tasks = (
-        Task.objects.for_suite(suite)
-        .with_label(ENV_APPROXIMATE_LABEL)
-        .annotate(
-            gold_valid=Exists(
-                GoldValidation.objects.filter(
-                    task=OuterRef("pk"), status=GoldValidationStatus.VALID
-                )
-            )
-        )
-        .order_by("task_id")
-    )
-    rows = []
-    for pk, task_id, repo, version, is_valid in tasks.values_list(
-        "pk", "task_id", "spec__repo", "spec__version", "gold_valid"
-    ):
-        asked, used = approximate_pythons(str(repo), str(version))
-        state = (
-            "gold patch fails here: left out"
-            if pk in excluded
-            else "gold-valid: counted"
-            if is_valid
-            else "not validated yet: counted"
-        )
-        rows.append({"task_id": task_id, "asked": asked, "used": used, "state": state})
     return rows
 
 

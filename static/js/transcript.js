@@ -33,6 +33,9 @@
   var current = -1;
   var timer = null;
   var turnsMatched = 0;
+  // The query (and filter) the marks were made for: Enter steps through them only while the
+  // box still says that; a query typed since (its debounced search not run yet) runs first.
+  var searched = null;
 
   document.getElementById("transcript-expand").addEventListener("click", function () {
     root.querySelectorAll("pre.folded").forEach(unfold);
@@ -54,6 +57,7 @@
   function search() {
     clear();
     var query = input.value.trim().toLowerCase();
+    searched = query + "\n" + only.checked;
     if (query.length < 2) { counter.textContent = ""; return; }
     var walker = document.createTreeWalker(turns, NodeFilter.SHOW_TEXT);
     var nodes = [];
@@ -108,7 +112,8 @@
     if (event.key === "Enter") {
       event.preventDefault();
       window.clearTimeout(timer);
-      if (!hits.length) { search(); } else { step(event.shiftKey ? -1 : 1); }
+      var now = input.value.trim().toLowerCase() + "\n" + only.checked;
+      if (!hits.length || now !== searched) { search(); } else { step(event.shiftKey ? -1 : 1); }
     }
   });
   only.addEventListener("change", search);

@@ -99,6 +99,13 @@ class Instance:
         env = environment_label(self.row["repo"], str(self.row["version"]))
         return ["swebench", self.row["repo"].split("/", 1)[1], *([env] if env else [])]
 
+    def pythons(self) -> tuple[str, str]:
+        """(the Python its specification asks for, the one used here), "" when not buildable:
+        stored on the task at import (``Task.python_asked`` / ``python_used``)."""
+        from tasks_app.swebench.envspec import approximate_pythons
+
+        return approximate_pythons(self.row["repo"], str(self.row["version"]))
+
     def task_fields(self, *, image_template: str = "") -> dict[str, Any]:
         """Task column values (hashed to detect changes, so keep them deterministic)."""
         row = self.row

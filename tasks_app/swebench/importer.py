@@ -29,6 +29,9 @@ class _Planned:
     instance: Instance
     fields: dict[str, Any]
     digest: str
+    # (Python asked, Python used): stored on the task, outside ``fields`` and their hash, so
+    # that tasks imported before these columns existed do not all count as changed.
+    python: tuple[str, str] = ("", "")
 
 
 def load_instances(source: Path | bytes | str, filename: str = "") -> list[Instance]:
@@ -97,7 +100,7 @@ def _check_suite_name(name: str, filename: str) -> None:
 
 def _plan(instance: Instance, *, image_template: str) -> _Planned:
     fields = instance.task_fields(image_template=image_template)
-    return _Planned(instance, fields, fields_hash(fields))
+    return _Planned(instance, fields, fields_hash(fields), instance.pythons())
 
 
 def _write(
@@ -110,6 +113,7 @@ def _write(
 ) -> None:
     new_tasks: list[Task] = []
     changed: list[tuple[Task, list[str], dict[str, Any]]] = []
+    refreshed: list[Task] = []  # unchanged tasks whose stored Pythons differ
     for plan in planned:
         task_id = plan.instance.instance_id
         task = existing.get(task_id)
@@ -122,17 +126,22 @@ def _write(
                 dataset_version=dataset_version,
                 **plan.fields,
             )
+            task.python_asked, task.python_used = plan.python
             task.labels_text = _labels_text(task.labels)
             new_tasks.append(task)
             report.created.append(task_id)
             continue
         if task.spec_hash == plan.digest:
             report.unchanged.append(task_id)
+            if (task.python_asked, task.python_used) != plan.python:
+                task.python_asked, task.python_used = plan.python
+                refreshed.append(task)
             continue
         names = sorted(n for n, v in plan.fields.items() if getattr(task, n) != v)
         previous = {n: getattr(task, n) for n in names if n != "spec"}
         for name, value in plan.fields.items():
             setattr(task, name, value)
+        task.python_asked, task.python_used = plan.python
         task.labels_text = _labels_text(task.labels)
         task.spec_hash = plan.digest
         task.spec_path = filename
@@ -162,12 +171,16 @@ def _write(
                 "revision",
                 "dataset_version",
                 "updated_at",
+                "python_asked",
+                "python_used",
             }
         )
         now = timezone.now()
         for task, _, _ in changed:
             task.updated_at = now
         Task.objects.bulk_update([t for t, _, _ in changed], columns, batch_size=200)
+    if refreshed:
+        Task.objects.bulk_update(refreshed, ["python_asked", "python_used"], batch_size=200)
     revisions = [
         TaskRevision(
             task=task,
