@@ -5,46 +5,9 @@ run's totals, the API, the CSV/JSON exports and the CLI all feed per-task tallie
 functions (``runs.results.selection`` reads them), so the same selection gives the same figures
 everywhere.
 
-The definition (README, "How a score is computed", says the same):
-
-* **Rows.** Each run (harness run, evaluated predictions, imported published results) is its own
-  row. A configuration can also be shown as one aggregate row over a chosen set of its runs:
-  the samples of those runs are pooled task by task.
-* **Attempts.** A finished attempt is *scored* unless it ended for an infrastructure reason;
-  infrastructure failures, skipped (fail-fast) and cancelled attempts are *excluded* (counted
-  apart, never failures). Every attempt that is not final (queued, running, imported and not
-  evaluated yet, or any later non-final status) is *pending*: never a failure, never a success.
-  ``not_evaluated`` attempts are counted among the pending and also on their own. A *missing*
-  attempt (status ``missing``: imported results without an entry for the task) was never
-  attempted: it is no attempt, no failure and no verdict, only a 0 in the whole-suite rate.
-* **Samples.** A task's success fraction is resolved / scored samples on it (a missing sample
-  counts as an unresolved one in the whole-suite rate only). The score is the mean of that
-  fraction over the denominator's tasks, so a task counts once however many samples it has.
-  pass@k is the mean over the same tasks of the unbiased estimator 1 - C(n-c, k) / C(n, k)
-  (k = the run's samples; n < k uses n).
-* **Two rates.** The *rate* ("resolved %", pass@1; the leaderboard's order) is swebench.com's
-  convention. Its denominator: published results, every task of the selection (a task with no
-  entry, a missing one, or only an excluded one, counts 0); own runs and evaluated predictions,
-  the tasks with at least one scored or missing sample. The *attempted rate* is the same mean
-  over the tasks with at least one scored sample only: what the row did on what it attempted.
-  For a run that attempted every task they are equal. Tasks passed as ``excluded`` (e.g.
-  instances whose gold patch does not validate) are left out of both.
-* **Interval.** Each rate has its own 95% Wilson score interval with n = the effective number
-  of tasks: p(1-p) / Var, Var the task-clustered variance of the mean, sum((r_t - p)^2) / T^2,
-  bounded below by the number of tasks T and above by the number of samples. With one sample a
-  task this is exactly the Wilson interval over tasks; several samples of one task are never
-  treated as independent draws.
-* **Paired test.** Two rows are compared on the tasks *both attempted* (a scored sample each)
-  with a two-sided paired sign-flip permutation test of the mean per-task difference of their
-  attempted shares; the test says its n and how many tasks only one row attempted (coverage).
-  Its p-value is exact: the distribution of the sum under random signs is computed by
-  convolution (with one sample a task it is the exact McNemar test); only differences too fine
-  for that fall back to 2,000 random sign flips with a fixed seed. Leaderboard ties and the
-  compare page use this one test.
-* **Standing.** A row with pending attempts shows its figures so far and says how many are
-  pending; it is not ranked, not the leader and never tied. References (oracle, no-op agents)
-  are shown apart, never ranked. The leader is the complete, non-reference row with the best
-  rate; a complete row is tied with it when the paired test gives p >= 0.05.
+The definition (rows, scored / excluded / pending / missing attempts, samples, the two
+rates, the intervals, the paired test, standing) is written once, in docs/scoring.md; this
+module implements it, and each function's docstring names the part it computes.
 
 Tallies of many tasks are held as ``Tallies``: one integer array per count, aligned with a
 ``TaskIndex``, so a row's figures, pooling and the paired tests are array arithmetic.
