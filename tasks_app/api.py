@@ -110,7 +110,7 @@ class TaskDetailOut(TaskOut):
     def resolve_environment(obj: Task) -> dict | None:
         if obj.source != TaskSource.SWEBENCH:
             return None
-        from tasks_app.swebench.envspec import approximate_pythons
+        from sandbox.environments.envspec import approximate_pythons
 
         asked, used = approximate_pythons(
             str(obj.spec.get("repo", "")), str(obj.spec.get("version", ""))

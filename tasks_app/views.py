@@ -77,8 +77,8 @@ def _environment(task: Task) -> dict | None:
     dates its installs resolved as of."""
     if task.source != "swebench":
         return None
-    from tasks_app.swebench.build import built_instance
-    from tasks_app.swebench.envspec import ENV_APPROXIMATE_LABEL
+    from sandbox.environments.build import built_instance
+    from sandbox.environments.envspec import ENV_APPROXIMATE_LABEL
 
     built = built_instance(task.task_id)
     if built is not None and built.base_commit != task.repo_commit:

@@ -37,8 +37,8 @@ from runs.pipeline.adhoc import model_config_for_variant, run_close, run_create
 from runs.pipeline.execute import attempt_execute
 from runs.pipeline.log_errors import first_error
 from runs.services import attempts_enqueue, run_cancel
+from sandbox.environments.build import Builder, BuildOutcome, use_built_instance
 from tasks_app.models import GoldValidation, GoldValidationStatus, Suite, Task, TaskSource
-from tasks_app.swebench.build import Builder, BuildOutcome, use_built_instance
 
 # What a test's output shows when it wanted the internet. The final tests run with a network
 # that silently drops everything (sandbox/blackhole.py): a connect times out and a name does
@@ -291,7 +291,7 @@ class _Builds:
             self.ready.clear()
 
     def _run(self) -> None:
-        from tasks_app.swebench.parallel import build_all
+        from sandbox.environments.parallel import build_all
 
         try:
             build_all(

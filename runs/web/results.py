@@ -516,7 +516,7 @@ def _count_rows(
 def _approximate(suite: Suite, results: SuiteResults, labels: list[str]) -> list[dict]:
     """The suite's SWE-bench instances on an approximate environment (asked and used Python),
     and whether they count (gold-valid) or not, for the notice above the table."""
-    from tasks_app.swebench.envspec import ENV_APPROXIMATE_LABEL, approximate_pythons
+    from sandbox.environments.envspec import ENV_APPROXIMATE_LABEL, approximate_pythons
 
     if not labels and not any(ENV_APPROXIMATE_LABEL in t.labels for t in results.tasks.values()):
         return []  # the selection read every task's labels: none is approximate, no query

@@ -92,7 +92,7 @@ class Instance:
     def labels(self) -> list[str]:
         """swebench, the repository's name, and whether its environment builds here with the
         Python its specification asks for (``env-exact``) or a newer one (``env-approximate``)."""
-        from tasks_app.swebench.envspec import environment_label
+        from sandbox.environments.envspec import environment_label
 
         env = environment_label(self.row["repo"], str(self.row["version"]))
         return ["swebench", self.row["repo"].split("/", 1)[1], *([env] if env else [])]
