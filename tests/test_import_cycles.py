@@ -106,7 +106,7 @@ EXCEPTIONS = {
     # Services enqueue through one function; tasks call services, never the reverse.
     ("runs.services", "runs.workers.tasks"),
     # `ab import-predictions --run` without workers calls the worker's task body directly.
-    ("tasks_app.swebench.predictions", "runs.workers.tasks"),
+    ("runs.imports.predictions", "runs.workers.tasks"),
 }
 CORE = {"runs.models", "runs.services", "runs.taxonomy", "runs.failfast", "runs.access",
         "runs.artifacts", "runs.artifact_storage", "runs.transcript", "runs.model_configs",

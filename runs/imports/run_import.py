@@ -36,6 +36,12 @@ from django.core.files.storage import storages
 from django.db import transaction
 from django.utils import timezone
 
+from runs.imports import inspect_log
+from runs.imports.bulk import insert_rows
+from runs.imports.jsonfile import parse_json
+from runs.imports.outcomes import KINDS, Kind, external_model, finished_attempt
+from runs.imports.run_folder import InstanceEntry, Progress, RunFolder, read_run_folder
+from runs.imports.trajectories import ARTIFACT_NAMES, REPORT_ARTIFACT, TrajFormat
 from runs.models import (
     Attempt,
     AttemptStatus,
@@ -48,13 +54,7 @@ from runs.models import (
 from runs.services import run_refresh_totals
 from runs.taxonomy import ExitStatusRule, Reason, Stage, from_exit_status
 from tasks_app.models import Suite, Task
-from tasks_app.swebench import inspect_log
-from tasks_app.swebench.bulk import insert_rows
 from tasks_app.swebench.errors import Problem, SwebenchInputError
-from tasks_app.swebench.jsonfile import parse_json
-from tasks_app.swebench.outcomes import KINDS, Kind, external_model, finished_attempt
-from tasks_app.swebench.run_folder import InstanceEntry, Progress, RunFolder, read_run_folder
-from tasks_app.swebench.trajectories import ARTIFACT_NAMES, REPORT_ARTIFACT, TrajFormat
 
 SNAPSHOT_KIND = "run_folder"
 TRIAL_VERDICTS = (TrajFormat.INSPECT, TrajFormat.ATIF)

@@ -15,9 +15,9 @@ from __future__ import annotations
 import posixpath
 from typing import Any
 
+from runs.imports.outcomes import InstanceResult, Kind
 from tasks_app.swebench.dataset import kind_of
 from tasks_app.swebench.errors import Problem
-from tasks_app.swebench.outcomes import InstanceResult, Kind
 
 # Run-report lists, in the order that decides an id listed twice.
 RUN_REPORT_LISTS: tuple[tuple[str, Kind], ...] = (
