@@ -415,8 +415,9 @@ class Attempt(models.Model):
 
     class Meta:
         ordering = ["run", "task__task_id", "sample_index"]
-        # Given by the "readers" group (runs.access): logs, patches and trajectories can hold
-        # secrets of a task's repository, so signing in alone does not show them.
+        # Given by the "readers" group (benchsite.accounts.access): logs, patches and
+        # trajectories can hold secrets of a task's repository, so signing in alone does not
+        # show them.
         permissions = [("read_artifacts", "Can read patches, logs and trajectories")]
         constraints = [
             models.UniqueConstraint(

@@ -26,12 +26,12 @@ from ninja import (
 )
 from ninja.pagination import paginate
 
+from benchsite.accounts.access import Write
 from benchsite.accounts.auth import PUBLIC_READ, write_auth, write_throttle
 from benchsite.accounts.models import AuditAction
 from benchsite.accounts.services import audit_event_record
 from benchsite.api.common import Pages, Text
 from benchsite.api.errors import ErrorOut
-from runs.access import Write
 from tasks_app.models import Suite, Task, TaskSource
 from tasks_app.services import tasks_import
 from tasks_app.spec import PathRules, SpecProblem, TaskSpecError, load_task_dir

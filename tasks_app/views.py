@@ -9,7 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 
-from runs.access import Write, can_write
+from benchsite.accounts.access import Write, can_write
 from runs.models import Attempt, Run
 from tasks_app.models import Suite, Task
 

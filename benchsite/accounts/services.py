@@ -156,14 +156,14 @@ def audit_event_record(
 
 
 def reader_add(*, username: str, create: bool = False) -> tuple[Any, str]:
-    """Put an account in the "readers" group (patches, logs, transcripts; runs.access).
+    """Put an account in the "readers" group (patches, logs, transcripts; ``access``).
 
     With ``create``, a missing account is made with a generated password, returned once
     (``""`` otherwise). Raises ``LookupError`` naming the account when it does not exist.
     """
     from django.contrib.auth import get_user_model
 
-    from runs.access import readers_group
+    from benchsite.accounts.access import readers_group
 
     user_model = get_user_model()
     password = ""

@@ -12,8 +12,8 @@ from django import forms
 from django.http import HttpRequest, HttpResponse
 from django.urls import path
 
+from benchsite.accounts.access import Write
 from benchsite.api.errors import ApiInputError
-from runs.access import Write
 from runs.imports.predictions import predictions_import
 from runs.imports.results import results_import
 from runs.imports.uploads import run_import_upload

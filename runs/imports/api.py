@@ -11,11 +11,11 @@ from pathlib import Path
 from django.http import HttpRequest
 from ninja import Field, File, Form, Router, Schema, UploadedFile
 
+from benchsite.accounts.access import Write
 from benchsite.accounts.auth import write_auth, write_throttle
 from benchsite.accounts.models import AuditAction
 from benchsite.accounts.services import audit_event_record
 from benchsite.api.errors import ApiInputError
-from runs.access import Write
 from runs.imports.predictions import predictions_import
 from runs.imports.results import results_import
 from runs.imports.uploads import run_import_upload

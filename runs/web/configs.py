@@ -7,7 +7,7 @@ from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 
-from runs.access import can_read_leaderboards
+from benchsite.accounts.access import can_read_leaderboards
 from runs.models import ModelConfig, Run
 
 RUNS_SHOWN = 50

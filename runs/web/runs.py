@@ -9,7 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 
-from runs.access import Write, can_write
+from benchsite.accounts.access import Write, can_write
 from runs.models import Attempt, AttemptStatus, Run
 from runs.results.scoring import Score
 from runs.results.selection import read_results
@@ -64,9 +64,9 @@ def _progress(run: Run) -> dict:
 
 def _actions(request: HttpRequest, run: Run, progress: dict) -> list[tuple[str, str]]:
     """The buttons that can do something in the run's state, for an account with the right to
-    (``runs.access``; none for others): cancel a run not yet final, retry attempts that ended
-    for infrastructure, re-send queued attempts, evaluate not-evaluated ones (imported
-    patches)."""
+    (``benchsite.accounts.access``; none for others): cancel a run not yet final, retry
+    attempts that ended for infrastructure, re-send queued attempts, evaluate not-evaluated
+    ones (imported patches)."""
     if not can_write(request.user, Write.RUN_CANCEL):
         return []
     queued = dict(progress["by_status"]).get(AttemptStatus.QUEUED, 0)

@@ -13,7 +13,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import path
 
-from runs.access import Write, write_view
+from benchsite.accounts.access import Write, write_view
 from tasks_app.models import Suite
 from tasks_app.swebench.errors import SwebenchInputError
 from tasks_app.swebench.importer import swebench_import
@@ -57,7 +57,7 @@ def dataset_upload(request: HttpRequest) -> HttpResponse:
 
 def admin_write_page(action: Write, view):
     """admin_view: staff only (others go to the admin login), CSRF-protected, never cached;
-    write_view: the right ``runs.access`` gives the import, the same as the API's."""
+    write_view: the right ``benchsite.accounts.access`` gives the import, the same as the API's."""
     return admin.site.admin_view(write_view(action)(view))
 
 
