@@ -10,11 +10,11 @@ from django.conf import settings
 
 from runs.agents.contract import Agent, AgentContext, AgentOutcome, ModelSettings
 from runs.agents.events import EventLog
-from runs.agents.llm_errors import RetryPolicy
 from runs.agents.loop import AgentLoop, Policy
-from runs.agents.pricing import load_price_table, price_for
 from runs.agents.simple import NopPolicy, OraclePolicy, ScriptedPolicy
 from runs.agents.tools import Toolbox
+from runs.llm_errors import RetryPolicy
+from runs.pricing import load_price_table, price_for
 from runs.taxonomy import Reason
 
 if TYPE_CHECKING:
@@ -103,7 +103,7 @@ def retry_policy() -> RetryPolicy:
 
 def _llm_agent(model: ModelSettings) -> Agent:
     from runs.agents.llm import LLMPolicy  # imports the openai client only when needed
-    from runs.agents.pricing import PriceTableError
+    from runs.pricing import PriceTableError
 
     if not model.model_name:
         return MisconfiguredAgent("llm", "no model name configured")

@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from runs.agents.llm_errors import RetryPolicy
+from runs.llm_errors import RetryPolicy
 from sandbox.gateway_mount import DEFAULT_PORT
 
 # The four budgets, in the order a request is checked against them.
@@ -41,7 +41,7 @@ class GatewayConfig:
     # The configuration's prices (USD per million tokens); None: the price table.
     price_input_per_mtok: float | None = None
     price_output_per_mtok: float | None = None
-    # The JSON price table (the LLM_PRICE_TABLE setting) over runs/agents/pricing.py's table.
+    # The JSON price table (the LLM_PRICE_TABLE setting) over runs/pricing.py's table.
     price_table_path: str | None = None
     # model_calls.jsonl; None records nothing (the summary is still kept).
     record_path: Path | None = None

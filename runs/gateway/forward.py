@@ -13,10 +13,10 @@ from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any
 
 import runs.gateway.wire as wire
-from runs.agents.llm_errors import is_permanent_status, retry_after_sec
 from runs.gateway.config import UpstreamError
 from runs.gateway.record import Capture, headers_record
 from runs.gateway.upstream import Exchange
+from runs.llm_errors import is_permanent_status, retry_after_sec
 
 if TYPE_CHECKING:
     from runs.gateway.server import Gateway

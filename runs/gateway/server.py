@@ -17,12 +17,12 @@ from types import TracebackType
 from typing import Any
 
 from runs.agents.contract import ModelSettings
-from runs.agents.pricing import Price, load_price_table, price_for
 from runs.gateway.config import GatewayConfig, GatewaySummary
 from runs.gateway.forward import Call
 from runs.gateway.ledger import Ledger
 from runs.gateway.record import REDACTED, RecordWriter
 from runs.gateway.upstream import Upstream
+from runs.pricing import Price, load_price_table, price_for
 from sandbox.gateway_mount import (
     SOCKET_NAME,
     GatewayMount,
