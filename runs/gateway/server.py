@@ -16,13 +16,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from runs.agents.contract import ModelSettings
 from runs.gateway.config import GatewayConfig, GatewaySummary
 from runs.gateway.forward import Call
 from runs.gateway.ledger import Ledger
 from runs.gateway.record import REDACTED, RecordWriter
 from runs.gateway.upstream import Upstream
-from runs.pricing import Price, load_price_table, price_for
+from runs.pricing import Price, PriceQuery, load_price_table, price_for
 from sandbox.gateway_mount import (
     SOCKET_NAME,
     GatewayMount,
@@ -214,13 +213,8 @@ class Gateway:
             cfg = self.config
             found = None
             for name in (model, cfg.model_name):
-                settings = ModelSettings(
-                    variant="cli",
-                    model_name=name,
-                    price_input_per_mtok=cfg.price_input_per_mtok,
-                    price_output_per_mtok=cfg.price_output_per_mtok,
-                )
-                if name and (found := price_for(settings, self._price_table)) is not None:
+                query = PriceQuery(name, cfg.price_input_per_mtok, cfg.price_output_per_mtok)
+                if name and (found := price_for(query, self._price_table)) is not None:
                     break
             self._prices[model] = found
         return self._prices[model]
