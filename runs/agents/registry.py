@@ -11,9 +11,9 @@ from django.conf import settings
 from runs.agents.contract import Agent, AgentContext, AgentOutcome, ModelSettings
 from runs.agents.events import EventLog
 from runs.agents.loop import AgentLoop, Policy
+from runs.agents.retries import retry_policy
 from runs.agents.simple import NopPolicy, OraclePolicy, ScriptedPolicy
 from runs.agents.tools import Toolbox
-from runs.llm_errors import RetryPolicy
 from runs.pricing import load_price_table, price_for
 from runs.taxonomy import Reason
 
@@ -91,14 +91,6 @@ class MisconfiguredAgent:
             error_text=f"[llm-permanent] {self.error}",
             llm_error_kind="permanent",
         )
-
-
-def retry_policy() -> RetryPolicy:
-    return RetryPolicy(
-        max_attempts=settings.LLM_RETRY_MAX_ATTEMPTS,
-        base_delay_sec=settings.LLM_RETRY_BASE_DELAY_SEC,
-        max_delay_sec=settings.LLM_RETRY_MAX_DELAY_SEC,
-    )
 
 
 def _llm_agent(model: ModelSettings) -> Agent:

@@ -47,7 +47,7 @@ class GatewayConfig:
     record_path: Path | None = None
     # Each request and response body is kept byte for byte up to this many bytes.
     body_cap_bytes: int = 1_000_000
-    # Retries of transient upstream failures (pass runs.agents.registry.retry_policy(): the
+    # Retries of transient upstream failures (pass runs.agents.retries.retry_policy(): the
     # LLM_RETRY_* settings).
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     # Seconds to connect, and between two reads of an answer (a stream may last longer).
