@@ -140,8 +140,8 @@ def build_line(index: int, total: int, outcome) -> str:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from runs.pipeline.swebench_validation import NotSwebenchSuite, swebench_suite_tasks
     from sandbox.environments.parallel import build_all
+    from tasks_app.swebench.suites import NotSwebenchSuite, swebench_suite_tasks
 
     if args.jobs < 1:
         raise CommandError(f"--jobs must be at least 1, got {args.jobs}")
