@@ -16,6 +16,5 @@ urlpatterns = [
     path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),
     path("api/", api.urls),
     path("", include("benchsite.accounts.urls")),
-    path("", include("tasks_app.urls")),
     path("", include("runs.urls")),
 ]
