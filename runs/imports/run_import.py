@@ -55,6 +55,7 @@ from runs.services import run_refresh_totals
 from runs.taxonomy import ExitStatusRule, Reason, Stage, from_exit_status
 from tasks_app.models import Suite, Task
 from tasks_app.swebench.errors import Problem, SwebenchInputError
+from tasks_app.swebench.importer import swebench_import
 
 SNAPSHOT_KIND = "run_folder"
 TRIAL_VERDICTS = (TrajFormat.INSPECT, TrajFormat.ATIF)
@@ -304,8 +305,6 @@ def _suite_tasks(
         tasks += [Task(task_id=i, revision=1) for i in new_ids]
         return suite, sorted(tasks, key=lambda t: t.task_id)
     else:
-        from tasks_app.swebench.importer import swebench_import
-
         imported = swebench_import(source=folder.dataset, suite_name=suite_name)
         report.suite_created = suite is None
         report.tasks_added = len(imported.created)

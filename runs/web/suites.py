@@ -11,6 +11,9 @@ from django.urls import reverse
 
 from benchsite.accounts.access import Write, can_write
 from runs.models import Attempt, Run
+from runs.web.control import SuiteLaunchForm
+from sandbox.environments.build import built_instance
+from sandbox.environments.envspec import ENV_APPROXIMATE_LABEL
 from tasks_app.models import Suite, Task
 
 TASKS_SHOWN = 1000
@@ -36,8 +39,6 @@ def suite_detail(request: HttpRequest, name: str) -> HttpResponse:
         "capped": suite.task_count > TASKS_SHOWN,
     }
     if can_write(request.user, Write.RUN_LAUNCH):
-        from runs.web.control import SuiteLaunchForm
-
         context["launch_form"] = SuiteLaunchForm()
     return render(request, "tasks_app/suite_detail.html", context)
 
@@ -77,9 +78,6 @@ def _environment(task: Task) -> dict | None:
     dates its installs resolved as of."""
     if task.source != "swebench":
         return None
-    from sandbox.environments.build import built_instance
-    from sandbox.environments.envspec import ENV_APPROXIMATE_LABEL
-
     built = built_instance(task.task_id)
     if built is not None and built.base_commit != task.repo_commit:
         built = None
