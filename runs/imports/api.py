@@ -25,6 +25,7 @@ from tasks_app.uploads.files import read_upload, upload_source
 
 router = Router(tags=["tasks"])
 
+
 class PredictionsImportIn(Schema):
     suite: SuiteName
     model: ModelName
