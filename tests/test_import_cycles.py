@@ -287,7 +287,8 @@ FORBIDDEN = {
     "core": {"runs.web", "runs.api", "runs.cli", "runs.workers", "runs.demo", "runs.imports"},
     "benchsite.accounts": {"runs", "tasks_app"},
     "tasks_app": {"runs"},
-    "sandbox": {"runs", "tasks_app", "benchsite"},
+    # No Django, not even inside a function (the subprocess test sees module-level loads).
+    "sandbox": {"runs", "tasks_app", "benchsite", "django"},
 }  # fmt: skip
 CORE = {"runs.models", "runs.services", "runs.taxonomy", "runs.failfast", "runs.llm_errors",
         "runs.pricing", "runs.artifacts", "runs.artifact_storage", "runs.transcript",
@@ -349,4 +350,17 @@ def test_the_role_check_sees_a_forbidden_import(tmp_path, monkeypatch):
         "runs.results.bad imports runs.web.results (runs.results may not import runs.web)",
         "runs.results.bad imports runs.web.results.leaderboard"
         " (runs.results may not import runs.web)",
+    ]
+
+
+def test_the_role_check_sees_django_inside_a_sandbox_function(tmp_path, monkeypatch):
+    _write(
+        tmp_path,
+        {"sandbox/environments/bad.py": "def f():\n    from django.conf import settings\n"},
+    )
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGES", ("sandbox",))
+    assert _crossings() == [
+        "sandbox.environments.bad imports django.conf (sandbox may not import django)",
+        "sandbox.environments.bad imports django.conf.settings (sandbox may not import django)",
     ]
