@@ -144,7 +144,7 @@ def main() -> int:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0, interactive=False)
-    from tasks_app.swebench.run_import import run_folder_import
+    from runs.imports.run_import import run_folder_import
 
     folder = work / "run-folder"
     _, folder_bytes = generate_run_folder(folder, args.trajectories, args.traj_kb)
@@ -157,9 +157,9 @@ def main() -> int:
         again_run = run_folder_import(path=folder, suite_name="bench-run", model_name="bench-agent")
     assert again_run.added == again_run.updated == 0, again_run.summary()
 
+    from runs.imports.results import results_import
     from tasks_app.models import Task
     from tasks_app.swebench.importer import swebench_import
-    from tasks_app.swebench.results import results_import
 
     rows = generate_instances(args.instances)
     dataset = work / f"swebench_{args.instances}.jsonl"

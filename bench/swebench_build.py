@@ -66,10 +66,10 @@ def rows(ids: list[str]) -> list[dict]:
 
 def one_run(label: str, instances: list[dict], *, jobs: int, docker: bool, repos: Path,
             warm_pip: bool) -> tuple[float, list]:  # fmt: skip
-    from tasks_app.swebench import cache
-    from tasks_app.swebench.build import Builder
-    from tasks_app.swebench.parallel import build_all
-    from tasks_app.swebench.repos import RepoSource
+    from sandbox.environments import cache
+    from sandbox.environments.build import Builder
+    from sandbox.environments.parallel import build_all
+    from sandbox.environments.repos import RepoSource
     from tests.swebench_cache_fixtures import remove_images, seed_base
 
     BENCH_ROOT.mkdir(parents=True, exist_ok=True)
@@ -99,7 +99,7 @@ def one_run(label: str, instances: list[dict], *, jobs: int, docker: bool, repos
 
 
 def human(n: int | None) -> str:
-    from tasks_app.swebench.eviction import human as fmt
+    from sandbox.environments.eviction import human as fmt
 
     return fmt(n)
 

@@ -106,8 +106,8 @@ def bare_script(task, testbed: Path) -> str:
 
 
 def bare_run(built, command: str, backend: str, testbed: Path) -> float:
-    from tasks_app.swebench.envspec import VENV
-    from tasks_app.swebench.trees import PATH_ENV
+    from sandbox.environments.envspec import VENV
+    from sandbox.environments.trees import PATH_ENV
 
     path = f"{VENV}/bin:{PATH_ENV}"
     if backend == "docker":
@@ -154,8 +154,8 @@ def main() -> int:
     try:
         setup_django(tmp)
         import_instances(tmp, ids)
+        from sandbox.environments.build import built_instance
         from tasks_app.models import Task
-        from tasks_app.swebench.build import built_instance
 
         print(f"load average before: {os.getloadavg()[0]:.2f}")
         print("cold build seconds (recorded at first build): base / env / instance")

@@ -3,7 +3,8 @@
 Django's files sit here as Django expects (``models.py``, ``admin.py``, ``apps.py``, ``urls.py``,
 ``migrations/``, ``templatetags/``, ``management/``), with the core every role shares:
 ``taxonomy`` (the ordered failure reasons), ``services`` (writes: launch, cancel, retry,
-enqueue), ``failfast``, ``access`` (who may read what), ``artifacts`` and ``transcript``
+enqueue), ``failfast``, ``llm_errors`` and ``pricing`` (what the LLM agent and the gateway
+share: which upstream errors are permanent, what tokens cost), ``artifacts`` and ``transcript``
 (reading an attempt's stored files; ``artifact_storage``, the local storage that never follows
 a link), ``model_configs``, ``conditions`` (the files a configuration adds to the workspace),
 ``data_version`` (the stamp every write bumps, for the page cache). The roles are folders:

@@ -1,8 +1,8 @@
 from django.contrib import admin
 
+from benchsite.accounts.access import Write, can_write
 from benchsite.accounts.models import AuditAction
 from benchsite.accounts.services import audit_event_record
-from runs.access import Write, can_write
 from runs.admin_actions import cancel_runs, evaluate_runs, launch_runs, resume_runs, retry_runs
 from runs.model_configs import UPSTREAM_FIELDS, upstream_audit, upstream_changes, upstream_require
 from runs.models import Attempt, AttemptStage, FailureReason, ModelConfig, Run
@@ -30,8 +30,9 @@ class ModelConfigAdmin(admin.ModelAdmin):
     actions = [launch_runs]
 
     def get_readonly_fields(self, request, obj=None):
-        # Where the worker's key goes is for superusers (runs.access.Write.MODEL_CONFIG_UPSTREAM):
-        # other staff see the two fields but cannot set them, on the add page too.
+        # Where the worker's key goes is for superusers
+        # (benchsite.accounts.access.Write.MODEL_CONFIG_UPSTREAM): other staff see the two
+        # fields but cannot set them, on the add page too.
         fields = list(super().get_readonly_fields(request, obj))
         if not can_write(request.user, Write.MODEL_CONFIG_UPSTREAM):
             fields += [f for f in UPSTREAM_FIELDS if f not in fields]

@@ -1,6 +1,6 @@
 """Admin actions over the same services as the pages and the CLI: cancel, retry, resume a run;
 launch runs of selected model configurations (an intermediate form picks the suite). Each asks
-``runs.access`` for its write's right, as the pages and the API do."""
+``benchsite.accounts.access`` for its write's right, as the pages and the API do."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils.html import format_html, format_html_join
 
+from benchsite.accounts.access import Write, write_refusal
 from benchsite.accounts.models import AuditAction
 from benchsite.accounts.services import audit_event_record
-from runs.access import Write, write_refusal
 from runs.services import (
     LaunchError,
     run_cancel,

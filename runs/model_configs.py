@@ -87,7 +87,7 @@ def upstream_changes(config: ModelConfig, *, before: ModelConfig | None) -> dict
 
 def upstream_require(user, changes: dict, *, request=None, via: str = "api") -> None:
     """Raise ``PermissionDenied`` (audited) unless ``user`` may make these upstream changes."""
-    from runs.access import Write, require_write
+    from benchsite.accounts.access import Write, require_write
 
     if changes:
         require_write(user, Write.MODEL_CONFIG_UPSTREAM, request=request, via=via)
@@ -98,8 +98,8 @@ def upstream_audit(
 ) -> None:
     """One ``model_config.upstream`` audit event naming the old and new values (a variable's
     name and a URL: never a key)."""
+    from benchsite.accounts.access import Write
     from benchsite.accounts.services import audit_event_record
-    from runs.access import Write
 
     if changes:
         audit_event_record(

@@ -159,7 +159,7 @@ class ModelConfig(models.Model):
         from django.core.exceptions import ValidationError
 
         from runs.agents.contract import ModelSettings
-        from runs.agents.pricing import PriceTableError, load_price_table, price_for
+        from runs.pricing import PriceTableError, load_price_table, price_for
 
         if self.max_cost_usd is None:
             return
@@ -479,8 +479,9 @@ class Attempt(models.Model):
 
     class Meta:
         ordering = ["run", "task__task_id", "sample_index"]
-        # Given by the "readers" group (runs.access): logs, patches and trajectories can hold
-        # secrets of a task's repository, so signing in alone does not show them.
+        # Given by the "readers" group (benchsite.accounts.access): logs, patches and
+        # trajectories can hold secrets of a task's repository, so signing in alone does not
+        # show them.
         permissions = [("read_artifacts", "Can read patches, logs and trajectories")]
         constraints = [
             models.UniqueConstraint(

@@ -1,10 +1,14 @@
-"""The URLs of the run, attempt and suite-results pages (the views are in runs/web/)."""
+"""The URLs of the pages: home, suites and tasks with their runs, runs, attempts and suite
+results (the views are in runs/web/)."""
 
 from django.urls import path
 
-from runs.web import attempt_list, attempts, charts, configs, control, results, runs
+from runs.web import attempt_list, attempts, charts, configs, control, results, runs, suites
 
 urlpatterns = [
+    path("", suites.home, name="home"),
+    path("suites/<slug:name>/", suites.suite_detail, name="suite-detail"),
+    path("suites/<slug:suite>/tasks/<path:task_id>/", suites.task_detail, name="task-detail"),
     path("runs/<uuid:public_id>/", runs.run_detail, name="run-detail"),
     path("runs/<uuid:public_id>/progress/", runs.run_progress, name="run-progress"),
     path("runs/<uuid:public_id>/cancel/", control.run_cancel_view, name="run-cancel"),

@@ -1,5 +1,6 @@
 """Execution sandboxes: one interface (``sandbox.base.Sandbox``), a Docker and a bubblewrap
 backend, chosen by name or automatically. Imports nothing from Django: callers pass settings in.
+``sandbox.environments`` builds the environments they run in (SWE-bench instances) offline.
 
     with open_sandbox(SandboxConfig(name=attempt_id, workspace=path)) as sb:
         result = sb.exec("python -m pytest -q", timeout=60)

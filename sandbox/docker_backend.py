@@ -51,6 +51,9 @@ from sandbox.base import (
     Sandbox,
     SandboxConfig,
 )
+from sandbox.docker_engine import MANAGED_LABEL
+from sandbox.docker_engine import engine_client as _client
+from sandbox.docker_engine import first_line as _first_line
 from sandbox.docker_exec_client import (
     LAUNCHER,
     ExecServer,
@@ -63,8 +66,6 @@ from sandbox.output import CappedOutput, build_result
 
 log = logging.getLogger(__name__)
 
-MANAGED_LABEL = "agentbench.managed"
-EXPORT_LABEL = "agentbench.export"
 CANNOT_EXECUTE = 126
 # Every exec runs under coreutils `timeout`, which puts the command in a process group of its
 # own and SIGKILLs that group at the deadline; once the command ends, whatever it left running
@@ -83,13 +84,8 @@ INIT_EXIT_WAIT_SEC = 1.0
 RUNTIME_REFUSED_WAIT_SEC = 0.5
 # After the in-container `timeout` should have fired, how long to wait for the exec to end.
 HARD_DEADLINE_GRACE_SEC = 10.0
-ENGINE_TIMEOUT_SEC = 30
 # The engine reports OOM kills asynchronously: how long the events fallback listens.
 OOM_EVENT_WAIT_SEC = 0.5
-
-
-def _client(timeout: int = ENGINE_TIMEOUT_SEC) -> docker.DockerClient:
-    return docker.from_env(timeout=timeout)
 
 
 def unavailable_reason() -> str | None:
@@ -105,11 +101,6 @@ def unavailable_reason() -> str | None:
     except Exception as exc:  # requests/urllib3 errors surface raw from ping()
         return f"the Docker engine does not answer: {_first_line(exc)}"
     return None
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
-    return text.splitlines()[0]
 
 
 def container_name(config: SandboxConfig) -> str:

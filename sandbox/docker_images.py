@@ -14,7 +14,9 @@ from typing import Any
 import docker
 import docker.errors
 
-from sandbox.docker_backend import EXPORT_LABEL, MANAGED_LABEL, _client, _first_line
+from sandbox.docker_engine import EXPORT_LABEL, MANAGED_LABEL
+from sandbox.docker_engine import engine_client as _client
+from sandbox.docker_engine import first_line as _first_line
 from sandbox.errors import SandboxError, SandboxUnavailable
 
 # image id -> (passwd, group): read once per image and process (a container create, ~0.1 s).

@@ -8,7 +8,8 @@ class SuiteAdmin(admin.ModelAdmin):
     list_display = ["name", "source", "task_count", "updated_at"]
     list_filter = ["source"]
     search_fields = ["name", "description"]
-    # Adds the SWE-bench upload pages (tasks_app.swebench.admin) to the object tools.
+    # Adds the SWE-bench upload pages (tasks_app.swebench.dataset_admin, runs.imports.admin) to
+    # the object tools.
     change_list_template = "admin/swebench/suite_change_list.html"
 
     def get_queryset(self, request):

@@ -93,7 +93,7 @@ class Task(models.Model):
     difficulty = models.CharField(max_length=50, blank=True)
     # SWE-bench: the Python its specification asks for and the one its environment is built
     # with here (they differ for an approximate environment), known at import
-    # (``tasks_app.swebench.envspec.approximate_pythons``) and stored so that pages read them
+    # (``sandbox.environments.envspec.approximate_pythons``) and stored so that pages read them
     # without importing the official harness (seconds of CPU in a request, issue 29).
     python_asked = models.CharField(max_length=10, blank=True)
     python_used = models.CharField(max_length=10, blank=True)

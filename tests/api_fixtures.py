@@ -146,7 +146,8 @@ def alice_token(alice):
 
 @pytest.fixture
 def staff_auth(alice_token):
-    """Headers carrying alice's token: staff, the right every write needs (runs.access)."""
+    """Headers carrying alice's token: staff, the right every write needs
+    (benchsite.accounts.access)."""
     return {"HTTP_AUTHORIZATION": f"Bearer {alice_token}"}
 
 

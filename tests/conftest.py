@@ -67,7 +67,7 @@ def alice(django_user_model):
 
 @pytest.fixture
 def bob(django_user_model):
-    from runs.access import readers_group
+    from benchsite.accounts.access import readers_group
 
     bob = django_user_model.objects.create_user("bob", "bob@example.org", "bob-password")
     bob.groups.add(readers_group())

@@ -8,8 +8,8 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from runs.agents.llm_errors import RetryPolicy
 from runs.gateway import GatewayBudgets, GatewayConfig
+from runs.llm_errors import RetryPolicy
 from tests.provider_fake_server import FakeProvider
 
 REAL_KEY = "sk-real-upstream-key-5e1f0c2a9b7d4e3f8a6c"

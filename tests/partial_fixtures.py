@@ -22,11 +22,11 @@ from pathlib import Path
 
 import pytest
 
+from runs.imports.results import results_import
+from runs.imports.run_import import run_folder_import
 from runs.models import Run
 from tasks_app.models import Suite, Task
 from tasks_app.swebench.importer import swebench_import
-from tasks_app.swebench.results import results_import
-from tasks_app.swebench.run_import import run_folder_import
 from tests.pages_fixtures import make_model, make_run, outcomes
 from tests.swebench_fixtures import EXAMPLES, REPORTS
 

@@ -23,9 +23,9 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
-from tasks_app.swebench import cache
-from tasks_app.swebench.build import Builder
-from tasks_app.swebench.repos import CACHE_ROOT, RepoSource
+from sandbox.environments import cache
+from sandbox.environments.build import Builder
+from sandbox.environments.repos import CACHE_ROOT, RepoSource
 from tests.swebench_fixtures import EXAMPLES
 
 REPOS = EXAMPLES / "repos"

@@ -9,14 +9,14 @@ import openai
 import pytest
 
 from runs.agents.contract import ModelSettings
-from runs.agents.llm_errors import (
+from runs.llm_errors import (
     LLMPermanentError,
     LLMTransientError,
     RetryPolicy,
     call_with_retries,
     is_permanent,
 )
-from runs.agents.pricing import DEFAULT_PRICES, PriceTableError, load_price_table, price_for
+from runs.pricing import DEFAULT_PRICES, PriceTableError, load_price_table, price_for
 from tests.openai_fake_server import FakeOpenAIServer, Reply, error, text
 
 

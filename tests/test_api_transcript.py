@@ -11,10 +11,10 @@ import json
 import pytest
 
 from benchsite.accounts.services import api_token_create
+from runs.imports.run_import import run_folder_import
 from runs.models import Attempt
 from tasks_app.models import Task
 from tasks_app.swebench.importer import swebench_import
-from tasks_app.swebench.run_import import run_folder_import
 from tests.pages_fixtures import (  # noqa: F401 - artifacts_root is a fixture
     artifacts_root,
     make_attempt,

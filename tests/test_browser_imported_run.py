@@ -7,8 +7,8 @@ import json
 
 import pytest
 
+from runs.imports.run_import import run_folder_import
 from runs.models import Attempt
-from tasks_app.swebench.run_import import run_folder_import
 from tests.pages_fixtures import artifacts_root  # noqa: F401
 from tests.test_browser_pages import browser, failure_reasons, page, shot  # noqa: F401
 from tests.test_run_import import MINI

@@ -28,7 +28,7 @@ def verified(transactional_db) -> dict:
 
 @pytest.fixture
 def session(django_user_model, live_server) -> dict:
-    from runs.access import readers_group
+    from benchsite.accounts.access import readers_group
 
     user = django_user_model.objects.create_user("carol", password="carol-password")
     user.groups.add(readers_group())

@@ -57,7 +57,7 @@ def demo(failure_reasons, artifacts_root):  # noqa: F811
 
 @pytest.fixture
 def page(browser, live_server, django_user_model):  # noqa: F811 - the fixture
-    from runs.access import readers_group
+    from benchsite.accounts.access import readers_group
 
     user = django_user_model.objects.create_user("carol", password="carol-password")
     user.groups.add(readers_group())

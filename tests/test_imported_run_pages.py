@@ -13,13 +13,13 @@ import json
 import pytest
 from django.urls import reverse
 
+from runs.imports.run_import import run_folder_import
 from runs.models import ModelConfig
 from runs.results.compare import compare_models
 from runs.results.leaderboard import leaderboard_rows
 from runs.results.taxonomy_report import taxonomy_breakdown
 from runs.templatetags.results import usd
 from tasks_app.models import Suite, Task
-from tasks_app.swebench.run_import import run_folder_import
 from tests.pages_fixtures import artifacts_root, make_attempt, make_model, make_run  # noqa: F401
 from tests.test_run_import import INSPECT_LOG, MINI
 

@@ -17,9 +17,9 @@ import pytest
 from django.urls import reverse
 
 from runs.artifacts import read_transcript
+from runs.imports.run_import import run_folder_import
 from runs.models import Attempt
 from tasks_app.swebench.importer import swebench_import
-from tasks_app.swebench.run_import import run_folder_import
 from tests.pages_fixtures import artifacts_root  # noqa: F401 - a fixture
 from tests.swebench_fixtures import LITE_DEV
 from tests.test_run_import import IMPORTS, INSPECT_JSON_LOG, INSPECT_LOG, MINI

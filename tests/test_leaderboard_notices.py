@@ -101,7 +101,7 @@ def test_the_notice_lists_only_what_rows_graded_here_attempted(client):
 
 def test_the_notice_label_matches_the_import_module():
     from runs.web import board_notices
-    from tasks_app.swebench.envspec import ENV_APPROXIMATE_LABEL
+    from sandbox.environments.envspec import ENV_APPROXIMATE_LABEL
 
     assert board_notices.ENV_APPROXIMATE_LABEL == ENV_APPROXIMATE_LABEL
 

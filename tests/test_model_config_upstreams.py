@@ -18,10 +18,10 @@ from django.db import connection
 from django.test import Client
 from django.urls import reverse
 
+from benchsite.accounts.access import ACCESS_DENIED
 from benchsite.accounts.models import AuditEvent
 from benchsite.accounts.services import api_token_create
 from benchsite.cli.main import main
-from runs.access import ACCESS_DENIED
 from runs.models import Attempt, ModelConfig
 from runs.upstreams import UpstreamPolicy, UpstreamRefused
 from tests.api_fixtures import fresh_cache  # noqa: F401

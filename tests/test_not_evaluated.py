@@ -11,11 +11,11 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from runs.imports.predictions import predictions_import
 from runs.models import Attempt, AttemptStatus, Run, RunStatus
 from runs.services import run_evaluate
 from runs.workers.bookkeeping import attempts_reap
 from tasks_app.swebench.importer import swebench_import
-from tasks_app.swebench.predictions import predictions_import
 from tests.api_fixtures import alice_token, auth, bob_token, fresh_cache, staff_auth  # noqa: F401
 from tests.orchestration_fixtures import broker  # noqa: F401
 from tests.swebench_fixtures import LITE_DEV, ab, rows

@@ -9,9 +9,9 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from runs.imports.run_import import run_folder_import
 from runs.models import AttemptStatus, Run, RunSource, RunStatus
 from tasks_app.models import Task
-from tasks_app.swebench.run_import import run_folder_import
 from tests.pages_fixtures import (  # noqa: F401 - artifacts_root is a fixture
     artifacts_root,
     make_attempt,

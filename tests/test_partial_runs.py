@@ -17,11 +17,11 @@ import zipfile
 import pytest
 from django.urls import reverse
 
+from runs.imports.results import results_import
+from runs.imports.run_import import run_folder_import
 from runs.models import Attempt, AttemptStatus, Run, RunDateSource
 from tasks_app.swebench.errors import SwebenchInputError
 from tasks_app.swebench.importer import swebench_import
-from tasks_app.swebench.results import results_import
-from tasks_app.swebench.run_import import run_folder_import
 from tests.api_fixtures import alice_token, fresh_cache, staff_auth  # noqa: F401
 from tests.pages_fixtures import artifacts_root  # noqa: F401
 from tests.partial_fixtures import (

@@ -8,8 +8,8 @@ from django.contrib.auth.models import Group
 from django.test import Client
 from django.urls import reverse
 
+from benchsite.accounts.access import READERS_GROUP
 from benchsite.accounts.services import api_token_create
-from runs.access import READERS_GROUP
 from tasks_app.models import Task
 from tests.pages_fixtures import (  # noqa: F401 - artifacts_root is a fixture
     artifacts_root,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from benchsite.accounts.access import can_read_artifacts
 from benchsite.cli.main import main
-from runs.access import can_read_artifacts
 
 pytestmark = pytest.mark.django_db
 

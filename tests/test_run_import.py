@@ -14,15 +14,15 @@ from pathlib import Path
 import pytest
 from django.core.files.storage import storages
 
+from runs.imports.inspect_log import read_member, sample_members
+from runs.imports.results import results_import
+from runs.imports.run_import import run_folder_import
 from runs.models import Attempt, AttemptStatus, Run
 from runs.results.leaderboard import leaderboard_rows
 from runs.taxonomy import Reason, from_exit_status
 from tasks_app.models import Suite
 from tasks_app.swebench.errors import SwebenchInputError
 from tasks_app.swebench.importer import swebench_import
-from tasks_app.swebench.inspect_log import read_member, sample_members
-from tasks_app.swebench.results import results_import
-from tasks_app.swebench.run_import import run_folder_import
 from tests.conftest import REPO_ROOT
 from tests.swebench_fixtures import LITE_DEV, ab
 

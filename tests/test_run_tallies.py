@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from benchsite.cli.main import main as ab
 from runs import data_version
+from runs.imports.run_import import run_folder_import
 from runs.models import Attempt, AttemptStatus, Run, RunStatus, RunTally
 from runs.pipeline.outcome import decide
 from runs.pipeline.persist import AttemptResult, attempt_finish
@@ -35,7 +36,6 @@ from runs.web import page_cache
 from runs.workers.bookkeeping import attempts_hand_back, attempts_reap
 from tasks_app.models import Suite, Task
 from tasks_app.swebench.importer import swebench_import
-from tasks_app.swebench.run_import import run_folder_import
 from tests.pages_fixtures import (
     artifacts_root,  # noqa: F401 - fixture
     make_attempt,

@@ -16,12 +16,8 @@ import pytest
 from sandbox import available_backends, open_sandbox
 from sandbox.base import AGENT_UID, SandboxConfig
 from sandbox.bwrap_backend import BwrapSandbox, default_rootfs
-from sandbox.docker_backend import (
-    EXPORT_LABEL,
-    MANAGED_LABEL,
-    DockerSandbox,
-    remove_stale_containers,
-)
+from sandbox.docker_backend import DockerSandbox, remove_stale_containers
+from sandbox.docker_engine import EXPORT_LABEL, MANAGED_LABEL
 from sandbox.docker_images import export_image_dir, remove_stale_export_containers
 from sandbox.errors import SandboxError, SandboxUnavailable
 

@@ -309,9 +309,9 @@ def test_a_write_that_fails_leaves_no_model_configuration_or_artifacts(
     """The issue's oversized integer failed the insert after the model configuration was
     created; whatever fails in the write now takes the configuration and the copied files
     with it (one transaction)."""
+    from runs.imports import run_import
     from runs.models import Attempt, ModelConfig, Run
     from tasks_app.models import Suite, Task
-    from tasks_app.swebench import run_import
 
     artifacts = tmp_path / "artifacts"
     settings.ARTIFACTS_ROOT = artifacts

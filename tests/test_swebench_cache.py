@@ -19,10 +19,10 @@ import pytest
 from swebench.harness.constants import MAP_REPO_VERSION_TO_SPECS
 
 from benchsite.cli.main import main
-from tasks_app.swebench import cache, docker_images, eviction
-from tasks_app.swebench.build import Builder, built_instance, use_built_instance
-from tasks_app.swebench.parallel import build_all, next_index
-from tasks_app.swebench.repos import RepoSource
+from sandbox.environments import cache, docker_images, eviction
+from sandbox.environments.build import Builder, built_instance, use_built_instance
+from sandbox.environments.parallel import build_all, next_index
+from sandbox.environments.repos import RepoSource
 from tests.conftest import REPO_ROOT
 from tests.swebench_cache_fixtures import (
     TINY_REPO,
@@ -43,8 +43,8 @@ OTHER_PROCESS = textwrap.dedent(
     import json, sys
     from pathlib import Path
     from tests.swebench_cache_fixtures import register_tiny_specs
-    from tasks_app.swebench.build import Builder, use_built_instance
-    from tasks_app.swebench.repos import RepoSource
+    from sandbox.environments.build import Builder, use_built_instance
+    from sandbox.environments.repos import RepoSource
 
     register_tiny_specs()
     action, argument = sys.argv[1], sys.argv[2]
@@ -253,7 +253,7 @@ def test_an_attempt_holds_a_use_lease_on_its_instance_level_while_it_runs(tiny, 
 def test_du_shows_each_level_and_prune_removes_stale_levels_and_unnamed_images(
     tiny, monkeypatch, capsys
 ):
-    from tasks_app.swebench import envspec
+    from sandbox.environments import envspec
 
     root, repos, (one, _two, _three) = tiny
     seed_base(root)
@@ -311,7 +311,7 @@ def test_du_shows_each_level_and_prune_removes_stale_levels_and_unnamed_images(
 
 @pytest.mark.docker
 def test_prune_removes_levels_built_with_an_older_recipe_unless_in_use(tiny, monkeypatch):
-    from tasks_app.swebench import envspec
+    from sandbox.environments import envspec
 
     root, repos, (one, _two, three) = tiny
     seed_base(root)

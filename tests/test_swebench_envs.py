@@ -21,10 +21,10 @@ import pytest
 
 from runs.pipeline.log_errors import first_error
 from runs.results.leaderboard import leaderboard_rows
+from sandbox.environments import conda, dated_index, envspec
+from sandbox.environments.dated_index import DatedIndex, parse_time, release_uploaded
+from sandbox.environments.repos import RepoSource
 from tasks_app.models import GoldValidation, Task
-from tasks_app.swebench import conda, dated_index, envspec
-from tasks_app.swebench.dated_index import DatedIndex, parse_time, release_uploaded
-from tasks_app.swebench.repos import RepoSource
 from tests.pages_fixtures import (
     artifacts_root,  # noqa: F401 (a fixture)
     make_attempt,
@@ -289,7 +289,7 @@ def test_an_approximate_instance_whose_gold_patch_fails_is_not_buildable_and_say
     artifacts_root,  # noqa: F811
 ):
     from runs.pipeline.swebench_validation import judge
-    from tasks_app.swebench.build import BuildOutcome, BuiltInstance
+    from sandbox.environments.build import BuildOutcome, BuiltInstance
 
     suite = make_suite("approx-judge", tasks=1)
     task = Task.objects.get(suite=suite)
@@ -407,7 +407,7 @@ def test_a_pin_does_not_reach_the_isolated_build_of_the_testbed(tmp_path, monkey
 
 
 def _pin_probe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tasks_app.swebench.build import Builder
+    from sandbox.environments.build import Builder
 
     files = {
         "pyproject.toml": '[build-system]\nrequires = ["setuptools>=64"]\n'

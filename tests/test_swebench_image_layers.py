@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks_app.swebench import docker_images, image_layers, trees
+from sandbox.environments import docker_images, image_layers, trees
 
 pytestmark = pytest.mark.docker
 

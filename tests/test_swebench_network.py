@@ -22,11 +22,11 @@ from swebench.harness.constants import MAP_REPO_VERSION_TO_SPECS
 
 from runs.pipeline import artifacts
 from runs.pipeline.swebench_validation import gold_validate
+from sandbox.environments.build import Builder
+from sandbox.environments.repos import RepoSource
 from sandbox.host_fence import host_ipv4_addresses
 from tasks_app.models import GoldValidation, Task
-from tasks_app.swebench.build import Builder
 from tasks_app.swebench.importer import swebench_import
-from tasks_app.swebench.repos import RepoSource
 from tests.netns_fixtures import FakeInternet, Listener, fake_internet, host_address_for, listener
 from tests.swebench_cache_fixtures import (
     TINY_REPO,

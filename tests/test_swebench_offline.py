@@ -18,10 +18,10 @@ from benchsite.cli.main import main
 from runs.pipeline.adhoc import attempt_create_adhoc, model_config_for_variant
 from runs.pipeline.execute import attempt_execute
 from runs.results.leaderboard import leaderboard_rows
+from sandbox.environments import envspec
+from sandbox.environments.build import built_instance
+from sandbox.environments.repos import RepoError, RepoSource
 from tasks_app.models import GoldValidation, GoldValidationStatus, Task
-from tasks_app.swebench import envspec
-from tasks_app.swebench.build import built_instance
-from tasks_app.swebench.repos import RepoError, RepoSource
 from tests.openai_fake_server import FakeOpenAIServer, tool_call
 from tests.pages_fixtures import make_model, make_run, make_suite, outcomes
 from tests.swebench_fixtures import EXAMPLES, LITE_DEV, rows, write_jsonl
@@ -297,8 +297,8 @@ def test_it_says_an_instance_whose_apt_package_does_not_exist_is_not_buildable(m
     (Runs after the end-to-end test above, so the base level is in the cache.)"""
     from swebench.harness.constants import MAP_REPO_VERSION_TO_SPECS
 
-    from tasks_app.swebench.build import Builder
-    from tasks_app.swebench.repos import cache_root
+    from sandbox.environments.build import Builder
+    from sandbox.environments.repos import cache_root
 
     row = lite_row(INSTANCE)
     spec = dict(MAP_REPO_VERSION_TO_SPECS[MARSHMALLOW][row["version"]])

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
+from runs.imports.predictions import predictions_import, read_predictions
 from runs.models import Attempt, Run
 from tasks_app.swebench.errors import SwebenchInputError
 from tasks_app.swebench.importer import swebench_import
-from tasks_app.swebench.predictions import predictions_import, read_predictions
 from tests.swebench_fixtures import LITE_DEV, ab, rows
 
 pytestmark = pytest.mark.django_db

@@ -9,10 +9,10 @@ import zipfile
 
 import pytest
 
+from runs.imports.results import results_import
 from runs.models import Attempt, ModelConfig, Run
 from tasks_app.swebench.errors import SwebenchInputError
 from tasks_app.swebench.importer import swebench_import
-from tasks_app.swebench.results import results_import
 from tests.swebench_fixtures import LITE_DEV, REPORTS, VERIFIED, ab, rows
 
 pytestmark = pytest.mark.django_db

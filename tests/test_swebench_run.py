@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from runs.imports.predictions import predictions_execute_inline, predictions_import
 from runs.models import Attempt, Run
 from tasks_app.swebench.importer import swebench_import
-from tasks_app.swebench.predictions import predictions_execute_inline, predictions_import
 from tests.conftest import REPO_ROOT
 from tests.swebench_fixtures import ab
 

@@ -18,8 +18,8 @@ from runs.pipeline.swebench_validation import (
     network_tests,
     summary_table,
 )
+from sandbox.environments.build import BuiltInstance
 from tasks_app.models import GoldValidation, GoldValidationStatus, Task
-from tasks_app.swebench.build import BuiltInstance
 from tests.pages_fixtures import make_model, make_run, make_suite, outcomes
 from tests.swebench_cache_fixtures import drop_root, new_root, seed_base
 from tests.swebench_fixtures import EXAMPLES, LITE_DEV, rows, write_jsonl
@@ -221,7 +221,7 @@ def test_an_instance_record_with_fields_this_build_does_not_know_is_still_read(
 ):
     """The cache is shared by every checkout on the machine: a newer build's record (more
     fields) must not break an older reader."""
-    from tasks_app.swebench.build import built_instance
+    from sandbox.environments.build import built_instance
 
     monkeypatch.setenv("SWEBENCH_CACHE_DIR", str(tmp_path))
     (tmp_path / "tree" / "testbed").mkdir(parents=True)

@@ -1,4 +1,4 @@
-"""The env level's ``.pth`` hook (tasks_app/swebench/venv_links.py) tells an interpreter started
+"""The env level's ``.pth`` hook (sandbox/environments/venv_links.py) tells an interpreter started
 through a link to the venv's python from the plain interpreter, whatever the chain of links.
 
 It is run for real, in built instances on both backends, by
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tasks_app.swebench import envspec, venv_links
+from sandbox.environments import envspec, venv_links
 
 
 def chain(tmp_path: Path) -> tuple[Path, Path]:

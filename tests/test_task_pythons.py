@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from sandbox.environments.envspec import ENV_APPROXIMATE_LABEL, approximate_pythons
 from tasks_app.models import Task, TaskRevision
-from tasks_app.swebench.envspec import ENV_APPROXIMATE_LABEL, approximate_pythons
 from tasks_app.swebench.importer import swebench_import
 from tests.swebench_fixtures import VERIFIED
 

@@ -18,11 +18,11 @@ from django.urls import reverse
 
 from benchsite.accounts.services import api_token_create
 from runs import transcript
+from runs.imports.run_import import run_folder_import
 from runs.models import Attempt
 from runs.transcript import atif
 from tasks_app.models import Task
 from tasks_app.swebench.errors import SwebenchInputError
-from tasks_app.swebench.run_import import run_folder_import
 from tests.model_calls_fixtures import CONVERSATIONS, jsonl
 from tests.pages_fixtures import (  # noqa: F401 - artifacts_root is a fixture
     artifacts_root,

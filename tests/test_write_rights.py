@@ -5,8 +5,8 @@ The API's writes are read from its OpenAPI schema and the pages from Django's UR
 new endpoint or page the tables below do not classify fails the walk. Each write is then asked
 for by an anonymous client, dave (an account with no rights), bob (a reader) and alice (staff),
 through the API with their tokens and through the page with their session, and must follow the
-rule ``runs.access.RIGHTS`` gives it: refused requests (401/403, or the login page) change
-nothing, allowed ones do their write.
+rule ``benchsite.accounts.access.RIGHTS`` gives it: refused requests (401/403, or the login
+page) change nothing, allowed ones do their write.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ import pytest
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
+from benchsite.accounts.access import ACCESS_DENIED, RIGHTS, Write
 from benchsite.accounts.models import ApiToken, AuditEvent
 from benchsite.accounts.services import api_token_create
-from runs.access import ACCESS_DENIED, RIGHTS, Write
 from runs.models import Attempt, ModelConfig, Run, RunStatus
 from tasks_app.models import Suite, Task
 from tests.api_fixtures import fresh_cache, seeded  # noqa: F401

@@ -64,7 +64,7 @@ def _environments() -> list[tuple[str, str, str, str, str]]:
     repository's versions of the official specification, in turn."""
     from swebench.harness.constants import MAP_REPO_VERSION_TO_SPECS
 
-    from tasks_app.swebench.envspec import approximate_pythons, environment_label
+    from sandbox.environments.envspec import approximate_pythons, environment_label
 
     out = []
     for repo, count in REPOS:

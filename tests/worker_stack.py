@@ -195,7 +195,7 @@ class Stack:
         this stack's workers made."""
         import docker
 
-        from sandbox.docker_backend import EXPORT_LABEL
+        from sandbox.docker_engine import EXPORT_LABEL
 
         try:
             client = docker.from_env()

@@ -10,12 +10,12 @@ from django.shortcuts import get_object_or_404
 from ninja import Field, FilterLookup, FilterSchema, Query, Router, Schema, Status
 from ninja.pagination import paginate
 
+from benchsite.accounts.access import Write
 from benchsite.accounts.auth import AUTHENTICATED, write_auth, write_throttle
 from benchsite.accounts.models import ApiToken, AuditAction, AuditEvent
 from benchsite.accounts.services import TOKEN_NAME_MAX, api_token_create, api_token_revoke
 from benchsite.api.common import Pages, Text
 from benchsite.api.errors import ErrorOut
-from runs.access import Write
 
 router = Router(tags=["access"])
 

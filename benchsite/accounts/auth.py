@@ -5,8 +5,8 @@ header must carry a valid token: a revoked or unknown one is 401 even where anon
 reading is allowed, so a client never mistakes a dead token for a working one.
 
 A write's doors (``write_auth``) also check, once the caller is known and before its request
-body is read, that the account has the right ``runs.access`` gives that write: the same rule
-as the page that does it, 403 with the reason otherwise.
+body is read, that the account has the right ``benchsite.accounts.access`` gives that write:
+the same rule as the page that does it, 403 with the reason otherwise.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from ninja.security.apikey import APIKeyCookie
 from ninja.throttling import BaseThrottle
 from ninja.utils import check_csrf
 
+from benchsite.accounts.access import Write, require_write
 from benchsite.accounts.models import ApiToken
 from benchsite.accounts.services import api_token_authenticate
-from runs.access import Write, require_write
 
 
 class TokenAuth(HttpBearer):
@@ -120,13 +120,13 @@ def write_auth(action: Write) -> list:
 
 
 def _leaderboards_allowed(user: Any) -> bool:
-    from runs.access import can_read_leaderboards
+    from benchsite.accounts.access import can_read_leaderboards
 
     return can_read_leaderboards(user)
 
 
 def _artifacts_allowed(user: Any) -> bool:
-    from runs.access import can_read_artifacts
+    from benchsite.accounts.access import can_read_artifacts
 
     return can_read_artifacts(user)
 

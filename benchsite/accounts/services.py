@@ -153,26 +153,3 @@ def audit_event_record(
         details=_scrubbed(details or {}),
         ip=client_ip(request),
     )
-
-
-def reader_add(*, username: str, create: bool = False) -> tuple[Any, str]:
-    """Put an account in the "readers" group (patches, logs, transcripts; runs.access).
-
-    With ``create``, a missing account is made with a generated password, returned once
-    (``""`` otherwise). Raises ``LookupError`` naming the account when it does not exist.
-    """
-    from django.contrib.auth import get_user_model
-
-    from runs.access import readers_group
-
-    user_model = get_user_model()
-    password = ""
-    with transaction.atomic():
-        user = user_model.objects.filter(username=username).first()
-        if user is None:
-            if not create:
-                raise LookupError(f"no account named {username!r} (add --create to make one)")
-            password = secrets.token_urlsafe(12)
-            user = user_model.objects.create_user(username, password=password)
-        user.groups.add(readers_group())
-    return user, password

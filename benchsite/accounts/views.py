@@ -1,6 +1,6 @@
 """The site's login page (for every account, not only staff) and the token page, where a
-signed-in user creates and revokes their own API tokens (``runs.access.Write.OWN_TOKENS``, the
-same right as ``POST /api/tokens``)."""
+signed-in user creates and revokes their own API tokens (``access.Write.OWN_TOKENS``, the same
+right as ``POST /api/tokens``)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
+from benchsite.accounts.access import Write, write_view
 from benchsite.accounts.models import ApiToken
 from benchsite.accounts.services import TokenError, api_token_create, api_token_revoke
 from benchsite.accounts.throttle import SiteAuthenticationForm
-from runs.access import Write, write_view
 
 
 class SiteLoginView(LoginView):

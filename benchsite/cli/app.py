@@ -50,7 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_add_reader(args: argparse.Namespace) -> int:
-    from benchsite.accounts.services import reader_add
+    from benchsite.accounts.access import reader_add
     from benchsite.cli.main import CommandError
 
     try:

@@ -45,19 +45,19 @@ COMMANDS: dict[str, Command] = {
         "import (or update) every task.yaml under a folder",
     ),
     "import-swebench": Command(
-        "tasks_app.cli.swebench",
+        "tasks_app.cli.swebench_dataset",
         "import (or update) a SWE-bench dataset file (.jsonl, .json list, .parquet)",
     ),
     "import-predictions": Command(
-        "tasks_app.cli.swebench",
+        "runs.imports.cli",
         "create a run evaluating predictions (instance_id, model_patch) on a suite",
     ),
     "import-results": Command(
-        "tasks_app.cli.swebench",
+        "runs.imports.cli",
         "import published results (a run report, report.json files, or a folder of them)",
     ),
     "import-run": Command(
-        "tasks_app.cli.swebench",
+        "runs.imports.cli",
         "import a run folder: trajectories (mini-swe-agent, SWE-agent), reports, "
         "predictions, legacy reports, Inspect .eval logs",
     ),

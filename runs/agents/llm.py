@@ -17,11 +17,11 @@ import openai
 from runs.agents import prompts
 from runs.agents.contract import AgentContext, ModelSettings
 from runs.agents.events import EventLog, MessageLog
-from runs.agents.llm_errors import LLMTransientError, RetryPolicy, call_with_retries
 from runs.agents.loop import Action, Decision, LoopState, tests_observation
 from runs.agents.patching import extract_diff
-from runs.agents.pricing import Price
 from runs.agents.tools import TOOL_SCHEMAS, RunResult, ToolResult
+from runs.llm_errors import LLMTransientError, RetryPolicy, call_with_retries
+from runs.pricing import Price
 
 # Sampling keys the client takes as arguments; anything else goes in the request body as is.
 _CLIENT_PARAMS = frozenset(

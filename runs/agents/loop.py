@@ -27,8 +27,8 @@ from typing import Any, Protocol
 
 from runs.agents.contract import AgentContext, AgentOutcome
 from runs.agents.events import EventLog
-from runs.agents.llm_errors import LLMError
 from runs.agents.tools import RunResult, Toolbox, ToolResult
+from runs.llm_errors import LLMError
 from runs.taxonomy import Reason
 
 TEST_OUTPUT_CHARS = 6_000

@@ -10,11 +10,11 @@ from django.conf import settings
 
 from runs.agents.contract import Agent, AgentContext, AgentOutcome, ModelSettings
 from runs.agents.events import EventLog
-from runs.agents.llm_errors import RetryPolicy
 from runs.agents.loop import AgentLoop, Policy
-from runs.agents.pricing import load_price_table, price_for
+from runs.agents.retries import retry_policy
 from runs.agents.simple import NopPolicy, OraclePolicy, ScriptedPolicy
 from runs.agents.tools import Toolbox
+from runs.pricing import load_price_table, price_for
 from runs.taxonomy import Reason
 
 if TYPE_CHECKING:
@@ -96,17 +96,9 @@ class MisconfiguredAgent:
         )
 
 
-def retry_policy() -> RetryPolicy:
-    return RetryPolicy(
-        max_attempts=settings.LLM_RETRY_MAX_ATTEMPTS,
-        base_delay_sec=settings.LLM_RETRY_BASE_DELAY_SEC,
-        max_delay_sec=settings.LLM_RETRY_MAX_DELAY_SEC,
-    )
-
-
 def _llm_agent(model: ModelSettings) -> Agent:
     from runs.agents.llm import LLMPolicy  # imports the openai client only when needed
-    from runs.agents.pricing import PriceTableError
+    from runs.pricing import PriceTableError
 
     if model.upstream_refused:  # runs/upstreams.py: never call out with that key
         return MisconfiguredAgent("llm", model.upstream_refused, tag=UPSTREAM_REFUSED)

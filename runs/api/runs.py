@@ -17,13 +17,13 @@ from django.urls import reverse
 from ninja import Query, Router, Status
 from ninja.pagination import paginate
 
+from benchsite.accounts.access import Write, can_read_artifacts
 from benchsite.accounts.auth import ARTIFACT_READ, PUBLIC_READ, write_auth, write_throttle
 from benchsite.accounts.models import AuditAction
 from benchsite.accounts.services import audit_event_record
 from benchsite.api.common import Pages, Text, refuse_unknown_params
 from benchsite.api.errors import ApiConflict, ApiInputError, ErrorOut
 from runs import artifacts
-from runs.access import Write, can_read_artifacts
 from runs.api.results import router as results_router
 from runs.api.schemas import (
     AttemptDetailOut,

@@ -236,13 +236,9 @@ def cmd_validate_suite(args: argparse.Namespace) -> int:
 def _validate_swebench_gold(args: argparse.Namespace) -> int:
     from benchsite.processes import Supervisor
     from runs.cli.worker import LocalWorker
-    from runs.pipeline.swebench_validation import (
-        Event,
-        NotSwebenchSuite,
-        gold_validate,
-        summary_table,
-    )
+    from runs.pipeline.swebench_validation import Event, gold_validate, summary_table
     from tasks_app.cli.swebench_build import build_line, make_builder, resolve_backend
+    from tasks_app.swebench.suites import NotSwebenchSuite
 
     if args.jobs < 1:
         raise CommandError(f"--jobs must be at least 1, got {args.jobs}")

@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from runs.agents.llm_errors import RetryPolicy
+from runs.llm_errors import RetryPolicy
 from runs.upstreams import UpstreamPolicy
 from sandbox.gateway_mount import DEFAULT_PORT
 
@@ -53,7 +53,7 @@ class GatewayConfig:
     # The configuration's prices (USD per million tokens); None: the price table.
     price_input_per_mtok: float | None = None
     price_output_per_mtok: float | None = None
-    # The JSON price table (the LLM_PRICE_TABLE setting) over runs/agents/pricing.py's table.
+    # The JSON price table (the LLM_PRICE_TABLE setting) over runs/pricing.py's table.
     price_table_path: str | None = None
     # model_calls.jsonl; None records nothing (the summary is still kept).
     record_path: Path | None = None
@@ -67,7 +67,7 @@ class GatewayConfig:
     secrets: tuple[str, ...] = ()
     # Output tokens reserved for a model call that sets no max_tokens / max_output_tokens.
     default_output_reserve: int = 8192
-    # Retries of transient upstream failures (pass runs.agents.registry.retry_policy(): the
+    # Retries of transient upstream failures (pass runs.agents.retries.retry_policy(): the
     # LLM_RETRY_* settings).
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     # Seconds to connect, and between two reads of an answer (a stream may last longer).

@@ -12,13 +12,13 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import runs.gateway.wire as wire
-from runs.agents.llm_errors import is_permanent_status, retry_after_sec
 from runs.gateway.config import UpstreamError
 from runs.gateway.inbound import BadRequest, Request
 from runs.gateway.ledger import Reservation, estimate
 from runs.gateway.meter import EventAligner, Meter, error_event
 from runs.gateway.record import Capture, body_left_out, headers_record
 from runs.gateway.upstream import Exchange
+from runs.llm_errors import is_permanent_status, retry_after_sec
 
 if TYPE_CHECKING:
     from runs.gateway.server import Gateway

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 
 import runs.gateway.wire as wire
-from runs.agents.pricing import Price
 from runs.gateway.ledger import Ledger, Reservation
+from runs.pricing import Price
 
 # A stream's output tokens are at least its bytes over this (a streamed token takes 100 to
 # 400 bytes of SSE in the three APIs), so a stream that reports its usage only at its end is

@@ -15,8 +15,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 
-from runs.agents.contract import ModelSettings
-from runs.agents.pricing import Price, load_price_table, price_for
 from runs.gateway.config import GatewayConfig, GatewayConfigError, GatewaySummary
 from runs.gateway.forward import Call
 from runs.gateway.inbound import BadRequest, ByteBudget, Client, Request
@@ -24,6 +22,7 @@ from runs.gateway.ledger import Ledger
 from runs.gateway.record import RecordWriter
 from runs.gateway.redact import KeyScrubber, RedactingFilter, Redactor
 from runs.gateway.upstream import Upstream
+from runs.pricing import Price, PriceQuery, load_price_table, price_for
 from sandbox.gateway_mount import (
     SOCKET_NAME,
     GatewayMount,
@@ -259,14 +258,15 @@ class Gateway:
         budget when the gateway starts)."""
         if model not in self._prices:
             cfg = self.config
+            # The configuration's own prices are its model's only: another (allowed) model is
+            # priced from the table.
             own = model == cfg.model_name
-            settings = ModelSettings(
-                variant="cli",
-                model_name=model,
-                price_input_per_mtok=cfg.price_input_per_mtok if own else None,
-                price_output_per_mtok=cfg.price_output_per_mtok if own else None,
+            query = PriceQuery(
+                model,
+                cfg.price_input_per_mtok if own else None,
+                cfg.price_output_per_mtok if own else None,
             )
-            found = price_for(settings, self._price_table) if model else None
+            found = price_for(query, self._price_table) if model else None
             if len(self._prices) >= 64:  # a gateway that pins no model: any name comes in
                 return found
             self._prices[model] = found

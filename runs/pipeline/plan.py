@@ -78,8 +78,8 @@ class TaskPlan:
             "PIP_DISABLE_PIP_VERSION_CHECK": "1",
         }
         if self.rootfs:
-            from tasks_app.swebench.envspec import VENV
-            from tasks_app.swebench.trees import PATH_ENV
+            from sandbox.environments.envspec import VENV
+            from sandbox.environments.trees import PATH_ENV
 
             env |= {"PATH": f"{VENV}/bin:{PATH_ENV}", "VIRTUAL_ENV": VENV}
         return env

@@ -34,13 +34,13 @@ class Grading:
 def local_build(plan: TaskPlan, *, backend: str) -> Iterator[TaskPlan]:
     """The plan with the instance's image and root filesystem built on this machine, its
     instance level held under a use lease for the block (the cache's eviction and pruning leave
-    it alone meanwhile: ``tasks_app.swebench.cache``).
+    it alone meanwhile: ``sandbox.environments.cache``).
 
     Raises SandboxUnavailable when the instance was not built here and names no published
     image either, or when Docker is asked for and only the bubblewrap tree was built.
     """
+    from sandbox.environments.build import use_built_instance
     from sandbox.errors import SandboxUnavailable
-    from tasks_app.swebench.build import use_built_instance
 
     with use_built_instance(plan.task_id) as built:
         if built is None or built.base_commit != plan.commit:
@@ -60,7 +60,7 @@ def local_build(plan: TaskPlan, *, backend: str) -> Iterator[TaskPlan]:
 
 
 def image_present(image: str) -> bool:
-    from tasks_app.swebench.docker_images import image_key
+    from sandbox.environments.docker_images import image_key
 
     return image_key(image) is not None
 

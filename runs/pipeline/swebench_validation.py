@@ -37,8 +37,9 @@ from runs.pipeline.adhoc import model_config_for_variant, run_close, run_create
 from runs.pipeline.execute import attempt_execute
 from runs.pipeline.log_errors import first_error
 from runs.services import attempts_enqueue, run_cancel
-from tasks_app.models import GoldValidation, GoldValidationStatus, Suite, Task, TaskSource
-from tasks_app.swebench.build import Builder, BuildOutcome, use_built_instance
+from sandbox.environments.build import Builder, BuildOutcome, use_built_instance
+from tasks_app.models import GoldValidation, GoldValidationStatus, Suite, Task
+from tasks_app.swebench.suites import swebench_suite_tasks
 
 # What a test's output shows when it wanted the internet. The final tests run with a network
 # that silently drops everything (sandbox/blackhole.py): a connect times out and a name does
@@ -57,10 +58,6 @@ NETWORK_MARKERS = (
 # pytest's header of one test's failure: "____ Class.test_name[param] ____".
 _SECTION = re.compile(r"^_{3,} (?P<name>\S.*?) _{3,}$", re.MULTILINE)
 REPORT_JSON = "gold_validation.json"
-
-
-class NotSwebenchSuite(ValueError):
-    pass
 
 
 @dataclass
@@ -123,24 +120,6 @@ class Event:
     instance_id: str
     build: BuildOutcome | None = None
     row: GoldRow | None = None
-
-
-def swebench_suite_tasks(suite_name: str, instance_ids: list[str] | None = None) -> list[Task]:
-    """The SWE-bench tasks of an imported suite (all, or the ids given). Raises
-    NotSwebenchSuite naming what is missing."""
-    suite = Suite.objects.filter(name=suite_name).first()
-    if suite is None:
-        raise NotSwebenchSuite(f"no suite {suite_name!r} (import it with ab import-swebench)")
-    tasks = list(Task.objects.for_suite(suite).filter(source=TaskSource.SWEBENCH))
-    if not tasks:
-        raise NotSwebenchSuite(f"suite {suite_name!r} holds no SWE-bench task")
-    if instance_ids:
-        by_id = {t.task_id: t for t in tasks}
-        unknown = [i for i in instance_ids if i not in by_id]
-        if unknown:
-            raise NotSwebenchSuite(f"suite {suite_name!r} has no instance {', '.join(unknown)}")
-        tasks = [by_id[i] for i in instance_ids]
-    return sorted(tasks, key=lambda t: t.task_id)
 
 
 # Runs the queued attempt ids through the workers and returns once every one is final.
@@ -291,7 +270,7 @@ class _Builds:
             self.ready.clear()
 
     def _run(self) -> None:
-        from tasks_app.swebench.parallel import build_all
+        from sandbox.environments.parallel import build_all
 
         try:
             build_all(

@@ -204,8 +204,9 @@ def attempt_selection(
     """The attempts ``filters`` select (of ``suite``, or of every suite), in their order.
     Raises ``FilterError`` for a model, run or reason that is not there.
 
-    ``read_errors``: whether the reader may read error texts (``runs.access``): the free text
-    ``q`` then looks in them too, else in task ids only (a search must not reveal them)."""
+    ``read_errors``: whether the reader may read error texts (``benchsite.accounts.access``):
+    the free text ``q`` then looks in them too, else in task ids only (a search must not reveal
+    them)."""
     return ordered(filtered(suite=suite, filters=filters, read_errors=read_errors), filters)
 
 

@@ -13,7 +13,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.utils.functional import cached_property
 
-from runs.access import can_read_artifacts
+from benchsite.accounts.access import can_read_artifacts
 from runs.exports import FORMATS, streamed
 from runs.models import AttemptStatus, FailureReason, ModelConfig, Run
 from runs.results.attempt_list import (

@@ -13,8 +13,8 @@ from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonRe
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 
+from benchsite.accounts.access import can_read_artifacts
 from runs import artifacts
-from runs.access import can_read_artifacts
 from runs.models import Attempt, AttemptStage, AttemptStatus, RunSource
 from runs.transcript import SOURCE_TITLES
 from runs.web.attempt_nav import NAV_PARAMS, navigation

@@ -16,7 +16,7 @@ from django.db.models import Exists, OuterRef, Subquery
 from runs.results.leaderboard import Leaderboard
 from tasks_app.models import GoldValidation, GoldValidationStatus, Task
 
-ENV_APPROXIMATE_LABEL = "env-approximate"  # tasks_app.swebench.envspec's, without its imports
+ENV_APPROXIMATE_LABEL = "env-approximate"  # sandbox.environments.envspec's, without its imports
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +80,7 @@ def approximate_notice(board: Leaderboard) -> ApproximateNotice | None:
             "gold_valid",
         )
     )  # fmt: skip
-    from tasks_app.swebench.build import built_instance
+    from sandbox.environments.build import built_instance
 
     out = []
     for pk, task_id, commit, asked, used, v_asked, v_used, valid in tasks:

@@ -8,7 +8,7 @@ from django.db.models import Max
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 
-from runs.access import can_read_leaderboards
+from benchsite.accounts.access import can_read_leaderboards
 from runs.models import AgentVariant, Attempt, ModelConfig, Run
 
 RUNS_SHOWN = 50

@@ -1,6 +1,6 @@
 """The POST endpoints of the run page's buttons (cancel, retry, resume, evaluate) and the suite
 page's launch form, over the same services as the admin, the API and the CLI. Each needs the
-right ``runs.access.RIGHTS`` gives its action (staff), the same as the API's."""
+right ``benchsite.accounts.access.RIGHTS`` gives its action (staff), the same as the API's."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from django.shortcuts import get_object_or_404, redirect
 from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
+from benchsite.accounts.access import Write, write_view
 from benchsite.accounts.models import AuditAction
 from benchsite.accounts.services import audit_event_record
-from runs.access import Write, write_view
 from runs.models import AgentVariant, ModelConfig, Run, RunBackend
 from runs.services import (
     LaunchError,

@@ -9,7 +9,8 @@ scripts...: captured by ``{% capture %}`` in base.html) under a key made of:
   the pages read, ``queryset.update()`` and raw SQL included), so live pages stay live;
 * the page (view, full path with its query string);
 * what the visitor may see: signed in or not, staff or not, leaderboards and artifacts
-  readable or not (``runs.access``): two visitors share an entry only when those agree;
+  readable or not (``benchsite.accounts.access``): two visitors share an entry only when
+  those agree;
 * for an attempt page whose artifacts are shown, its artifact files (name, size, mtime):
   logs grow while an attempt runs without a database write;
 * the code (templates and modules), for caches that outlive a deploy (Redis).
@@ -38,8 +39,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils.safestring import mark_safe
 
+from benchsite.accounts.access import can_read_artifacts, can_read_leaderboards
 from runs import data_version
-from runs.access import can_read_artifacts, can_read_leaderboards
 from runs.templatetags.capture import CAPTURE_ATTR
 
 CACHE_ALIAS = "pages"

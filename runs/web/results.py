@@ -16,7 +16,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 
-from runs.access import can_read_leaderboards
+from benchsite.accounts.access import can_read_leaderboards
 from runs.exports import FORMATS
 from runs.models import ModelConfig, Run, RunDateSource
 from runs.results import params

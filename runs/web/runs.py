@@ -12,7 +12,7 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.utils import timezone
 
-from runs.access import Write, can_write
+from benchsite.accounts.access import Write, can_write
 from runs.models import Attempt, AttemptStatus, Run
 from runs.results.scoring import Score
 from runs.results.selection import read_results
@@ -93,9 +93,10 @@ def _stalled(run: Run, progress: dict) -> bool:
 
 def _actions(request: HttpRequest, run: Run, progress: dict) -> list[tuple[str, str]]:
     """The buttons that can do something in the run's state, for an account with the right to
-    (``runs.access``; none for others): cancel a run not yet final; retry attempts that ended
-    for infrastructure once nothing of the run is left to run; re-send queued attempts that
-    look lost (``_stalled``); evaluate not-evaluated ones (imported patches)."""
+    (``benchsite.accounts.access``; none for others): cancel a run not yet final; retry
+    attempts that ended for infrastructure once nothing of the run is left to run; re-send
+    queued attempts that look lost (``_stalled``); evaluate not-evaluated ones (imported
+    patches)."""
     if not can_write(request.user, Write.RUN_CANCEL):
         return []
     queued = dict(progress["by_status"]).get(AttemptStatus.QUEUED, 0)

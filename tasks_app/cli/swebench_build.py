@@ -1,4 +1,4 @@
-"""``ab swebench build``: build SWE-bench instances offline (see tasks_app/swebench/build.py).
+"""``ab swebench build``: build SWE-bench instances offline (see sandbox/environments/build.py).
 
 Also the pieces ``ab validate-suite --variant oracle`` shares: the repositories folder, the
 backend and a builder with a progress bar.
@@ -68,7 +68,7 @@ def instance_args(p: argparse.ArgumentParser) -> None:
 
 def resolve_backend(name: str | None) -> str:
     """docker or bwrap: ``auto``/None is Docker when its engine answers, else bubblewrap."""
-    from tasks_app.swebench.docker_images import engine_available
+    from sandbox.environments.docker_images import engine_available
 
     name = name or settings.SANDBOX_BACKEND
     if name == "auto":
@@ -79,9 +79,9 @@ def resolve_backend(name: str | None) -> str:
 
 
 def make_builder(args: argparse.Namespace, backend: str):
-    from tasks_app.swebench.build import Builder
-    from tasks_app.swebench.eviction import BudgetError, max_bytes_from_env
-    from tasks_app.swebench.repos import RepoSource
+    from sandbox.environments.build import Builder
+    from sandbox.environments.eviction import BudgetError, max_bytes_from_env
+    from sandbox.environments.repos import RepoSource
 
     folder = args.repos or settings.SWEBENCH_REPOS
     if not folder:
@@ -140,8 +140,8 @@ def build_line(index: int, total: int, outcome) -> str:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from runs.pipeline.swebench_validation import NotSwebenchSuite, swebench_suite_tasks
-    from tasks_app.swebench.parallel import build_all
+    from sandbox.environments.parallel import build_all
+    from tasks_app.swebench.suites import NotSwebenchSuite, swebench_suite_tasks
 
     if args.jobs < 1:
         raise CommandError(f"--jobs must be at least 1, got {args.jobs}")

@@ -1,5 +1,5 @@
 """``ab swebench du`` and ``ab swebench prune``: the offline SWE-bench cache by level and
-instance, and removing what nothing names (tasks_app/swebench/eviction.py)."""
+instance, and removing what nothing names (sandbox/environments/eviction.py)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def register_cache(inner: argparse._SubParsersAction) -> None:
 
 
 def _budget() -> int | None:
-    from tasks_app.swebench.eviction import BudgetError, max_bytes_from_env
+    from sandbox.environments.eviction import BudgetError, max_bytes_from_env
 
     try:
         return max_bytes_from_env()
@@ -37,9 +37,9 @@ def _budget() -> int | None:
 
 def usage() -> dict:
     """The cache as data: every level (base, its envs, their instances) with its bytes."""
-    from tasks_app.swebench import cache
-    from tasks_app.swebench.eviction import other_bytes, own_tags, snapshot
-    from tasks_app.swebench.repos import cache_root
+    from sandbox.environments import cache
+    from sandbox.environments.eviction import other_bytes, own_tags, snapshot
+    from sandbox.environments.repos import cache_root
 
     snap = snapshot()
     levels = []
@@ -82,7 +82,7 @@ def usage() -> dict:
 
 
 def cmd_du(args: argparse.Namespace) -> int:
-    from tasks_app.swebench.eviction import GB, human
+    from sandbox.environments.eviction import GB, human
 
     data = usage()
     if args.json:
@@ -147,8 +147,8 @@ def _when(stamp: float) -> str:
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
-    from tasks_app.swebench.envspec import RECIPE_VERSION
-    from tasks_app.swebench.eviction import human, prune
+    from sandbox.environments.envspec import RECIPE_VERSION
+    from sandbox.environments.eviction import human, prune
 
     items = prune(dry_run=args.dry_run, recipe=RECIPE_VERSION)
     verb = "would remove" if args.dry_run else "removed"

@@ -10,7 +10,7 @@ def fill(apps, schema_editor):
     tasks = list(Task.objects.filter(source="swebench").only("pk", "spec"))
     if not tasks:
         return
-    from tasks_app.swebench.envspec import approximate_pythons
+    from sandbox.environments.envspec import approximate_pythons
 
     known: dict[tuple[str, str], tuple[str, str]] = {}
     for task in tasks:

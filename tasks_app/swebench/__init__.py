@@ -1,7 +1,7 @@
-"""SWE-bench: dataset import, test commands, log parsers, grading, predictions and results.
+"""SWE-bench datasets and grading: dataset import, test commands, log parsers, grading.
 
-Pure modules (no Django): ``fields``, ``dataset``, ``test_commands``, ``eval_script``,
-``parsers``, ``grading`` (the last three use the official ``swebench`` package, imported when
-first needed).
-Services (database writes): ``importer``, ``predictions``, ``results``.
+Pure modules (no Django): ``errors``, ``fields``, ``dataset``, ``test_commands``,
+``eval_script``, ``parsers``, ``grading`` (the last three use the official ``swebench``
+package, imported when first needed). Service (database writes): ``importer``.
+The offline builds of the instances' environments are in ``sandbox.environments``.
 """

@@ -94,7 +94,7 @@ class Instance:
     def labels(self) -> list[str]:
         """swebench, the repository's name, and whether its environment builds here with the
         Python its specification asks for (``env-exact``) or a newer one (``env-approximate``)."""
-        from tasks_app.swebench.envspec import environment_label
+        from sandbox.environments.envspec import environment_label
 
         env = environment_label(self.row["repo"], str(self.row["version"]))
         return ["swebench", self.row["repo"].split("/", 1)[1], *([env] if env else [])]
@@ -102,7 +102,7 @@ class Instance:
     def pythons(self) -> tuple[str, str]:
         """(the Python its specification asks for, the one used here), "" when not buildable:
         stored on the task at import (``Task.python_asked`` / ``python_used``)."""
-        from tasks_app.swebench.envspec import approximate_pythons
+        from sandbox.environments.envspec import approximate_pythons
 
         return approximate_pythons(self.row["repo"], str(self.row["version"]))
 

@@ -1,4 +1,4 @@
-"""Uploads: size limits applied while a body streams in (``files``), caps on what opening an
-archive may cost (``archives``), and an uploaded run folder imported like ``ab import-run``
-(``runs``). May import ``tasks_app.swebench`` and ``benchsite.api.errors``; never ``runs``.
+"""Uploads: size limits applied while a body streams in (``files``) and caps on what opening an
+archive may cost (``archives``). May import ``tasks_app.swebench`` and ``benchsite.api.errors``;
+never ``runs`` (an uploaded run folder is imported by ``runs.imports.uploads``).
 """

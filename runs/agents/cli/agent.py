@@ -139,7 +139,7 @@ def cli_resources(
     if not model.model_name:
         yield CliResources(name, definition, error="[cli-config] no model name configured")
         return
-    from runs.agents.registry import retry_policy
+    from runs.agents.retries import retry_policy
     from runs.gateway import GatewayBudgets, GatewayConfig, GatewayConfigError, open_gateway
     from runs.upstreams import policy_from_settings
 

@@ -25,9 +25,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from runs.imports.predictions import read_predictions
+from runs.imports.run_import import run_folder_import
 from tasks_app.swebench.errors import Problem, SwebenchInputError
-from tasks_app.swebench.predictions import read_predictions
-from tasks_app.swebench.run_import import run_folder_import
 from tasks_app.uploads.archives import ArchiveLimits, zip_budget
 
 

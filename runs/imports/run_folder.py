@@ -24,15 +24,12 @@ from typing import Any
 import yaml
 from django.conf import settings
 
-from runs.transcript import atif
-from tasks_app.swebench import inspect_log
-from tasks_app.swebench.errors import Problem
-from tasks_app.swebench.fields import INSTANCE_ID_RE
-from tasks_app.swebench.jsonfile import JsonFileError, JsonLimits, parse_json
-from tasks_app.swebench.legacy import is_legacy_report, read_legacy_report
-from tasks_app.swebench.numbers import BadValues
-from tasks_app.swebench.outcomes import InstanceResult
-from tasks_app.swebench.reports import (
+from runs.imports import inspect_log
+from runs.imports.jsonfile import JsonFileError, JsonLimits, parse_json
+from runs.imports.legacy import is_legacy_report, read_legacy_report
+from runs.imports.numbers import BadValues
+from runs.imports.outcomes import InstanceResult
+from runs.imports.reports import (
     id_from_path,
     is_report,
     is_run_report,
@@ -40,7 +37,7 @@ from tasks_app.swebench.reports import (
     read_predictions,
     read_run_report,
 )
-from tasks_app.swebench.trajectories import (
+from runs.imports.trajectories import (
     NotThisFormat,
     TrajectoryFacts,
     is_harbor_trial_result,
@@ -49,6 +46,9 @@ from tasks_app.swebench.trajectories import (
     read_mini_swe_agent,
     read_swe_agent,
 )
+from runs.transcript import atif
+from tasks_app.swebench.errors import Problem
+from tasks_app.swebench.fields import INSTANCE_ID_RE
 
 FORMATS_TRIED = (
     "mini-swe-agent trajectory (<id>.traj.json)",

@@ -16,13 +16,13 @@ from pathlib import Path
 from django.db import transaction
 from django.utils import timezone
 
+from runs.imports.bulk import insert_rows
+from runs.imports.outcomes import Kind, external_model, finished_attempt
 from runs.models import Attempt, AttemptStatus, Run, RunSource, RunStatus
 from runs.services import attempts_enqueue, run_refresh_totals
 from tasks_app.models import Suite, Task
-from tasks_app.swebench.bulk import insert_rows
 from tasks_app.swebench.dataset import read_records
 from tasks_app.swebench.errors import Problem, SwebenchInputError
-from tasks_app.swebench.outcomes import Kind, external_model, finished_attempt
 
 
 @dataclass(frozen=True, slots=True)

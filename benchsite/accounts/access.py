@@ -18,6 +18,7 @@ minute per account and action, so refused requests cannot flood it).
 from __future__ import annotations
 
 import enum
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import wraps
@@ -25,6 +26,9 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
+from django.db import transaction
+
+from benchsite.accounts.services import audit_event_record
 
 READERS_GROUP = "readers"
 READ_ARTIFACTS = "runs.read_artifacts"
@@ -53,6 +57,27 @@ def readers_group():
     permission = Permission.objects.get(content_type__app_label=app_label, codename=codename)
     group.permissions.add(permission)
     return group
+
+
+def reader_add(*, username: str, create: bool = False) -> tuple[Any, str]:
+    """Put an account in the "readers" group (patches, logs, transcripts).
+
+    With ``create``, a missing account is made with a generated password, returned once
+    (``""`` otherwise). Raises ``LookupError`` naming the account when it does not exist.
+    """
+    from django.contrib.auth import get_user_model
+
+    user_model = get_user_model()
+    password = ""
+    with transaction.atomic():
+        user = user_model.objects.filter(username=username).first()
+        if user is None:
+            if not create:
+                raise LookupError(f"no account named {username!r} (add --create to make one)")
+            password = secrets.token_urlsafe(12)
+            user = user_model.objects.create_user(username, password=password)
+        user.groups.add(readers_group())
+    return user, password
 
 
 # --- Writes ----------------------------------------------------------------------------------
@@ -166,8 +191,6 @@ def require_write(user, action: Write, *, request=None, via: str = "api") -> Non
 
 def _record_denial(user, action: Write, reason: str, *, request, via: str) -> None:
     from django.core.cache import cache
-
-    from benchsite.accounts.services import audit_event_record
 
     # cache.add is atomic: one record per account and action per window, whatever the rate.
     if not cache.add(f"write-denied:{user.pk}:{action}", 1, timeout=DENIAL_RECORD_EVERY_SEC):

@@ -38,6 +38,18 @@ from django.core.files.storage import storages
 from django.db import transaction
 from django.utils import timezone
 
+from runs.imports import inspect_log
+from runs.imports.bulk import insert_rows
+from runs.imports.jsonfile import parse_json
+from runs.imports.outcomes import KINDS, Kind, external_model, finished_attempt
+from runs.imports.run_folder import (
+    InstanceEntry,
+    Progress,
+    RunFolder,
+    json_limits,
+    read_run_folder,
+)
+from runs.imports.trajectories import ARTIFACT_NAMES, REPORT_ARTIFACT, TrajFormat
 from runs.models import (
     Attempt,
     AttemptStatus,
@@ -50,19 +62,8 @@ from runs.models import (
 from runs.services import run_refresh_totals
 from runs.taxonomy import ExitStatusRule, Reason, Stage, from_exit_status
 from tasks_app.models import Suite, Task
-from tasks_app.swebench import inspect_log
-from tasks_app.swebench.bulk import insert_rows
 from tasks_app.swebench.errors import Problem, SwebenchInputError
-from tasks_app.swebench.jsonfile import parse_json
-from tasks_app.swebench.outcomes import KINDS, Kind, external_model, finished_attempt
-from tasks_app.swebench.run_folder import (
-    InstanceEntry,
-    Progress,
-    RunFolder,
-    json_limits,
-    read_run_folder,
-)
-from tasks_app.swebench.trajectories import ARTIFACT_NAMES, REPORT_ARTIFACT, TrajFormat
+from tasks_app.swebench.importer import swebench_import
 
 SNAPSHOT_KIND = "run_folder"
 TRIAL_VERDICTS = (TrajFormat.INSPECT, TrajFormat.ATIF)
@@ -315,8 +316,6 @@ def _suite_tasks(
         tasks += [Task(task_id=i, revision=1) for i in new_ids]
         return suite, sorted(tasks, key=lambda t: t.task_id)
     else:
-        from tasks_app.swebench.importer import swebench_import
-
         imported = swebench_import(source=folder.dataset, suite_name=suite_name)
         report.suite_created = suite is None
         report.tasks_added = len(imported.created)

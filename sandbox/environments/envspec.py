@@ -36,9 +36,9 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from tasks_app.swebench import conda, venv_links
-from tasks_app.swebench.dated_index import format_time, parse_time
-from tasks_app.swebench.repos import RepoSource
+from sandbox.environments import conda, venv_links
+from sandbox.environments.dated_index import format_time, parse_time, release_uploaded
+from sandbox.environments.repos import RepoSource, cache_root
 
 # Bump when the build steps below change meaning: every key (and so every image) changes.
 # 2: installs as of a date (the date is in the keys), conda translation, approximate pythons.
@@ -292,9 +292,6 @@ def dated(
 
 
 def default_upload_times() -> UploadTimes:
-    from tasks_app.swebench.dated_index import release_uploaded
-    from tasks_app.swebench.repos import cache_root
-
     cache = cache_root() / "pypi-releases.json"
     return lambda name, version: release_uploaded(name, version, cache=cache)
 

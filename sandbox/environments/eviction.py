@@ -30,9 +30,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tasks_app.swebench import cache, docker_images
-from tasks_app.swebench.cache import Level
-from tasks_app.swebench.repos import cache_root, locked
+from sandbox.environments import cache, docker_images
+from sandbox.environments.cache import Level
+from sandbox.environments.repos import cache_root, locked
 
 log = logging.getLogger(__name__)
 

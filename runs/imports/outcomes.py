@@ -31,7 +31,7 @@ class Kind(enum.StrEnum):
     MISSING = "missing"
     NO_PREDICTION = "no_prediction"
     # Legacy (v1) harness reports: ``no_generation``, ``install_fail``, ``reset_failed``,
-    # ``test_errored``, ``test_timeout`` (tasks_app/swebench/legacy.py).
+    # ``test_errored``, ``test_timeout`` (runs/imports/legacy.py).
     NO_GENERATION = "no_generation"
     INSTALL_FAIL = "install_fail"
     RESET_FAILED = "reset_failed"

@@ -15,8 +15,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from tasks_app.swebench import image_layers
-from tasks_app.swebench.trees import PATH_ENV, BuildStepError
+from sandbox.environments import image_layers
+from sandbox.environments.trees import PATH_ENV, BuildStepError
 
 LABEL = "agentbench.swebench.key"
 

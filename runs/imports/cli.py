@@ -1,5 +1,5 @@
-"""``ab`` commands for SWE-bench: import-swebench, import-predictions, import-results,
-import-run."""
+"""``ab`` commands that import results produced elsewhere: import-predictions, import-results,
+import-run (``ab import-swebench``, the dataset, is in ``tasks_app.cli.swebench_dataset``)."""
 
 from __future__ import annotations
 
@@ -10,26 +10,12 @@ import time
 from pathlib import Path
 
 from benchsite.cli.main import CommandError
+from tasks_app.cli.swebench_dataset import existing_file, nothing_imported
 from tasks_app.swebench.errors import SwebenchInputError
 from tasks_app.uploads.archives import ArchiveLimitError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "import-swebench",
-        help="import (or update) a SWE-bench dataset file (.jsonl, .json list, .parquet)",
-    )
-    p.add_argument("file", type=Path)
-    p.add_argument("--suite", required=True, help="suite name, e.g. swebench-lite")
-    p.add_argument("--dataset-version", default="", help="recorded with each task revision")
-    p.add_argument(
-        "--image-template",
-        default="",
-        help="instance image name, e.g. 'registry/sweb.eval.{key}:v1' "
-        "(placeholders {key} {instance_id} {repo} {version})",
-    )
-    p.set_defaults(handler=cmd_import_swebench)
-
     p = sub.add_parser(
         "import-predictions",
         help="create a run evaluating predictions (instance_id, model_patch) on a suite",
@@ -115,41 +101,8 @@ def _date(value: str) -> dt.datetime:
     return when if when.tzinfo else when.replace(tzinfo=dt.UTC)
 
 
-def _fail(exc: SwebenchInputError) -> CommandError:
-    for line in exc.lines():
-        print(line)
-    return CommandError("nothing imported: fix the errors above")
-
-
-def _existing(path: Path) -> Path:
-    if not path.exists():
-        raise CommandError(f"no such file: {path}")
-    return path
-
-
-def cmd_import_swebench(args: argparse.Namespace) -> int:
-    from tasks_app.swebench.importer import swebench_import
-
-    started = time.perf_counter()
-    try:
-        report = swebench_import(
-            source=_existing(args.file),
-            suite_name=args.suite,
-            dataset_version=args.dataset_version,
-            image_template=args.image_template,
-        )
-    except SwebenchInputError as exc:
-        raise _fail(exc) from exc
-    for name in report.created:
-        print(f"created   {name}")
-    for name in report.updated:
-        print(f"updated   {name}")
-    print(f"suite {args.suite}: {report.summary()} in {time.perf_counter() - started:.2f}s")
-    return 0
-
-
 def cmd_import_predictions(args: argparse.Namespace) -> int:
-    from tasks_app.swebench.predictions import predictions_execute_inline, predictions_import
+    from runs.imports.predictions import predictions_execute_inline, predictions_import
 
     enqueue = args.enqueue or args.worker
     if args.run and enqueue:
@@ -158,14 +111,14 @@ def cmd_import_predictions(args: argparse.Namespace) -> int:
         raise CommandError("--wait goes with --enqueue (--run waits anyway)")
     try:
         report = predictions_import(
-            source=_existing(args.file),
+            source=existing_file(args.file),
             suite_name=args.suite,
             model_name=args.model,
             enqueue=enqueue,
             evaluate_inline=args.run,
         )
     except SwebenchInputError as exc:
-        raise _fail(exc) from exc
+        raise nothing_imported(exc) from exc
     for name in report.empty_patch:
         print(f"empty patch    {name}")
     for name in report.no_prediction:
@@ -213,15 +166,15 @@ def _wait_for_workers(args: argparse.Namespace, report) -> None:
 
 
 def cmd_import_results(args: argparse.Namespace) -> int:
-    from tasks_app.swebench.results import results_import
+    from runs.imports.results import results_import
 
     started = time.perf_counter()
     try:
         report = results_import(
-            source=_existing(args.path),
+            source=existing_file(args.path),
             suite_name=args.suite,
             model_name=args.model,
-            predictions=_existing(args.predictions) if args.predictions else None,
+            predictions=existing_file(args.predictions) if args.predictions else None,
             ignore_unknown=args.ignore_unknown,
             skip_bad=args.skip_bad,
             date=args.date,
@@ -268,12 +221,12 @@ class ProgressBar:
 
 
 def cmd_import_run(args: argparse.Namespace) -> int:
-    from tasks_app.swebench.run_import import run_folder_import
+    from runs.imports.run_import import run_folder_import
 
     started = time.perf_counter()
     try:
         report = run_folder_import(
-            path=_existing(args.path),
+            path=existing_file(args.path),
             suite_name=args.suite,
             model_name=args.model,
             dry_run=args.dry_run,

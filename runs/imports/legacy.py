@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from runs.imports.outcomes import InstanceResult, Kind
+from runs.imports.reports import read_id_lists
 from tasks_app.swebench.errors import Problem
-from tasks_app.swebench.outcomes import InstanceResult, Kind
 
 # In the order that decides an id listed under several keys: the furthest stage reached.
 LEGACY_LISTS: tuple[tuple[str, Kind], ...] = (
@@ -47,6 +48,4 @@ def read_legacy_report(
     data: dict[str, Any], where: str, problems: list[Problem]
 ) -> dict[str, InstanceResult]:
     """Outcomes by instance id; a key that is not a list of strings is a problem naming it."""
-    from tasks_app.swebench.reports import read_id_lists
-
     return read_id_lists(data, where, problems, LEGACY_LISTS)

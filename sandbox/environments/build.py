@@ -27,8 +27,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from tasks_app.swebench import cache, dated_index, docker_images, envspec, eviction, trees
-from tasks_app.swebench.repos import RepoError, RepoSource, cache_root, locked, repo_stem
+from sandbox.environments import cache, dated_index, docker_images, envspec, eviction, trees
+from sandbox.environments.repos import RepoError, RepoSource, cache_root, locked, repo_stem
 
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 ENV_TIMEOUT_SEC = 3600

@@ -17,8 +17,29 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
-from runs.agents.contract import ModelSettings
+
+class Priced(Protocol):
+    """What ``price_for`` reads of a model: an agent's ``ModelSettings``, or ``PriceQuery``."""
+
+    @property
+    def model_name(self) -> str: ...
+
+    @property
+    def price_input_per_mtok(self) -> float | None: ...
+
+    @property
+    def price_output_per_mtok(self) -> float | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PriceQuery:
+    """A model name and the prices its configuration sets, if any (the gateway's question)."""
+
+    model_name: str
+    price_input_per_mtok: float | None = None
+    price_output_per_mtok: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +127,7 @@ def load_price_table(path: str | Path | None) -> dict[str, Price]:
     return table
 
 
-def price_for(model: ModelSettings, table: dict[str, Price]) -> Price | None:
+def price_for(model: Priced, table: dict[str, Price]) -> Price | None:
     if model.price_input_per_mtok is not None or model.price_output_per_mtok is not None:
         return Price(model.price_input_per_mtok or 0.0, model.price_output_per_mtok or 0.0)
     name = model.model_name

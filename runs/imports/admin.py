@@ -1,40 +1,26 @@
-"""Admin pages (staff only) to upload SWE-bench datasets, predictions, published results and
-run folders.
+"""Admin pages (staff only) to upload results produced elsewhere: SWE-bench predictions,
+published results and run folders.
 
 Each page calls the same service as the ``ab`` command and shows its report, or every
-problem of a bad file (nothing stored). Mounted under /admin/swebench/ by benchsite.urls.
+problem of a bad file (nothing stored). Mounted under /admin/swebench/ by benchsite.urls,
+beside the dataset page (``tasks_app.swebench.dataset_admin``), whose helpers it shares.
 """
 
 from __future__ import annotations
 
 from django import forms
-from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
 from django.urls import path
 
+from benchsite.accounts.access import Write
 from benchsite.api.errors import ApiInputError
-from runs.access import Write, write_view
+from runs.imports.predictions import predictions_import
+from runs.imports.results import results_import
+from runs.imports.uploads import run_import_upload
 from tasks_app.models import Suite, TaskSource
+from tasks_app.swebench.dataset_admin import admin_write_page, render_admin_page
 from tasks_app.swebench.errors import SwebenchInputError
-from tasks_app.swebench.importer import swebench_import
-from tasks_app.swebench.predictions import predictions_import
-from tasks_app.swebench.results import results_import
 from tasks_app.uploads.files import upload_source
-from tasks_app.uploads.runs import run_import_upload
-
-
-class DatasetForm(forms.Form):
-    file = forms.FileField(help_text="SWE-bench instances: .jsonl, a .json list, or .parquet")
-    suite = forms.SlugField(max_length=100, help_text="e.g. swebench-lite; created if new")
-    dataset_version = forms.CharField(
-        max_length=100, required=False, help_text="recorded with each task revision"
-    )
-    image_template = forms.CharField(
-        max_length=300,
-        required=False,
-        help_text="optional image name template: {key} {instance_id} {repo} {version}",
-    )
 
 
 def _swebench_suites() -> forms.ModelChoiceField:
@@ -93,31 +79,6 @@ class RunFolderForm(forms.Form):
     date = forms.DateTimeField(required=False, help_text=RUN_DATE_HELP)
 
 
-def _page(request: HttpRequest, template: str, context: dict) -> HttpResponse:
-    return render(request, template, {**admin.site.each_context(request), **context})
-
-
-def dataset_upload(request: HttpRequest) -> HttpResponse:
-    form = DatasetForm(request.POST or None, request.FILES or None)
-    context: dict = {"form": form, "title": "Import a SWE-bench dataset"}
-    if request.method == "POST" and form.is_valid():
-        upload = form.cleaned_data["file"]
-        try:
-            context["report"] = swebench_import(
-                source=upload_source(upload),  # a large one from disk, not memory
-                filename=upload.name,
-                suite_name=form.cleaned_data["suite"],
-                dataset_version=form.cleaned_data["dataset_version"],
-                image_template=form.cleaned_data["image_template"],
-            )
-            context["suite"] = Suite.objects.get(name=form.cleaned_data["suite"])
-        except SwebenchInputError as exc:
-            context["problems"] = exc.lines()
-        except ApiInputError as exc:  # over API_UPLOAD_MAX_BYTES
-            context["problems"] = [str(exc)]
-    return _page(request, "admin/swebench/dataset.html", context)
-
-
 def predictions_upload(request: HttpRequest) -> HttpResponse:
     form = PredictionsForm(request.POST or None, request.FILES or None)
     context: dict = {"form": form, "title": "Evaluate SWE-bench predictions"}
@@ -136,7 +97,7 @@ def predictions_upload(request: HttpRequest) -> HttpResponse:
             context["problems"] = exc.lines()
         except ApiInputError as exc:  # over API_UPLOAD_MAX_BYTES
             context["problems"] = [str(exc)]
-    return _page(request, "admin/swebench/predictions.html", context)
+    return render_admin_page(request, "admin/swebench/predictions.html", context)
 
 
 def results_upload(request: HttpRequest) -> HttpResponse:
@@ -161,7 +122,7 @@ def results_upload(request: HttpRequest) -> HttpResponse:
             context["problems"] = exc.lines()
         except ApiInputError as exc:  # over API_UPLOAD_MAX_BYTES
             context["problems"] = [str(exc)]
-    return _page(request, "admin/swebench/results.html", context)
+    return render_admin_page(request, "admin/swebench/results.html", context)
 
 
 def run_folder_upload(request: HttpRequest) -> HttpResponse:
@@ -182,30 +143,19 @@ def run_folder_upload(request: HttpRequest) -> HttpResponse:
             context["problems"] = exc.lines()
         except ApiInputError as exc:
             context["problems"] = [str(exc)]
-    return _page(request, "admin/swebench/run_folder.html", context)
-
-
-def _admin_page(action: Write, view):
-    """admin_view: staff only (others go to the admin login), CSRF-protected, never cached;
-    write_view: the right ``runs.access`` gives the import, the same as the API's."""
-    return admin.site.admin_view(write_view(action)(view))
+    return render_admin_page(request, "admin/swebench/run_folder.html", context)
 
 
 urlpatterns = [
     path(
-        "dataset/",
-        _admin_page(Write.SWEBENCH_IMPORT, dataset_upload),
-        name="swebench-dataset-upload",
-    ),
-    path(
         "predictions/",
-        _admin_page(Write.PREDICTIONS_IMPORT, predictions_upload),
+        admin_write_page(Write.PREDICTIONS_IMPORT, predictions_upload),
         name="swebench-predictions-upload",
     ),
     path(
         "results/",
-        _admin_page(Write.RESULTS_IMPORT, results_upload),
+        admin_write_page(Write.RESULTS_IMPORT, results_upload),
         name="swebench-results-upload",
     ),
-    path("run/", _admin_page(Write.RUN_IMPORT, run_folder_upload), name="swebench-run-upload"),
+    path("run/", admin_write_page(Write.RUN_IMPORT, run_folder_upload), name="swebench-run-upload"),
 ]

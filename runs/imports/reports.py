@@ -6,7 +6,7 @@
   ``error_ids``, ``empty_patch_ids``, ... ``schema_version`` 2, maybe ``infra_failure_ids``);
 * predictions (``instance_id``, ``model_patch``) as a list or an object keyed by id.
 
-``tasks_app.swebench.run_folder`` calls these for each file of a folder; legacy (v1) reports
+``runs.imports.run_folder`` calls these for each file of a folder; legacy (v1) reports
 are in ``legacy``.
 """
 
@@ -15,9 +15,9 @@ from __future__ import annotations
 import posixpath
 from typing import Any
 
+from runs.imports.outcomes import InstanceResult, Kind
 from tasks_app.swebench.dataset import kind_of
 from tasks_app.swebench.errors import Problem
-from tasks_app.swebench.outcomes import InstanceResult, Kind
 
 # Run-report lists, in the order that decides an id listed twice.
 RUN_REPORT_LISTS: tuple[tuple[str, Kind], ...] = (

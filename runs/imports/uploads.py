@@ -19,8 +19,8 @@ from pathlib import Path
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 
+from runs.imports.run_import import RunImportReport, run_folder_import
 from tasks_app.swebench.errors import SwebenchInputError
-from tasks_app.swebench.run_import import RunImportReport, run_folder_import
 from tasks_app.uploads.files import check_upload_size, unpack_upload
 
 # Files a run import takes as they are (not archives).

@@ -11,8 +11,11 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 
-from runs.access import Write, can_write
+from benchsite.accounts.access import Write, can_write
 from runs.models import Attempt, Run
+from runs.web.control import SuiteLaunchForm
+from sandbox.environments.build import built_instance
+from sandbox.environments.envspec import ENV_APPROXIMATE_LABEL
 from tasks_app.models import Suite, Task
 
 # The suite page lists its tasks a page at a time (Verified has 500, one 15,000 px table).
@@ -44,8 +47,6 @@ def suite_detail(request: HttpRequest, name: str) -> HttpResponse:
         "runs": runs,
     }
     if can_write(request.user, Write.RUN_LAUNCH):
-        from runs.web.control import SuiteLaunchForm
-
         context["launch_form"] = SuiteLaunchForm()
     return render(request, "tasks_app/suite_detail.html", context)
 
@@ -85,9 +86,6 @@ def _environment(task: Task) -> dict | None:
     dates its installs resolved as of."""
     if task.source != "swebench":
         return None
-    from tasks_app.swebench.build import built_instance
-    from tasks_app.swebench.envspec import ENV_APPROXIMATE_LABEL
-
     built = built_instance(task.task_id)
     if built is not None and built.base_commit != task.repo_commit:
         built = None

@@ -23,9 +23,9 @@ import enum
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from runs.imports.numbers import Numbers
 from runs.transcript import atif, mini_swe_agent_command
 from tasks_app.swebench.errors import Problem
-from tasks_app.swebench.numbers import Numbers
 
 
 class TrajFormat(enum.StrEnum):

@@ -27,7 +27,7 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tasks_app.swebench.trees import BuildStepError
+from sandbox.environments.trees import BuildStepError
 
 WHITEOUT = ".wh."
 

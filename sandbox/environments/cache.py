@@ -35,7 +35,8 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from tasks_app.swebench.repos import CACHE_ROOT, cache_root
+from sandbox.environments import docker_images
+from sandbox.environments.repos import CACHE_ROOT, cache_root
 
 KINDS = ("base", "env", "instance")
 RECORD_SUFFIX = ".build.json"
@@ -226,8 +227,6 @@ def chain(level: Level) -> list[Level]:
 
 def measure(level: Level) -> Level:
     """Fill in ``level``'s own bytes (tree, and image when it has one)."""
-    from tasks_app.swebench import docker_images
-
     below = chain(level)
     level.tree_bytes = own_tree_bytes(level.tree, [b.tree for b in below])
     level.image_bytes = None

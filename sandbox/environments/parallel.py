@@ -19,10 +19,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from tasks_app.swebench import cache
-from tasks_app.swebench.build import Builder, BuildOutcome, LevelEvent
-from tasks_app.swebench.envspec import NotBuildable
-from tasks_app.swebench.repos import RepoError
+from sandbox.environments import cache
+from sandbox.environments.build import Builder, BuildOutcome, LevelEvent
+from sandbox.environments.envspec import NotBuildable
+from sandbox.environments.repos import RepoError
 
 # Seconds a level of each kind is assumed to take before one was timed (Lite dev, cold).
 DEFAULT_SECONDS = {"base": 90.0, "env": 60.0, "instance": 30.0}
