@@ -34,3 +34,22 @@ def test_a_reimport_fills_what_tasks_imported_before_lack_without_a_revision():
     assert not report.updated and report.unchanged
     assert TaskRevision.objects.count() == revisions
     assert not Task.objects.filter(suite__name="verified-sample", python_asked="").exists()
+
+
+def test_the_task_page_says_which_python_and_how_to_build_it(client):
+    from django.urls import reverse
+
+    swebench_import(source=VERIFIED, suite_name="verified-sample")
+    tasks = Task.objects.filter(suite__name="verified-sample")
+    approximate = next(t for t in tasks if t.approximate_environment)
+    exact = next(t for t in tasks if t.python_asked and not t.approximate_environment)
+
+    def badge(task) -> str:
+        url = reverse("task-detail", args=["verified-sample", task.task_id])
+        body = client.get(url).content.decode()
+        assert f"ab swebench build verified-sample --instance {task.task_id}" in body
+        return body.split('id="env-badge"', 1)[1].split("</span>", 1)[0]
+
+    shown = badge(approximate)
+    assert f"approximate: Python {approximate.python_used} for {approximate.python_asked}" in shown
+    assert f"exact: Python {exact.python_asked}" in badge(exact)

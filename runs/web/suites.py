@@ -92,4 +92,9 @@ def _environment(task: Task) -> dict | None:
     return {
         "approximate": ENV_APPROXIMATE_LABEL in (task.labels or []),
         "built": built,
+        # Stored at import (tasks_app.swebench.importer): no reading of the harness here.
+        "python_asked": task.python_asked,
+        "python_used": task.python_used,
+        # What builds it on this machine, to copy (the page cannot run a build itself).
+        "build_command": f"ab swebench build {task.suite.name} --instance {task.task_id}",
     }
