@@ -102,3 +102,15 @@ def test_each_imported_attempt_keeps_its_trajectorys_time(partial_suite):
     )
     assert len(times) > 1  # not the import's (or the run's last) time for every attempt
     assert max(times) <= run.finished_at
+
+
+def test_a_date_filter_on_the_leaderboard_says_it_left_undated_runs_out(client, partial_suite):
+    url = reverse("suite-leaderboard", args=[partial_suite.name])
+    window = {"date_from": "2025-11-01", "date_to": "2025-11-30"}
+    body = client.get(url, window).content.decode()
+    notice = body.split('id="undated-left-out"', 1)[1].split("</p>", 1)[0]
+    assert "1 imported run of unknown date is left out by the date filter" in notice
+    assert "include_undated=1" in notice and "date_from=2025-11-01" in notice
+    assert 'id="undated-left-out"' not in client.get(url).content.decode()
+    included = client.get(url, window | {"include_undated": "1"}).content.decode()
+    assert 'id="undated-left-out"' not in included

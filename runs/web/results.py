@@ -204,6 +204,11 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
             "date_to": request.GET.get("date_to", ""),
             "runs_param": ",".join(chosen),
             "undated": undated,
+            # A date filter leaves undated imports out: say so, as the taxonomy page does.
+            "undated_left_out": _undated_runs(suite)
+            if (date_from or date_to) and not undated
+            else 0,
+            "include_undated_link": "?" + urlencode([*keep, ("include_undated", "1")]),
             "any_partial": any(r.score.partial for r in rows),
             "sort": sort,
             "sort_links": sort_links,
