@@ -268,6 +268,7 @@ class RunDateSource(models.TextChoices):
     METADATA = "metadata", "the folder's metadata.yaml"
     INSPECT = "inspect", "the Inspect log's timestamps"
     TRAJECTORIES = "trajectories", "the trajectories' timestamps"
+    FILENAME = "filename", "the date its file or folder is named with"
     GIVEN = "given", "--date, given on import"
     UNKNOWN = "unknown", "unknown (the import time)"
 

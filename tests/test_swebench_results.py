@@ -262,3 +262,28 @@ def test_a_stale_published_attempt_is_marked_after_a_dataset_update(lite, tmp_pa
     assert not again.unchanged and again.run_id == report.run_id
     attempt.refresh_from_db()
     assert not attempt.is_stale_revision
+
+
+def test_a_run_from_one_file_is_dated_by_its_name_and_names_the_file(lite, tmp_path):
+    """Issue 29 item 3: seven runs from seven files of one folder said the same folder, and
+    the date in SWE-bench's submission names (20250807_...) was ignored."""
+    first = run_report(tmp_path, resolved_ids=LITE_IDS[:3])
+    dated = first.rename(tmp_path / "20250807_mini-v1.7.0_gpt-5.json")
+    other = run_report(tmp_path, resolved_ids=LITE_IDS[:2])  # mymodel.run1.json, no date
+
+    a = Run.objects.get(
+        public_id=results_import(source=dated, suite_name=lite, model_name="mini gpt-5").run_id
+    )
+    b = Run.objects.get(
+        public_id=results_import(source=other, suite_name=lite, model_name="other").run_id
+    )
+
+    assert a.source_path == str(dated) and b.source_path == str(other)
+    assert (a.date_source, a.finished_at.date().isoformat()) == ("filename", "2025-08-07")
+    assert b.date_source == "unknown"
+    # A date the folder gives itself still wins, and an impossible one in a name is none.
+    bad = run_report(tmp_path, resolved_ids=LITE_IDS[:1]).rename(tmp_path / "20251399_x.json")
+    c = Run.objects.get(
+        public_id=results_import(source=bad, suite_name=lite, model_name="bad date").run_id
+    )
+    assert c.date_source == "unknown"

@@ -25,12 +25,13 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
+import re
 import uuid
 import zipfile
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from django.core.files import File
 from django.core.files.base import ContentFile
@@ -199,7 +200,9 @@ def run_folder_import(
     source (an upload's name) instead of ``path``.
     """
     path = Path(path)
-    shown = source_name or str(path if path.is_dir() else path.parent)
+    # The file itself when one file was imported (seven runs from seven files in one folder
+    # are seven sources, not one folder).
+    shown = source_name or str(path)
     folder = read_run_folder(path, progress=progress)
     for instance_id, patch in (patches or {}).items():
         folder.entry(instance_id, 0).patch = patch
@@ -207,7 +210,7 @@ def run_folder_import(
     report.dry_run = dry_run
     if source_name:
         report.plan = [line.replace(str(folder.root), source_name) for line in report.plan]
-    dated = folder.run_date()
+    dated = folder.run_date() or _date_in_name(source_name or path.name)
     if dated is not None and date is not None:
         report.plan.append(f"  date  {date.isoformat()} not used: the folder gives its own")
     elif dated is None and date is not None:
@@ -252,6 +255,23 @@ def run_folder_import(
                 report.counts[label] = report.counts.get(label, 0) + 1
             return report
         return _write(folder, suite, by_id, model_name, report, progress, created_by, dated, shown)
+
+
+# SWE-bench's experiments name each submission by its date: 20250807_mini-v1.7.0_gpt-5.
+_DATED_NAME = re.compile(r"^(\d{4})(\d{2})(\d{2})[_-]")
+
+
+def _date_in_name(name: str) -> tuple[str, dt.datetime] | None:
+    """The date a run's file or folder is named with (``YYYYMMDD_...``), where the folder says
+    none itself; None for a name without one or with an impossible date."""
+    match = _DATED_NAME.match(PurePosixPath(name).name)
+    if match is None:
+        return None
+    try:
+        day = dt.date(*(int(g) for g in match.groups()))
+    except ValueError:
+        return None
+    return RunDateSource.FILENAME.value, _aware(day)
 
 
 def _aware(date: dt.date | dt.datetime) -> dt.datetime:
