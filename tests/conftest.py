@@ -14,6 +14,9 @@ TASKS_DIR = REPO_ROOT / "tasks"
 # worktree elsewhere names it with AB_SHARED_DIR.
 SHARED_DIR = Path(os.environ.get("AB_SHARED_DIR") or REPO_ROOT.parent / "shared")
 
+# Parallel workers: groups and a folder of each worker's own (tests/parallel.py).
+pytest_plugins = ["tests.parallel"]
+
 
 @pytest.fixture(autouse=True)
 def _failure_reasons_after_flush(request):

@@ -112,6 +112,7 @@ def test_a_bad_variant_is_refused_by_the_parser(ab):
     assert out.returncode == 2 and "invalid choice: 'gpt'" in out.stderr
 
 
+@pytest.mark.slow  # a worker running two attempts in a sandbox (either backend)
 def test_ab_worker_runs_what_run_suite_queued(ab):
     # Migrate first: two `ab` processes migrating one fresh SQLite file at once collide.
     assert ab("import-tasks", str(REPO_ROOT / "tasks")).returncode == 0
