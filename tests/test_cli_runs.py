@@ -65,6 +65,7 @@ def test_it_launches_a_run_on_a_fresh_database_and_queues_one_message_per_attemp
     assert queued_messages(ab.var) == 12
 
 
+@pytest.mark.slow
 def test_cancel_retry_and_resume_steer_queued_work(ab):
     run_id = launched_id(
         ab("run-suite", "custom-dev", "--variant", "nop", "--task", "toy_no_tests")
@@ -96,6 +97,7 @@ BAD_INPUT = [
 ]
 
 
+@pytest.mark.slow
 def test_it_names_what_is_wrong_in_one_line_and_stores_nothing(ab):
     for args, message in BAD_INPUT:
         out = ab(*args)
