@@ -20,8 +20,10 @@ pytest_plugins = ["tests.parallel"]
 
 @pytest.fixture(autouse=True)
 def _failure_reasons_after_flush(request):
-    """A transactional test ends by flushing every table, the data migration's 15 failure
-    reasons included; put them back for each transactional test that follows."""
+    """A transactional test ends by flushing every table, the data migrations' rows included
+    (the 15 failure reasons, the readers group); put them back for each database test that
+    follows. pytest-django runs the plain tests before the transactional ones, but only within
+    one process: a parallel worker may get a plain test after a transactional one."""
     marker = request.node.get_closest_marker("django_db")
     transactional = (
         "transactional_db" in request.fixturenames
@@ -30,9 +32,16 @@ def _failure_reasons_after_flush(request):
     )
     if transactional:
         request.getfixturevalue("transactional_db")
-        from runs.models import FailureReason
+    elif marker or "db" in request.fixturenames:
+        request.getfixturevalue("db")
+    else:
+        return
+    from runs.access import readers_group
+    from runs.models import FailureReason
 
+    if transactional or not FailureReason.objects.exists():
         FailureReason.objects.sync_from_taxonomy()
+        readers_group()
 
 
 @pytest.fixture(autouse=True)
