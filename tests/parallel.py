@@ -61,6 +61,20 @@ TIMEOUTS = {
 }
 
 
+# Modules whose tests take minutes (the durations report of a full run): in parallel they are
+# handed out first, so the longest ones do not start last and keep one worker busy at the end.
+FIRST = (
+    "test_swebench_envs.py",
+    "test_swebench_network.py",
+    "test_deploy_compose.py",
+    "test_api_schemathesis.py",
+    "test_cli_agents_e2e.py",
+    "test_swebench_cache.py",
+    "test_swebench_scale.py",
+    "test_swebench_run.py",
+)
+
+
 def _module_scoped(item: pytest.Item) -> bool:
     """Whether the test uses a fixture of the suite's own built once per module (or class);
     pytest-django's (no ``baseid``) are set up per worker anyway."""
@@ -96,6 +110,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         group = group_of(item)
         if group:
             item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.hookimpl(tryfirst=True)  # before a worker sends its collection to xdist's controller
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # every worker sorts alike (a stable sort)
+        session.items.sort(
+            key=lambda item: FIRST.index(item.path.name) if item.path.name in FIRST else len(FIRST)
+        )
 
 
 def pytest_configure(config: pytest.Config) -> None:
