@@ -5,6 +5,7 @@ container that never starts, streams its archive, and removes it."""
 from __future__ import annotations
 
 import io
+import os
 import tarfile
 import time
 from collections.abc import Iterator
@@ -19,6 +20,14 @@ from sandbox.docker_engine import engine_client as _client
 from sandbox.docker_engine import first_line as _first_line
 from sandbox.errors import SandboxError, SandboxUnavailable
 
+
+def _export_labels() -> dict[str, str]:
+    """An export container's labels: the export label's value is the creating process's pid,
+    so whoever looks can tell a live process's export (seconds long) from one a killed process
+    left (the tests of parallel workers remove only the latter)."""
+    return {MANAGED_LABEL: "1", EXPORT_LABEL: str(os.getpid())}
+
+
 # image id -> (passwd, group): read once per image and process (a container create, ~0.1 s).
 _IMAGE_ACCOUNTS: dict[str, tuple[str, str]] = {}
 
@@ -31,7 +40,7 @@ def image_accounts(client: docker.DockerClient, image_id: str) -> tuple[str, str
     container = client.containers.create(
         image_id,
         command=["true"],
-        labels={MANAGED_LABEL: "1", EXPORT_LABEL: "1"},
+        labels=_export_labels(),
         network_disabled=True,
     )
     try:
@@ -71,7 +80,7 @@ def export_image_dir(image: str, path: str, dest: Path, *, max_bytes: int | None
             container = client.containers.create(
                 image,
                 command=["true"],
-                labels={MANAGED_LABEL: "1", EXPORT_LABEL: "1"},
+                labels=_export_labels(),
                 network_disabled=True,
             )
             chunks, _stat = container.get_archive(path)

@@ -13,6 +13,7 @@ from runs.agents.contract import AgentContext, Budgets, ModelSettings, TaskView
 from sandbox import open_sandbox
 from sandbox.base import Sandbox, SandboxConfig
 from sandbox.filesystem import chown_tree_for_agent
+from tests.backends import backend_params
 from tests.conftest import REPO_ROOT, TASKS_DIR
 
 TOY_BUNDLE = REPO_ROOT / "examples/toy_repo.bundle"
@@ -33,12 +34,8 @@ def toy_workspace(root: Path) -> Path:
     return workspace
 
 
-@pytest.fixture(params=["docker", "bwrap"])
+@pytest.fixture(params=backend_params())
 def backend(request) -> str:
-    if request.param == "docker":
-        request.applymarker(pytest.mark.docker)
-    else:
-        request.applymarker(pytest.mark.bwrap)
     return request.param
 
 

@@ -14,6 +14,9 @@ TASKS_DIR = REPO_ROOT / "tasks"
 # worktree elsewhere names it with AB_SHARED_DIR.
 SHARED_DIR = Path(os.environ.get("AB_SHARED_DIR") or REPO_ROOT.parent / "shared")
 
+# Parallel workers: groups and a folder of each worker's own (tests/parallel.py).
+pytest_plugins = ["tests.parallel"]
+
 
 def _allow_the_fake_providers_keys() -> None:
     """The variables the tests' fake providers take their keys from are on this session's list
@@ -33,8 +36,10 @@ _allow_the_fake_providers_keys()
 
 @pytest.fixture(autouse=True)
 def _failure_reasons_after_flush(request):
-    """A transactional test ends by flushing every table, the data migration's 15 failure
-    reasons included; put them back for each transactional test that follows."""
+    """A transactional test ends by flushing every table, the data migrations' rows included
+    (the 15 failure reasons, the readers group); put them back for each database test that
+    follows. pytest-django runs the plain tests before the transactional ones, but only within
+    one process: a parallel worker may get a plain test after a transactional one."""
     marker = request.node.get_closest_marker("django_db")
     transactional = (
         "transactional_db" in request.fixturenames
@@ -43,9 +48,16 @@ def _failure_reasons_after_flush(request):
     )
     if transactional:
         request.getfixturevalue("transactional_db")
-        from runs.models import FailureReason
+    elif marker or "db" in request.fixturenames:
+        request.getfixturevalue("db")
+    else:
+        return
+    from benchsite.accounts.access import readers_group
+    from runs.models import FailureReason
 
+    if transactional or not FailureReason.objects.exists():
         FailureReason.objects.sync_from_taxonomy()
+        readers_group()
 
 
 @pytest.fixture(autouse=True)

@@ -10,13 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.backends import backend_params
 from tests.conftest import TASKS_DIR
 
 BACKENDS = ["docker", "bwrap"]
 TOY_COMMIT = "ea49502485e69bba84235ee0547d109820a0688a"
 
 
-@pytest.fixture(params=BACKENDS)
+@pytest.fixture(params=backend_params(BACKENDS))
 def backend(request) -> str:
     return request.param
 

@@ -65,6 +65,7 @@ def test_it_launches_a_run_on_a_fresh_database_and_queues_one_message_per_attemp
     assert queued_messages(ab.var) == 12
 
 
+@pytest.mark.slow
 def test_cancel_retry_and_resume_steer_queued_work(ab):
     run_id = launched_id(
         ab("run-suite", "custom-dev", "--variant", "nop", "--task", "toy_no_tests")
@@ -96,6 +97,7 @@ BAD_INPUT = [
 ]
 
 
+@pytest.mark.slow
 def test_it_names_what_is_wrong_in_one_line_and_stores_nothing(ab):
     for args, message in BAD_INPUT:
         out = ab(*args)
@@ -112,6 +114,7 @@ def test_a_bad_variant_is_refused_by_the_parser(ab):
     assert out.returncode == 2 and "invalid choice: 'gpt'" in out.stderr
 
 
+@pytest.mark.slow  # a worker running two attempts in a sandbox (either backend)
 def test_ab_worker_runs_what_run_suite_queued(ab):
     # Migrate first: two `ab` processes migrating one fresh SQLite file at once collide.
     assert ab("import-tasks", str(REPO_ROOT / "tasks")).returncode == 0

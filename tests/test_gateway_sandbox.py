@@ -31,6 +31,7 @@ from sandbox.errors import SandboxError
 from sandbox.gateway_mount import DEFAULT_PORT, FORWARDER_PATH, forwarder_binary, source_key
 from sandbox.host_fence import host_ipv4_addresses
 from tests import provider_fake_server as fake
+from tests.backends import backend_params
 from tests.gateway_fixtures import REAL_KEY, config, records
 from tests.netns_fixtures import FakeInternet, fake_internet
 from tests.provider_fake_server import FakeProvider
@@ -72,9 +73,8 @@ CHAT = {"model": "gpt-4o", "messages": [{"role": "user", "content": "fix it"}]}
 MakeSandbox = Callable[..., Sandbox]
 
 
-@pytest.fixture(params=BACKENDS, ids=list(BACKENDS))
+@pytest.fixture(params=backend_params(BACKENDS))
 def backend(request: pytest.FixtureRequest) -> str:
-    request.applymarker(getattr(pytest.mark, request.param))
     return request.param
 
 

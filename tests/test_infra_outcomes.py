@@ -25,6 +25,7 @@ from sandbox.base import SandboxConfig
 from sandbox.docker_exec_client import Finished
 from sandbox.errors import SandboxClosed, SandboxError
 from sandbox.output import CappedOutput
+from tests.backends import backend_params
 from tests.pipeline_fixtures import (
     artifacts_root,  # noqa: F401  (fixture)
     git_repo,
@@ -76,9 +77,7 @@ def reason_of(result, stage: Stage = Stage.FINAL_TEST) -> tuple[Reason | None, s
 # -- each kind of ending, from real commands ------------------------------------------------
 
 
-@pytest.mark.docker
-@pytest.mark.bwrap
-@pytest.mark.parametrize("backend", ["docker", "bwrap"])
+@pytest.mark.parametrize("backend", backend_params())
 def test_each_kind_of_kill_maps_to_its_own_outcome(backend: str, tmp_path: Path) -> None:
     with open_sandbox(config(tmp_path), backend) as sb:
         timeout = sb.exec("sleep 30", timeout=1)
@@ -96,9 +95,7 @@ def test_each_kind_of_kill_maps_to_its_own_outcome(backend: str, tmp_path: Path)
     assert "not a timeout" in reason_of(own_kill, Stage.SETUP)[1]
 
 
-@pytest.mark.docker
-@pytest.mark.bwrap
-@pytest.mark.parametrize("backend", ["docker", "bwrap"])
+@pytest.mark.parametrize("backend", backend_params())
 def test_a_kill_by_us_is_a_closed_sandbox_not_a_result(backend: str, tmp_path: Path) -> None:
     sb = open_sandbox(config(tmp_path), backend)
     with sb:

@@ -96,6 +96,7 @@ def test_the_api_evaluates_a_run(waiting_run, client, staff_auth, broker, settin
     assert waiting_run.attempts.filter(status="queued").count() == 7
 
 
+@pytest.mark.slow
 def test_ab_import_predictions_then_evaluate_run(tmp_path):
     var = tmp_path / "var"
     assert ab("import-swebench", str(LITE_DEV), "--suite", "lite", var_dir=var).returncode == 0

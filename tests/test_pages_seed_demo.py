@@ -9,7 +9,7 @@ from django.urls import reverse
 from runs.models import Attempt, AttemptStage, Run, RunSource
 from tests.pages_fixtures import artifacts_root  # noqa: F401 - fixture
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.slow]  # seeds the whole demo
 
 
 def snapshot():

@@ -183,6 +183,7 @@ def test_the_folders_metadata_date_wins_over_the_date_given(tmp_path, artifacts_
     assert not (again.added or again.updated) and again.run_id == report.run_id
 
 
+@pytest.mark.slow
 def test_a_report_json_alone_takes_its_id_from_its_folder_and_each_problem_is_said_once(
     tmp_path,
 ):
@@ -208,6 +209,7 @@ def test_a_report_json_alone_takes_its_id_from_its_folder_and_each_problem_is_sa
 
 
 @pytest.mark.parametrize("command", ["import-run", "import-results"])
+@pytest.mark.slow
 def test_both_imports_refuse_a_file_of_no_known_format_and_skip_known_auxiliary_ones(
     tmp_path, command
 ):

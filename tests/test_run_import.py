@@ -310,6 +310,7 @@ def test_exit_statuses_map_onto_our_reasons():
     assert from_exit_status("SomethingNew").reason is Reason.UNKNOWN
 
 
+@pytest.mark.slow
 def test_ab_import_run_imports_the_sample_with_one_command(tmp_path):
     var = tmp_path / "var"
     args = ("import-run", str(MINI), "--suite", "verified-mini", "--model", MODEL)

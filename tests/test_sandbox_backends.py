@@ -4,6 +4,7 @@ conformance suite does not cover because it is backend specific)."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import uuid
@@ -20,6 +21,8 @@ from sandbox.docker_backend import DockerSandbox, remove_stale_containers
 from sandbox.docker_engine import EXPORT_LABEL, MANAGED_LABEL
 from sandbox.docker_images import export_image_dir, remove_stale_export_containers
 from sandbox.errors import SandboxError, SandboxUnavailable
+from tests.backends import backend_params
+from tests.private_dockerd import PrivateDockerd, private_dockerd  # noqa: F401  (fixture)
 
 UNREACHABLE_DOCKER = "unix:///nonexistent/docker.sock"
 
@@ -194,7 +197,7 @@ def test_export_image_dir_copies_a_directory_out_without_running_it(
     tmp_path: Path, engine: docker.DockerClient
 ) -> None:
     dest = tmp_path / "pytest"
-    before = export_containers(engine)
+    before = export_containers(engine, os.getpid())
     export_image_dir("agentbench/py-runner:0.1.0", "/usr/lib/python3/dist-packages/_pytest", dest)
     # The image was imported from the bwrap rootfs: the same files, byte for byte.
     source = default_rootfs() / "usr/lib/python3/dist-packages/_pytest"
@@ -202,7 +205,7 @@ def test_export_image_dir_copies_a_directory_out_without_running_it(
     assert exported == sorted(p.relative_to(source) for p in source.rglob("*"))
     assert (dest / "python_api.py").read_bytes() == (source / "python_api.py").read_bytes()
     # Its own container is gone (others may be left by killed processes of other tests).
-    assert export_containers(engine) <= before
+    assert export_containers(engine, os.getpid()) <= before
 
 
 @pytest.mark.docker
@@ -210,30 +213,42 @@ def test_export_image_dir_stops_at_its_byte_cap(
     tmp_path: Path, engine: docker.DockerClient
 ) -> None:
     """A testbed that could not fit the sandbox's disk quota is refused while it streams."""
-    before = export_containers(engine)
+    before = export_containers(engine, os.getpid())
     with pytest.raises(SandboxError, match=r"^\[disk-quota\] /usr/lib/python3 of .* is over"):
         export_image_dir(
             "agentbench/py-runner:0.1.0", "/usr/lib/python3", tmp_path / "out", max_bytes=100_000
         )
     written = sum(p.stat().st_size for p in (tmp_path / "out").rglob("*") if p.is_file())
     assert written <= 100_000
-    assert export_containers(engine) <= before
+    assert export_containers(engine, os.getpid()) <= before
 
 
-def export_containers(engine: docker.DockerClient) -> set[str]:
-    return {c["Id"] for c in engine.api.containers(all=True, filters={"label": EXPORT_LABEL})}
+def export_containers(engine: docker.DockerClient, pid: int | None = None) -> set[str]:
+    """Export containers on the engine; with ``pid``, only those that process made (the
+    workers of a parallel test run export at the same time)."""
+    label = EXPORT_LABEL if pid is None else f"{EXPORT_LABEL}={pid}"
+    return {c["Id"] for c in engine.api.containers(all=True, filters={"label": label})}
 
 
 @pytest.mark.docker
-def test_it_removes_export_containers_a_killed_process_left(engine: docker.DockerClient) -> None:
-    # What a worker SIGKILLed between create and remove leaves: a Created export container.
-    left = engine.containers.create(
-        "agentbench/py-runner:0.1.0", command=["true"], labels={EXPORT_LABEL: "1"}
-    )
-    remove_stale_export_containers(older_than_sec=3600)  # too young: kept
-    assert left.id in export_containers(engine)
-    assert remove_stale_export_containers(older_than_sec=0) >= 1
-    assert left.id not in export_containers(engine)
+def test_it_removes_export_containers_a_killed_process_left(
+    private_dockerd: PrivateDockerd, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+) -> None:
+    # On an engine of its own: on the shared one, removing every export container would
+    # remove those other tests are streaming from at the same time.
+    monkeypatch.setenv("DOCKER_HOST", private_dockerd.url)
+    engine = private_dockerd.client()
+    try:
+        # What a worker SIGKILLed between create and remove leaves: a Created export container.
+        left = engine.containers.create(
+            "agentbench/py-runner:0.1.0", command=["true"], labels={EXPORT_LABEL: "1"}
+        )
+        remove_stale_export_containers(older_than_sec=3600)  # too young: kept
+        assert left.id in export_containers(engine)
+        assert remove_stale_export_containers(older_than_sec=0) >= 1
+        assert left.id not in export_containers(engine)
+    finally:
+        engine.close()
 
 
 @pytest.mark.docker
@@ -278,7 +293,7 @@ def test_bwrap_limits_live_in_a_per_sandbox_cgroup(tmp_path: Path) -> None:
     assert cgroup_dirs(cfg.name) == []
 
 
-@pytest.mark.parametrize("backend", ["docker", "bwrap"])
+@pytest.mark.parametrize("backend", backend_params())
 def test_a_missing_working_directory_is_exit_126_with_a_message(
     backend: str, tmp_path: Path
 ) -> None:

@@ -21,6 +21,7 @@ from sandbox import BACKENDS, open_sandbox
 from sandbox.base import AGENT_UID, ExecResult, ReadOnlyMount, Sandbox, SandboxConfig
 from sandbox.errors import SandboxError, SandboxPathError
 from sandbox.host_fence import host_ipv4_addresses
+from tests.backends import backend_params
 from tests.netns_fixtures import FakeInternet, Listener, fake_internet, host_address_for, listener
 
 __all__ = ["fake_internet", "listener"]  # fixtures: imported for pytest, not unused
@@ -28,9 +29,8 @@ __all__ = ["fake_internet", "listener"]  # fixtures: imported for pytest, not un
 MakeSandbox = Callable[..., Sandbox]
 
 
-@pytest.fixture(params=BACKENDS, ids=list(BACKENDS))
+@pytest.fixture(params=backend_params(BACKENDS))
 def backend(request: pytest.FixtureRequest) -> str:
-    request.applymarker(getattr(pytest.mark, request.param))
     return request.param
 
 

@@ -285,6 +285,7 @@ def test_it_shows_the_same_figures_everywhere_on_a_k3_suite_with_two_runs(client
     check_everywhere(client, capsys, k3_suite)
 
 
+@pytest.mark.slow
 def test_it_shows_the_same_figures_everywhere_on_the_demo_data(client, capsys, demo):
     check_everywhere(client, capsys, demo)
     check_everywhere(client, capsys, Suite.objects.get(name="custom-dev"))

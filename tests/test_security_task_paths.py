@@ -80,6 +80,7 @@ def refused(server: Server, archive: bytes, name: str = "tasks.zip") -> dict:
     return body
 
 
+@pytest.mark.slow
 def test_a_reference_solution_naming_a_host_file_is_refused(server: Server) -> None:
     body = refused(
         server,
@@ -95,6 +96,7 @@ def test_a_reference_solution_naming_a_host_file_is_refused(server: Server) -> N
 @pytest.mark.parametrize(
     "kind", ["relative", "absolute", "file-url", "remote-helper", "folder-in-upload"]
 )
+@pytest.mark.slow
 def test_a_repo_url_naming_a_host_repository_is_refused(
     server: Server, host_repo: Path, kind: str
 ) -> None:
@@ -118,6 +120,7 @@ def test_a_repo_url_naming_a_host_repository_is_refused(
     assert not Path("/tmp/ab-pwned").exists()
 
 
+@pytest.mark.slow
 def test_a_link_in_an_uploaded_archive_is_refused(server: Server, host_repo: Path) -> None:
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
@@ -134,6 +137,7 @@ def test_a_link_in_an_uploaded_archive_is_refused(server: Server, host_repo: Pat
     assert "is not a plain file" in body["errors"][0]["message"]
 
 
+@pytest.mark.slow
 def test_a_bundle_inside_the_upload_imports_and_nothing_else_may_point_into_it(
     server: Server, host_repo: Path, tmp_path: Path
 ) -> None:

@@ -212,6 +212,7 @@ def test_the_shared_reference_copy_matches_the_shipped_sample():
     assert len(rows(LITE_DEV)) == 23
 
 
+@pytest.mark.slow
 def test_ab_import_swebench_reports_and_fails_with_lines(tmp_path):
     out = ab("import-swebench", str(LITE_DEV), "--suite", "lite-dev", var_dir=tmp_path / "var")
     assert out.returncode == 0, out.stderr

@@ -129,6 +129,7 @@ def test_a_run_with_nothing_to_evaluate_is_finished_at_once(lite, tmp_path):
     assert (run.totals["scored"], run.totals["missing"], run.totals["tasks"]) == (1, 22, 23)
 
 
+@pytest.mark.slow
 def test_ab_import_predictions_lists_what_it_recorded(tmp_path):
     var = tmp_path / "var"
     assert ab("import-swebench", str(LITE_DEV), "--suite", "lite", var_dir=var).returncode == 0

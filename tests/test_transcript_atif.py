@@ -88,6 +88,7 @@ def test_every_transcript_exports_to_valid_atif_and_reads_back_the_same(kind):
     assert back.submission == original.submission and back.exit_status == original.exit_status
 
 
+@pytest.mark.slow  # our LLM agent in a real sandbox (either backend)
 def test_our_llm_agents_run_exports_with_its_applied_patch(tmp_path):
     from tests.transcript_fixtures import run_llm_agent
 

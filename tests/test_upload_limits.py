@@ -20,6 +20,8 @@ import pytest
 
 from tests.gunicorn_fixtures import Server, serve
 
+pytestmark = pytest.mark.slow  # a gunicorn server per module, measured while it streams
+
 LIMIT_MB = 300
 MB = 1024 * 1024
 

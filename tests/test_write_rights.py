@@ -259,6 +259,7 @@ def _api_request(world: World, op: tuple[str, str], persona: str) -> tuple[str, 
     return bodies[path]
 
 
+@pytest.mark.slow
 def test_every_api_write_follows_the_pages_rule_for_every_persona(client, world):
     for op in sorted(API_WRITES):
         action = API_WRITES[op]

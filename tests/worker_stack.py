@@ -192,7 +192,8 @@ class Stack:
     def remove_export_containers(self) -> None:
         """A worker killed mid-export leaves its export container (created, never started);
         the reaper removes one only when it is 10 minutes old, after this test. Remove those
-        this stack's workers made."""
+        this stack's workers made: made since it started by a process now dead (a live one's
+        is an export under way, of another test running in parallel)."""
         import docker
 
         from sandbox.docker_engine import EXPORT_LABEL
@@ -203,11 +204,19 @@ class Stack:
             return
         try:
             for c in client.api.containers(all=True, filters={"label": EXPORT_LABEL}):
-                if float(c.get("Created", 0)) >= int(self.started):
+                creator = (c.get("Labels") or {}).get(EXPORT_LABEL, "")
+                if float(c.get("Created", 0)) >= int(self.started) and not _alive(creator):
                     with contextlib.suppress(docker.errors.NotFound):
                         client.api.remove_container(c["Id"], force=True)
         finally:
             client.close()
+
+
+def _alive(pid: str) -> bool:
+    """Whether ``pid`` (an export container's label) names a running process."""
+    if not pid.isdigit():
+        return False
+    return Path(f"/proc/{pid}").exists()
 
 
 def _die_with_parent() -> None:
