@@ -271,7 +271,7 @@ IMPORT_JSON_MAX_ITEMS = envint("IMPORT_JSON_MAX_ITEMS", 200_000)
 IMPORT_JSON_MAX_MEMORY_MB = envint("IMPORT_JSON_MAX_MEMORY_MB", 48)
 # The patches one import keeps until it writes (submissions, patch.diff files, predictions),
 # all files together: a folder of many large patches is refused naming the file that passes it.
-IMPORT_PATCHES_MAX_MB = envint("IMPORT_PATCHES_MAX_MB", 32)
+IMPORT_PATCHES_MAX_MB = envint("IMPORT_PATCHES_MAX_MB", 16)
 # What opening one uploaded archive may unpack (tasks_app/uploads/archives.py): files, bytes
 # per file, bytes in total. Declared sizes are checked first, actual bytes counted while reading.
 API_ARCHIVE_MAX_MEMBERS = envint("API_ARCHIVE_MAX_MEMBERS", 10_000)

@@ -253,16 +253,34 @@ def attempts_enqueue(attempt_ids: Sequence[int]) -> None:
     if not attempt_ids:
         return
     limits = attempt_time_limits(attempt_ids)
-    with app.producer_or_acquire() as producer:
-        producer.connection.ensure_connection()
-        Attempt.objects.filter(id__in=attempt_ids, status=AttemptStatus.QUEUED).update(
-            queued_at=timezone.now()
-        )
-        for attempt_id in attempt_ids:
-            soft, hard = limits[attempt_id]
-            attempt_run.apply_async(
-                args=[attempt_id], soft_time_limit=soft, time_limit=hard, producer=producer
-            )
+    unsent = list(attempt_ids)
+    for try_number in (1, 2):
+        try:
+            with app.producer_or_acquire() as producer:
+                producer.connection.ensure_connection()
+                Attempt.objects.filter(id__in=unsent, status=AttemptStatus.QUEUED).update(
+                    queued_at=timezone.now()
+                )
+                while unsent:
+                    soft, hard = limits[unsent[0]]
+                    attempt_run.apply_async(
+                        args=[unsent[0]], soft_time_limit=soft, time_limit=hard, producer=producer
+                    )
+                    unsent.pop(0)
+            return
+        except Exception:  # any broker failure: the rows are committed already
+            # A broker that fails mid-send (kombu's SQL transport on a busy SQLite loses its
+            # channel: AttributeError) must not fail the launch after its rows committed: one
+            # more try on a fresh producer, then the attempts stay queued for the reaper, which
+            # re-sends queued attempts whose message is gone.
+            log.warning(
+                "sending %d attempt message(s) failed (try %d)", len(unsent), try_number,
+                exc_info=True,
+            )  # fmt: skip
+    log.error(
+        "%d attempt message(s) not sent; the reaper re-sends queued attempts whose message is "
+        "gone", len(unsent),
+    )  # fmt: skip
 
 
 # --- Control: cancel, retry, resume ----------------------------------------------------------

@@ -75,7 +75,9 @@ def fake_internet() -> Iterator[FakeInternet]:
         _ip(*inside, "link", "set", "lo", "up")
         _ip(*inside, "route", "add", "default", "via", HOST_SIDE)
         server = subprocess.Popen(["ip", "netns", "exec", netns, sys.executable, "-c", SERVER])
-        _wait_for(REMOTE_SIDE, PORT)
+        # A generous wait: in parallel workers on a loaded machine the server's interpreter
+        # may take seconds to start; one that exited is said at once.
+        _wait_for(REMOTE_SIDE, PORT, timeout=90.0, server=server)
         yield FakeInternet(REMOTE_SIDE, PORT, GREETING.decode())
     finally:
         if server is not None:
@@ -85,7 +87,9 @@ def fake_internet() -> Iterator[FakeInternet]:
         subprocess.run(["ip", "link", "del", host_if], capture_output=True)
 
 
-def _wait_for(host: str, port: int, timeout: float = 10.0) -> None:
+def _wait_for(
+    host: str, port: int, timeout: float = 10.0, server: subprocess.Popen | None = None
+) -> None:
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -93,9 +97,13 @@ def _wait_for(host: str, port: int, timeout: float = 10.0) -> None:
                 assert conn.recv(100) == GREETING
                 return
         except OSError:
+            if server is not None and server.poll() is not None:
+                raise RuntimeError(
+                    f"the fake internet's server exited ({server.returncode})"
+                ) from None
             if time.monotonic() > deadline:
                 raise
-            time.sleep(0.05)
+            time.sleep(0.1)
 
 
 class Listener:

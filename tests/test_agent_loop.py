@@ -34,7 +34,8 @@ def test_the_scripted_agent_solves_the_toy_task_and_logs_every_step(toy_sandbox,
     outcome = run_variant(toy_sandbox, tmp_path, "scripted")
     assert outcome.reason is None
     assert outcome.stop == "tests_passed"
-    assert outcome.steps == outcome.tool_calls == 4
+    # Four tool calls; no model asked (the scripted policy): no figure of model calls.
+    assert outcome.tool_calls == 4 and outcome.steps is None
     assert outcome.tokens_in == outcome.tokens_out == 0
     log = events(tmp_path)
     names = [e["event"] for e in log]
@@ -51,14 +52,14 @@ def test_the_scripted_agent_solves_the_toy_task_and_logs_every_step(toy_sandbox,
 def test_the_oracle_applies_the_gold_patch(toy_sandbox, tmp_path):
     outcome = run_variant(toy_sandbox, tmp_path, "oracle", gold_patch=TOY_SOLUTION)
     assert outcome.reason is None
-    assert outcome.steps == 1
+    assert outcome.tool_calls == 1 and outcome.steps is None
 
 
 def test_the_oracle_gives_up_without_a_gold_patch(toy_sandbox, tmp_path):
     outcome = run_variant(toy_sandbox, tmp_path, "oracle")
     assert outcome.reason is Reason.AGENT_GAVE_UP
     assert "[no-gold-patch]" in outcome.error_text
-    assert outcome.steps == 0
+    assert outcome.tool_calls == 0 and outcome.steps is None
 
 
 def test_the_oracle_reports_a_gold_patch_that_does_not_apply_as_a_tool_error(
@@ -101,7 +102,7 @@ def test_the_step_budget_ends_the_attempt_as_gave_up(toy_sandbox, tmp_path):
     )
     assert outcome.reason is Reason.AGENT_GAVE_UP
     assert outcome.stop == "step_budget"
-    assert outcome.steps == 2
+    assert outcome.tool_calls == 2 and outcome.steps is None
 
 
 def test_the_time_budget_ends_the_attempt_as_a_timeout(toy_sandbox, tmp_path):
@@ -118,7 +119,7 @@ def test_tests_that_already_pass_end_the_loop_at_once(toy_sandbox, tmp_path):
     toy_sandbox.exec(f"git apply - <<'EOF'\n{TOY_SOLUTION}EOF", timeout=30, cwd="/workspace/repo")
     outcome = run_variant(toy_sandbox, tmp_path, "scripted")
     assert outcome.reason is None
-    assert outcome.steps == 0
+    assert outcome.tool_calls == 0 and outcome.steps is None
 
 
 def test_on_hidden_tests_the_oracle_only_applies_its_patch(toy_sandbox, tmp_path):
@@ -129,7 +130,7 @@ def test_on_hidden_tests_the_oracle_only_applies_its_patch(toy_sandbox, tmp_path
 
     outcome = build_agent(ModelSettings("oracle")).run(ctx)
 
-    assert (outcome.reason, outcome.stop, outcome.steps) == (None, "done", 1)
+    assert (outcome.reason, outcome.stop, outcome.tool_calls) == (None, "done", 1)
     names = [e["event"] for e in events(tmp_path)]
     assert "tests_start" not in names and names.count("tool_finish") == 1
     diff = toy_sandbox.exec("git diff --stat", timeout=30, cwd="/workspace/repo")

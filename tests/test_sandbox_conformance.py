@@ -84,8 +84,11 @@ def leftovers(sandbox: Sandbox) -> list[str]:
     if sandbox.backend == "docker":
         client = docker.from_env()
         try:
-            return [c.name for c in client.containers.list(all=True, filters={"name": "ab-test"})
-                    if c.name == f"ab-{sandbox.config.name}"]  # fmt: skip
+            # Only this sandbox's name, and sparse (no inspect of each): other workers' test
+            # containers come and go meanwhile.
+            name = f"ab-{sandbox.config.name}"
+            listed = client.containers.list(all=True, sparse=True, filters={"name": name})
+            return [n for c in listed for n in c.attrs.get("Names", []) if n.lstrip("/") == name]
         finally:
             client.close()
     name = f"ab-{sandbox.config.name}"

@@ -218,7 +218,7 @@ def test_a_file_whose_strings_would_fill_the_memory_is_refused(server: Server) -
 
 def test_a_folder_of_large_patches_is_refused_past_the_import_budget(server: Server) -> None:
     """Each patch.diff is under IMPORT_FILE_MAX_BYTES; all are kept until the write, so the
-    folder's together are bounded (IMPORT_PATCHES_MAX_MB, 32 MB)."""
+    folder's together are bounded (IMPORT_PATCHES_MAX_MB, 16 MB)."""
     buffer = io.BytesIO()
     patch = "+" + "x" * (12 * 1024 * 1024) + "\n"
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
@@ -226,7 +226,7 @@ def test_a_folder_of_large_patches_is_refused_past_the_import_budget(server: Ser
             archive.writestr(f"run/repo__repo-{n}/patch.diff", patch)
     response = post_run(server, buffer.getvalue())
     assert_refused_and_gone(
-        server, response, "run/repo__repo-2/patch.diff", "pass IMPORT_PATCHES_MAX_MB (32 MB)"
+        server, response, "run/repo__repo-1/patch.diff", "pass IMPORT_PATCHES_MAX_MB (16 MB)"
     )
 
 
