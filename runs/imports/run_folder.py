@@ -251,6 +251,10 @@ class _Reader:
             elif name == "README.md" and path.parent == self.folder.root:
                 self._readme(path)
             elif name == "patch.diff":
+                # Its size against what is left of the budget first: a patch that cannot be
+                # kept is never read (a str takes at least its bytes).
+                if self.patch_memory + path.stat().st_size > self.patch_budget:
+                    raise _TooManyPatches
                 content = self._bytes(path, relative)
                 patch = content.decode("utf-8", "replace")
                 del content
