@@ -66,7 +66,9 @@ def test_run_task_with_out_writes_there_and_exits_1_on_an_invalid_baseline(tmp_p
     out = ab("run-task", str(task), "--out", str(out_dir), "--backend", "docker", tmp_path=tmp_path)
 
     assert out.returncode == 1, out.stdout + out.stderr
-    assert "result: BASELINE_NOT_FAILING in baseline_run (infrastructure)" in out.stdout
+    assert "result: BASELINE_NOT_FAILING in baseline_run (infrastructure)" in out.stdout, (
+        out.stdout + out.stderr
+    )
     folder = Path(re.search(r"^artifacts: (.+)$", out.stdout, re.MULTILINE).group(1))
     assert folder.is_relative_to(out_dir)
     assert (folder / "run.json").exists()

@@ -44,9 +44,10 @@ BROKEN = [
     {"cost_usd": "1e30", "tokens_in": "1e999"},
 ]  # fmt: skip
 # What must never be shown: the broken values in any notation.
+# Not inside a hex word: the pages carry UUIDs, and "...-1e18-..." in one is no number.
 SHOWN_NEVER = re.compile(
-    r"1e\+?308|1e\+?30\b|\binf\b|\bnan\b|infinity|-5,?000|-\$5|\$-5|9223372036854"
-    r"|1000000000000000019884624838656|1e\+?18|9\.22"
+    r"(?<![0-9a-f-])(?:1e\+?308|1e\+?30\b|inf\b|nan\b|infinity|-5,?000|-\$5|\$-5|9223372036854"
+    r"|1000000000000000019884624838656|1e\+?18|9\.22)(?![0-9a-f-])"
 )
 
 
