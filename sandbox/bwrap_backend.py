@@ -64,6 +64,7 @@ PATH_ENV = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 CANNOT_EXECUTE = 126
 # How long to keep draining pipes after the command was killed.
 DRAIN_AFTER_KILL_SEC = 2.0
+PROBE_TIMEOUT_SEC = 60
 # Root filesystems a probe sandbox already ran on in this process (saves a probe per start).
 _WORKING_ROOTFS: set[Path] = set()
 
@@ -89,7 +90,9 @@ def unavailable_reason(rootfs: Path | None = None) -> str | None:
     )
     try:
         with probe:
-            result = probe.exec(["true"], timeout=10)
+            # Generous: on a loaded machine (CI's parallel workers) starting a sandbox can take
+            # seconds, and a probe that times out would end an attempt as "no sandbox".
+            result = probe.exec(["true"], timeout=PROBE_TIMEOUT_SEC)
     except (OSError, SandboxError) as exc:
         return f"bubblewrap cannot create a sandbox here: {exc}"
     if result.exit_code != 0:

@@ -91,7 +91,8 @@ OOM_EVENT_WAIT_SEC = 0.5
 def unavailable_reason() -> str | None:
     """None when a Docker engine answers, else why not (one line, no traceback)."""
     try:
-        client = _client(timeout=5)
+        # A loaded engine can take seconds to answer; a missing one fails at once (no socket).
+        client = _client(timeout=30)
         try:
             client.ping()
         finally:

@@ -129,6 +129,14 @@ def check_every_reader(attempt, token: str, settings) -> None:
         assert artifacts.read_trajectory(attempt, relative) is None, name
 
 
+def ended(outcome: list) -> object:
+    """What an attempt that ended too early says about itself (its stage, reason and error)."""
+    if outcome and hasattr(outcome[0], "failure_reason"):
+        attempt = outcome[0]
+        return (attempt.failure_stage, attempt.failure_reason, attempt.error_text)
+    return outcome
+
+
 def attempt_reader():
     from django.contrib.auth.models import User
 
@@ -192,7 +200,7 @@ def test_links_planted_by_a_sandbox_never_lead_a_reader_outside_the_attempt(
             )
             if planted and planted.exists():
                 break
-            assert worker.is_alive(), f"the attempt ended before its setup planted: {outcome}"
+            assert worker.is_alive(), f"the attempt ended before planting: {ended(outcome)}"
             assert time.monotonic() < deadline, "the setup never planted its links"
             time.sleep(0.2)
         workspace = folder_of(attempt.artifacts_dir) / "workspace"
