@@ -12,6 +12,7 @@ from django.urls import reverse
 class TaskSource(models.TextChoices):
     TASK_YAML = "task_yaml", "task.yaml"
     SWEBENCH = "swebench", "SWE-bench dataset"
+    HARBOR = "harbor", "Harbor task folder"
 
 
 class SuiteQuerySet(models.QuerySet["Suite"]):

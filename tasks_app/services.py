@@ -12,8 +12,9 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
+from tasks_app import harbor
 from tasks_app.models import Suite, Task, TaskRevision, TaskSource
-from tasks_app.spec import LoadedTask, PathRules, load_task_dir
+from tasks_app.spec import LoadedTask, PathRules, SpecProblem, TaskSpecError, load_task_dir
 
 
 class Upsert(enum.StrEnum):
@@ -121,6 +122,29 @@ def task_fields_from_spec(loaded: LoadedTask) -> dict[str, Any]:
     }
 
 
+def task_fields_from_harbor(task: harbor.HarborTask) -> dict[str, Any]:
+    """A Harbor folder as Task columns: the verifier is the test command, the instruction the
+    problem; the environment is built (or named) when an attempt starts."""
+    return {
+        "source": TaskSource.HARBOR,
+        "spec": task.spec(),
+        "spec_path": str(task.folder / harbor.CONFIG_NAME),
+        "repo_url": "",
+        "repo_commit": "",
+        "docker_image": task.docker_image,
+        "workdir": "",
+        "timeout_sec": max(int(task.verifier_timeout_sec), 1),
+        "setup_commands": [],
+        "setup_network": task.allow_internet,
+        "test_command": f"bash {harbor.TESTS_DIR}/test.sh",
+        "labels": task.labels,
+        "max_steps": None,
+        "harness_min_version": "",
+        "problem_statement": task.instruction,
+        "gold_patch": "",
+    }
+
+
 def local_path_rules(target: Path | str) -> PathRules:
     """Where a local import's task files may point: the folder imported (or the task file's),
     the repository's tasks/ and examples/, AB_TASKS_DIR and TASK_PATH_ROOTS."""
@@ -128,13 +152,27 @@ def local_path_rules(target: Path | str) -> PathRules:
 
 
 def tasks_import(*, directory: Path | str, rules: PathRules | None = None) -> ImportReport:
-    """Import every task.yaml under ``directory``. Validates all first; imports all or none.
+    """Import every task.yaml and every Harbor task folder (``tasks_app.harbor``) under
+    ``directory``. Validates all first; imports all or none.
 
     ``rules`` say where the files' paths may lead (``PathRules.upload`` for an upload); by
     default, those of a local import (``local_path_rules``). Raises ``TaskSpecError`` (naming
     each file and field) when any file is invalid or names a path outside them.
     """
-    loaded = load_task_dir(directory, rules=rules or local_path_rules(directory))
+    rules = rules or local_path_rules(directory)
+    problems: list[SpecProblem] = []
+    loaded: list[LoadedTask] = []
+    harbor_tasks: list[harbor.HarborTask] = []
+    for load in (
+        lambda: loaded.extend(load_task_dir(directory, rules=rules)),
+        lambda: harbor_tasks.extend(harbor.load_harbor_dir(directory, rules=rules)),
+    ):
+        try:
+            load()
+        except TaskSpecError as exc:
+            problems.extend(exc.problems)
+    if problems:
+        raise TaskSpecError(problems)
     report = ImportReport()
     with transaction.atomic():
         suites: dict[str, Suite] = {}
@@ -151,5 +189,18 @@ def tasks_import(*, directory: Path | str, rules: PathRules | None = None) -> Im
                 source_file=str(task.path),
             )
             report.add(outcome, f"{name}/{task.spec.id}")
+        for found in harbor_tasks:
+            name = harbor.suite_name(found.folder)
+            if name not in suites:
+                suites[name], _ = Suite.objects.get_or_create(
+                    name=name, defaults={"source": TaskSource.HARBOR}
+                )
+            _, outcome = task_upsert(
+                suite=suites[name],
+                task_id=found.task_id,
+                fields=task_fields_from_harbor(found),
+                source_file=str(found.folder),
+            )
+            report.add(outcome, f"{name}/{found.task_id}")
         report.suites = sorted(suites)
     return report

@@ -56,6 +56,11 @@ class TaskView:
     # SWE-bench: the tests that grade (the instance's test patch) go in only after the agent,
     # so the visible tests passing at the start says nothing: the agent still runs.
     hidden_tests: bool = False
+    # A Harbor task: the oracle runs this command (solution/solve.sh) with this environment,
+    # and the agent's commands may ask for the network when the task allows the internet.
+    oracle_command: str = ""
+    oracle_env: dict[str, str] = field(default_factory=dict)
+    allow_network: bool = False
 
 
 @dataclass(frozen=True)

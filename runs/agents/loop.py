@@ -116,6 +116,7 @@ class AgentLoop:
             artifacts_dir=ctx.artifacts_dir,
             strict_patch=ctx.model.strict_patch,
             default_timeout_sec=ctx.task.timeout_sec,
+            allow_network=ctx.task.allow_network,
             events=self.events,
             deadline=self.deadline,
         )

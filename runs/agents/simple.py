@@ -61,12 +61,24 @@ class OraclePolicy:
 
     def __init__(self) -> None:
         self.gold = ""
+        self.command = ""
+        self.command_env: dict[str, str] = {}
         self.applied: ToolResult | None = None
 
     def start(self, ctx: AgentContext, initial_tests: RunResult, state: LoopState) -> None:
         self.gold = ctx.task.gold_patch
+        self.command = ctx.task.oracle_command
+        self.command_env = dict(ctx.task.oracle_env)
 
     def decide(self, state: LoopState) -> Decision:
+        if self.command:  # a Harbor task: its solution/solve.sh; the verifier decides after
+            if self.applied is None:
+                arguments: dict = {"command": self.command}
+                if self.command_env:
+                    arguments["env"] = self.command_env
+                return Decision(actions=[Action("run", arguments)])
+            code = getattr(self.applied, "exit_code", None)
+            return Decision(stop="done", note=f"the task's solution script ran (exit {code})")
         if not self.gold.strip():
             return Decision(stop="gave_up", note=NO_GOLD_PATCH)
         if self.applied is None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -86,18 +86,26 @@ def run_agent_stage(
     artifacts_dir: Path,
     prediction_patch: str | None = None,
     cli: CliResources | None = None,
+    task_view: TaskView | None = None,
+    max_time_sec: float | None = None,
 ) -> tuple[StageResult | None, AgentOutcome | None]:
     """Run the configured agent; ``(None, None)`` when the variant has no agent (baseline).
-    An agent CLI runs with the resources ``cli_resources_for`` prepared before the sandbox."""
+    An agent CLI runs with the resources ``cli_resources_for`` prepared before the sandbox.
+    ``task_view`` replaces the one made from ``plan`` (a Harbor task's); ``max_time_sec``, a
+    task's own agent timeout, lowers the configuration's time budget."""
     from runs.agents.registry import build_agent  # the agents package loads its own deps
 
     model = model_settings_for(config)
     agent = build_agent(model, prediction_patch=prediction_patch, cli=cli)
     if agent is None:
         return None, None
+    budgets = budgets_for(config, task_max_steps=task_max_steps)
+    if max_time_sec is not None and max_time_sec < budgets.max_time_sec:
+        budgets = replace(budgets, max_time_sec=max_time_sec)
     ctx = AgentContext(
         sandbox=sandbox,
-        task=TaskView(
+        task=task_view
+        or TaskView(
             task_id=plan.task_id,
             workdir=plan.workdir,
             test_command=plan.test_command,
@@ -107,7 +115,7 @@ def run_agent_stage(
             gold_patch=plan.gold_patch,
             hidden_tests=plan.is_swebench,
         ),
-        budgets=budgets_for(config, task_max_steps=task_max_steps),
+        budgets=budgets,
         model=model,
         artifacts_dir=artifacts_dir,
     )

@@ -139,6 +139,10 @@ class _Execution:
         return finished
 
     def _pipeline(self, plan: TaskPlan) -> None:
+        if plan.is_harbor:
+            from runs.pipeline import harbor
+
+            return harbor.run(self, plan)
         if not plan.is_swebench:
             return self._stages(plan)
         # The instance's level stays leased (never evicted) until the attempt is done with it.

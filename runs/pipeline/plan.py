@@ -45,6 +45,12 @@ class TaskPlan:
     gold_patch: str = ""
     # A SWE-bench instance built here (``ab swebench build``): its bubblewrap root filesystem.
     rootfs: str = ""
+    # A Harbor task folder (runs/pipeline/harbor.py): its spec as imported (tasks_app.harbor).
+    harbor: dict = field(default_factory=dict)
+
+    @property
+    def is_harbor(self) -> bool:
+        return bool(self.harbor)
 
     @property
     def repo_rel(self) -> str:
@@ -120,6 +126,7 @@ def plan_for_task(task: Task, *, default_image: str) -> TaskPlan:
         swebench_version=str(spec.get("version") or task.instance_version or ""),
         problem_statement=task.problem_statement,
         gold_patch=task.gold_patch,
+        harbor=spec if task.source == "harbor" else {},
     )
 
 

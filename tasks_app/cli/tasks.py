@@ -24,11 +24,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tasks", type=Path, default=None, help="tasks folder (default: tasks/)")
     p.set_defaults(handler=cmd_list_tasks)
 
-    p = sub.add_parser("check-tasks", help="validate task.yaml files; exit 1 with one line each")
+    p = sub.add_parser(
+        "check-tasks",
+        help="validate task.yaml files and Harbor task folders; exit 1 with one line each",
+    )
     p.add_argument("directory", type=Path)
     p.set_defaults(handler=cmd_check_tasks)
 
-    p = sub.add_parser("import-tasks", help="import (or update) every task.yaml under a folder")
+    p = sub.add_parser(
+        "import-tasks",
+        help="import (or update) every task.yaml and Harbor task folder under a folder",
+    )
     p.add_argument("directory", type=Path)
     p.set_defaults(handler=cmd_import_tasks)
 
@@ -59,13 +65,21 @@ def cmd_list_tasks(args: argparse.Namespace) -> int:
 
 
 def cmd_check_tasks(args: argparse.Namespace) -> int:
-    try:
-        loaded = load_task_dir(args.directory, rules=_local_rules(args.directory))
-    except TaskSpecError as exc:
-        for problem in exc.problems:
-            print(problem)
+    from tasks_app import harbor
+
+    rules = _local_rules(args.directory)
+    problems = []
+    counts = []
+    for load, what in ((load_task_dir, "task file(s)"), (harbor.load_harbor_dir, "Harbor task(s)")):
+        try:
+            counts.append(f"{len(load(args.directory, rules=rules))} {what}")
+        except TaskSpecError as exc:
+            problems.extend(exc.problems)
+    for problem in problems:
+        print(problem)
+    if problems:
         return 1
-    print(f"{len(loaded)} task file(s) OK")
+    print(", ".join(counts) + " OK")
     return 0
 
 

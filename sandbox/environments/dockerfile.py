@@ -1,0 +1,356 @@
+"""Environments built from a Dockerfile and its build context, keyed by the context's content.
+
+A task may give a build context (a folder holding a ``Dockerfile``) instead of an image name:
+``task.yaml``'s ``environment.dockerfile``, or a Harbor task's ``environment/`` folder. The
+engine builds it once: the image is tagged by a hash of every file of the context (path, mode,
+bytes, link target) and the Dockerfile text actually built (``extra`` lines appended to it
+included), so a second build of an unchanged context finds its tag and is a no-op, and a
+changed file is a new image. Concurrent builds of one context wait on one lock.
+
+Under ``<cache root>/dockerfiles/<key>/``: ``build.log`` (the engine's whole output, kept for
+the task page and ``ab``) and ``build.json`` (tag, image id, bytes, seconds, when). The images
+count toward the one disk budget of the environment cache (``SWEBENCH_CACHE_MAX_GB``,
+``eviction``): before a build ``make_room`` frees what least recently used levels it can, and
+after it the least recently used Dockerfile images nobody leases go first; an image bigger
+than the whole budget is removed again and the build fails ``over-budget``.
+
+Every failure is a ``DockerfileBuildError`` with a named ``reason`` (``REASONS``) and, for a
+failed build, the tail of its log; never a traceback. No Django here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import stat
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from sandbox.environments import cache, docker_images, eviction
+from sandbox.environments.repos import cache_root, locked
+
+IMAGE_REPOSITORY = "agentbench/env-dockerfile"
+LABEL = "agentbench.dockerfile.key"
+LOG_NAME = "build.log"
+RECORD_NAME = "build.json"
+# A context is sent whole to the engine on every cold build: a bound on what the hash and the
+# upload read (a Harbor task's environment is a Dockerfile and a few files).
+MAX_CONTEXT_BYTES = 256 * 1024 * 1024
+MAX_CONTEXT_FILES = 20_000
+LOG_TAIL_LINES = 25
+
+ENGINE_UNAVAILABLE = "engine-unavailable"
+BAD_CONTEXT = "bad-context"
+BUILD_FAILED = "build-failed"
+BUILD_TIMEOUT = "build-timeout"
+OVER_BUDGET = "over-budget"
+REASONS = (ENGINE_UNAVAILABLE, BAD_CONTEXT, BUILD_FAILED, BUILD_TIMEOUT, OVER_BUDGET)
+
+
+class DockerfileBuildError(Exception):
+    """A build that did not give an image; ``reason`` is one of ``REASONS``."""
+
+    def __init__(self, reason: str, message: str, *, log_path: Path | None = None):
+        self.reason = reason
+        self.log_path = log_path
+        super().__init__(f"[{reason}] {message}")
+
+
+@dataclass(frozen=True)
+class DockerfileImage:
+    """A built (or found) image of one context."""
+
+    key: str
+    tag: str
+    image_id: str
+    bytes: int
+    build_seconds: float  # the cold build's seconds (0 when it was never built here)
+    built_at: float
+    reused: bool  # True when the tag existed: this call built nothing
+    log_path: str
+
+    def record(self) -> dict:
+        return asdict(self)
+
+
+def folder_for(key: str) -> Path:
+    return cache_root() / "dockerfiles" / key
+
+
+def lease_name(key: str) -> str:
+    """The cache lease an attempt running from this image holds (eviction leaves it alone)."""
+    return f"dockerfile-{key}"
+
+
+def context_key(context: Path, *, dockerfile_text: str) -> str:
+    """The hash of everything the engine would be sent: each file's relative path, kind,
+    executable bit and bytes (a link's target), and the Dockerfile text built."""
+    context = Path(context)
+    digest = hashlib.sha256()
+    digest.update(b"dockerfile\0" + dockerfile_text.encode() + b"\0")
+    total = 0
+    for files, path in enumerate(sorted(_walk(context)), start=1):
+        rel = path.relative_to(context).as_posix()
+        info = path.lstat()
+        if files > MAX_CONTEXT_FILES:
+            raise DockerfileBuildError(
+                BAD_CONTEXT, f"{context}: more than {MAX_CONTEXT_FILES} files in the build context"
+            )
+        if stat.S_ISLNK(info.st_mode):
+            digest.update(b"L" + rel.encode() + b"\0" + os.readlink(path).encode() + b"\0")
+        elif stat.S_ISDIR(info.st_mode):
+            digest.update(b"D" + rel.encode() + b"\0")
+        elif stat.S_ISREG(info.st_mode):
+            total += info.st_size
+            if total > MAX_CONTEXT_BYTES:
+                raise DockerfileBuildError(
+                    BAD_CONTEXT,
+                    f"{context}: the build context is over {MAX_CONTEXT_BYTES // 2**20} MiB",
+                )
+            executable = b"x" if info.st_mode & 0o111 else b"-"
+            digest.update(b"F" + executable + rel.encode() + b"\0")
+            digest.update(str(info.st_size).encode() + b"\0")
+            with open(path, "rb") as handle:
+                for chunk in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(chunk)
+        else:
+            raise DockerfileBuildError(
+                BAD_CONTEXT, f"{path}: not a file, folder or link (a device or a pipe)"
+            )
+    return digest.hexdigest()
+
+
+def _walk(folder: Path) -> Iterator[Path]:
+    for entry in os.scandir(folder):
+        path = Path(entry.path)
+        yield path
+        if entry.is_dir(follow_symlinks=False):
+            yield from _walk(path)
+
+
+def dockerfile_text(context: Path, extra: str = "") -> str:
+    """The context's Dockerfile, with ``extra`` lines appended (a layer the harness adds)."""
+    path = Path(context) / "Dockerfile"
+    if not path.is_file() or path.is_symlink():
+        raise DockerfileBuildError(BAD_CONTEXT, f"{path}: no Dockerfile in the build context")
+    text = path.read_text(encoding="utf-8", errors="replace")
+    return text if not extra else text.rstrip("\n") + "\n" + extra.rstrip("\n") + "\n"
+
+
+def tag_for(key: str) -> str:
+    return f"{IMAGE_REPOSITORY}:{key[:20]}"
+
+
+def build_log_tail(key: str, lines: int = LOG_TAIL_LINES) -> str:
+    path = folder_for(key) / LOG_NAME
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def read_record(key: str) -> dict | None:
+    try:
+        return json.loads((folder_for(key) / RECORD_NAME).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def build(
+    context: Path,
+    *,
+    timeout_sec: float,
+    extra: str = "",
+    max_bytes: int | None = None,
+    network: str | None = None,
+) -> DockerfileImage:
+    """Build ``context`` (its Dockerfile plus ``extra``) into an image, or find it built.
+
+    ``max_bytes`` is the environment cache's budget (None: none); ``network`` the build
+    containers' network (``none`` refuses downloads; None: the engine's default).
+    Raises ``DockerfileBuildError`` with a named reason."""
+    context = Path(context)
+    if not context.is_dir():
+        raise DockerfileBuildError(BAD_CONTEXT, f"{context}: no such build context folder")
+    text = dockerfile_text(context, extra)
+    key = context_key(context, dockerfile_text=text)
+    tag = tag_for(key)
+    if not docker_images.engine_available():
+        raise DockerfileBuildError(ENGINE_UNAVAILABLE, "the Docker engine does not answer")
+    with locked(lease_name(key)):
+        found = _found(key, tag)
+        if found is not None:
+            cache.touch(lease_name(key))
+            return found
+        if max_bytes is not None:
+            eviction.make_room(max_bytes=max_bytes, need=_estimate())
+        built = _build(context, key=key, tag=tag, text=text, timeout_sec=timeout_sec,
+                       network=network)  # fmt: skip
+        if max_bytes is not None:
+            _keep_within(built, max_bytes)
+        cache.touch(lease_name(key))
+        return built
+
+
+def _found(key: str, tag: str) -> DockerfileImage | None:
+    if _label(tag) != key:
+        return None
+    record = read_record(key) or {}
+    return DockerfileImage(
+        key=key,
+        tag=tag,
+        image_id=_image_id(tag),
+        bytes=docker_images.image_size(tag) or 0,
+        build_seconds=float(record.get("build_seconds") or 0.0),
+        built_at=float(record.get("built_at") or 0.0),
+        reused=True,
+        log_path=str(folder_for(key) / LOG_NAME),
+    )
+
+
+def _build(
+    context: Path, *, key: str, tag: str, text: str, timeout_sec: float, network: str | None
+) -> DockerfileImage:
+    folder = folder_for(key)
+    folder.mkdir(parents=True, exist_ok=True)
+    log_path = folder / LOG_NAME
+    command = ["docker", "build", "--rm", "--force-rm", "-f", "-", "-t", tag,
+               "--label", f"{LABEL}={key}"]  # fmt: skip
+    if network:
+        command += ["--network", network]
+    command.append(str(context))
+    started = time.monotonic()
+    with open(log_path, "w", encoding="utf-8") as log:
+        log.write(f"$ {' '.join(command)}\n")
+        log.flush()
+        process = subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its group is killed whole on a timeout
+            env={**os.environ, "DOCKER_BUILDKIT": "0"},  # the log is the classic builder's text
+        )
+        try:
+            process.communicate(text.encode(), timeout=timeout_sec)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            log.write(f"\n[build-timeout] killed after {timeout_sec:g} s\n")
+            raise DockerfileBuildError(
+                BUILD_TIMEOUT,
+                f"the build of {context} did not end within {timeout_sec:g} s "
+                f"(the task's build timeout); log: {log_path}",
+                log_path=log_path,
+            ) from None
+    seconds = time.monotonic() - started
+    if process.returncode != 0:
+        raise DockerfileBuildError(
+            BUILD_FAILED,
+            f"the build of {context} failed (exit {process.returncode}); log: {log_path}; "
+            f"its end:\n{build_log_tail(key)}",
+            log_path=log_path,
+        )
+    built = DockerfileImage(
+        key=key,
+        tag=tag,
+        image_id=_image_id(tag),
+        bytes=docker_images.image_size(tag) or 0,
+        build_seconds=round(seconds, 2),
+        built_at=time.time(),
+        reused=False,
+        log_path=str(log_path),
+    )
+    (folder / RECORD_NAME).write_text(json.dumps(built.record() | {"context": str(context)}))
+    return built
+
+
+def _label(tag: str) -> str:
+    """The context key ``tag`` was built from ("" when there is no such image)."""
+    done = subprocess.run(
+        ["docker", "image", "inspect", "--format", f'{{{{ index .Config.Labels "{LABEL}" }}}}',
+         tag],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
+def _image_id(tag: str) -> str:
+    done = subprocess.run(
+        ["docker", "image", "inspect", "--format", "{{ .Id }}", tag], capture_output=True, text=True
+    )
+    return done.stdout.strip()
+
+
+# --- the disk budget ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Stored:
+    key: str
+    tag: str
+    bytes: int
+    last_used: float
+
+
+def stored_images() -> list[_Stored]:
+    """Every Dockerfile image the engine holds, with its bytes and its last use."""
+    done = subprocess.run(
+        ["docker", "image", "ls", "--filter", f"label={LABEL}",
+         "--format", "{{ .Repository }}:{{ .Tag }}"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    found = []
+    for tag in done.stdout.split():
+        key = _label(tag)
+        if not key:
+            continue
+        use = cache.use_file(lease_name(key))
+        last = use.stat().st_mtime if use.exists() else 0.0
+        found.append(_Stored(key, tag, docker_images.image_size(tag) or 0, last))
+    return found
+
+
+def _estimate() -> int:
+    sizes = sorted(image.bytes for image in stored_images())
+    return sizes[len(sizes) // 2] if sizes else 0
+
+
+def _keep_within(built: DockerfileImage, max_bytes: int) -> None:
+    if built.bytes > max_bytes:
+        docker_images.remove_image(built.tag)
+        raise DockerfileBuildError(
+            OVER_BUDGET,
+            f"the image of this context takes {eviction.human(built.bytes)}, over the whole "
+            f"environment cache budget ({eviction.BUDGET_ENV}={max_bytes / eviction.GB:g}); "
+            "removed again",
+            log_path=Path(built.log_path),
+        )
+    mine = stored_images()
+    ours = sum(image.bytes for image in mine)
+    eviction.make_room(max_bytes=max_bytes, need=ours)
+    levels = eviction.snapshot(measure_missing=False).total
+    for victim in sorted(mine, key=lambda image: image.last_used):
+        if levels + ours <= max_bytes:
+            break
+        if victim.key == built.key:
+            continue
+        with cache.exclusive(lease_name(victim.key)) as free:
+            if not free:
+                continue  # an attempt runs from it
+            docker_images.remove_image(victim.tag)
+        ours -= victim.bytes
+
+
+@contextmanager
+def in_use(key: str) -> Iterator[None]:
+    """Hold the image of ``key`` for an attempt: eviction leaves it alone meanwhile."""
+    with cache.lease(lease_name(key)):
+        yield
