@@ -252,8 +252,11 @@ def load_harbor_task(folder: Path | str) -> HarborTask:
     return _with_hash(task)
 
 
-def suite_name(folder: Path) -> str:
-    """A Harbor task's suite: the name of the dataset folder holding it, as a slug."""
+def suite_name(folder: Path, *, upload_root: Path | None = None) -> str:
+    """A Harbor task's suite: the name of the dataset folder holding it, as a slug ("harbor"
+    for a task at the top of an upload, whose folder is named by a random id)."""
+    if upload_root is not None and folder.parent.resolve() == Path(upload_root).resolve():
+        return "harbor"
     slug = re.sub(r"[^A-Za-z0-9_-]+", "-", folder.parent.name).strip("-_")
     return slug[:100] or "harbor"
 

@@ -190,7 +190,9 @@ def tasks_import(*, directory: Path | str, rules: PathRules | None = None) -> Im
             )
             report.add(outcome, f"{name}/{task.spec.id}")
         for found in harbor_tasks:
-            name = harbor.suite_name(found.folder)
+            name = harbor.suite_name(
+                found.folder, upload_root=Path(directory) if rules.uploaded else None
+            )
             if name not in suites:
                 suites[name], _ = Suite.objects.get_or_create(
                     name=name, defaults={"source": TaskSource.HARBOR}

@@ -10,7 +10,6 @@ per machine and found by every later test.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest

@@ -2,7 +2,7 @@ import sys
 
 sys.path.insert(0, "/app")
 
-from wordfreq import top_words  # noqa: E402
+from wordfreq import top_words
 
 
 def test_counts_words():
