@@ -10,6 +10,7 @@ per machine and found by every later test.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -60,3 +61,77 @@ def test_it_solves_each_example_with_its_oracle_and_fails_it_with_nop(task_id, a
     assert untouched.failure_reason_id == "TESTS_FAILED", untouched.error_text
     assert untouched.is_infra is False
     assert untouched.grade == "NO"
+
+
+def _variant(tmp_path: Path, *, test_sh: str | None = None, dockerfile: str | None = None):
+    """A copy of the Python example in a dataset folder of its own (its environment unchanged
+    unless ``dockerfile`` is given: the image is the example's, found built)."""
+    import shutil
+
+    folder = tmp_path / "variants" / "py-wordfreq"
+    shutil.copytree(EXAMPLES / "py-wordfreq", folder)
+    if test_sh is not None:
+        (folder / "tests" / "test.sh").write_text(test_sh)
+    if dockerfile is not None:
+        (folder / "environment" / "Dockerfile").write_text(dockerfile)
+    _import(folder.parent)
+    return folder, _task("py-wordfreq", suite="variants")
+
+
+@pytest.mark.parametrize(
+    ("test_sh", "tag"),
+    [
+        ("#!/bin/bash\necho crashed >&2\nexit 3\n", "[verifier-no-reward]"),
+        ("#!/bin/bash\necho lots > /logs/verifier/reward.txt\n", "[verifier-bad-reward]"),
+    ],
+)
+def test_a_verifier_that_gives_no_reward_is_infrastructure(tmp_path, artifacts_root, test_sh,
+                                                            tag):  # fmt: skip
+    _, task = _variant(tmp_path, test_sh=test_sh)
+
+    attempt = run_attempt(task, variant="oracle", backend="docker")
+
+    assert attempt.failure_reason_id == "NO_TESTS_COLLECTED"
+    assert attempt.is_infra is True  # never counted against the agent
+    assert attempt.failure_stage == "final_test"
+    assert tag in attempt.error_text
+
+
+def test_a_multi_metric_reward_is_kept_whole_with_each_test(artifacts_root):
+    _import()
+
+    attempt = run_attempt(_task("py-wordfreq"), variant="nop", backend="docker")
+
+    assert attempt.test_results["REWARD"] == {
+        "reward": "0", "tests_passed": "2", "tests_total": "4", "pass_fraction": "0.5",
+    }  # fmt: skip
+    tests = attempt.test_results["TESTS"]
+    assert tests["test_wordfreq::test_ignores_case"] == "failed"
+    assert tests["test_wordfreq::test_counts_words"] == "passed"
+    verifier_logs = attempt_folder(attempt) / "logs" / "verifier"
+    assert json.loads((verifier_logs / "reward.json").read_text())["tests_total"] == 4
+
+
+def test_a_failing_build_is_infrastructure_with_the_log_tail(tmp_path, artifacts_root):
+    broken = "FROM agentbench/py-runner:0.1.0\nRUN echo harbor-broken-step >&2 && exit 5\n"
+    _, task = _variant(tmp_path, dockerfile=broken)
+
+    attempt = run_attempt(task, variant="oracle", backend="docker")
+
+    assert attempt.failure_reason_id == "SETUP_FAILED"
+    assert attempt.is_infra is True
+    assert attempt.failure_stage == "setup"
+    names = list(attempt.stages.order_by("order").values_list("name", flat=True))
+    assert names == ["environment_build"]  # nothing ran after it
+    assert "[build-failed]" in attempt.error_text
+    assert "harbor-broken-step" in (attempt_folder(attempt) / "environment_build.log").read_text()
+
+
+def test_a_folder_changed_since_its_import_is_refused(tmp_path, artifacts_root):
+    folder, task = _variant(tmp_path)
+    (folder / "tests" / "test.sh").write_text("#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n")
+
+    attempt = run_attempt(task, variant="nop", backend="docker")
+
+    assert attempt.failure_reason_id == "SETUP_FAILED"
+    assert "[task-changed]" in attempt.error_text

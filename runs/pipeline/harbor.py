@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from runs.pipeline.execute import _Execution
 
 HARNESS_DIR = "/tmp/.harbor"
+BUILD_LOG = "environment_build.log"
 DEFAULT_WORKDIR = "/app"
 # Our layer over the task's image (see the module docstring).
 EXTRA_LAYER = (
@@ -86,11 +87,12 @@ def run(ex: _Execution, plan) -> None:
         ex._record(StageResult("environment_build", Stage.SETUP, reason=Reason.SETUP_FAILED,
                                note=changed))  # fmt: skip
         return
-    stage, image = build_stage(spec)
+    stage, image, log_path = build_stage(spec)
+    if log_path is not None:  # the engine's whole output, beside the stage's summary
+        artifacts.write_text(ex.folder, BUILD_LOG, _read(log_path))
     ex._record(stage)
     if image is None:
         return
-    artifacts.write_text(ex.folder, "environment_build.log", _read(Path(image.log_path)))
     with dockerfile.in_use(image.key):
         workdir = image_workdir(image.tag)
         plan = dataclasses.replace(plan, image=image.tag, workdir=workdir,
@@ -185,8 +187,11 @@ def build_context(spec: dict) -> Path:
     return context
 
 
-def build_stage(spec: dict) -> tuple[StageResult, dockerfile.DockerfileImage | None]:
-    """Build (or find) the task's image; a failure is the stage's named reason."""
+def build_stage(
+    spec: dict,
+) -> tuple[StageResult, dockerfile.DockerfileImage | None, Path | None]:
+    """Build (or find) the task's image; a failure is the stage's named reason. Also gives
+    the build's log (None when no build started)."""
     from sandbox.environments import eviction
 
     stage = StageResult("environment_build", Stage.SETUP)
@@ -207,11 +212,11 @@ def build_stage(spec: dict) -> tuple[StageResult, dockerfile.DockerfileImage | N
             stage.reason, stage.note = Reason.SANDBOX_ERROR, str(exc)
         else:
             stage.reason, stage.note = Reason.SETUP_FAILED, str(exc)
-        return stage, None
+        return stage, None, exc.log_path
     what = "found built (no-op)" if image.reused else f"built in {image.build_seconds:g}s"
     stage.runs.append(CommandRun(command, 0, f"{image.tag} {what}\nlog: {image.log_path}\n", "",
                                  time.monotonic() - started, where="host"))  # fmt: skip
-    return stage, image
+    return stage, image, Path(image.log_path)
 
 
 def image_workdir(tag: str) -> str:

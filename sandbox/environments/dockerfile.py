@@ -301,7 +301,8 @@ class _Stored:
 
 
 def stored_images() -> list[_Stored]:
-    """Every Dockerfile image the engine holds, with its bytes and its last use."""
+    """The Dockerfile images this cache root built that the engine holds, with their bytes
+    and their last use."""
     done = subprocess.run(
         ["docker", "image", "ls", "--filter", f"label={LABEL}",
          "--format", "{{ .Repository }}:{{ .Tag }}"],
@@ -310,8 +311,8 @@ def stored_images() -> list[_Stored]:
     found = []
     for tag in done.stdout.split():
         key = _label(tag)
-        if not key:
-            continue
+        if not key or not folder_for(key).is_dir():
+            continue  # another cache root's image: its own budget keeps it
         use = cache.use_file(lease_name(key))
         last = use.stat().st_mtime if use.exists() else 0.0
         found.append(_Stored(key, tag, docker_images.image_size(tag) or 0, last))
