@@ -11,6 +11,11 @@ per machine and found by every later test.
 from __future__ import annotations
 
 import json
+import os
+import re
+import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -135,3 +140,41 @@ def test_a_folder_changed_since_its_import_is_refused(tmp_path, artifacts_root):
 
     assert attempt.failure_reason_id == "SETUP_FAILED"
     assert "[task-changed]" in attempt.error_text
+
+
+def _ab(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    env = os.environ | {
+        "AB_VAR_DIR": str(tmp_path / "var"),
+        "ARTIFACTS_ROOT": str(tmp_path / "artifacts"),
+    }
+    env.pop("DATABASE_URL", None)
+    return subprocess.run(
+        [sys.executable, "-m", "benchsite.cli.main", *args],
+        capture_output=True, text=True, cwd=EXAMPLES.parent.parent, env=env, timeout=1200,
+    )  # fmt: skip
+
+
+def test_validate_suite_runs_each_oracle_and_nop_and_prints_the_table(tmp_path):
+    imported = _ab("import-tasks", str(EXAMPLES), tmp_path=tmp_path)
+    assert imported.returncode == 0, imported.stdout + imported.stderr
+    assert "created   harbor/go-median" in imported.stdout
+
+    out = _ab("validate-suite", "harbor", "--variant", "oracle", "--backend", "docker",
+              tmp_path=tmp_path)  # fmt: skip
+
+    assert out.returncode == 0, out.stdout + out.stderr
+    for task_id in ("go-median", "node-slugify", "py-wordfreq"):
+        assert re.search(rf"^{task_id}\s+valid\s+success\s+TESTS_FAILED\b", out.stdout,
+                         re.MULTILINE), out.stdout  # fmt: skip
+    assert "3 valid, 0 invalid, 0 not buildable, 0 without a solution of 3 task(s)" in out.stdout
+    with sqlite3.connect(tmp_path / "var" / "db.sqlite3") as db:
+        stored = db.execute(
+            "SELECT t.task_id, g.status, g.gold_grade, g.empty_grade FROM "
+            "tasks_app_goldvalidation g JOIN tasks_app_task t ON t.id = g.task_id "
+            "WHERE g.backend = 'docker' ORDER BY t.task_id"
+        ).fetchall()
+    assert stored == [
+        ("go-median", "valid", "FULL", "NO"),
+        ("node-slugify", "valid", "FULL", "NO"),
+        ("py-wordfreq", "valid", "FULL", "NO"),
+    ]

@@ -50,7 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--variant", choices=("baseline", "oracle"), default="baseline",
         help="baseline: task.yaml tasks must fail before a fix; oracle: an imported SWE-bench "
         "suite is built, then each instance must grade FULL with its gold patch and NO "
-        "with no patch",
+        "with no patch (a Harbor suite: its solve.sh must succeed and the no-op agent fail)",
     )  # fmt: skip
     from tasks_app.cli.swebench_build import instance_args, jobs_arg
 
@@ -193,6 +193,10 @@ def cmd_validate_suite(args: argparse.Namespace) -> int:
     from tasks_app.spec import TaskSpecError
 
     if args.variant == "oracle":
+        from runs.pipeline.harbor_validation import is_harbor_suite
+
+        if is_harbor_suite(args.suite):
+            return _validate_harbor_gold(args)
         return _validate_swebench_gold(args)
 
     tasks_dir = args.tasks or settings.AB_TASKS_DIR
@@ -295,6 +299,35 @@ def _validate_swebench_gold(args: argparse.Namespace) -> int:
     )  # fmt: skip
     print()
     print("\n".join(summary_table(report)))
+    print(report.summary())
+    for folder in report.run_dirs:
+        print(f"run folder: {folder}")
+    return 0
+
+
+def _validate_harbor_gold(args: argparse.Namespace) -> int:
+    """Harbor tasks: the oracle (solution/solve.sh) must succeed and the no-op agent fail."""
+    from runs.pipeline.harbor_validation import harbor_validate
+    from tasks_app.cli.swebench_build import resolve_backend
+
+    if args.enqueue or args.worker:
+        raise CommandError("a Harbor suite is validated here (no --enqueue / --worker yet)")
+    backend = resolve_backend(args.backend)
+
+    def progress(index: int, total: int, row) -> None:
+        why = f": {row.reason}" if row.reason else ""
+        print(f"[{index}/{total}] {row.task_id}: {row.status}{why}", flush=True)
+
+    report = harbor_validate(
+        suite_name=args.suite, backend=backend, task_ids=args.instance, out=args.out,
+        progress=progress,
+    )  # fmt: skip
+    print()
+    _table(
+        ("task", "verdict", "oracle", "nop", "time", "reason"),
+        [(r.task_id, r.status, r.oracle or "-", r.nop or "-", f"{r.seconds:.0f}s",
+          r.reason[:160]) for r in report.rows],
+    )  # fmt: skip
     print(report.summary())
     for folder in report.run_dirs:
         print(f"run folder: {folder}")
