@@ -46,23 +46,16 @@ from runs.pipeline.agent_stage import cli_resources_for, run_agent_stage
 from runs.pipeline.stages import CommandRun, StageResult, ticking
 from runs.taxonomy import Reason, Stage
 from sandbox.base import SandboxConfig
-from sandbox.environments import dockerfile
+from sandbox.environments import dockerfile, harbor_image
+from sandbox.environments.harbor_image import HARNESS_DIR
 from sandbox.filesystem import chown_tree_for_agent
 from tasks_app import harbor as harbor_format
 
 if TYPE_CHECKING:
     from runs.pipeline.execute import _Execution
 
-HARNESS_DIR = "/tmp/.harbor"
 BUILD_LOG = "environment_build.log"
 DEFAULT_WORKDIR = "/app"
-# Our layer over the task's image (see the module docstring).
-EXTRA_LAYER = (
-    "USER root\n"
-    "RUN rm -rf /logs /tests /solution && mkdir -p /app"
-    f" && ln -s {HARNESS_DIR}/logs /logs && ln -s {HARNESS_DIR}/tests /tests"
-    f" && ln -s {HARNESS_DIR}/solution /solution\n"
-)
 LOGS_KEPT_MAX_BYTES = 50 * 1024 * 1024
 # What an agent that runs test commands itself sees: the tests exist only after it.
 HIDDEN_TEST_COMMAND = 'echo "the verifier runs after the agent: tests/ is not here yet" >&2; exit 1'
@@ -170,23 +163,6 @@ def _sandboxed(ex: _Execution, plan, spec: dict, folder: Path, ws: Path, base: _
 # --- the environment ------------------------------------------------------------------------
 
 
-def build_context(spec: dict) -> Path:
-    """The build context: the task's environment/, or for ``docker_image`` a folder of ours
-    holding ``FROM <image>`` (its name is its content's hash, so it is made once)."""
-    image = spec.get("docker_image") or ""
-    if not image:
-        return Path(spec["folder"]) / "environment"
-    import hashlib
-
-    from sandbox.environments.repos import cache_root
-
-    name = hashlib.sha256(image.encode()).hexdigest()[:24]
-    context = cache_root() / "dockerfiles" / "from-image" / name
-    context.mkdir(parents=True, exist_ok=True)
-    (context / "Dockerfile").write_text(f"FROM {image}\n")
-    return context
-
-
 def build_stage(
     spec: dict,
 ) -> tuple[StageResult, dockerfile.DockerfileImage | None, Path | None]:
@@ -196,12 +172,13 @@ def build_stage(
 
     stage = StageResult("environment_build", Stage.SETUP)
     started = time.monotonic()
-    context = build_context(spec)
+    docker_image = spec.get("docker_image") or ""
+    context = harbor_image.context_path(spec["folder"], docker_image)
     timeout = float(spec.get("build_timeout_sec") or harbor_format.DEFAULT_TIMEOUT_SEC)
     command = f"docker build {context} (keyed by its content; timeout {timeout:g}s)"
     try:
-        image = dockerfile.build(context, timeout_sec=timeout, extra=EXTRA_LAYER,
-                                 max_bytes=eviction.max_bytes_from_env())  # fmt: skip
+        image = harbor_image.build(spec["folder"], docker_image=docker_image, timeout_sec=timeout,
+                                   max_bytes=eviction.max_bytes_from_env())  # fmt: skip
     except dockerfile.DockerfileBuildError as exc:
         stage.runs.append(CommandRun(command, 1, "", str(exc), time.monotonic() - started,
                                      timed_out=exc.reason == dockerfile.BUILD_TIMEOUT,

@@ -188,15 +188,46 @@ def build(
         found = _found(key, tag)
         if found is not None:
             cache.touch(lease_name(key))
+            _remember(context, found.record() | {"status": "found"})
             return found
-        if max_bytes is not None:
-            eviction.make_room(max_bytes=max_bytes, need=_estimate())
-        built = _build(context, key=key, tag=tag, text=text, timeout_sec=timeout_sec,
-                       network=network)  # fmt: skip
-        if max_bytes is not None:
-            _keep_within(built, max_bytes)
+        try:
+            if max_bytes is not None:
+                eviction.make_room(max_bytes=max_bytes, need=_estimate())
+            built = _build(context, key=key, tag=tag, text=text, timeout_sec=timeout_sec,
+                           network=network)  # fmt: skip
+            if max_bytes is not None:
+                _keep_within(built, max_bytes)
+        except DockerfileBuildError as exc:
+            failed = {"key": key, "status": exc.reason, "message": str(exc)}
+            _remember(context, failed | {"log_path": str(exc.log_path or "")})
+            raise
         cache.touch(lease_name(key))
+        _remember(context, built.record() | {"status": "built"})
         return built
+
+
+def _remembered(context: Path) -> Path:
+    name = hashlib.sha256(str(Path(context).resolve()).encode()).hexdigest()[:32]
+    return cache_root() / "dockerfiles" / "by-context" / f"{name}.json"
+
+
+def _remember(context: Path, record: dict) -> None:
+    path = _remembered(context)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(record | {"context": str(context), "at": time.time()}))
+    tmp.replace(path)
+
+
+def last_build(context: Path | str) -> dict | None:
+    """The last build of ``context`` here (found, built, or its failure's reason and
+    message) with the tail of its log, or None when it was never built."""
+    try:
+        record = json.loads(_remembered(Path(context)).read_text())
+    except (OSError, ValueError):
+        return None
+    record["log_tail"] = build_log_tail(record.get("key", ""), 40) if record.get("key") else ""
+    return record
 
 
 def _found(key: str, tag: str) -> DockerfileImage | None:
