@@ -102,10 +102,17 @@ def test_a_verifier_that_gives_no_reward_is_infrastructure(tmp_path, artifacts_r
     assert tag in attempt.error_text
 
 
-def test_a_multi_metric_reward_is_kept_whole_with_each_test(artifacts_root):
+def test_a_multi_metric_reward_is_kept_whole_with_each_test(artifacts_root, admin_client):
     _import()
 
     attempt = run_attempt(_task("py-wordfreq"), variant="nop", backend="docker")
+
+    page = admin_client.get(f"/attempts/{attempt.public_id}/").content.decode()
+    assert '<td><code>pass_fraction</code></td><td class="num">0.5</td>' in page
+    assert "test_wordfreq::test_ignores_case" in page
+    task_page = admin_client.get("/suites/harbor/tasks/py-wordfreq/").content.decode()
+    assert "ab build-environments harbor --task py-wordfreq" in task_page
+    assert "agentbench/env-dockerfile:" in task_page  # the last build: found or built
 
     assert attempt.test_results["REWARD"] == {
         "reward": "0", "tests_passed": "2", "tests_total": "4", "pass_fraction": "0.5",
@@ -158,6 +165,11 @@ def test_validate_suite_runs_each_oracle_and_nop_and_prints_the_table(tmp_path):
     imported = _ab("import-tasks", str(EXAMPLES), tmp_path=tmp_path)
     assert imported.returncode == 0, imported.stdout + imported.stderr
     assert "created   harbor/go-median" in imported.stdout
+    built = _ab("build-environments", "harbor", tmp_path=tmp_path)
+    assert built.returncode == 0, built.stdout + built.stderr
+    assert re.search(r"^py-wordfreq: (found built|built in [\d.]+s): agentbench/env-dockerfile:",
+                     built.stdout, re.MULTILINE), built.stdout  # fmt: skip
+    assert "3 ready, 0 failed of 3 task(s)" in built.stdout
 
     out = _ab("validate-suite", "harbor", "--variant", "oracle", "--backend", "docker",
               tmp_path=tmp_path)  # fmt: skip

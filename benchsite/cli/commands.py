@@ -37,12 +37,16 @@ COMMANDS: dict[str, Command] = {
     ),
     "check-tasks": Command(
         "tasks_app.cli.tasks",
-        "validate task.yaml files; exit 1 with one line each",
+        "validate task.yaml files and Harbor task folders; exit 1 with one line each",
         needs_db=False,
     ),
     "import-tasks": Command(
         "tasks_app.cli.tasks",
-        "import (or update) every task.yaml under a folder",
+        "import (or update) every task.yaml and Harbor task folder under a folder",
+    ),
+    "build-environments": Command(
+        "tasks_app.cli.harbor",
+        "build (or find built) the Dockerfile environments of a suite's Harbor tasks",
     ),
     "import-swebench": Command(
         "tasks_app.cli.swebench_dataset",

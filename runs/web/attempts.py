@@ -98,7 +98,8 @@ def _stage_logs(attempt: Attempt) -> list[StageLog]:
 def _test_rows(test_results: dict) -> list[tuple[str, str, str]]:
     """(group, test, status) from the harness's success/failure lists or a name->status map."""
     rows: list[tuple[str, str, str]] = []
-    for group in ("FAIL_TO_PASS", "PASS_TO_PASS", "FAIL_TO_FAIL", "PASS_TO_FAIL"):
+    # TESTS: a Harbor verifier's CTRF report (its metrics are shown apart: ``REWARD``).
+    for group in ("FAIL_TO_PASS", "PASS_TO_PASS", "FAIL_TO_FAIL", "PASS_TO_FAIL", "TESTS"):
         value = (test_results or {}).get(group)
         if isinstance(value, dict) and ("success" in value or "failure" in value):
             rows += [(group, str(t), "passed") for t in value.get("success", [])]
@@ -173,6 +174,8 @@ def attempt_detail(request: HttpRequest, public_id) -> HttpResponse:
                 for group, name, status in test_rows
             ],
             "test_log": test_log,
+            # A Harbor verifier's metrics (reward.txt or every one of reward.json).
+            "reward": (attempt.test_results or {}).get("REWARD") or {},
             "tests_failed": sum(1 for r in test_rows if r[2] not in ("passed", "xfail")),
         }
     return render(request, "runs/attempt_detail.html", context)

@@ -76,8 +76,31 @@ def task_detail(request: HttpRequest, suite: str, task_id: str) -> HttpResponse:
             "spec_json": json.dumps(task.spec, indent=2, sort_keys=True, default=str),
             "gold_validations": list(task.gold_validations.order_by("backend")),
             "environment": _environment(task),
+            "harbor_environment": _harbor_environment(task),
         },
     )
+
+
+def _harbor_environment(task: Task) -> dict | None:
+    """A Harbor task's environment: its resources, and the last build of its context on this
+    machine (found, built, or the named reason it failed, with the log's tail)."""
+    if task.source != "harbor":
+        return None
+    from sandbox.environments.harbor_image import last_build
+
+    spec = task.spec
+    return {
+        "docker_image": spec.get("docker_image") or "",
+        "last": last_build(spec.get("folder", ""), spec.get("docker_image") or ""),
+        "cpus": spec.get("cpus"),
+        "memory_mb": spec.get("memory_mb"),
+        "storage_mb": spec.get("storage_mb"),
+        "allow_internet": spec.get("allow_internet"),
+        "agent_timeout_sec": spec.get("agent_timeout_sec"),
+        "verifier_timeout_sec": spec.get("verifier_timeout_sec"),
+        "build_timeout_sec": spec.get("build_timeout_sec"),
+        "build_command": f"ab build-environments {task.suite.name} --task {task.task_id}",
+    }
 
 
 def _environment(task: Task) -> dict | None:
