@@ -45,6 +45,10 @@ class TaskPlan:
     gold_patch: str = ""
     # A SWE-bench instance built here (``ab swebench build``): its bubblewrap root filesystem.
     rootfs: str = ""
+    # A task's own image on bubblewrap (runs/pipeline/images.py): its exported tree, and the
+    # image's ``Env`` ("KEY=value"), which an engine would set.
+    image_tree: str = ""
+    image_env: tuple[str, ...] = ()
 
     @property
     def repo_rel(self) -> str:
