@@ -78,11 +78,15 @@ def unavailable_reason(rootfs: Path | None = None) -> str | None:
     rootfs = rootfs or default_rootfs()
     if shutil.which("bwrap") is None:
         return "bubblewrap is not installed (apt-get install bubblewrap)"
-    if not (rootfs / "usr/bin/python3").exists():
+    runner = rootfs == default_rootfs() or not rootfs.is_dir()
+    if runner and not (rootfs / "usr/bin/python3").exists():
         return (
             f"no runner rootfs at {rootfs} (set SANDBOX_BWRAP_ROOTFS or build it with "
             "docker/py-runner/build-offline.sh)"
         )
+    # Any other tree (an instance built here, an image's export) needs a shell, not Python.
+    if not any(os.path.lexists(rootfs / shell) for shell in ("bin/sh", "usr/bin/sh")):
+        return f"no root filesystem with a shell at {rootfs}"
     if rootfs in _WORKING_ROOTFS:
         return None
     probe = BwrapSandbox(

@@ -22,6 +22,7 @@ from runs.pipeline import (
     artifacts,
     change_set,
     condition_files,
+    images,
     persist,
     stages,
     swebench,
@@ -144,7 +145,11 @@ class _Execution:
 
             return harbor.run(self, plan)
         if not plan.is_swebench:
-            return self._stages(plan)
+            # A task's own image runs on bubblewrap from its tree, leased for the attempt.
+            with images.task_image(
+                plan, backend=self.backend, default_image=settings.SANDBOX_IMAGE
+            ) as ready:
+                return self._stages(ready)
         # The instance's level stays leased (never evicted) until the attempt is done with it.
         with swebench.local_build(plan, backend=self.backend) as built:
             return self._stages(built)
@@ -180,7 +185,7 @@ class _Execution:
             config = dataclasses.replace(config, **cli.sandbox_fields())
         from sandbox import open_sandbox
 
-        rootfs = Path(plan.rootfs) if plan.rootfs else None
+        rootfs = Path(plan.rootfs or plan.image_tree) if plan.rootfs or plan.image_tree else None
         with open_sandbox(config, backend=self.backend, bwrap_rootfs=rootfs) as sandbox:
             self.sandbox_info = {
                 "backend": sandbox.backend,
@@ -395,7 +400,8 @@ class _Execution:
             # Lets an operator (and the tests) find every process of an attempt on the host.
             # A SWE-bench instance built here: its venv first on PATH for every command, the
             # agent's included.
-            env={"AGENTBENCH_ATTEMPT": public_id}
+            env=images.env_of(plan)
+            | {"AGENTBENCH_ATTEMPT": public_id}
             | {k: v for k, v in plan.sandbox_env().items() if k in ("PATH", "VIRTUAL_ENV")},
         )
 

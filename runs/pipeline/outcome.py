@@ -97,7 +97,15 @@ def error_text(
 
 
 SANDBOX_TAGS = frozenset(
-    {"[oom]", "[disk-quota]", "[file-limit]", "[engine-gone]", "[container-gone]", "[killed]"}
+    {
+        "[oom]",
+        "[disk-quota]",
+        "[file-limit]",
+        "[engine-gone]",
+        "[container-gone]",
+        "[killed]",
+        "[image]",
+    }
 )
 # "[tag] rest" or "SandboxError: [tag] rest".
 _LEADING_TAG = re.compile(r"^(?:(\w+: ))?(\[[a-z-]+\]) ?(.*)$", re.DOTALL)

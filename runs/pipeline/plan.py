@@ -52,6 +52,11 @@ class TaskPlan:
     def is_harbor(self) -> bool:
         return bool(self.harbor)
 
+    # A task's own image on bubblewrap (runs/pipeline/images.py): its exported tree, and the
+    # image's ``Env`` ("KEY=value"), which an engine would set.
+    image_tree: str = ""
+    image_env: tuple[str, ...] = ()
+
     @property
     def repo_rel(self) -> str:
         """The repository's folder relative to the workspace ("" when it is the workspace)."""

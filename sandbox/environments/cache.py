@@ -3,11 +3,12 @@
 Under ``cache_root()``:
 
 - ``trees/<name>``: a level's root filesystem (``base-<suite>-<key>``, ``env-<repo>-<version>-
-  <key>``, ``instance-<id>-<key>``), and ``trees/<name>.build.json`` its record (``Level``:
-  kind, key, the level below, its Docker image, the recipe version it was built with, its cold
-  build seconds and its own bytes). Records written before this module held only the seconds;
-  ``read_level`` fills in what the tree itself tells (the level below is found by a file the
-  two share, see ``_infer_parent``).
+  <key>``, ``instance-<id>-<key>``; ``image-<image id>``, an engine image's tree:
+  ``image_trees.py``), and ``trees/<name>.build.json`` its record (``Level``: kind, key, the
+  level below, its Docker image, the recipe version it was built with, its cold build seconds
+  and its own bytes). Records written before this module held only the seconds; ``read_level``
+  fills in what the tree itself tells (the level below is found by a file the two share, see
+  ``_infer_parent``).
 - ``instances/<id>.json``: the last build of each instance (``build.BuiltInstance``).
 - ``locks/``: one build lock per level (``repos.locked``) and one **use lease** per level,
   ``use-<name>.lock``: whoever runs from a level (an attempt, a build on top of it) holds a
@@ -38,7 +39,8 @@ from pathlib import Path
 from sandbox.environments import docker_images
 from sandbox.environments.repos import CACHE_ROOT, cache_root
 
-KINDS = ("base", "env", "instance")
+# Evicted in reverse: an image's tree (exported again in seconds) before an instance level.
+KINDS = ("base", "env", "instance", "image")
 RECORD_SUFFIX = ".build.json"
 DEFAULT_IMAGE_PREFIX = "agentbench/swebench"
 # The file each level's tree gets from the level below it unchanged (a hard link), which tells
@@ -52,10 +54,11 @@ class Level:
     """One level of the cache, as its record says (or its tree tells, for an older record)."""
 
     name: str
-    kind: str  # base | env | instance
+    kind: str  # base | env | instance | image (an engine image's tree: image_trees.py)
     key: str
     parent: str = ""  # the name of the level below ("" for a base, or unknown)
-    image: str = ""  # its Docker image tag ("" when only the tree was built)
+    image: str = ""  # its Docker image tag ("" when only the tree was built; kind image: the
+    # ID of the image the tree was exported from, which is not this cache's to remove)
     recipe: int | None = None  # envspec.RECIPE_VERSION it was built with (None: not recorded)
     instance_id: str = ""
     repo: str = ""
@@ -146,7 +149,7 @@ def read_level(name: str) -> Level | None:
     known = {f.name for f in fields(Level)}
     values = {k: v for k, v in data.items() if k in known}
     level = Level(**{"name": name, "kind": kind, "key": name.rsplit("-", 1)[1], **values})
-    if not level.parent and kind != "base":
+    if not level.parent and kind in PARENT_MARKERS:
         level.parent = _infer_parent(level)
     return level
 

@@ -12,8 +12,8 @@ that is logged too: a build is never failed for it.
 
 **Pruning** (``prune``) removes levels built with an older recipe, levels a newer build
 superseded (an instance level no instance record names; an env or base level nothing stands
-on whose instances were rebuilt elsewhere), images whose level is gone, work folders of killed
-builds and instance records whose tree is gone.
+on whose instances were rebuilt elsewhere), image trees whose image left the engine, images
+whose level is gone, work folders of killed builds and instance records whose tree is gone.
 """
 
 from __future__ import annotations
@@ -40,7 +40,12 @@ GB = 10**9
 BUDGET_ENV = "SWEBENCH_CACHE_MAX_GB"
 # What a level of each kind is assumed to take before one has been measured here (tree and
 # image; measured on Lite dev: see the README).
-DEFAULT_ESTIMATE = {"base": 1_200_000_000, "env": 1_000_000_000, "instance": 400_000_000}
+DEFAULT_ESTIMATE = {
+    "base": 1_200_000_000,
+    "env": 1_000_000_000,
+    "instance": 400_000_000,
+    "image": 1_000_000_000,
+}
 EVICTION_LOG = "evictions.log"
 
 
@@ -342,6 +347,8 @@ def _stale_levels(snap: Snapshot, recipe: int) -> dict[str, tuple[Level, str]]:
             stale[level.name] = (level, f"built with recipe {level.recipe} (now {recipe})")
         elif level.kind == "instance" and str(level.tree) not in records:
             stale[level.name] = (level, "no instance record names it (a newer build replaced it)")
+        elif level.kind == "image" and snap.images is not None and not _on_engine(level.image):
+            stale[level.name] = (level, f"its image {level.image[:19]} is gone from the engine")
     # Levels nothing stands on once the stale ones go, superseded by newer builds.
     kept = [lv for lv in snap.levels if lv.name not in stale]
     # Instance id -> the env level its current build stands on.
@@ -375,6 +382,10 @@ def _stale_levels(snap: Snapshot, recipe: int) -> dict[str, tuple[Level, str]]:
                 why = f"nothing stands on it; {newer[0].name} serves its suite"
                 stale[level.name] = (level, why)
     return stale
+
+
+def _on_engine(image_id: str) -> bool:
+    return bool(image_id) and docker_images.image_size(image_id) is not None
 
 
 def _served(level: Level) -> list[str]:
