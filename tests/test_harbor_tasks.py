@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from runs.models import AttemptStatus
+from tests.backends import backend_params
 from tests.pipeline_fixtures import (
     artifacts_root,  # noqa: F401  (fixture)
     attempt_folder,
@@ -29,6 +30,7 @@ from tests.pipeline_fixtures import (
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "harbor"
 
+# Docker builds every image (bubblewrap runs their trees): every test needs the engine.
 pytestmark = [pytest.mark.django_db, pytest.mark.docker, pytest.mark.xdist_group("harbor-builds")]
 
 
@@ -45,12 +47,15 @@ def _task(task_id: str, suite: str = "harbor"):
     return Task.objects.select_related("suite").get(suite__name=suite, task_id=task_id)
 
 
+@pytest.mark.parametrize("backend", backend_params())
 @pytest.mark.parametrize("task_id", ["py-wordfreq", "go-median", "node-slugify"])
-def test_it_solves_each_example_with_its_oracle_and_fails_it_with_nop(task_id, artifacts_root):
+def test_it_solves_each_example_with_its_oracle_and_fails_it_with_nop(
+    task_id, backend, artifacts_root
+):
     _import()
     task = _task(task_id)
 
-    solved = run_attempt(task, variant="oracle", backend="docker")
+    solved = run_attempt(task, variant="oracle", backend=backend)
 
     assert solved.status == AttemptStatus.FINISHED
     assert solved.failure_reason_id is None, solved.error_text
@@ -61,7 +66,11 @@ def test_it_solves_each_example_with_its_oracle_and_fails_it_with_nop(task_id, a
     assert solved.final_patch  # what solve.sh changed in the workdir
     assert solved.grade == "FULL"
 
-    untouched = run_attempt(task, variant="nop", backend="docker")
+    record = json.loads((folder / "run.json").read_text())
+    assert record["sandbox"]["backend"] == backend
+    assert record["sandbox"]["workdir"] == "/app"
+
+    untouched = run_attempt(task, variant="nop", backend=backend)
 
     assert untouched.failure_reason_id == "TESTS_FAILED", untouched.error_text
     assert untouched.is_infra is False

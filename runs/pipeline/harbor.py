@@ -41,7 +41,7 @@ from django.conf import settings
 
 from runs.agents.contract import TaskView
 from runs.models import AgentVariant
-from runs.pipeline import artifacts, harbor_verdict
+from runs.pipeline import artifacts, harbor_verdict, images
 from runs.pipeline.agent_stage import cli_resources_for, run_agent_stage
 from runs.pipeline.stages import CommandRun, StageResult, ticking
 from runs.taxonomy import Reason, Stage
@@ -93,7 +93,9 @@ def run(ex: _Execution, plan) -> None:
         ex.sandbox_info["environment"] = {"dockerfile_key": image.key, "image": image.tag,
                                           "reused": image.reused,
                                           "build_seconds": image.build_seconds}  # fmt: skip
-        _in_image(ex, plan, spec, folder)
+        # On bubblewrap: the image's root-filesystem tree, leased for the attempt.
+        with images.task_image(plan, backend=ex.backend, default_image="") as ready:
+            _in_image(ex, ready, spec, folder)
 
 
 def _in_image(ex: _Execution, plan, spec: dict, folder: Path) -> None:
@@ -123,7 +125,16 @@ def _sandboxed(ex: _Execution, plan, spec: dict, folder: Path, ws: Path, base: _
             config = dataclasses.replace(config, **cli_res.sandbox_fields())
         from sandbox import open_sandbox
 
-        with open_sandbox(config, backend=ex.backend) as sandbox:
+        rootfs = Path(plan.image_tree) if plan.image_tree else None
+        with open_sandbox(config, backend=ex.backend, bwrap_rootfs=rootfs) as sandbox:
+            if sandbox.backend == "bwrap" and sandbox.disk_quota.startswith("none"):
+                # Without a quota's filesystem each bubblewrap command gets a fresh /tmp: what
+                # the agent left in /logs/agent, and /tests, would be gone by the next one.
+                ex._record(StageResult("setup", Stage.SETUP, reason=Reason.SANDBOX_ERROR,
+                                       note="[no-disk-quota] a Harbor task on bubblewrap needs "
+                                       "the sandbox's disk quota (SANDBOX_DISK_MB) for a /tmp "
+                                       f"that lasts: {sandbox.disk_quota}"))  # fmt: skip
+                return
             ex.sandbox_info |= {"backend": sandbox.backend, "image": config.image,
                                 "name": config.name, "workspace_path": config.workspace_path,
                                 "workdir": plan.workdir, "disk_quota": sandbox.disk_quota,
