@@ -108,7 +108,8 @@ def task_fields_from_spec(loaded: LoadedTask) -> dict[str, Any]:
         "spec_path": str(loaded.path.resolve()),
         "repo_url": loaded.repo_url,
         "repo_commit": spec.repo.commit,
-        "docker_image": spec.environment.docker_image,
+        # A Dockerfile environment's image is named when an attempt builds it.
+        "docker_image": spec.environment.docker_image or "",
         "workdir": spec.environment.workdir,
         "timeout_sec": spec.environment.timeout_sec,
         "setup_commands": list(spec.setup.commands),

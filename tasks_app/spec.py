@@ -34,6 +34,7 @@ from pydantic import (
     StrictStr,
     ValidationError,
     field_validator,
+    model_validator,
 )
 from pydantic_core import ErrorDetails
 
@@ -66,9 +67,19 @@ class RepoSpec(_Strict):
 
 
 class EnvironmentSpec(_Strict):
-    docker_image: StrictStr = Field(min_length=1)
+    # One of the two: an image by name, or a build context folder (relative to the task file,
+    # holding a Dockerfile) the engine builds, keyed by its content.
+    docker_image: Annotated[StrictStr, Field(min_length=1)] | None = None
+    dockerfile: Annotated[StrictStr, Field(min_length=1)] | None = None
+    build_timeout_sec: Annotated[StrictInt, Field(gt=0)] = 600
     workdir: StrictStr = "/workspace/repo"
     timeout_sec: Annotated[StrictInt, Field(gt=0)] = 300
+
+    @model_validator(mode="after")
+    def _one_source(self) -> EnvironmentSpec:
+        if (self.docker_image is None) == (self.dockerfile is None):
+            raise ValueError("give docker_image or dockerfile (a build context folder), not both")
+        return self
 
     @field_validator("workdir")
     @classmethod
@@ -253,6 +264,16 @@ def load_task_file(path: Path | str, *, rules: PathRules | None = None) -> Loade
         if problem:
             line = _line_of(node, ("reference_solution",))
             problems.append(SpecProblem(name, "reference_solution", problem, line))
+    if spec.environment.dockerfile:
+        context = path.parent / spec.environment.dockerfile
+        problem = ""
+        if not rules.allows(context):
+            problem = f"{spec.environment.dockerfile!r} is outside {rules.where()}"
+        elif not (context.resolve() / "Dockerfile").is_file():
+            problem = f"{spec.environment.dockerfile!r}: no folder holding a Dockerfile"
+        if problem:
+            line = _line_of(node, ("environment", "dockerfile"))
+            problems.append(SpecProblem(name, "environment.dockerfile", problem, line))
     repo_url = ""
     try:
         repo_url = resolve_repo_url(spec.repo.url, path.parent, rules)

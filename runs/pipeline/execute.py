@@ -144,6 +144,8 @@ class _Execution:
             from runs.pipeline import harbor
 
             return harbor.run(self, plan)
+        if plan.dockerfile_context:
+            return self._dockerfile_stages(plan)
         if not plan.is_swebench:
             # A task's own image runs on bubblewrap from its tree, leased for the attempt.
             with images.task_image(
@@ -153,6 +155,31 @@ class _Execution:
         # The instance's level stays leased (never evicted) until the attempt is done with it.
         with swebench.local_build(plan, backend=self.backend) as built:
             return self._stages(built)
+
+    def _dockerfile_stages(self, plan: TaskPlan) -> None:
+        """A task.yaml's Dockerfile environment: built (a no-op when its context is unchanged),
+        held for the attempt, then the usual stages on that image."""
+        from runs.pipeline import environment_build
+        from sandbox.environments import dockerfile
+
+        assert self.folder is not None
+        self._checkpoint(environment_build.STAGE_NAME, Stage.SETUP)
+        stage, image, log = environment_build.task_yaml_stage(
+            Path(plan.dockerfile_context), timeout_sec=plan.build_timeout_sec
+        )
+        if log is not None and log.is_file():
+            text = log.read_text(errors="replace")
+            artifacts.write_text(self.folder, environment_build.BUILD_LOG, text)
+        if self._record(stage).reason is not None or image is None:
+            return
+        self.sandbox_info["environment"] = {"dockerfile_key": image.key, "image": image.tag,
+                                            "reused": image.reused}  # fmt: skip
+        with dockerfile.in_use(image.key):
+            built = dataclasses.replace(plan, image=image.tag, dockerfile_context="")
+            with images.task_image(
+                built, backend=self.backend, default_image=settings.SANDBOX_IMAGE
+            ) as ready:
+                return self._stages(ready)
 
     def _stages(self, plan: TaskPlan) -> None:
         assert self.folder is not None
@@ -187,7 +214,7 @@ class _Execution:
 
         rootfs = Path(plan.rootfs or plan.image_tree) if plan.rootfs or plan.image_tree else None
         with open_sandbox(config, backend=self.backend, bwrap_rootfs=rootfs) as sandbox:
-            self.sandbox_info = {
+            self.sandbox_info |= {
                 "backend": sandbox.backend,
                 "image": config.image,
                 "name": config.name,

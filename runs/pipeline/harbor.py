@@ -41,7 +41,7 @@ from django.conf import settings
 
 from runs.agents.contract import TaskView
 from runs.models import AgentVariant
-from runs.pipeline import artifacts, harbor_verdict, images
+from runs.pipeline import artifacts, environment_build, harbor_verdict, images
 from runs.pipeline.agent_stage import cli_resources_for, run_agent_stage
 from runs.pipeline.stages import CommandRun, StageResult, ticking
 from runs.taxonomy import Reason, Stage
@@ -54,7 +54,7 @@ from tasks_app import harbor as harbor_format
 if TYPE_CHECKING:
     from runs.pipeline.execute import _Execution
 
-BUILD_LOG = "environment_build.log"
+BUILD_LOG = environment_build.BUILD_LOG
 DEFAULT_WORKDIR = "/app"
 LOGS_KEPT_MAX_BYTES = 50 * 1024 * 1024
 # What an agent that runs test commands itself sees: the tests exist only after it.
@@ -177,34 +177,20 @@ def _sandboxed(ex: _Execution, plan, spec: dict, folder: Path, ws: Path, base: _
 def build_stage(
     spec: dict,
 ) -> tuple[StageResult, dockerfile.DockerfileImage | None, Path | None]:
-    """Build (or find) the task's image; a failure is the stage's named reason. Also gives
-    the build's log (None when no build started)."""
+    """Build (or find) the task's image, with the harness's layer (``harbor_image``)."""
     from sandbox.environments import eviction
 
-    stage = StageResult("environment_build", Stage.SETUP)
-    started = time.monotonic()
     docker_image = spec.get("docker_image") or ""
     context = harbor_image.context_path(spec["folder"], docker_image)
     timeout = float(spec.get("build_timeout_sec") or harbor_format.DEFAULT_TIMEOUT_SEC)
-    command = f"docker build {context} (keyed by its content; timeout {timeout:g}s)"
-    try:
-        image = harbor_image.build(spec["folder"], docker_image=docker_image, timeout_sec=timeout,
-                                   max_bytes=eviction.max_bytes_from_env())  # fmt: skip
-    except dockerfile.DockerfileBuildError as exc:
-        stage.runs.append(CommandRun(command, 1, "", str(exc), time.monotonic() - started,
-                                     timed_out=exc.reason == dockerfile.BUILD_TIMEOUT,
-                                     where="host"))  # fmt: skip
-        if exc.reason == dockerfile.BUILD_TIMEOUT:
-            stage.reason, stage.note = Reason.SETUP_TIMEOUT, f"[timeout] {exc}"
-        elif exc.reason == dockerfile.ENGINE_UNAVAILABLE:
-            stage.reason, stage.note = Reason.SANDBOX_ERROR, str(exc)
-        else:
-            stage.reason, stage.note = Reason.SETUP_FAILED, str(exc)
-        return stage, None, exc.log_path
-    what = "found built (no-op)" if image.reused else f"built in {image.build_seconds:g}s"
-    stage.runs.append(CommandRun(command, 0, f"{image.tag} {what}\nlog: {image.log_path}\n", "",
-                                 time.monotonic() - started, where="host"))  # fmt: skip
-    return stage, image, Path(image.log_path)
+    return environment_build.build_stage(
+        context,
+        timeout_sec=timeout,
+        build=lambda: harbor_image.build(
+            spec["folder"], docker_image=docker_image, timeout_sec=timeout,
+            max_bytes=eviction.max_bytes_from_env(),
+        ),
+    )  # fmt: skip
 
 
 def image_workdir(tag: str) -> str:

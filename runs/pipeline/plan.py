@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import posixpath
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tasks_app.spec import ValidationSpec
@@ -56,6 +57,10 @@ class TaskPlan:
     # image's ``Env`` ("KEY=value"), which an engine would set.
     image_tree: str = ""
     image_env: tuple[str, ...] = ()
+    # A task.yaml's ``environment.dockerfile``: the build context folder (absolute) the
+    # pipeline builds into ``image`` first (runs/pipeline/environment_build.py).
+    dockerfile_context: str = ""
+    build_timeout_sec: int = 600
 
     @property
     def repo_rel(self) -> str:
@@ -132,7 +137,21 @@ def plan_for_task(task: Task, *, default_image: str) -> TaskPlan:
         problem_statement=task.problem_statement,
         gold_patch=task.gold_patch,
         harbor=spec if task.source == "harbor" else {},
+        **_dockerfile(task, spec),
     )
+
+
+def _dockerfile(task: Task, spec: dict) -> dict:
+    """A task.yaml's build context, resolved against its file (checked where it may lead at
+    import: ``tasks_app.spec``)."""
+    environment = spec.get("environment") if task.source == "task_yaml" else None
+    if not isinstance(environment, dict) or not environment.get("dockerfile"):
+        return {}
+    context = Path(task.spec_path).parent / str(environment["dockerfile"])
+    return {
+        "dockerfile_context": str(context.resolve()),
+        "build_timeout_sec": int(environment.get("build_timeout_sec") or 600),
+    }
 
 
 def _repo_slug(url: str) -> str:
