@@ -223,8 +223,8 @@ def load_harbor_task(folder: Path | str) -> HarborTask:
 
     memory = reader.size_mb("environment.memory_mb", "environment.memory", DEFAULT_MEMORY_MB)
     storage = reader.size_mb("environment.storage_mb", "environment.storage", DEFAULT_STORAGE_MB)
-    metadata = config.get("metadata") if isinstance(config.get("metadata"), dict) else {}
-    task_table = config.get("task") if isinstance(config.get("task"), dict) else {}
+    metadata: dict[str, Any] = _table(config, "metadata")
+    task_table: dict[str, Any] = _table(config, "task")
     task = HarborTask(
         folder=folder,
         task_id=folder.name,
@@ -283,6 +283,11 @@ def _with_hash(task: HarborTask) -> HarborTask:
     from dataclasses import replace
 
     return replace(task, content_hash=content_hash(task.folder))
+
+
+def _table(config: dict[str, Any], name: str) -> dict[str, Any]:
+    value = config.get(name)
+    return value if isinstance(value, dict) else {}
 
 
 def _inside(path: Path, folder: Path) -> bool:
