@@ -3,13 +3,9 @@ datasets) through the same services as the `ab` CLI. Imports of results produced
 (predictions, published results, run folders) are in ``runs.imports.api``."""
 
 import datetime as dt
-import re
-import shutil
 import uuid
-from pathlib import Path
 from typing import Annotated
 
-from django.conf import settings
 from django.db.models import Q
 from django.http import HttpRequest
 from django.shortcuts import get_object_or_404
@@ -33,10 +29,9 @@ from benchsite.accounts.services import audit_event_record
 from benchsite.api.common import Pages, Text
 from benchsite.api.errors import ErrorOut
 from tasks_app.models import Suite, Task, TaskSource
-from tasks_app.services import tasks_import
-from tasks_app.spec import PathRules, SpecProblem, TaskSpecError, load_task_dir
 from tasks_app.swebench.importer import swebench_import
-from tasks_app.uploads.files import unpack_upload, upload_source
+from tasks_app.uploads.files import upload_source
+from tasks_app.uploads.tasks import task_archive_import
 
 router = Router(tags=["tasks"])
 
@@ -206,36 +201,7 @@ def task_detail(request: HttpRequest, public_id: uuid.UUID):
     ),
 )
 def task_import(request: HttpRequest, file: File[UploadedFile]):
-    target = Path(settings.API_UPLOADS_ROOT) / "tasks" / uuid.uuid4().hex
-    unpack_upload(file, target)
-    # Its task files may name files inside the upload only (never a host path, nor another
-    # upload's), and a local repository only as a git bundle.
-    rules = PathRules.upload(target)
-    try:
-        _check_suite_names(target, rules)
-        report = tasks_import(directory=target, rules=rules)
-    except TaskSpecError as exc:
-        shutil.rmtree(target, ignore_errors=True)
-        raise TaskSpecError([_relative(problem, target) for problem in exc.problems]) from None
-    except BaseException:
-        shutil.rmtree(target, ignore_errors=True)
-        raise
-    if not (report.created or report.updated):
-        # Nothing points into the unpacked files: keep none of them.
-        shutil.rmtree(target, ignore_errors=True)
-    audit_event_record(
-        actor=request.user,
-        action=AuditAction.TASKS_IMPORT,
-        objects=[*report.created, *report.updated],
-        object_type="tasks_app.task",
-        request=request,
-        details={
-            "file": file.name,
-            "directory": str(target),
-            "summary": report.summary(),
-            "suites": report.suites,
-        },
-    )
+    report = task_archive_import(upload=file, actor=request.user, request=request)
     return {
         "created": report.created,
         "updated": report.updated,
@@ -243,27 +209,6 @@ def task_import(request: HttpRequest, file: File[UploadedFile]):
         "suites": report.suites,
         "total": report.total,
     }
-
-
-def _check_suite_names(directory: Path, rules: PathRules) -> None:
-    # The spec allows dots in a suite name, but suite URLs take slugs only: a dotted suite
-    # would import fine and then break every page and API answer that links to it.
-    bad = [
-        SpecProblem(str(t.path), "suite", f"{t.spec.suite!r}: use letters, digits, - and _")
-        for t in load_task_dir(directory, rules=rules)
-        if not re.fullmatch(r"[-a-zA-Z0-9_]+", t.spec.suite)
-    ]
-    if bad:
-        raise TaskSpecError(bad)
-
-
-def _relative(problem: SpecProblem, root: Path) -> SpecProblem:
-    # Name files as they are inside the archive: the unpack directory means nothing to a client.
-    name = problem.file
-    prefix = str(root) + "/"
-    if name.startswith(prefix):
-        name = name[len(prefix) :]
-    return SpecProblem(name, problem.field, problem.message.replace(prefix, ""), problem.line)
 
 
 # --- SWE-bench datasets ---------------------------------------------------------------------------

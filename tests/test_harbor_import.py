@@ -201,3 +201,32 @@ def test_the_upload_endpoint_names_a_refused_field(client, db, staff_auth, setti
     (error,) = response.json()["errors"]
     assert error["field"] == "environment.gpus"
     assert error["location"].startswith("gpu-task/task.toml")
+
+
+def test_the_admin_page_imports_a_harbor_folder_and_names_a_refused_field(
+    admin_client, settings, tmp_path
+):
+    from tasks_app.models import Task
+
+    settings.API_UPLOADS_ROOT = tmp_path / "uploads"
+    good = _zip_of(EXAMPLES / "py-wordfreq", "py-wordfreq")
+    good.name = "task.zip"
+
+    page = admin_client.post("/admin/tasks/upload/", {"file": good}).content.decode()
+
+    assert "created harbor/py-wordfreq" in page
+    assert Task.objects.filter(suite__name="harbor", task_id="py-wordfreq").exists()
+
+    folder = _copy(tmp_path / "src", "go-median")
+    config = folder / "task.toml"
+    config.write_text(config.read_text() + '\n[[environment.mcp_servers]]\nname = "m"\n')
+    bad = _zip_of(folder, "go-median")
+    bad.name = "bad.zip"
+
+    page = admin_client.post("/admin/tasks/upload/", {"file": bad}).content.decode()
+
+    assert "Nothing was imported" in page
+    assert "go-median/task.toml: environment.mcp_servers: refused: MCP servers" in page
+    assert not Task.objects.filter(task_id="go-median").exists()
+    listing = admin_client.get("/admin/tasks_app/suite/").content.decode()
+    assert "/admin/tasks/upload/" in listing  # the object tool that leads there
