@@ -199,3 +199,34 @@ def test_validate_suite_runs_each_oracle_and_nop_and_prints_the_table(tmp_path):
         ("node-slugify", "valid", "FULL", "NO"),
         ("py-wordfreq", "valid", "FULL", "NO"),
     ]
+
+
+def test_a_task_naming_a_docker_image_runs_on_it(tmp_path, artifacts_root):
+    """``[environment] docker_image`` instead of a Dockerfile: the image (the runner's here,
+    whose WORKDIR is /workspace) with the harness's layer, graded the same way."""
+    folder = tmp_path / "by-image" / "touch-done"
+    (folder / "tests").mkdir(parents=True)
+    (folder / "solution").mkdir()
+    (folder / "instruction.md").write_text("Create an empty file named `done` in /workspace.\n")
+    (folder / "task.toml").write_text(
+        'version = "1.0"\n[environment]\ndocker_image = "agentbench/py-runner:0.1.0"\n'
+        "allow_internet = false\n"
+    )
+    (folder / "tests" / "test.sh").write_text(
+        "#!/bin/bash\nif [ -f /workspace/done ]; then echo 1; else echo 0; fi"
+        " > /logs/verifier/reward.txt\n"
+    )
+    (folder / "solution" / "solve.sh").write_text("#!/bin/bash\ntouch /workspace/done\n")
+    _import(folder.parent)
+    task = _task("touch-done", suite="by-image")
+
+    solved = run_attempt(task, variant="oracle", backend="docker")
+    untouched = run_attempt(task, variant="nop", backend="docker")
+
+    assert solved.failure_reason_id is None, solved.error_text
+    assert (
+        json.loads((attempt_folder(solved) / "run.json").read_text())["sandbox"]["workdir"]
+        == "/workspace"
+    )
+    assert "done" in solved.final_patch
+    assert untouched.failure_reason_id == "TESTS_FAILED"
