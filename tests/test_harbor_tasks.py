@@ -230,3 +230,15 @@ def test_a_task_naming_a_docker_image_runs_on_it(tmp_path, artifacts_root):
     )
     assert "done" in solved.final_patch
     assert untouched.failure_reason_id == "TESTS_FAILED"
+
+
+@pytest.mark.bwrap
+def test_on_bubblewrap_without_a_disk_quota_it_says_why_it_cannot_run(settings, artifacts_root):
+    settings.SANDBOX_DISK_MB = 0  # no quota: each bubblewrap command would get a fresh /tmp
+    _import()
+
+    attempt = run_attempt(_task("py-wordfreq"), variant="oracle", backend="bwrap")
+
+    assert attempt.failure_reason_id == "SANDBOX_ERROR"
+    assert attempt.is_infra is True
+    assert "[no-disk-quota]" in attempt.error_text
