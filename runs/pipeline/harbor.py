@@ -210,10 +210,12 @@ def export_stage(plan, ws: Path) -> StageResult:
     stage = StageResult("export_workdir", Stage.GIT_CLONE)
     started = time.monotonic()
     ws.mkdir(parents=True, exist_ok=True)
-    quota = settings.SANDBOX_DISK_MB * 1024 * 1024 or None
+    # The sandbox's quota (the task's storage_mb when quotas are on): a workdir over it could
+    # never fit.
+    quota = int(plan.harbor.get("storage_mb") or 0) * 1024 * 1024 if settings.SANDBOX_DISK_MB else 0
     command = f"export {plan.image}:{plan.workdir} -> workspace"
     try:
-        export_image_dir(plan.image, plan.workdir, ws, max_bytes=quota)
+        export_image_dir(plan.image, plan.workdir, ws, max_bytes=quota or None)
     except SandboxError as exc:
         if "[disk-quota]" in str(exc):
             raise
