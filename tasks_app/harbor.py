@@ -180,6 +180,13 @@ def load_harbor_task(folder: Path | str) -> HarborTask:
     def problem(file: str, name: str, message: str) -> None:
         problems.append(SpecProblem(str(folder / file), name, message))
 
+    # Every file is read as the harness (instruction, config) or sent to the engine and the
+    # sandbox (environment, tests, solution): none may lead out of the task.
+    for path in sorted(folder.rglob("*")):
+        if path.is_symlink() and not _inside(path, folder):
+            problem(str(path.relative_to(folder)), "", "a link leading outside the task")
+    if problems:  # checked before any of its files is read
+        raise TaskSpecError(problems)
     try:
         config = tomllib.loads(config_path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -216,10 +223,6 @@ def load_harbor_task(folder: Path | str) -> HarborTask:
     if not docker_image and not (folder / "environment" / "Dockerfile").is_file():
         problem("environment/Dockerfile", "",
                 "missing: give environment/Dockerfile or [environment] docker_image")  # fmt: skip
-    for part in ("environment", "tests", "solution"):
-        for path in (folder / part).rglob("*") if (folder / part).is_dir() else ():
-            if path.is_symlink() and not _inside(path, folder):
-                problem(str(path.relative_to(folder)), "", "a link leading outside the task")
 
     memory = reader.size_mb("environment.memory_mb", "environment.memory", DEFAULT_MEMORY_MB)
     storage = reader.size_mb("environment.storage_mb", "environment.storage", DEFAULT_STORAGE_MB)

@@ -116,13 +116,17 @@ def test_it_refuses_a_compose_environment_and_missing_files_naming_each(tmp_path
     assert any("environment/Dockerfile" in p and "docker_image" in p for p in problems)
 
 
-def test_a_link_out_of_the_task_is_refused(tmp_path):
+def test_a_link_out_of_the_task_is_refused_before_anything_is_read(tmp_path):
     folder = _copy(tmp_path)
     (folder / "tests" / "secret").symlink_to("/etc/shadow")
+    (folder / "instruction.md").unlink()
+    (folder / "instruction.md").symlink_to("/etc/hostname")
 
-    (problem,) = _problems(folder)
+    problems = _problems(folder)
 
-    assert "tests/secret" in problem and "outside the task" in problem
+    assert len(problems) == 2 and all("a link leading outside the task" in p for p in problems)
+    assert any("tests/secret" in p for p in problems)
+    assert any("instruction.md" in p for p in problems)
 
 
 def test_check_tasks_names_the_problems_and_import_stores_nothing(tmp_path, db):
