@@ -119,3 +119,20 @@ def test_a_context_without_a_dockerfile_is_a_bad_context(own_cache, tmp_path):
 
     assert caught.value.reason == dockerfile.BAD_CONTEXT
     assert "no Dockerfile" in str(caught.value)
+
+
+def test_dockerfile_build_network_none_gives_the_build_no_network(own_cache, context, monkeypatch):
+    monkeypatch.setenv("DOCKERFILE_BUILD_NETWORK", "none")
+    (context / "Dockerfile").write_text(
+        f'FROM {BASE}\nRUN python3 -c "import socket; print(sorted(i[1] for i in '
+        f'socket.if_nameindex()))" && ip -o link 2>/dev/null; '
+        "python3 -c \"import socket; socket.create_connection(('1.1.1.1', 53), timeout=3)\"\n"
+    )
+
+    with pytest.raises(dockerfile.DockerfileBuildError) as caught:
+        dockerfile.build(context, timeout_sec=300)
+
+    assert caught.value.reason == dockerfile.BUILD_FAILED
+    log = caught.value.log_path.read_text()
+    assert "--network none" in log.splitlines()[0]
+    assert "['lo']" in log  # loopback only

@@ -44,6 +44,10 @@ RECORD_NAME = "build.json"
 MAX_CONTEXT_BYTES = 256 * 1024 * 1024
 MAX_CONTEXT_FILES = 20_000
 LOG_TAIL_LINES = 25
+# The build containers' network (``docker build --network``): unset, the engine's default
+# bridge (a Dockerfile's apt-get reaches the mirror, and the host's addresses too); "none"
+# for no network at all. Builds run what a task's Dockerfile says, as root in the engine.
+BUILD_NETWORK_ENV = "DOCKERFILE_BUILD_NETWORK"
 
 ENGINE_UNAVAILABLE = "engine-unavailable"
 BAD_CONTEXT = "bad-context"
@@ -174,8 +178,11 @@ def build(
     """Build ``context`` (its Dockerfile plus ``extra``) into an image, or find it built.
 
     ``max_bytes`` is the environment cache's budget (None: none); ``network`` the build
-    containers' network (``none`` refuses downloads; None: the engine's default).
-    Raises ``DockerfileBuildError`` with a named reason."""
+    containers' network (None: ``DOCKERFILE_BUILD_NETWORK``, else the engine's default;
+    ``none`` gives the build no network at all). Raises ``DockerfileBuildError`` with a named
+    reason."""
+    if network is None:
+        network = os.environ.get(BUILD_NETWORK_ENV, "").strip() or None
     context = Path(context)
     if not context.is_dir():
         raise DockerfileBuildError(BAD_CONTEXT, f"{context}: no such build context folder")
