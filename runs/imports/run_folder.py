@@ -116,11 +116,19 @@ class InstanceEntry:
         parts = {
             "trajectory": self.trajectory_file.digest if self.trajectory_file else None,
             "report": self.report_file.digest if self.report_file else None,
-            "result": [self.result.kind.value, self.result.tests_status] if self.result else None,
+            "result": self._result_parts(),
             "patch": hashlib.sha256(self.patch.encode()).hexdigest() if self.patch else None,
             "revision": task_revision,
         }
         return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+    def _result_parts(self) -> list[Any] | None:
+        if self.result is None:
+            return None
+        parts: list[Any] = [self.result.kind.value, self.result.tests_status]
+        usage = [self.result.cost_usd, self.result.api_calls]
+        # Only when the entry says: results imported before usage was read keep their digest.
+        return parts + usage if usage != [None, None] else parts
 
 
 @dataclass
