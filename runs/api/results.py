@@ -138,7 +138,14 @@ def leaderboard_row_out(row: LeaderboardRow) -> dict:
         "paired_vs_leader": row.paired_vs_leader,
         "coverage_differs_from_leader": row.coverage_differs_from_leader,
         "by_repo": {
-            g: {"tasks": v.tasks, "resolved": v.resolved, "rate": v.rate}
+            g: {
+                "tasks": v.tasks,
+                "resolved": v.resolved,
+                "rate": v.rate,
+                "attempted_tasks": v.attempted_tasks,
+                "attempted_resolved": v.attempted_resolved,
+                "attempted_rate": v.attempted_rate,
+            }
             for g, v in row.groups.items()
         },
     }

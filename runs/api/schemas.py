@@ -461,6 +461,10 @@ class GroupScoreOut(Schema):
     tasks: int
     resolved: float
     rate: float | None
+    # Over the group's tasks the row attempted (differs from the above for a partial row).
+    attempted_tasks: int
+    attempted_resolved: float
+    attempted_rate: float | None
 
 
 class RunRefOut(Schema):

@@ -626,10 +626,22 @@ class GroupScore:
     group: str
     tasks: int
     resolved: float
+    # The same over the group's tasks the row attempted (a scored sample): for a partial row
+    # the whole-suite rate above counts the tasks it never tried as 0.
+    attempted_tasks: int = 0
+    attempted_resolved: float = 0.0
 
     @property
     def rate(self) -> float | None:
         return self.resolved / self.tasks if self.tasks else None
+
+    @property
+    def attempted_rate(self) -> float | None:
+        return self.attempted_resolved / self.attempted_tasks if self.attempted_tasks else None
+
+    @property
+    def partial(self) -> bool:
+        return self.attempted_tasks < self.tasks
 
 
 @dataclass(frozen=True, eq=False)
@@ -654,8 +666,12 @@ def by_group(s: Score[K], groups: Mapping[K, str] | TaskGroups) -> dict[str, Gro
     width = len(groups.names)
     tasks = np.bincount(codes, minlength=width)
     sums = np.bincount(codes, weights=s._share[s._in_rate], minlength=width)
+    tried = s._attempted
+    a_codes = groups.codes[tried]
+    a_tasks = np.bincount(a_codes, minlength=width)
+    a_sums = np.bincount(a_codes, weights=s._attempted_share[tried], minlength=width)
     return {
-        name: GroupScore(name, int(tasks[i]), float(sums[i]))
+        name: GroupScore(name, int(tasks[i]), float(sums[i]), int(a_tasks[i]), float(a_sums[i]))
         for i, name in enumerate(groups.names)
         if tasks[i]
     }
