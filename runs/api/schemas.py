@@ -251,26 +251,26 @@ class AttemptOut(Schema):
     url: str = Field(alias="get_absolute_url")
 
     # Usage is a figure once the attempt ended: a queued or running attempt's zeros are null
-    # (no cost yet), as on the pages and in the CSV (``Attempt.usage_recorded``).
+    # (no cost yet), as on the pages and in the CSV: all read ``Attempt.usage``.
     @staticmethod
     def resolve_tokens_in(obj) -> int | None:
-        return obj.tokens_in if obj.usage_recorded else None
+        return obj.usage.tokens_in
 
     @staticmethod
     def resolve_tokens_out(obj) -> int | None:
-        return obj.tokens_out if obj.usage_recorded else None
+        return obj.usage.tokens_out
 
     @staticmethod
     def resolve_cost_usd(obj) -> float | None:
-        return None if obj.cost_usd is None or not obj.usage_recorded else float(obj.cost_usd)
+        return obj.usage.cost_usd
 
     @staticmethod
     def resolve_tool_calls(obj) -> int | None:
-        return obj.tool_calls if obj.usage_recorded else None
+        return obj.usage.tool_calls
 
     @staticmethod
     def resolve_steps(obj) -> int | None:
-        return obj.steps if obj.usage_recorded else None
+        return obj.usage.steps
 
 
 class ArtifactOut(Schema):
