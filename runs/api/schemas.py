@@ -438,6 +438,15 @@ class ScoreFields(Schema):
     ci_high: float | None
     k: int
     pass_at_k: float | None
+    pass_hat_k: float | None = Field(
+        description="pass^k: mean over tasks of C(c, k) / C(n, k), all k samples pass "
+        "(null when k = 1); with its interval, as the rate's"
+    )
+    pass_hat_k_ci_low: float | None
+    pass_hat_k_ci_high: float | None
+    disagreeing_tasks: int = Field(
+        description="tasks of the rate whose scored samples disagree (some resolved, some not)"
+    )
     whole_suite: bool
     attempts: int
     scored: int

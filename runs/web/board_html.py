@@ -125,6 +125,14 @@ def _row(r, any_k: bool, columns: list[tuple]) -> str:
             else "—"
         )
         cells.append(f'<td class="num">{pk}</td>')
+        hat = "—"
+        if r.pass_hat_k is not None:
+            split = s.disagreeing_tasks
+            hat = (
+                f'{pct(r.pass_hat_k)}<div class="small muted pass-hat-k" title="tasks whose '
+                f'samples disagree (some resolved, some not)">{split} split</div>'
+            )
+        cells.append(f'<td class="num">{hat}</td>')
     infra = f'<a class="infra" href="{esc(links.infra)}">{r.infra}</a>' if r.infra else "0"
     cells += [f'<td class="num">{r.attempts}</td>', f'<td class="num">{infra}</td>']
     cells += [f'<td class="num">{fmt(getattr(r, attr))}</td>' for _, attr, _, _, fmt in columns]
