@@ -235,3 +235,20 @@ def test_an_instance_with_no_archive_builds_from_the_network_and_is_gold_valid(
         assert f"[1/1] {INSTANCE}: valid" in out, out
         gold = GoldValidation.objects.get(task__task_id=INSTANCE, backend=backend)
         assert (gold.status, gold.gold_grade, gold.empty_grade) == ("valid", "FULL", "NO")
+
+
+def test_prune_removes_the_work_folder_of_a_fetch_that_died_but_not_of_one_under_way(own_cache):
+    from sandbox.environments.envspec import RECIPE_VERSION
+    from sandbox.environments.repos import locked
+
+    repo_dir = own_cache / "fetched" / "marshmallow-code__marshmallow"
+    dead = repo_dir / f".{UNKNOWN}.abc123"
+    running = repo_dir / f".{'1' * 40}.def456"
+    for folder in (dead, running):
+        (folder / "marshmallow-code__marshmallow.git").mkdir(parents=True)
+
+    with locked(f"fetch-marshmallow-code__marshmallow-{'1' * 40}"):  # a fetch under way
+        items = eviction.prune(dry_run=False, recipe=RECIPE_VERSION)
+
+    assert [(i.what, i.why) for i in items] == [(str(dead), "left by a fetch that died")]
+    assert not dead.exists() and running.is_dir()
