@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import decimal
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import cached_property
@@ -65,7 +66,7 @@ class UsageCostField(models.DecimalField):
                 return None
         return value if value.is_finite() and _in_range(value, COST_MAX_USD) else None
 
-    def deconstruct(self) -> tuple[str, str, list, dict]:
+    def deconstruct(self) -> tuple[str, str, Sequence[Any], dict[str, Any]]:
         name, _, args, kwargs = super().deconstruct()
         return name, "django.db.models.DecimalField", args, kwargs
 
@@ -76,7 +77,7 @@ class UsageTokensField(models.PositiveBigIntegerField):
     def from_db_value(self, value: Any, expression: Any, connection: Any) -> int | None:
         return _integer(value, TOKENS_MAX)
 
-    def deconstruct(self) -> tuple[str, str, list, dict]:
+    def deconstruct(self) -> tuple[str, str, Sequence[Any], dict[str, Any]]:
         name, _, args, kwargs = super().deconstruct()
         return name, "django.db.models.PositiveBigIntegerField", args, kwargs
 
@@ -87,7 +88,7 @@ class UsageCountField(models.PositiveIntegerField):
     def from_db_value(self, value: Any, expression: Any, connection: Any) -> int | None:
         return _integer(value, COUNT_MAX)
 
-    def deconstruct(self) -> tuple[str, str, list, dict]:
+    def deconstruct(self) -> tuple[str, str, Sequence[Any], dict[str, Any]]:
         name, _, args, kwargs = super().deconstruct()
         return name, "django.db.models.PositiveIntegerField", args, kwargs
 
@@ -104,7 +105,7 @@ class UsageSecondsField(models.FloatField):
             return None
         return value if _in_range(value, SECONDS_MAX) else None
 
-    def deconstruct(self) -> tuple[str, str, list, dict]:
+    def deconstruct(self) -> tuple[str, str, Sequence[Any], dict[str, Any]]:
         name, _, args, kwargs = super().deconstruct()
         return name, "django.db.models.FloatField", args, kwargs
 

@@ -24,7 +24,8 @@ class TaskRevisionInline(admin.TabularInline):
     model = TaskRevision
     extra = 0
     can_delete = False
-    readonly_fields = ["revision", "changed_fields", "source_file", "dataset_version", "created_at"]
+    # A tuple: one value fits both attributes' types in django-stubs (a list fits only one).
+    readonly_fields = ("revision", "changed_fields", "source_file", "dataset_version", "created_at")
     fields = readonly_fields
 
 

@@ -144,7 +144,7 @@ def suite_launch_view(request: HttpRequest, name: str) -> HttpResponse:
             )
             return redirect(run.get_absolute_url())
     errors = "; ".join(
-        f"{field}: {' '.join(errs)}" if field != "__all__" else " ".join(errs)
+        f"{field}: {' '.join(map(str, errs))}" if field != "__all__" else " ".join(map(str, errs))
         for field, errs in form.errors.items()
     )
     messages.error(request, f"Nothing launched. {errors}")
