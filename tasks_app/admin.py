@@ -1,6 +1,17 @@
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, TypedDict
+
 from django.contrib import admin
 
 from tasks_app.models import GoldValidation, Suite, Task, TaskRevision
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
+
+
+class _TaskCount(TypedDict):
+    task_count: int
 
 
 @admin.register(Suite)
@@ -16,7 +27,7 @@ class SuiteAdmin(admin.ModelAdmin):
         return super().get_queryset(request).with_task_counts()
 
     @admin.display(ordering="task_count")
-    def task_count(self, obj: Suite) -> int:
+    def task_count(self, obj: WithAnnotations[Suite, _TaskCount]) -> int:
         return obj.task_count
 
 

@@ -344,7 +344,7 @@ def artifact_url(attempt, name: str) -> str:
 
 ListParam = list[Text]
 # An old parameter name still read (OpenAPI marks it deprecated); runtime reads stay silent.
-DEPRECATED = {"deprecated": True}
+DEPRECATED: dict[str, Any] = {"deprecated": True}
 _LIST_NOTE = "; comma-separated or repeated"
 
 

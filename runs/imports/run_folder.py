@@ -550,7 +550,7 @@ class _Reader:
             sample = sum(1 for i, _ in self.folder.entries if i == instance_id)
         elif isinstance(ours, dict) and isinstance(ours.get("task_id"), str):
             instance_id = ours["task_id"]
-            sample = ours.get("sample") if isinstance(ours.get("sample"), int) else 0
+            sample = ours["sample"] if isinstance(ours.get("sample"), int) else 0
         else:
             instance_id = path.name.removesuffix(".json").removesuffix(".atif")
             instance_id = instance_id.removesuffix(".trajectory")
