@@ -152,7 +152,7 @@ class ArtifactStorage(FileSystemStorage):
     def _save(self, name, content):
         # Our own code writes into folders it made, but never through a link someone else put.
         self._check_no_link_above(name)
-        return super()._save(name, content)
+        return super()._save(name, content)  # type: ignore[misc]  # missing from django-stubs
 
     def delete(self, name: str) -> None:
         """Remove the entry itself (a link, never what it points to; an empty folder)."""

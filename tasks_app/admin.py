@@ -1,10 +1,10 @@
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING, TypedDict, cast
 
 from django.contrib import admin
 
-from tasks_app.models import GoldValidation, Suite, Task, TaskRevision
+from tasks_app.models import GoldValidation, Suite, SuiteQuerySet, Task, TaskRevision
 
 if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations
@@ -24,7 +24,7 @@ class SuiteAdmin(admin.ModelAdmin):
     change_list_template = "admin/swebench/suite_change_list.html"
 
     def get_queryset(self, request):
-        return super().get_queryset(request).with_task_counts()
+        return cast(SuiteQuerySet, super().get_queryset(request)).with_task_counts()
 
     @admin.display(ordering="task_count")
     def task_count(self, obj: WithAnnotations[Suite, _TaskCount]) -> int:

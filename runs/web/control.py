@@ -101,7 +101,8 @@ class SuiteLaunchForm(forms.Form):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         # Each configuration says which agent it runs: the variant is chosen with it.
-        self.fields["model"].label_from_instance = _config_label
+        # A ModelChoiceField; the form's fields are typed Field.
+        self.fields["model"].label_from_instance = _config_label  # type: ignore[attr-defined]
 
 
 def _config_label(config: ModelConfig) -> str:
