@@ -30,6 +30,7 @@ from pydantic import (
     ConfigDict,
     Field,
     StrictBool,
+    StrictFloat,
     StrictInt,
     StrictStr,
     ValidationError,
@@ -74,6 +75,9 @@ class EnvironmentSpec(_Strict):
     build_timeout_sec: Annotated[StrictInt, Field(gt=0)] = 600
     workdir: StrictStr = "/workspace/repo"
     timeout_sec: Annotated[StrictInt, Field(gt=0)] = 300
+    # The sandbox's CPU quota for this task (the tests see it in the cgroup), at most the
+    # host's CPUs; unset: SANDBOX_CPUS.
+    cpus: Annotated[StrictFloat, Field(gt=0, le=1024)] | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> EnvironmentSpec:

@@ -35,7 +35,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 
@@ -44,6 +44,7 @@ from runs.models import AgentVariant
 from runs.pipeline import artifacts, environment_build, harbor_verdict, images
 from runs.pipeline.agent_stage import cli_resources_for, run_agent_stage
 from runs.pipeline.stages import CommandRun, StageResult, ticking
+from runs.pipeline.swebench import Grading  # what _Execution keeps of a grade
 from runs.taxonomy import Reason, Stage
 from sandbox.base import SandboxConfig
 from sandbox.environments import dockerfile, harbor_image
@@ -59,14 +60,6 @@ DEFAULT_WORKDIR = "/app"
 LOGS_KEPT_MAX_BYTES = 50 * 1024 * 1024
 # What an agent that runs test commands itself sees: the tests exist only after it.
 HIDDEN_TEST_COMMAND = 'echo "the verifier runs after the agent: tests/ is not here yet" >&2; exit 1'
-
-
-@dataclasses.dataclass(frozen=True)
-class Grading:
-    """What ``_Execution._finish`` keeps from the verifier (as ``swebench.Grading``)."""
-
-    grade: str
-    test_results: dict[str, Any]
 
 
 def run(ex: _Execution, plan) -> None:
@@ -331,7 +324,8 @@ def verifier_stage(sandbox, plan, spec: dict, folder: Path) -> tuple[StageResult
     )
     if reward.value is None:
         return stage, None
-    return stage, Grading(reward.grade, harbor_verdict.test_results(reward, tests))
+    results = harbor_verdict.test_results(reward, tests)
+    return stage, Grading(reward.grade, reward.grade == "FULL", results)
 
 
 def _keep_logs(sandbox, plan, attempt_folder: Path) -> None:

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import os
 import posixpath
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,6 +62,8 @@ class TaskPlan:
     # pipeline builds into ``image`` first (runs/pipeline/environment_build.py).
     dockerfile_context: str = ""
     build_timeout_sec: int = 600
+    # The sandbox's CPU quota when the task's source names one (None: SANDBOX_CPUS).
+    cpus: float | None = None
 
     @property
     def repo_rel(self) -> str:
@@ -138,6 +141,7 @@ def plan_for_task(task: Task, *, default_image: str) -> TaskPlan:
         gold_patch=task.gold_patch,
         harbor=spec if task.source == "harbor" else {},
         **_dockerfile(task, spec),
+        cpus=task_cpus(spec, is_swebench=is_swebench),
     )
 
 
@@ -152,6 +156,26 @@ def _dockerfile(task: Task, spec: dict) -> dict:
         "dockerfile_context": str(context.resolve()),
         "build_timeout_sec": int(environment.get("build_timeout_sec") or 600),
     }
+
+
+def host_cpus() -> int:
+    return os.cpu_count() or 1
+
+
+def task_cpus(spec: dict, *, is_swebench: bool) -> float | None:
+    """The CPUs a task's source gives its sandbox, at most the host's: ``environment.cpus``
+    of a task.yaml, ``cpus`` of a SWE-bench row; a SWE-bench instance names none and gets
+    all the host's, as the official harness's containers (no CPU limit) do. Test suites size
+    themselves from the cgroup's quota (pylint's parallel tests skip with "Need 2 or more
+    cores" under SANDBOX_CPUS=1.0, where upstream runs them). None: SANDBOX_CPUS."""
+    environment = spec.get("environment")
+    asked = environment.get("cpus") if isinstance(environment, dict) else None
+    if asked is None:
+        asked = spec.get("cpus") if is_swebench else None
+    if isinstance(asked, bool) or not isinstance(asked, int | float) or asked <= 0:
+        return float(host_cpus()) if is_swebench else None
+    # Docker refuses a quota past the host's CPUs; a cgroup would just never use it.
+    return min(float(asked), float(host_cpus()))
 
 
 def _repo_slug(url: str) -> str:

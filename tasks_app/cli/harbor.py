@@ -29,10 +29,10 @@ def cmd_build_environments(args: argparse.Namespace) -> int:
     from tasks_app.harbor import DEFAULT_TIMEOUT_SEC
     from tasks_app.models import Task, TaskSource
 
-    tasks = Task.objects.filter(suite__name=args.suite, source=TaskSource.HARBOR)
+    found = Task.objects.filter(suite__name=args.suite, source=TaskSource.HARBOR)
     if args.task:
-        tasks = tasks.filter(task_id__in=args.task)
-    tasks = list(tasks.order_by("task_id"))
+        found = found.filter(task_id__in=args.task)
+    tasks = list(found.order_by("task_id"))
     if not tasks:
         raise CommandError(f"no Harbor task in suite {args.suite!r} (ab import-tasks DIR)")
     try:
