@@ -10,7 +10,8 @@ from typing import Annotated, Any, Literal
 
 from django.urls import reverse
 from ninja import Field, FilterLookup, FilterSchema, Schema
-from pydantic import AfterValidator
+from pydantic import AfterValidator, ValidationError, WrapValidator
+from pydantic_core import PydanticCustomError
 
 from benchsite.api.common import MAX_PAGE, MAX_PAGE_SIZE, Text
 from runs import artifacts
@@ -401,7 +402,26 @@ class AttemptPageOut(Schema):
 # --- Results: leaderboard, comparison, taxonomy ----------------------------------------------
 
 
+def _date_or_say(value: Any, handler: Any) -> Any:
+    # Pydantic's own words ("input is too short") name no format: say which one, as the pages
+    # always did. What pydantic accepts is unchanged.
+    try:
+        return handler(value)
+    except ValidationError as exc:
+        if not any(e["type"].startswith(("date", "datetime")) for e in exc.errors()):
+            raise  # a date, out of range: pydantic's words name the bound
+        raise PydanticCustomError(
+            "date_format", "expected a date as YYYY-MM-DD, got {value}", {"value": repr(value)}
+        ) from None
+
+
+QueryDate = Annotated[dt.date | None, WrapValidator(_date_or_say)]
+
+
 class LeaderboardQuery(Schema):
+    """The leaderboard's parameters: the API's, and the page's (``runs.web.query.page_query``
+    reads the page's query with this schema: same names, defaults and errors)."""
+
     suite: Text = Field(min_length=1, max_length=100)
     view: Literal["runs", "configs"] = Field(
         "runs", description="one row per run, or per configuration with its runs pooled"
@@ -410,8 +430,8 @@ class LeaderboardQuery(Schema):
         None, description="comma-separated run ids (8+ characters): only these runs count"
     )
     labels: ListParam = Field([], description="tasks carrying every label" + _LIST_NOTE)
-    date_from: dt.date | None = Field(None, le=LAST_DATE)
-    date_to: dt.date | None = Field(None, le=LAST_DATE)
+    date_from: QueryDate = Field(None, le=LAST_DATE)
+    date_to: QueryDate = Field(None, le=LAST_DATE)
     include_undated: bool = Field(
         False, description="a date filter keeps runs of unknown date (imported without one)"
     )
