@@ -11,16 +11,10 @@ from ninja import Query, Router
 from benchsite.accounts.auth import PUBLIC_READ
 from benchsite.api.common import csv_response, refuse_unknown_params, split_list
 from benchsite.api.errors import ApiInputError, ErrorOut
-from runs.api.schemas import (
-    CompareOut,
-    CompareQuery,
-    LeaderboardOut,
-    LeaderboardQuery,
-    TaxonomyOut,
-    TaxonomyQuery,
-)
+from runs.api.schemas import CompareOut, CompareQuery, LeaderboardOut, TaxonomyOut
 from runs.model_configs import model_config_by_ref
 from runs.models import ModelConfig
+from runs.queries import LeaderboardQuery, TaxonomyQuery
 from runs.results.compare import (
     Comparison,
     compare_models,

@@ -16,9 +16,9 @@ from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 
 from benchsite.accounts.access import can_read_leaderboards
-from runs.api.schemas import LeaderboardQuery, TaxonomyQuery
 from runs.exports import FORMATS
 from runs.models import ModelConfig, Run, RunDateSource
+from runs.queries import LeaderboardQuery, TaxonomyQuery
 from runs.results import params
 from runs.results.attempt_list import FilterError as AttemptFilterError
 from runs.results.attempt_list import model_ids
