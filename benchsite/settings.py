@@ -191,6 +191,10 @@ SANDBOX_BWRAP_ROOTFS = Path(envstr("SANDBOX_BWRAP_ROOTFS", "/var/lib/agentbench/
 # SWE-bench repositories for offline builds (ab swebench build): a folder of
 # <owner>__<name>.git.tar.gz archives or <owner>__<name>.git bare repositories.
 SWEBENCH_REPOS = envstr("SWEBENCH_REPOS", "")
+# Where the commits of a repository SWEBENCH_REPOS lacks are fetched from: the base of its URL
+# https://github.com/<owner>/<name>.git, rewritten like git's insteadOf (git://mirror:9418/);
+# "off": never fetch (sandbox/environments/repo_fetch.py).
+SWEBENCH_GIT_BASE = envstr("SWEBENCH_GIT_BASE", "https://github.com/")
 # Output kept per stream of a SWE-bench instance's commands: graded from the test summary at
 # the end of `pytest -rA`, which a big suite pushes past SANDBOX_OUTPUT_CAP_BYTES (sqlfluff's
 # CLI tests print 2 MB); the official harness keeps the whole log.

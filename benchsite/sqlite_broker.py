@@ -11,6 +11,8 @@ processes and the web process can poll and publish at once without "database is 
 
 from __future__ import annotations
 
+from typing import Any
+
 from kombu.transport import sqlalchemy as kombu_sqla
 from sqlalchemy import event
 
@@ -30,7 +32,8 @@ SQLITE_BUSY_TIMEOUT_SEC = 30
 
 class Channel(kombu_sqla.Channel):
     def _engine_from_config(self):
-        conninfo = self.connection.client
+        # Any: kombu's types make the client and its options optional; a channel has both.
+        conninfo: Any = self.connection.client
         saved = conninfo.transport_options
         options = {k: v for k, v in saved.items() if k not in _NOT_ENGINE_OPTIONS}
         is_sqlite = conninfo.hostname.startswith("sqlite")

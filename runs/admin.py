@@ -67,8 +67,17 @@ class RunAdmin(admin.ModelAdmin):
 class AttemptStageInline(admin.TabularInline):
     model = AttemptStage
     extra = 0
-    fields = ["order", "name", "command", "exit_code", "duration_sec", "timed_out", "output_path"]
-    readonly_fields = fields
+    # A tuple: one value fits both attributes' types in django-stubs (a list fits only one).
+    readonly_fields = (
+        "order",
+        "name",
+        "command",
+        "exit_code",
+        "duration_sec",
+        "timed_out",
+        "output_path",
+    )
+    fields = readonly_fields
 
 
 @admin.register(Attempt)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
@@ -109,7 +110,7 @@ def launch_runs(modeladmin, request: HttpRequest, queryset: QuerySet) -> HttpRes
             "title": "Launch a run",
             "form": form,
             "configs": queryset,
-            "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
             "opts": modeladmin.model._meta,
         },
     )

@@ -13,6 +13,7 @@ from django.utils.text import slugify
 from runs import conditions
 from runs.taxonomy import Category, Stage
 from runs.usage_fields import (
+    ShownUsage,
     UsageCostField,
     UsageCountField,
     UsageSecondsField,
@@ -584,6 +585,11 @@ class Attempt(models.Model):
         if self.status in (AttemptStatus.QUEUED, AttemptStatus.RUNNING):
             return bool(self.cost_usd or self.tokens_in or self.tokens_out)
         return True
+
+    @property
+    def usage(self) -> ShownUsage:
+        """The usage every surface shows: figures, or None where ``usage_recorded`` is not."""
+        return ShownUsage.of(self)
 
     @property
     def is_missing(self) -> bool:

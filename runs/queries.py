@@ -19,7 +19,7 @@ from runs.results.leaderboard import SORT_KEYS
 LAST_DATE = dt.date(9999, 12, 30)
 ListParam = list[Text]
 # An old parameter name still read (OpenAPI marks it deprecated); runtime reads stay silent.
-DEPRECATED = {"deprecated": True}
+DEPRECATED: dict[str, Any] = {"deprecated": True}
 LIST_NOTE = "; comma-separated or repeated"
 
 

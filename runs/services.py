@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from importlib import metadata
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -264,7 +265,7 @@ def attempts_enqueue(attempt_ids: Sequence[int]) -> None:
                 while unsent:
                     soft, hard = limits[unsent[0]]
                     attempt_run.apply_async(
-                        args=[unsent[0]], soft_time_limit=soft, time_limit=hard, producer=producer
+                        args=(unsent[0],), soft_time_limit=soft, time_limit=hard, producer=producer
                     )
                     unsent.pop(0)
             return
@@ -437,7 +438,7 @@ def _try_reason(attempt: Attempt) -> str:
     return "none (stopped before an outcome)"
 
 
-_RESET_FIELDS = {
+_RESET_FIELDS: dict[str, Any] = {
     "status": AttemptStatus.QUEUED,
     "failure_reason": None,
     "failure_stage": "",

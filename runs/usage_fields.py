@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import decimal
 import math
+from collections.abc import Sequence
+from dataclasses import dataclass
 from decimal import Decimal
 from functools import cached_property
 from typing import Any
@@ -64,7 +66,7 @@ class UsageCostField(models.DecimalField):
                 return None
         return value if value.is_finite() and _in_range(value, COST_MAX_USD) else None
 
-    def deconstruct(self) -> tuple[str, str, list, dict]:
+    def deconstruct(self) -> tuple[str, str, Sequence[Any], dict[str, Any]]:
         name, _, args, kwargs = super().deconstruct()
         return name, "django.db.models.DecimalField", args, kwargs
 
@@ -75,7 +77,7 @@ class UsageTokensField(models.PositiveBigIntegerField):
     def from_db_value(self, value: Any, expression: Any, connection: Any) -> int | None:
         return _integer(value, TOKENS_MAX)
 
-    def deconstruct(self) -> tuple[str, str, list, dict]:
+    def deconstruct(self) -> tuple[str, str, Sequence[Any], dict[str, Any]]:
         name, _, args, kwargs = super().deconstruct()
         return name, "django.db.models.PositiveBigIntegerField", args, kwargs
 
@@ -86,7 +88,7 @@ class UsageCountField(models.PositiveIntegerField):
     def from_db_value(self, value: Any, expression: Any, connection: Any) -> int | None:
         return _integer(value, COUNT_MAX)
 
-    def deconstruct(self) -> tuple[str, str, list, dict]:
+    def deconstruct(self) -> tuple[str, str, Sequence[Any], dict[str, Any]]:
         name, _, args, kwargs = super().deconstruct()
         return name, "django.db.models.PositiveIntegerField", args, kwargs
 
@@ -103,7 +105,7 @@ class UsageSecondsField(models.FloatField):
             return None
         return value if _in_range(value, SECONDS_MAX) else None
 
-    def deconstruct(self) -> tuple[str, str, list, dict]:
+    def deconstruct(self) -> tuple[str, str, Sequence[Any], dict[str, Any]]:
         name, _, args, kwargs = super().deconstruct()
         return name, "django.db.models.FloatField", args, kwargs
 
@@ -128,3 +130,36 @@ VALID = {
     "steps": Q(steps__gte=0, steps__lte=COUNT_MAX),
     "duration_sec": Q(duration_sec__gte=0, duration_sec__lte=SECONDS_MAX),
 }
+
+
+@dataclass(frozen=True)
+class ShownUsage:
+    """An attempt's usage as every surface shows it (pages, API, CSV/JSON exports): each
+    figure, or None ("—") where the attempt has none (``Attempt.usage_recorded``: a queued
+    attempt's zeros, a stub never attempted). One place, so no surface re-applies the rule."""
+
+    cost_usd: float | None
+    tokens_in: int | None
+    tokens_out: int | None
+    steps: int | None
+    tool_calls: int | None
+
+    @classmethod
+    def of(cls, attempt: Any) -> ShownUsage:
+        if not attempt.usage_recorded:
+            return cls(None, None, None, None, None)
+        cost = attempt.cost_usd
+        return cls(
+            None if cost is None else float(cost),
+            attempt.tokens_in,
+            attempt.tokens_out,
+            attempt.steps,
+            attempt.tool_calls,
+        )
+
+    @property
+    def tokens(self) -> int | None:
+        """In and out together; None when neither is known."""
+        if self.tokens_in is None and self.tokens_out is None:
+            return None
+        return (self.tokens_in or 0) + (self.tokens_out or 0)

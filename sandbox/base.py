@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
 if TYPE_CHECKING:  # sandbox.gateway_mount imports this module (AGENT_UID)
     from sandbox.gateway_mount import GatewayMount
@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 
 TIMEOUT_EXIT_CODE = 124
 # ``exec(network=BLACKHOLE)``: a network that silently drops everything (sandbox/blackhole.py).
-BLACKHOLE = "blackhole"
+BLACKHOLE: Final = "blackhole"
 # What ``exec(network=...)`` takes: False (no network), True (the internet, never the host) or
 # BLACKHOLE.
 ExecNetwork = bool | Literal["blackhole"]

@@ -446,6 +446,7 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
             "--proc", "/proc",
             "--dev", "/dev",
         ]  # fmt: skip
+        args += self._cgroup_view()
         if self._disk is not None:  # on the quota's filesystem instead of in memory
             args += ["--bind", str(self._disk.tmp), "/tmp",
                      "--bind", str(self._disk.home), "/home/agent"]  # fmt: skip
@@ -476,6 +477,24 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
             args += ["--setenv", key, value]
         # fd 3 of bwrap is the status pipe: {"child-pid": N} at start, {"exit-code": N} at end.
         return [*args, "--json-status-fd", "3", "--", *argv]
+
+    def _cgroup_view(self) -> list[str]:
+        """The sandbox's own cgroup, read-only at ``/sys/fs/cgroup``, as a Docker container
+        sees its own: test suites size themselves from its CPU quota (pylint reads
+        ``cpu.max``, or v1's ``cpu/cpu.cfs_quota_us``), and without it they would see the
+        host's whole CPU count. The folders are root's and bound read-only: nothing inside can
+        change a limit."""
+        if self._cgroup is None or not (self.rootfs / "sys").is_dir():
+            return []
+        # The root is read-only: a small tmpfs over /sys makes the mount points, then goes
+        # read-only itself.
+        args = ["--perms", "0755", "--size", "65536", "--tmpfs", "/sys"]
+        if self._cgroup.version == 2:
+            args += ["--ro-bind", str(self._cgroup.dirs["cpu"]), "/sys/fs/cgroup"]
+        else:
+            for controller, folder in self._cgroup.dirs.items():
+                args += ["--ro-bind", str(folder), f"/sys/fs/cgroup/{controller}"]
+        return [*args, "--remount-ro", "/sys"]
 
     def _rlimit_prefix(self, timeout: float) -> list[str]:
         """Without cgroups: rlimits that util-linux ``prlimit`` sets on itself before it execs

@@ -192,6 +192,7 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
         self.config.workspace.mkdir(parents=True, exist_ok=True)
         filesystem.chown_tree_for_agent(self.config.workspace)
         self._remove_leftover()
+        assert image.id is not None  # an engine's image always has one; typed optional
         self._accounts = self._write_accounts(image.id)
         self._disk, self.disk_quota = disk.open_quota(
             self.name, self.config.workspace, self.config.disk_mb, self.config.disk_files
@@ -616,7 +617,9 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
     def _oom_event_since(self, since: float) -> bool:
         """Fallback for a remote engine: did it report an ``oom`` event for the container?"""
         assert self._client is not None and self._container is not None
-        events = self._client.events(
+        # The ignore: the engine takes fractional seconds as a string (docker-py passes a str
+        # through); the stubs allow only datetime or int, which would drop the fraction.
+        events = self._client.events(  # type: ignore[call-overload]
             since=f"{since:.9f}",
             until=f"{time.time() + OOM_EVENT_WAIT_SEC:.9f}",
             filters={"container": self._container.id, "event": "oom"},
@@ -649,7 +652,8 @@ def remove_stale_containers(label_filter: dict[str, str]) -> int:
             with contextlib.suppress(docker.errors.NotFound):
                 container.remove(force=True)
                 removed += 1
-            remove_socket_dir(container.name)
+            if container.name:  # a listed container always has one; typed optional
+                remove_socket_dir(container.name)
     finally:
         client.close()
     return removed

@@ -51,6 +51,6 @@ def fence(client: docker.DockerClient, network: Network) -> None:
             f"networked commands need the Docker engine on this host (its firewall keeps "
             f"sandboxes off the host); DOCKER_HOST points at {client.api.base_url}"
         )
-    iface = network.attrs.get("Options", {}).get(BRIDGE_NAME_OPTION) or f"br-{network.id[:12]}"
+    iface = network.attrs.get("Options", {}).get(BRIDGE_NAME_OPTION) or f"br-{network.short_id}"
     chain = "DOCKER-USER" if host_fence.has_chain("DOCKER-USER") else "FORWARD"
     host_fence.ensure(host_fence.docker_rules(iface, forward_chain=chain))

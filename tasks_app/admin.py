@@ -1,6 +1,17 @@
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, TypedDict, cast
+
 from django.contrib import admin
 
-from tasks_app.models import GoldValidation, Suite, Task, TaskRevision
+from tasks_app.models import GoldValidation, Suite, SuiteQuerySet, Task, TaskRevision
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
+
+
+class _TaskCount(TypedDict):
+    task_count: int
 
 
 @admin.register(Suite)
@@ -13,10 +24,10 @@ class SuiteAdmin(admin.ModelAdmin):
     change_list_template = "admin/swebench/suite_change_list.html"
 
     def get_queryset(self, request):
-        return super().get_queryset(request).with_task_counts()
+        return cast(SuiteQuerySet, super().get_queryset(request)).with_task_counts()
 
     @admin.display(ordering="task_count")
-    def task_count(self, obj: Suite) -> int:
+    def task_count(self, obj: WithAnnotations[Suite, _TaskCount]) -> int:
         return obj.task_count
 
 
@@ -24,7 +35,8 @@ class TaskRevisionInline(admin.TabularInline):
     model = TaskRevision
     extra = 0
     can_delete = False
-    readonly_fields = ["revision", "changed_fields", "source_file", "dataset_version", "created_at"]
+    # A tuple: one value fits both attributes' types in django-stubs (a list fits only one).
+    readonly_fields = ("revision", "changed_fields", "source_file", "dataset_version", "created_at")
     fields = readonly_fields
 
 

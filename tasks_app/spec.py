@@ -30,6 +30,7 @@ from pydantic import (
     ConfigDict,
     Field,
     StrictBool,
+    StrictFloat,
     StrictInt,
     StrictStr,
     ValidationError,
@@ -69,6 +70,9 @@ class EnvironmentSpec(_Strict):
     docker_image: StrictStr = Field(min_length=1)
     workdir: StrictStr = "/workspace/repo"
     timeout_sec: Annotated[StrictInt, Field(gt=0)] = 300
+    # The sandbox's CPU quota for this task (the tests see it in the cgroup), at most the
+    # host's CPUs; unset: SANDBOX_CPUS.
+    cpus: Annotated[StrictFloat, Field(gt=0, le=1024)] | None = None
 
     @field_validator("workdir")
     @classmethod

@@ -55,6 +55,10 @@ TIMEOUTS = {
     "test_swebench_envs.py": 2700,
     "test_swebench_cache.py": 1800,
     "test_swebench_network.py": 1800,
+    # Builds an instance from commits fetched from a git server on loopback, validates it twice.
+    "test_swebench_git_fetch.py": 1800,
+    # Builds an instance of its own and validates it on both backends.
+    "test_swebench_cpus.py": 1800,
     "test_swebench_scale.py": 1800,
     # Every agent CLI end to end through the gateway, on both backends.
     "test_cli_agents_e2e.py": 1800,

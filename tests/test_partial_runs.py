@@ -419,3 +419,51 @@ def test_a_harbor_job_is_dated_by_its_trajectories_last_step(tmp_path, artifacts
     run = Run.objects.get(public_id=report.run_id)
     assert (run.date_source, report.date_source) == (RunDateSource.TRAJECTORIES, "trajectories")
     assert run.finished_at == dt.datetime(2026, 1, 5, 10, 1, 7, tzinfo=dt.UTC)
+
+
+def test_a_partial_runs_repository_cells_and_trend_point_give_its_rate_on_what_it_tried(
+    client, alice, partial_suite
+):
+    """Issue 29 item 6: the per-repository table and the over-time chart showed a partial run's
+    whole-suite rates only (its untried tasks as 0), with nothing to tell them apart."""
+    from runs.results.taxonomy_report import chart_data, taxonomy_breakdown
+
+    client.force_login(alice)
+    page = client.get(reverse("suite-leaderboard", args=[partial_suite.name]))
+    board = page.context["board"]
+    rows = {r.name: r for r in board.all_rows}
+    partial, full = rows[PARTIAL], rows[FULL]
+    assert len(partial.groups) > 1
+    # Each repository's attempted figures add up to the row's own.
+    cells = partial.groups.values()
+    assert sum(c.attempted_tasks for c in cells) == partial.score.attempted_tasks == 10
+    assert sum(c.attempted_resolved for c in cells) == partial.score.attempted_resolved
+    assert any(c.partial for c in cells) and not any(c.partial for c in full.groups.values())
+
+    body = page.content.decode()
+    table = body[body.index('id="by-repo"') :]
+    html = table[table.index(f'data-key="{partial.key}"') :].split("</tr>")[0]
+    for cell in cells:
+        if cell.partial and cell.attempted_tasks:
+            shown = f"{100 * cell.attempted_rate:.0f}% of {cell.attempted_tasks} tried"
+            assert shown in html, (cell.group, shown)
+    full_html = table[table.index(f'data-key="{full.key}"') :].split("</tr>")[0]
+    assert " tried" not in full_html
+
+    api = client.get("/api/leaderboard", {"suite": partial_suite.name}).json()["rows"]
+    by_repo = next(r for r in api if r["key"] == partial.key)["by_repo"]
+    for group, cell in partial.groups.items():
+        got = by_repo[group]
+        assert (got["attempted_tasks"], got["attempted_rate"]) == (
+            cell.attempted_tasks,
+            cell.attempted_rate,
+        )
+
+    # The over-time chart: the partial run's point is an open marker saying what it tried.
+    chart = chart_data(taxonomy_breakdown(suite=partial_suite, include_undated=True), "/a")
+    line = next(t for t in chart["lines"] if t["name"] == PARTIAL)
+    assert line["marker"]["symbol"] == ["circle-open"]
+    rate = 100 * partial.score.attempted_rate
+    assert line["text"] == [f"<br>partial: 10 of 20 tasks; {rate:.1f}% on those"]
+    whole = next(t for t in chart["lines"] if t["name"] == FULL)
+    assert whole["marker"]["symbol"] == ["circle"] and whole["text"] == [""]

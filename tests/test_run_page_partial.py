@@ -102,9 +102,24 @@ def test_an_attempt_that_has_not_run_shows_no_cost(client, bob):
     assert "$0.0000" not in listed
     api = client.get("/api/attempts", {"suite": "waits"}).json()["items"][0]
     assert api["cost_usd"] is None and api["tokens_in"] is None
+    listing_csv = client.get(reverse("suite-attempts", args=["waits"]), {"format": "csv"})
+    text = (
+        b"".join(listing_csv.streaming_content).decode()
+        if listing_csv.streaming
+        else listing_csv.content.decode()
+    )
+    (row,) = csv.DictReader(io.StringIO(text))
+    assert (row["cost_usd"], row["tokens_in"], row["steps"]) == ("", "", "")
     client.force_login(bob)
     detail = client.get(reverse("attempt-detail", args=[attempt.public_id])).content.decode()
     assert "$0.0000" not in detail and "none recorded yet" in detail
+    # Side by side with a finished attempt: the waiting side's cost and tokens are "—" too.
+    done = make_attempt(
+        run, task, sample=1, status=AttemptStatus.FINISHED, cost_usd=0.5, tokens_in=10
+    )
+    vs = client.get(reverse("attempt-vs", args=[attempt.public_id, done.public_id]))
+    sides = re.findall(r"<dt>Cost</dt><dd>([^<]*)</dd>", vs.content.decode())
+    assert sides == ["—", "$0.5000"]
 
 
 def test_a_run_launched_from_the_page_or_the_api_keeps_its_sandbox(client, alice):

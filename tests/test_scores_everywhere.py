@@ -18,6 +18,7 @@ from django.urls import reverse
 
 from benchsite.cli.main import main as ab
 from runs.models import AgentVariant, Attempt, AttemptStatus, RunSource
+from runs.results.leaderboard import leaderboard_rows
 from runs.results.scoring import paired_test
 from runs.templatetags.results import kilo, secs, tenths, usd
 from tasks_app.models import Suite, Task
@@ -99,7 +100,8 @@ def close(a, b) -> bool:
 
 FIELDS = (
     "rate", "ci_low", "ci_high", "resolved", "tasks", "pending", "pass_at_k", "attempted_rate",
-    "attempted_ci_low", "attempted_ci_high", "attempted_tasks", "missing",
+    "attempted_ci_low", "attempted_ci_high", "attempted_tasks", "missing", "pass_hat_k",
+    "pass_hat_k_ci_low", "pass_hat_k_ci_high", "disagreeing_tasks",
 )  # fmt: skip
 # Usage per attempt that ran, and how the page shows each.
 USAGE = {
@@ -159,6 +161,10 @@ def check_everywhere(client, capsys, suite: Suite) -> None:
             attempted = r.score.attempted_rate
             assert ("—" if attempted is None else f"{100 * attempted:.1f}%") in cell
             assert r.score.attempted_label in cell
+            if r.pass_hat_k is not None:
+                split = f"{r.score.disagreeing_tasks} split"
+                assert f'{100 * r.pass_hat_k:.1f}%<div class="small muted pass-hat-k"' in html
+                assert split in html, (r.key, split)
             for value, (field, shown) in zip(usage[r.key], USAGE.items(), strict=True):
                 assert f'<td class="num">{shown(value)}</td>' in html, (r.key, field)
 
@@ -234,6 +240,17 @@ def check_pairs(client, suite: Suite, board, want: dict) -> None:
         if leader is not None and leader.key == b and rows[a].p_value_vs_leader is not None:
             assert close(pair.p_value, rows[a].p_value_vs_leader)
         body = page.content.decode()
+        for summary in comparison.summaries:
+            card = re.search(
+                rf'<div class="card summary" data-key="{re.escape(summary.entry.key)}">(.*?)'
+                r'</div></div>',
+                body,
+                re.S,
+            ).group(1)
+            hat = summary.score.pass_hat_k
+            shown = re.search(r'<strong class="pass-hat-k">([^<]*)</strong>', card)
+            expected = None if hat is None else f"{100 * hat:.1f}%"
+            assert (shown.group(1) if shown else None) == expected, summary.entry.key
         pair_line = re.search(r'<p class="pair"[^>]*>(.*?)</p>', body, re.S).group(1)
         for rate in (pair.rate_a, pair.rate_b):
             assert ("—" if rate is None else f"{100 * rate:.1f}%") in pair_line
@@ -283,6 +300,12 @@ def check_taxonomy(client, suite: Suite, want: dict) -> None:
 
 def test_it_shows_the_same_figures_everywhere_on_a_k3_suite_with_two_runs(client, capsys, k3_suite):
     check_everywhere(client, capsys, k3_suite)
+    # The k = 3 run's reliability (issue 32 item 5), by hand from its outcomes above: of its 8
+    # tasks, all 3 samples resolved on 2 (pass^3 = 2/8), 5 split (a task with an
+    # infrastructure failure has 2 scored samples, R and F: split; pass^3 with n = 2 is 0).
+    board = leaderboard_rows(suite=k3_suite)
+    first = next(r for r in board if r.k == 3 and r.entry.run and r.score.tasks == 8)
+    assert first.pass_hat_k == 2 / 8 and first.score.disagreeing_tasks == 5
 
 
 @pytest.mark.slow

@@ -23,6 +23,7 @@ from runs.results.stats import (
     mcnemar_exact,
     mean_pass_at_k,
     pass_at_k,
+    pass_hat_k,
     wilson_interval,
     wilson_interval_fraction,
 )
@@ -62,6 +63,35 @@ def test_pass_at_k_uses_the_samples_there_are_when_fewer_than_k():
     assert pass_at_k(2, 1, 3) == 1.0
     assert pass_at_k(2, 0, 3) == 0.0
     assert pass_at_k(0, 0, 3) == 0.0
+
+
+def test_pass_hat_k_is_the_chance_all_k_samples_pass():
+    assert pass_hat_k(3, 3, 3) == 1.0 and pass_hat_k(3, 2, 3) == 0.0
+    # C(2, 2) / C(3, 2): two of three passed, two drawn
+    assert pass_hat_k(3, 2, 2) == pytest.approx(1 / 3)
+    assert pass_hat_k(10, 7, 3) == pytest.approx(math.comb(7, 3) / math.comb(10, 3))
+    assert pass_hat_k(5, 2, 1) == pass_at_k(5, 2, 1) == pytest.approx(0.4)  # k = 1: both pass@1
+    assert pass_hat_k(2, 2, 3) == 1.0 and pass_hat_k(0, 0, 3) == 0.0  # fewer than k: the n there
+    with pytest.raises(ValueError, match="between 0 and n"):
+        pass_hat_k(2, 3, 2)
+
+
+def test_a_score_gives_pass_hat_k_its_interval_and_the_split_tasks():
+    # Three tasks of 3 samples: all pass, 2 of 3, none; a fourth with one (fewer than k).
+    tallies = {
+        0: TaskTally(scored=3, resolved=3),
+        1: TaskTally(scored=3, resolved=2),
+        2: TaskTally(scored=3, resolved=0),
+        3: TaskTally(scored=1, resolved=1),
+    }
+    s = score(tallies, universe=range(4), k=3)
+    assert s.pass_hat_k == pytest.approx((1 + 0 + 0 + 1) / 4)
+    assert s.pass_at_k == pytest.approx((1 + 1 + 0 + 1) / 4)
+    assert s.pass_hat_k_ci_low < s.pass_hat_k < s.pass_hat_k_ci_high
+    assert s.disagreeing_tasks == 1  # only task 1: some resolved, some not
+    single = score(tallies, universe=range(4), k=1)
+    assert (single.pass_hat_k, single.pass_hat_k_ci_low, single.pass_at_k) == (None, None, None)
+    assert single.disagreeing_tasks == 1  # a split is a split whatever k is asked
 
 
 def test_mean_pass_at_k_averages_over_tasks():

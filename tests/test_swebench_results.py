@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 import shutil
@@ -11,6 +12,7 @@ import pytest
 
 from runs.imports.results import results_import
 from runs.models import Attempt, ModelConfig, Run
+from tasks_app.models import Suite
 from tasks_app.swebench.errors import SwebenchInputError
 from tasks_app.swebench.importer import swebench_import
 from tests.swebench_fixtures import LITE_DEV, REPORTS, VERIFIED, ab, rows
@@ -287,3 +289,59 @@ def test_a_run_from_one_file_is_dated_by_its_name_and_names_the_file(lite, tmp_p
         public_id=results_import(source=bad, suite_name=lite, model_name="bad date").run_id
     )
     assert c.date_source == "unknown"
+
+
+def test_a_published_per_instance_file_keeps_its_cost_and_calls_on_every_surface(
+    lite, tmp_path, client, alice
+):
+    """Issue 29 item 5: swebench.com's per-instance files say ``cost`` and ``api_calls`` for
+    each entry beside ``resolved``; every such row showed "—". Tokens stay unknown."""
+    from runs.results.leaderboard import leaderboard_rows
+    from runs.templatetags.results import tenths, usd
+
+    entries = {
+        instance_id: {"resolved": i < 3, "cost": 0.25 * (i + 1), "api_calls": 10 + i}
+        for i, instance_id in enumerate(LITE_IDS[:6])
+    }
+    entries[LITE_IDS[6]] = {"resolved": False}  # an entry that does not say: unknown
+    path = tmp_path / "20250807_mini-v1.7.0_gpt-5.json"
+    path.write_text(json.dumps(entries))
+
+    report = results_import(source=path, suite_name=lite, model_name="mini gpt-5")
+
+    attempts = by_task(Run.objects.get(public_id=report.run_id))
+    first = attempts[LITE_IDS[0]]
+    assert (first.cost_usd, first.steps, first.tokens) == (0.25, 10, None)
+    assert first.resolved and not attempts[LITE_IDS[3]].resolved
+    quiet = attempts[LITE_IDS[6]]
+    assert (quiet.cost_usd, quiet.steps) == (None, None)
+    # Means over the attempts that say: (0.25 + ... + 1.5) / 6 and (10 + ... + 15) / 6.
+    rows = leaderboard_rows(suite=Suite.objects.get(name=lite))
+    (row,) = [r for r in rows if r.entry.run and str(r.entry.run.public_id) == report.run_id]
+    assert abs(row.mean_cost_usd - 0.875) < 1e-9 and abs(row.mean_calls - 12.5) < 1e-9
+
+    client.force_login(alice)
+    page = client.get(f"/suites/{lite}/leaderboard/").content.decode()
+    assert f'<td class="num">{usd(row.mean_cost_usd)}</td>' in page
+    assert f'<td class="num">{tenths(row.mean_calls)}</td>' in page
+    (api,) = [
+        r
+        for r in client.get("/api/leaderboard", {"suite": lite}).json()["rows"]
+        if r["key"] == row.key
+    ]
+    assert abs(api["mean_cost_usd"] - 0.875) < 1e-9 and api["mean_calls"] == 12.5
+    text = client.get("/api/leaderboard.csv", {"suite": lite}).content.decode()
+    (line,) = [r for r in csv.DictReader(io.StringIO(text)) if r["key"] == row.key]
+    assert float(line["mean_cost_usd"]) == 0.875 and float(line["mean_calls"]) == 12.5
+
+    # The same file again changes nothing; a wrong value is refused naming entry and field.
+    assert results_import(source=path, suite_name=lite, model_name="mini gpt-5").unchanged
+    entries[LITE_IDS[1]]["cost"] = -1
+    path.write_text(json.dumps(entries))
+    with pytest.raises(SwebenchInputError, match=rf"key {LITE_IDS[1]}, field cost: must be a"):
+        results_import(source=path, suite_name=lite, model_name="mini gpt-5")
+    entries[LITE_IDS[1]] |= {"cost": 0.5, "api_calls": 2.5}
+    path.write_text(json.dumps(entries))
+    with pytest.raises(SwebenchInputError, match="field api_calls: must be a whole number"):
+        results_import(source=path, suite_name=lite, model_name="mini gpt-5")
+    assert Attempt.objects.get(pk=first.pk).cost_usd == 0.25  # nothing stored was lost

@@ -26,7 +26,7 @@ from runs.results.compare import (
 from runs.results.leaderboard import Leaderboard, LeaderboardRow
 from runs.results.leaderboard import leaderboard as build_leaderboard
 from runs.results.params import date_order_problem, split_values
-from runs.results.scoring import score_record
+from runs.results.scoring import SCORE_FIGURES, score_record
 from runs.results.selection import SelectionError, runs_by_prefix
 from runs.results.taxonomy_report import TaxonomyBreakdown, taxonomy_breakdown
 from tasks_app.models import Suite
@@ -68,12 +68,8 @@ def _ref(model: ModelConfig) -> dict:
 
 # --- Leaderboard -----------------------------------------------------------------------------
 
-SCORE_CSV = (
-    "rate", "resolved", "tasks", "ci_low", "ci_high", "k", "pass_at_k", "whole_suite",
-    "attempts", "scored", "resolved_attempts", "excluded", "pending", "not_evaluated", "missing",
-    "attempted_rate", "attempted_resolved", "attempted_tasks", "attempted_ci_low",
-    "attempted_ci_high", "missing_attempts", "complete",
-)  # fmt: skip
+# A score's columns: the figures every export shares (runs.results.scoring, one list).
+SCORE_CSV = (*SCORE_FIGURES, "complete")
 LEADERBOARD_CSV = (
     "rank", "status", "key", "kind", "model", "slug", "run", "date", "imported_on",
     "agent_variant", "published", "reference", *SCORE_CSV, "resolved_pct", "ci_low_pct",
@@ -132,7 +128,14 @@ def leaderboard_row_out(row: LeaderboardRow) -> dict:
         "paired_vs_leader": row.paired_vs_leader,
         "coverage_differs_from_leader": row.coverage_differs_from_leader,
         "by_repo": {
-            g: {"tasks": v.tasks, "resolved": v.resolved, "rate": v.rate}
+            g: {
+                "tasks": v.tasks,
+                "resolved": v.resolved,
+                "rate": v.rate,
+                "attempted_tasks": v.attempted_tasks,
+                "attempted_resolved": v.attempted_resolved,
+                "attempted_rate": v.attempted_rate,
+            }
             for g, v in row.groups.items()
         },
     }

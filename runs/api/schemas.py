@@ -254,26 +254,26 @@ class AttemptOut(Schema):
     url: str = Field(alias="get_absolute_url")
 
     # Usage is a figure once the attempt ended: a queued or running attempt's zeros are null
-    # (no cost yet), as on the pages and in the CSV (``Attempt.usage_recorded``).
+    # (no cost yet), as on the pages and in the CSV: all read ``Attempt.usage``.
     @staticmethod
     def resolve_tokens_in(obj) -> int | None:
-        return obj.tokens_in if obj.usage_recorded else None
+        return obj.usage.tokens_in
 
     @staticmethod
     def resolve_tokens_out(obj) -> int | None:
-        return obj.tokens_out if obj.usage_recorded else None
+        return obj.usage.tokens_out
 
     @staticmethod
     def resolve_cost_usd(obj) -> float | None:
-        return None if obj.cost_usd is None or not obj.usage_recorded else float(obj.cost_usd)
+        return obj.usage.cost_usd
 
     @staticmethod
     def resolve_tool_calls(obj) -> int | None:
-        return obj.tool_calls if obj.usage_recorded else None
+        return obj.usage.tool_calls
 
     @staticmethod
     def resolve_steps(obj) -> int | None:
-        return obj.steps if obj.usage_recorded else None
+        return obj.usage.steps
 
 
 class ArtifactOut(Schema):
@@ -411,6 +411,15 @@ class ScoreFields(Schema):
     ci_high: float | None
     k: int
     pass_at_k: float | None
+    pass_hat_k: float | None = Field(
+        description="pass^k: mean over tasks of C(c, k) / C(n, k), all k samples pass "
+        "(null when k = 1); with its interval, as the rate's"
+    )
+    pass_hat_k_ci_low: float | None
+    pass_hat_k_ci_high: float | None
+    disagreeing_tasks: int = Field(
+        description="tasks of the rate whose scored samples disagree (some resolved, some not)"
+    )
     whole_suite: bool
     attempts: int
     scored: int
@@ -434,6 +443,10 @@ class GroupScoreOut(Schema):
     tasks: int
     resolved: float
     rate: float | None
+    # Over the group's tasks the row attempted (differs from the above for a partial row).
+    attempted_tasks: int
+    attempted_resolved: float
+    attempted_rate: float | None
 
 
 class RunRefOut(Schema):

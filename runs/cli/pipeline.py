@@ -10,7 +10,7 @@ import subprocess
 import sys
 import tempfile
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from django.conf import settings
@@ -517,7 +517,7 @@ def _sandbox_exec(backend: str, command: str, *, network: bool):
             raise _CheckFailed(f"{backend}: {type(exc).__name__}: {exc}") from exc
 
 
-def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+def _table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> None:
     widths = [max(len(str(x)) for x in col) for col in zip(header, *rows, strict=False)]
     line = "  ".join(f"{{:<{w}}}" for w in widths)
     print(line.format(*header).rstrip())

@@ -48,10 +48,10 @@ def _pct(value: float | None) -> str:
 
 def table(board) -> str:
     """One line per row: rank, row, resolved % (the whole-suite rate, the order), interval,
-    count, the rate on attempted tasks with its interval and count, pass@k, standing."""
+    count, the rate on attempted tasks with its interval and count, pass@k, pass^k, standing."""
     lines = [
         f"{'#':>3} {'row':<44} {'resolved':>9} {'95% CI':>15} {'tasks':<26} "
-        f"{'attempted':>9} {'95% CI':>15} {'of':<11} {'pass@k':>8}  standing"
+        f"{'attempted':>9} {'95% CI':>15} {'of':<11} {'pass@k':>8} {'pass^k':>8}  standing"
     ]
     for r in board.all_rows:
         ci = f"{_pct(r.ci_low)}-{_pct(r.ci_high)}" if r.ci_low is not None else "-"
@@ -62,6 +62,7 @@ def table(board) -> str:
             else "-"
         )
         pk = f"{_pct(r.pass_at_k)}" if r.pass_at_k is not None else "-"
+        phk = f"{_pct(r.pass_hat_k)}" if r.pass_hat_k is not None else "-"
         standing = r.status
         if r.p_value_vs_leader is not None:
             standing += f" (p = {r.p_value_vs_leader:.3f}, n = {r.paired_vs_leader}"
@@ -73,6 +74,6 @@ def table(board) -> str:
         lines.append(
             f"{r.rank or '':>3} {r.key[:44]:<44} {_pct(r.rate):>9} {ci:>15} "
             f"{s.resolved_label:<26} {_pct(s.attempted_rate):>9} {a_ci:>15} "
-            f"{s.attempted_label:<11} {pk:>8}  {standing}"
+            f"{s.attempted_label:<11} {pk:>8} {phk:>8}  {standing}"
         )
     return "\n".join(lines)

@@ -220,10 +220,10 @@ def summary_table(run: Run) -> str:
         )
     from runs.results.leaderboard import run_row
 
-    row, left_out = run_row(run)
-    if row is not None and row.score.rate is not None:
+    board_row, left_out = run_row(run)
+    if board_row is not None and board_row.score.rate is not None:
         lines.append(
-            f"score {100 * row.score.rate:.1f}% ({row.score.resolved_label} tasks;"
+            f"score {100 * board_row.score.rate:.1f}% ({board_row.score.resolved_label} tasks;"
             " the leaderboard's figure for this run)"
         )
     if left_out:

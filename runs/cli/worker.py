@@ -64,7 +64,11 @@ def worker_nodename(hostname: str | None) -> str:
     The default is unique per ``ab worker`` process, so two on one host never share it."""
     from celery.utils.nodenames import host_format
 
-    return host_format(hostname or f"ab-{os.getpid()}@%h", hostname=socket.gethostname())
+    # The ignore: celery-types types host_format's **extra as dicts; celery takes any value.
+    return host_format(
+        hostname or f"ab-{os.getpid()}@%h",
+        hostname=socket.gethostname(),  # type: ignore[arg-type]
+    )
 
 
 def worker_argv(*, node: str, concurrency: int | None = None, loglevel: str = "INFO") -> list[str]:

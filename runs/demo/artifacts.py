@@ -111,6 +111,7 @@ def write_artifacts(
         (Stage.FINAL_TEST, task.test_command, "logs/final_test.txt"),
     ]
     at = attempt.started_at
+    assert at is not None  # the seed starts every attempt it writes artifacts for
     for order, (stage, command, path) in enumerate(stages):
         failed_here = outcome.stage is stage
         code = outcome.exit_code if failed_here else (1 if stage is Stage.BASELINE_RUN else 0)

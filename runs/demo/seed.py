@@ -381,7 +381,7 @@ def _create_attempt(
     patch = _patch_for(rng, task, spec, outcome)
     outcome.patch = patch
     cost = Decimal(0)
-    if spec.price_in is not None:
+    if spec.price_in is not None and spec.price_out is not None:
         cost = Decimal(
             str(
                 round(

@@ -15,7 +15,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from django.db import connections, models, router
+from django.db import DEFAULT_DB_ALIAS, connections, models, router
 
 
 def insert_rows(objs: Sequence[models.Model], *, batch_size: int = 1000) -> None:
@@ -24,14 +24,16 @@ def insert_rows(objs: Sequence[models.Model], *, batch_size: int = 1000) -> None
         return
     model = type(objs[0])
     meta = model._meta
-    connection = connections[router.db_for_write(model)]
+    # The router falls back to the default itself; typed optional.
+    connection = connections[router.db_for_write(model) or DEFAULT_DB_ALIAS]
     fields = [
         f
         for f in meta.concrete_fields
         if not (f.primary_key and isinstance(f, models.AutoField | models.BigAutoField))
     ]
     quote = connection.ops.quote_name
-    columns = ", ".join(quote(f.column) for f in fields)
+    # A concrete field always has a column; django-stubs types it optional.
+    columns = ", ".join(quote(f.column) for f in fields)  # type: ignore[arg-type]
     placeholders = ", ".join(["%s"] * len(fields))
     sql = f"INSERT INTO {quote(meta.db_table)} ({columns}) VALUES ({placeholders})"
     prepared: dict[tuple[str, type, Hashable], Any] = {}

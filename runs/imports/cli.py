@@ -187,7 +187,7 @@ def cmd_import_results(args: argparse.Namespace) -> int:
             date=args.date,
         )
     except SwebenchInputError as exc:
-        raise _fail_import(exc) from exc
+        raise nothing_imported(exc, SKIP_BAD_HINT) from exc
     except ArchiveLimitError as exc:  # a zip over the API_ARCHIVE_* caps
         raise CommandError(f"nothing imported: {args.path}: {exc}") from exc
     print("\n".join(report.plan))
@@ -199,12 +199,7 @@ def cmd_import_results(args: argparse.Namespace) -> int:
     return 0
 
 
-def _fail_import(exc: SwebenchInputError) -> CommandError:
-    for line in exc.lines():
-        print(line)
-    return CommandError(
-        "nothing imported: fix the errors above, or pass --skip-bad to leave those files out"
-    )
+SKIP_BAD_HINT = ", or pass --skip-bad to leave those files out"
 
 
 class ProgressBar:
@@ -246,7 +241,7 @@ def cmd_import_run(args: argparse.Namespace) -> int:
             on_plan=lambda lines: print("\n".join(lines), flush=True),
         )
     except SwebenchInputError as exc:
-        raise _fail_import(exc) from exc
+        raise nothing_imported(exc, SKIP_BAD_HINT) from exc
     if args.dry_run:
         # The suite's part of the plan comes after the folder's.
         print("\n".join(line for line in report.plan if line.startswith("  suite ")))

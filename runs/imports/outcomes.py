@@ -123,6 +123,10 @@ class InstanceResult:
     tests_status: dict[str, Any] | None = None
     patch: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # What a published per-instance entry says it cost ("cost", USD) and how many model calls
+    # it made ("api_calls"); None when the entry does not say (a trajectory, if any, wins).
+    cost_usd: float | None = None
+    api_calls: int | None = None
 
 
 def external_model(*, name: str, description: str) -> ModelConfig:

@@ -12,10 +12,12 @@ are in ``legacy``.
 
 from __future__ import annotations
 
+import math
 import posixpath
 from typing import Any
 
 from runs.imports.outcomes import InstanceResult, Kind
+from runs.usage_fields import COST_MAX_USD, COUNT_MAX
 from tasks_app.swebench.dataset import kind_of
 from tasks_app.swebench.errors import Problem
 
@@ -29,6 +31,9 @@ RUN_REPORT_LISTS: tuple[tuple[str, Kind], ...] = (
     ("incomplete_ids", Kind.INCOMPLETE),
 )
 REPORT_KEYS = ("resolved", "tests_status", "patch_is_None", "patch_exists")
+# A published per-instance entry (swebench.com's bash-only submissions) may say what it cost
+# and how many model calls it made beside "resolved", with no harness keys at all.
+USAGE_KEYS = ("cost", "api_calls")
 
 
 def id_from_path(path: str) -> str:
@@ -41,7 +46,11 @@ def id_from_path(path: str) -> str:
 
 
 def is_report(value: Any) -> bool:
-    return isinstance(value, dict) and "resolved" in value and any(k in value for k in REPORT_KEYS)
+    return (
+        isinstance(value, dict)
+        and "resolved" in value
+        and any(k in value for k in (*REPORT_KEYS, *USAGE_KEYS))
+    )
 
 
 def is_run_report(value: Any) -> bool:
@@ -66,6 +75,15 @@ def read_instance_report(
             )
         )
         bad = True
+    cost = report.get("cost")
+    if cost is not None and not _is_amount(cost, float(COST_MAX_USD)):
+        problems.append(Problem(where, f"must be a cost in USD >= 0, got {kind_of(cost)}", "cost"))
+        bad = True
+    calls = report.get("api_calls")
+    if calls is not None and not (_is_amount(calls, COUNT_MAX) and isinstance(calls, int)):
+        got = kind_of(calls)
+        problems.append(Problem(where, f"must be a whole number >= 0, got {got}", "api_calls"))
+        bad = True
     if bad:
         return None
     if report.get("resolved"):
@@ -76,7 +94,24 @@ def read_instance_report(
         kind = Kind.APPLY_FAILED
     else:
         kind = Kind.UNRESOLVED
-    return InstanceResult(instance_id, kind, where, tests_status=tests_status)
+    return InstanceResult(
+        instance_id,
+        kind,
+        where,
+        tests_status=tests_status,
+        cost_usd=None if cost is None else float(cost),
+        api_calls=calls,
+    )
+
+
+def _is_amount(value: Any, top: float) -> bool:
+    """A finite number in [0, top] (a bool is no number)."""
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and 0 <= value <= top
+    )
 
 
 def _valid_tests_status(value: Any) -> bool:

@@ -116,11 +116,19 @@ class InstanceEntry:
         parts = {
             "trajectory": self.trajectory_file.digest if self.trajectory_file else None,
             "report": self.report_file.digest if self.report_file else None,
-            "result": [self.result.kind.value, self.result.tests_status] if self.result else None,
+            "result": self._result_parts(),
             "patch": hashlib.sha256(self.patch.encode()).hexdigest() if self.patch else None,
             "revision": task_revision,
         }
         return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+    def _result_parts(self) -> list[Any] | None:
+        if self.result is None:
+            return None
+        parts: list[Any] = [self.result.kind.value, self.result.tests_status]
+        usage = [self.result.cost_usd, self.result.api_calls]
+        # Only when the entry says: results imported before usage was read keep their digest.
+        return parts + usage if usage != [None, None] else parts
 
 
 @dataclass
@@ -542,7 +550,7 @@ class _Reader:
             sample = sum(1 for i, _ in self.folder.entries if i == instance_id)
         elif isinstance(ours, dict) and isinstance(ours.get("task_id"), str):
             instance_id = ours["task_id"]
-            sample = ours.get("sample") if isinstance(ours.get("sample"), int) else 0
+            sample = ours["sample"] if isinstance(ours.get("sample"), int) else 0
         else:
             instance_id = path.name.removesuffix(".json").removesuffix(".atif")
             instance_id = instance_id.removesuffix(".trajectory")

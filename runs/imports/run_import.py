@@ -642,6 +642,13 @@ def _attempt(
                 ended = dt.datetime.fromtimestamp(traj.ended_at, tz=dt.UTC)
                 started = ended - dt.timedelta(seconds=traj.duration_sec or 0)
                 attempt.started_at, attempt.finished_at = started, ended
+    elif result is not None and attempt.status != AttemptStatus.MISSING:
+        # A published entry with no trajectory may still say its cost and model calls;
+        # tokens, tool calls and wall time stay unknown ("—").
+        if result.cost_usd is not None:
+            attempt.cost_usd = round(result.cost_usd, 6)  # type: ignore[assignment]
+        if result.api_calls is not None:
+            attempt.steps = result.api_calls
     if outcome.kind is None:
         # A patch nobody evaluated: it waits for ``run_evaluate``, with no outcome.
         attempt.status = AttemptStatus.NOT_EVALUATED

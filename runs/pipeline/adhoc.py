@@ -19,7 +19,8 @@ from runs.models import (
 from runs.pipeline.record import model_snapshot, provenance
 from tasks_app.models import Task
 
-_DESCRIPTIONS = {
+# Keyed by str: the variants are TextChoices (str), and a variant comes in as a str.
+_DESCRIPTIONS: dict[str, str] = {
     AgentVariant.BASELINE: "Baseline validation: clone, setup and the failing tests, no agent.",
     AgentVariant.SCRIPTED: "The deterministic scripted agent (no model).",
     AgentVariant.ORACLE: "Applies the task's reference solution (gold patch).",

@@ -67,25 +67,44 @@ def root_override(folder: Path | None) -> Iterator[None]:
 
 
 def run_folder_name(run: Run) -> str:
-    """``<timestamp>__<suite>__<variant>``: sortable and readable; the run's short id is
-    appended only when another run already took that name."""
+    """``<timestamp>__<suite>__<variant>``: sortable and readable (``_claim_run_folder``
+    appends the run's short id when another run already took the name)."""
     stamp = (run.created_at or timezone.now()).strftime("%Y%m%dT%H%M%SZ")
     label = run.model_config.agent_variant
     if run.model_config.slug != label:
         label = f"{label}-{run.model_config.slug}"
-    name = f"{stamp}__{_safe(run.suite.name)}__{_safe(label)}"
-    if (artifacts_root() / name).exists():
-        name = f"{name}__{str(run.public_id)[:8]}"
-    return name
+    return f"{stamp}__{_safe(run.suite.name)}__{_safe(label)}"
+
+
+def _claim_run_folder(run: Run) -> Path:
+    """A folder for ``run``, made here: the readable name, or with the run's short id when
+    that is taken. ``mkdir`` is the claim (atomic), so two runs created in the same second
+    never share a folder, as they could when a name was checked free and made later."""
+    root = artifacts_root()
+    root.mkdir(parents=True, exist_ok=True)
+    name = run_folder_name(run)
+    for candidate in (name, f"{name}__{str(run.public_id)[:8]}"):
+        try:
+            (root / candidate).mkdir()
+        except FileExistsError:
+            continue
+        return root / candidate
+    # Both taken: the short-id name is this run's own (another worker of it made it).
+    return root / f"{name}__{str(run.public_id)[:8]}"
 
 
 def run_dir(run: Run) -> Path:
     """The run's folder, recorded on the run the first time any attempt of it needs it."""
     if not run.artifacts_dir:
-        name = relative(artifacts_root() / run_folder_name(run))
+        claimed = _claim_run_folder(run)
+        name = relative(claimed)
         # Compare-and-set: concurrent workers of one run agree on the first name stored.
         Run.objects.filter(pk=run.pk, artifacts_dir="").update(artifacts_dir=name)
         run.artifacts_dir = Run.objects.values_list("artifacts_dir", flat=True).get(pk=run.pk)
+        if run.artifacts_dir != name:
+            # Another worker of this run stored its folder first: ours is empty, unused.
+            with contextlib.suppress(OSError):
+                claimed.rmdir()
     path = folder_of(run.artifacts_dir)
     path.mkdir(parents=True, exist_ok=True)
     return path

@@ -370,7 +370,7 @@ class _Execution:
             image=plan.image,
             workspace_path=plan.workspace_path,
             memory_mb=settings.SANDBOX_MEMORY_MB,
-            cpus=settings.SANDBOX_CPUS,
+            cpus=plan.cpus or settings.SANDBOX_CPUS,  # the task's source may name its own
             pids_limit=settings.SANDBOX_PIDS_LIMIT,
             output_cap_bytes=(
                 max(settings.SANDBOX_OUTPUT_CAP_BYTES, settings.SWEBENCH_OUTPUT_CAP_BYTES)

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import os
 import posixpath
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -45,6 +46,8 @@ class TaskPlan:
     gold_patch: str = ""
     # A SWE-bench instance built here (``ab swebench build``): its bubblewrap root filesystem.
     rootfs: str = ""
+    # The sandbox's CPU quota when the task's source names one (None: SANDBOX_CPUS).
+    cpus: float | None = None
 
     @property
     def repo_rel(self) -> str:
@@ -120,7 +123,28 @@ def plan_for_task(task: Task, *, default_image: str) -> TaskPlan:
         swebench_version=str(spec.get("version") or task.instance_version or ""),
         problem_statement=task.problem_statement,
         gold_patch=task.gold_patch,
+        cpus=task_cpus(spec, is_swebench=is_swebench),
     )
+
+
+def host_cpus() -> int:
+    return os.cpu_count() or 1
+
+
+def task_cpus(spec: dict, *, is_swebench: bool) -> float | None:
+    """The CPUs a task's source gives its sandbox, at most the host's: ``environment.cpus``
+    of a task.yaml, ``cpus`` of a SWE-bench row; a SWE-bench instance names none and gets
+    all the host's, as the official harness's containers (no CPU limit) do. Test suites size
+    themselves from the cgroup's quota (pylint's parallel tests skip with "Need 2 or more
+    cores" under SANDBOX_CPUS=1.0, where upstream runs them). None: SANDBOX_CPUS."""
+    environment = spec.get("environment")
+    asked = environment.get("cpus") if isinstance(environment, dict) else None
+    if asked is None:
+        asked = spec.get("cpus") if is_swebench else None
+    if isinstance(asked, bool) or not isinstance(asked, int | float) or asked <= 0:
+        return float(host_cpus()) if is_swebench else None
+    # Docker refuses a quota past the host's CPUs; a cgroup would just never use it.
+    return min(float(asked), float(host_cpus()))
 
 
 def _repo_slug(url: str) -> str:

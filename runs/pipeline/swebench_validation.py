@@ -35,7 +35,7 @@ from runs.models import AgentVariant, Attempt, AttemptStatus, Run, RunSource, Ru
 from runs.pipeline import artifacts
 from runs.pipeline.adhoc import model_config_for_variant, run_close, run_create
 from runs.pipeline.execute import attempt_execute
-from runs.pipeline.log_errors import first_error
+from runs.pipeline.log_errors import first_error, skipped_tests
 from runs.services import attempts_enqueue, run_cancel
 from sandbox.environments.build import Builder, BuildOutcome, use_built_instance
 from tasks_app.models import GoldValidation, GoldValidationStatus, Suite, Task
@@ -343,9 +343,21 @@ def judge(task: Task, gold: Attempt, empty: Attempt, *, build: BuildOutcome) -> 
         *(results.get("FAIL_TO_PASS", {}).get("failure") or []),
         *(results.get("PASS_TO_PASS", {}).get("failure") or []),
     ]
+    skipped: dict[str, str] = {}
+    gold_wrong = list(wrong)
     if gold.grade != "FULL":
         problems.append(_attempt_problem("gold patch", gold, wrong))
         log = _test_log(gold)
+        # A fail-to-pass test skipped (pylint's "Need 2 or more cores ...") says so, with its
+        # message: the nearest error-looking line of the log would not be why.
+        skipped = skipped_tests(log, list(results.get("FAIL_TO_PASS", {}).get("failure") or []))
+        if skipped:
+            problems.insert(
+                0,
+                "fail-to-pass tests skipped: "
+                + "; ".join(f"{test} ({why})" for test, why in list(skipped.items())[:3])
+                + (f" and {len(skipped) - 3} more" if len(skipped) > 3 else ""),
+            )
         online = network_tests(log, wrong)
         if online:
             problems.insert(
@@ -360,7 +372,9 @@ def judge(task: Task, gold: Attempt, empty: Attempt, *, build: BuildOutcome) -> 
         problems.append(_attempt_problem("no patch", empty, passing_empty))
         wrong += [f"{t} (passes with no patch)" for t in passing_empty]
     if problems:
-        error = first_error(_test_log(gold)) if gold.grade != "FULL" else ""
+        # The first error, unless every test that went wrong was skipped.
+        unexplained = gold.grade != "FULL" and any(t not in skipped for t in gold_wrong)
+        error = first_error(_test_log(gold)) if unexplained else ""
         if error:
             problems.append(f"first error: {error}")
         if built and built.note:

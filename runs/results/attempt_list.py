@@ -476,7 +476,7 @@ def export_records(attempts: Iterable[Attempt], attempt_url: str) -> Iterable[di
     """One record per attempt of a list (``list_rows``), the columns of ``EXPORT_COLUMNS``:
     what the row shows, unknown usage as None. ``attempt_url`` has ``{}`` for the id."""
     for a in attempts:
-        used = a.usage_recorded
+        usage = a.usage
         yield {
             "task_id": a.task.task_id,
             "model": a.model_config.name,
@@ -486,11 +486,11 @@ def export_records(attempts: Iterable[Attempt], attempt_url: str) -> Iterable[di
             "outcome": a.outcome,
             "reason": a.failure_reason_id,
             "grade": a.grade or None,
-            "cost_usd": None if a.cost_usd is None or not used else float(a.cost_usd),
-            "tokens_in": a.tokens_in if used else None,
-            "tokens_out": a.tokens_out if used else None,
-            "steps": a.steps if used else None,
-            "tool_calls": a.tool_calls if used else None,
+            "cost_usd": usage.cost_usd,
+            "tokens_in": usage.tokens_in,
+            "tokens_out": usage.tokens_out,
+            "steps": usage.steps,
+            "tool_calls": usage.tool_calls,
             "duration_sec": a.duration_sec,
             "finished_at": a.finished_at.isoformat() if a.finished_at else None,
             "error": getattr(a, "error_head", "") or None,

@@ -29,6 +29,7 @@ SORT_KEYS = (
     "date",
     "pass_at_1",
     "pass_at_k",
+    "pass_hat_k",
     "attempts",
     "infra",
     "pending",
@@ -128,6 +129,10 @@ class LeaderboardRow:
     @property
     def pass_at_k(self) -> float | None:
         return self.score.pass_at_k
+
+    @property
+    def pass_hat_k(self) -> float | None:
+        return self.score.pass_hat_k
 
     @property
     def k(self) -> int:
@@ -267,6 +272,7 @@ class LeaderboardRow:
             "date": self.date,
             "pass_at_1": self.rate,
             "pass_at_k": self.pass_at_k,
+            "pass_hat_k": self.pass_hat_k,
             "attempts": self.attempts,
             "infra": self.infra,
             "pending": self.pending,

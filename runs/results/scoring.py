@@ -24,7 +24,7 @@ from typing import Generic, TypeVar
 
 import numpy as np
 
-from runs.results.stats import mcnemar_exact, pass_at_k, wilson_interval_fraction
+from runs.results.stats import mcnemar_exact, pass_at_k, pass_hat_k, wilson_interval_fraction
 
 # Attempt statuses as stored (runs.models.AttemptStatus values; tests check they agree).
 FINISHED = "finished"
@@ -146,6 +146,10 @@ class Score(Generic[K]):
     ci_high: float | None
     k: int
     pass_at_k: float | None  # None when k == 1
+    pass_hat_k: float | None  # all k samples pass (None when k == 1), with its interval
+    pass_hat_k_ci_low: float | None
+    pass_hat_k_ci_high: float | None
+    disagreeing_tasks: int  # tasks of the rate whose scored samples disagree (some resolved)
     whole_suite: bool
     attempts: int  # attempts made: scored, excluded and pending (missing ones are none)
     scored: int
@@ -239,7 +243,7 @@ def score(
     attempted = valid & (sc > 0)
     attempted_share = np.divide(rs, sc, out=np.zeros(len(index)), where=sc > 0)
     n_tasks = int(in_rate.sum())
-    rate = low = high = pk = None
+    rate = low = high = pk = phk = phk_low = phk_high = None
     total = 0.0
     if n_tasks:
         shares = share[in_rate]
@@ -248,6 +252,10 @@ def score(
         low, high = _clustered(shares, int(trials[in_rate].sum()))
         if k > 1:
             pk = _mean_pass_at_k(trials[in_rate], rs[in_rate], k)
+            every = _pass_hat_k_shares(trials[in_rate], rs[in_rate], k)
+            phk = float(every.mean())
+            phk_low, phk_high = _clustered(every, int(trials[in_rate].sum()))
+    disagreeing = int((in_rate & (sc > 1) & (rs > 0) & (rs < sc)).sum())
     n_attempted = int(attempted.sum())
     a_rate = a_low = a_high = None
     a_total = 0.0
@@ -264,6 +272,10 @@ def score(
         ci_high=high,
         k=k,
         pass_at_k=pk,
+        pass_hat_k=phk,
+        pass_hat_k_ci_low=phk_low,
+        pass_hat_k_ci_high=phk_high,
+        disagreeing_tasks=disagreeing,
         whole_suite=whole_suite,
         attempts=int(made[valid].sum()) + set_aside,
         scored=int(sc[valid].sum()),
@@ -284,6 +296,17 @@ def score(
         _attempted_share=attempted_share,
         _scored=np.where(attempted, sc, 0),
     )
+
+
+def _pass_hat_k_shares(n: np.ndarray, c: np.ndarray, k: int) -> np.ndarray:
+    """Each task's pass^k (a task with no sample: 0), the estimator once per (n, c) pair."""
+    memo: dict[tuple[int, int], float] = {}
+    out = np.empty(len(n))
+    for i, pair in enumerate(zip(n.tolist(), c.tolist(), strict=True)):
+        if pair not in memo:
+            memo[pair] = pass_hat_k(pair[0], pair[1], k)
+        out[i] = memo[pair]
+    return out
 
 
 def _mean_pass_at_k(n: np.ndarray, c: np.ndarray, k: int) -> float:
@@ -424,7 +447,7 @@ def _realigned(a: Score[K], b: Score[K]) -> tuple[Score[K], Score[K]]:
             return out
 
         return Score(
-            **{f: getattr(s, f) for f in _SCORE_FIGURES},
+            **{f: getattr(s, f) for f in SCORE_FIGURES},
             index=index,
             _share=spread(s._share, 0.0),
             _in_rate=spread(s._in_rate, False),
@@ -626,10 +649,22 @@ class GroupScore:
     group: str
     tasks: int
     resolved: float
+    # The same over the group's tasks the row attempted (a scored sample): for a partial row
+    # the whole-suite rate above counts the tasks it never tried as 0.
+    attempted_tasks: int = 0
+    attempted_resolved: float = 0.0
 
     @property
     def rate(self) -> float | None:
         return self.resolved / self.tasks if self.tasks else None
+
+    @property
+    def attempted_rate(self) -> float | None:
+        return self.attempted_resolved / self.attempted_tasks if self.attempted_tasks else None
+
+    @property
+    def partial(self) -> bool:
+        return self.attempted_tasks < self.tasks
 
 
 @dataclass(frozen=True, eq=False)
@@ -654,8 +689,12 @@ def by_group(s: Score[K], groups: Mapping[K, str] | TaskGroups) -> dict[str, Gro
     width = len(groups.names)
     tasks = np.bincount(codes, minlength=width)
     sums = np.bincount(codes, weights=s._share[s._in_rate], minlength=width)
+    tried = s._attempted
+    a_codes = groups.codes[tried]
+    a_tasks = np.bincount(a_codes, minlength=width)
+    a_sums = np.bincount(a_codes, weights=s._attempted_share[tried], minlength=width)
     return {
-        name: GroupScore(name, int(tasks[i]), float(sums[i]))
+        name: GroupScore(name, int(tasks[i]), float(sums[i]), int(a_tasks[i]), float(a_sums[i]))
         for i, name in enumerate(groups.names)
         if tasks[i]
     }
@@ -676,8 +715,9 @@ def attempt_outcome(status: str, *, is_infra: bool, resolved: bool) -> str:
     return "not_evaluated" if tally.not_evaluated else "pending"
 
 
-_SCORE_FIGURES = (
-    "rate", "resolved", "tasks", "ci_low", "ci_high", "k", "pass_at_k", "whole_suite",
+SCORE_FIGURES = (
+    "rate", "resolved", "tasks", "ci_low", "ci_high", "k", "pass_at_k", "pass_hat_k",
+    "pass_hat_k_ci_low", "pass_hat_k_ci_high", "disagreeing_tasks", "whole_suite",
     "attempts", "scored", "resolved_attempts", "excluded", "pending", "not_evaluated",
     "missing", "attempted_rate", "attempted_resolved", "attempted_tasks", "attempted_ci_low",
     "attempted_ci_high", "missing_attempts",
@@ -686,7 +726,7 @@ _SCORE_FIGURES = (
 
 def score_record(s: Score) -> dict:
     """A score's figures as plain values, the same keys in every export (API, CSV, JSON)."""
-    return {**{f: getattr(s, f) for f in _SCORE_FIGURES}, "complete": s.complete}
+    return {**{f: getattr(s, f) for f in SCORE_FIGURES}, "complete": s.complete}
 
 
 def pair_figures(test: PairedTest) -> dict:

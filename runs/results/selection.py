@@ -153,7 +153,8 @@ class SuiteResults:
     models: dict[int, ModelConfig]
     tallies: dict[int, Tallies[int]]  # run id -> per-task tallies over ``index``
     usage: dict[int, Usage]  # run id -> usage
-    index: TaskIndex[int] = field(default=None, repr=False)  # type: ignore[assignment]
+    # None until __post_init__ builds it from the universe.
+    index: TaskIndex[int] = field(default=None, repr=False)  # type: ignore[arg-type]
     _scores: dict[tuple[int, ...], Score] = field(default_factory=dict, repr=False)
     _excluded_mask: np.ndarray | None = field(default=None, repr=False)
 
@@ -523,8 +524,10 @@ def _usage(attempts: QuerySet[Attempt]) -> dict[int, Usage]:
     Every column read is in ``attempt_run_results_idx`` (by run first), so the database sums
     from the index without a sort.
     """
+    # The ignore: django-stubs takes the annotation "tokens" in values_list() rows for a
+    # redefinition of the model's property of that name; the rows are tuples, no Attempt.
     rows = (
-        attempts.filter(status=FINISHED)
+        attempts.filter(status=FINISHED)  # type: ignore[no-redef]
         .order_by()
         .values_list("run_id")
         .annotate(

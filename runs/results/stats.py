@@ -1,4 +1,4 @@
-"""Statistical building blocks (intervals, pass@k, exact McNemar). Pure: no Django, no I/O.
+"""Statistical building blocks (intervals, pass@k, pass^k, exact McNemar). Pure: no Django, no I/O.
 
 What a score is, and which of these it uses, is decided in ``runs.results.scoring``.
 """
@@ -52,6 +52,20 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     if n - c < k:
         return 1.0
     return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def pass_hat_k(n: int, c: int, k: int) -> float:
+    """The unbiased pass^k estimator for one task: C(c, k) / C(n, k), the chance that k
+    samples drawn from the ``n`` (``c`` passed) all pass. Fewer than ``k`` samples: the
+    ``n`` there are (as ``pass_at_k``)."""
+    if n <= 0:
+        return 0.0
+    if not 0 <= c <= n:
+        raise ValueError(f"c must be between 0 and n, got {c} of {n}")
+    k = min(k, n)
+    if k <= 0:
+        raise ValueError(f"k must be at least 1, got {k}")
+    return math.comb(c, k) / math.comb(n, k)
 
 
 def mean_pass_at_k(per_task: Iterable[tuple[int, int]], k: int) -> float | None:

@@ -96,8 +96,10 @@ def grouped_tallies_counted(
 ) -> dict[int, Tallies]:
     """The same tallies counted one filter per count: for runs with 1,024+ samples a task."""
     scored = Q(status=FINISHED, is_infra=False)
+    # The ignore: django-stubs takes the annotation "resolved" in values_list() rows for a
+    # redefinition of the model's property of that name; the rows are tuples, no Attempt.
     rows = (
-        attempts.order_by()
+        attempts.order_by()  # type: ignore[no-redef]
         .values_list("run_id", "task_id")
         .annotate(
             scored=Count("id", filter=scored),

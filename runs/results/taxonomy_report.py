@@ -200,7 +200,16 @@ def chart_data(breakdown: TaxonomyBreakdown, attempts_url: str) -> dict:
         )
     by_id = {b.model.id: b.model.name for b in breakdown.models}
     lines: dict[int, dict] = defaultdict(
-        lambda: {"type": "scatter", "mode": "lines+markers", "x": [], "y": [], "name": ""}
+        lambda: {
+            "type": "scatter",
+            "mode": "lines+markers",
+            "x": [],
+            "y": [],
+            "name": "",
+            "text": [],
+            "marker": {"symbol": []},
+            "hovertemplate": "%{x}<br>resolved: %{y}%%{text}<extra>%{fullData.name}</extra>",
+        }
     )
     for point in breakdown.points:
         if point.model_id not in by_id or point.rate is None:
@@ -209,7 +218,20 @@ def chart_data(breakdown: TaxonomyBreakdown, attempts_url: str) -> dict:
         line["name"] = by_id[point.model_id]
         line["x"].append(point.at.isoformat())
         line["y"].append(round(100 * point.rate, 2))
+        line["text"].append(_partial_note(point.score))
+        # A partial run (tasks never attempted count 0) is an open marker.
+        line["marker"]["symbol"].append("circle-open" if point.score.partial else "circle")
     return {"bars": bars, "lines": list(lines.values())}
+
+
+def _partial_note(s: Score) -> str:
+    """The hover's second line for a partial run: what it tried and its rate there."""
+    if not s.partial or s.attempted_rate is None:
+        return ""
+    return (
+        f"<br>partial: {s.attempted_tasks} of {s.tasks} tasks;"
+        f" {100 * s.attempted_rate:.1f}% on those"
+    )
 
 
 # Agent reasons: blues and purples; infrastructure: oranges, browns and greys.

@@ -9,6 +9,7 @@ from urllib.parse import urlencode
 
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils.functional import cached_property
@@ -56,7 +57,7 @@ COLUMNS = (
 _ZERO = uuid.UUID(int=0)
 
 
-def suite_attempts(request: HttpRequest, name: str) -> HttpResponse:
+def suite_attempts(request: HttpRequest, name: str) -> HttpResponseBase:
     suite = _suite_for(request, name)
     if isinstance(suite, HttpResponse):
         return suite
@@ -78,13 +79,13 @@ def suite_attempts(request: HttpRequest, name: str) -> HttpResponse:
         return _page(request, suite, None, errors=[str(exc)], notices=notices)
     detail = reverse("attempt-detail", args=[_ZERO]).replace(str(_ZERO), "{}")
     if fmt:
-        rows = list_rows(attempts, read_errors=readable).iterator(chunk_size=2000)
+        streamed_rows = list_rows(attempts, read_errors=readable).iterator(chunk_size=2000)
         head = {"suite": suite.name, "filters": dict(filters.query(keep_default_sort=True))}
         return streamed(
             fmt,
             f"attempts-{suite.name}",
             EXPORT_COLUMNS,
-            export_records(rows, detail),
+            export_records(streamed_rows, detail),
             head=head,
         )
     counts = outcome_counts(
@@ -216,7 +217,7 @@ def _choices(suite: Suite) -> dict:
         .order_by("model_config__name", "created_at")
     )
     for run in runs:
-        run.short = str(run.public_id)[:8]
+        run.short = str(run.public_id)[:8]  # type: ignore[attr-defined]  # for the template only
     return {
         "models": list(
             ModelConfig.objects.filter(runs__suite=suite)

@@ -73,13 +73,13 @@ def navigation(request: HttpRequest, attempt: Attempt, *, read_errors: bool) -> 
     if view == "split":
         keep += ("&" if keep else "?") + "view=split"
     page = (where.position - 1) // size + 1
-    back = [*filters.query(), *sized] + ([("page", str(page))] if page > 1 else [])
+    back_query = [*filters.query(), *sized] + ([("page", str(page))] if page > 1 else [])
     return Navigation(
         scope=scope,
         position=where.position,
         total=where.total,
         previous=detail.format(where.previous) + keep if where.previous else "",
         next=detail.format(where.next) + keep if where.next else "",
-        list_url=list_base + "?" + urlencode(back) + f"#attempt-{attempt.public_id}",
+        list_url=list_base + "?" + urlencode(back_query) + f"#attempt-{attempt.public_id}",
         query=query,
     )

@@ -5,11 +5,13 @@ from __future__ import annotations
 import posixpath
 import uuid
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypedDict
 
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.db.models.functions import Length, Substr
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 
@@ -22,6 +24,9 @@ from runs.web.attempt_tests import read_step_times, read_test_log
 from runs.web.diffview import MAX_PARSE_CHARS, ParsedDiff, render_diff
 from runs.web.page_cache import attempt_files, cached_blocks
 from runs.web.query import unknown_params
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
 
 # What each stage is, for people reading the logs.
 STAGE_TITLES = {
@@ -54,7 +59,12 @@ def _attempt(public_id) -> Attempt:
     )
 
 
-def _attempt_shown(public_id) -> Attempt:
+class _PatchColumns(TypedDict):
+    patch_head: str
+    patch_chars: int
+
+
+def _attempt_shown(public_id) -> WithAnnotations[Attempt, _PatchColumns]:
     """The attempt for its page: the final patch's first MAX_PARSE_CHARS only (``patch_head``)
     and its length (``patch_chars``), never the whole of a huge one (the download has it)."""
     return get_object_or_404(
@@ -68,7 +78,7 @@ def _attempt_shown(public_id) -> Attempt:
     )
 
 
-def _final_diff(attempt: Attempt) -> ParsedDiff | None:
+def _final_diff(attempt: WithAnnotations[Attempt, _PatchColumns]) -> ParsedDiff | None:
     if not attempt.patch_head:
         return None
     return render_diff(
@@ -130,8 +140,9 @@ def _others(attempt: Attempt) -> list[Attempt]:
     detail = reverse("attempt-detail", args=[zero])
     versus = reverse("attempt-vs", args=[attempt.public_id, zero])
     for other in others:
-        other.url = detail.replace(zero, str(other.public_id))
-        other.vs_url = versus.replace(zero, str(other.public_id))
+        # Attributes for the template only, not fields.
+        other.url = detail.replace(zero, str(other.public_id))  # type: ignore[attr-defined]
+        other.vs_url = versus.replace(zero, str(other.public_id))  # type: ignore[attr-defined]
     return others
 
 
@@ -232,7 +243,7 @@ def _refuse_non_readers(request: HttpRequest) -> HttpResponse | None:
 _PATCHED_KINDS = frozenset({"", "unresolved", "apply_failed", "test_errored", "test_timeout"})
 
 
-def _patch_not_shipped(attempt: Attempt) -> bool:
+def _patch_not_shipped(attempt: WithAnnotations[Attempt, _PatchColumns]) -> bool:
     """An imported result with no patch file although its report says it had a patch (the
     folder shipped reports only): "No patch." would say the agent made none."""
     return (
@@ -243,7 +254,7 @@ def _patch_not_shipped(attempt: Attempt) -> bool:
     )
 
 
-def attempt_artifact(request: HttpRequest, public_id, path: str) -> HttpResponse:
+def attempt_artifact(request: HttpRequest, public_id, path: str) -> HttpResponseBase:
     """Download one artifact file. Served as an attachment, so the browser never renders it."""
     attempt = _attempt(public_id)
     refused = _refuse_non_readers(request)

@@ -10,6 +10,7 @@ the templates use (``runs.templatetags.results``), so the page reads the same.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from html import escape as esc
 
 from django.utils import timezone
@@ -42,7 +43,7 @@ def usage_columns(rows: list) -> list[tuple]:
 
 
 def leaderboard_rows_html(
-    rows: list, *, any_k: bool, columns: list[tuple] = USAGE_COLUMNS
+    rows: list, *, any_k: bool, columns: Sequence[tuple] = USAGE_COLUMNS
 ) -> SafeString:
     """The <tr> of each leaderboard row (``runs.results.leaderboard.LeaderboardRow``, with the
     ``links`` the view set); ``columns``: the usage columns shown (``usage_columns``)."""
@@ -91,7 +92,7 @@ def _meta(r) -> str:
     return f'<div class="small muted run-links meta">{items}</div>'
 
 
-def _row(r, any_k: bool, columns: list[tuple]) -> str:
+def _row(r, any_k: bool, columns: Sequence[tuple]) -> str:
     s, links = r.score, r.links
     slug, key = esc(r.slug), esc(r.key)
     ci = f"{pct(r.ci_low)} {DASH} {pct(r.ci_high)}" if r.ci_low is not None else "—"
@@ -125,6 +126,14 @@ def _row(r, any_k: bool, columns: list[tuple]) -> str:
             else "—"
         )
         cells.append(f'<td class="num">{pk}</td>')
+        hat = "—"
+        if r.pass_hat_k is not None:
+            split = s.disagreeing_tasks
+            hat = (
+                f'{pct(r.pass_hat_k)}<div class="small muted pass-hat-k" title="tasks whose '
+                f'samples disagree (some resolved, some not)">{split} split</div>'
+            )
+        cells.append(f'<td class="num">{hat}</td>')
     infra = f'<a class="infra" href="{esc(links.infra)}">{r.infra}</a>' if r.infra else "0"
     cells += [f'<td class="num">{r.attempts}</td>', f'<td class="num">{infra}</td>']
     cells += [f'<td class="num">{fmt(getattr(r, attr))}</td>' for _, attr, _, _, fmt in columns]

@@ -93,7 +93,8 @@ class SuiteLaunchForm(forms.Form):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         # Each configuration says which agent it runs: the variant is chosen with it.
-        self.fields["model"].label_from_instance = _config_label
+        # A ModelChoiceField; the form's fields are typed Field.
+        self.fields["model"].label_from_instance = _config_label  # type: ignore[attr-defined]
 
 
 def _config_label(config: ModelConfig) -> str:
@@ -129,7 +130,7 @@ def suite_launch_view(request: HttpRequest, name: str) -> HttpResponse:
             )
             return redirect(run.get_absolute_url())
     errors = "; ".join(
-        f"{field}: {' '.join(errs)}" if field != "__all__" else " ".join(errs)
+        f"{field}: {' '.join(map(str, errs))}" if field != "__all__" else " ".join(map(str, errs))
         for field, errs in form.errors.items()
     )
     messages.error(request, f"Nothing launched. {errors}")

@@ -305,7 +305,7 @@ def compare(request: HttpRequest, name: str) -> HttpResponse:
         return _export(fmt, suite, comparison, records)
     _set_task_urls(suite, comparison.rows)
     for pair in comparison.pairs:
-        pair.lists = {
+        pair.lists = {  # type: ignore[attr-defined]  # for the template only
             "better": task_list_html(pair.fixed_by_b),
             "worse": task_list_html(pair.regressed),
             "both": task_list_html(pair.both),
@@ -411,7 +411,7 @@ def _export(fmt: str, suite: Suite, comparison: Comparison, records: list[dict])
             "pairs": [pair_record(p) for p in comparison.pairs],
             "tasks": records,
         }
-        response = JsonResponse(payload, json_dumps_params={"indent": 2})
+        response: HttpResponse = JsonResponse(payload, json_dumps_params={"indent": 2})
     else:
         response = HttpResponse(content_type="text/csv; charset=utf-8")
         fields = list(records[0]) if records else ["task_id"]

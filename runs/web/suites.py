@@ -66,8 +66,9 @@ def task_detail(request: HttpRequest, suite: str, task_id: str) -> HttpResponse:
     attempt_url = reverse("attempt-detail", args=[zero])
     run_url = reverse("run-detail", args=[zero])
     for attempt in attempts:
-        attempt.url = attempt_url.replace(zero, str(attempt.public_id))
-        attempt.run_url = run_url.replace(zero, str(attempt.run.public_id))
+        # Attributes for the template only, not fields.
+        attempt.url = attempt_url.replace(zero, str(attempt.public_id))  # type: ignore[attr-defined]
+        attempt.run_url = run_url.replace(zero, str(attempt.run.public_id))  # type: ignore[attr-defined]
     return render(
         request,
         "tasks_app/task_detail.html",

@@ -10,6 +10,8 @@ import logging
 import shutil
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -169,7 +171,7 @@ def attempts_reap(*, stale_after_sec: int | None = None, max_requeues: int | Non
             )
             if locked is None:  # it moved on (finished, or a heartbeat arrived) meanwhile
                 continue
-            transaction.on_commit(lambda pid=locked.public_id: attempts_remove_containers([pid]))
+            transaction.on_commit(partial(attempts_remove_containers, [locked.public_id]))
             if Run.objects.filter(pk=locked.run_id, status__in=RUN_FINAL_STATES).exists():
                 _end_worker_lost(locked, stale_after, run_ended=True)
                 ended.append(locked.id)
@@ -213,7 +215,7 @@ def attempts_hand_back(*, worker_node: str) -> list[int]:
             )
             if locked is None:
                 continue
-            transaction.on_commit(lambda pid=locked.public_id: attempts_remove_containers([pid]))
+            transaction.on_commit(partial(attempts_remove_containers, [locked.public_id]))
             if Run.objects.filter(pk=locked.run_id, status__in=RUN_FINAL_STATES).exists():
                 text = f"[worker-stopped] worker {locked.worker} stopped after the run ended"
                 _end_worker_lost(locked, 0, run_ended=True, text=text)
@@ -330,7 +332,9 @@ def broker_queue_size() -> int | None:
         with app.connection_for_write() as conn:
             queue = app.conf.task_default_queue
             try:
-                _, count, _ = conn.default_channel.queue_declare(queue=queue, passive=True)
+                # The transport's own channel: kombu's StdChannel type declares no queue_declare.
+                channel: Any = conn.default_channel
+                _, count, _ = channel.queue_declare(queue=queue, passive=True)
             except Exception as exc:
                 if _is_no_such_queue(exc):
                     return 0

@@ -16,6 +16,7 @@ import base64
 import json
 import logging
 from collections.abc import Iterable
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +37,8 @@ def broker_forget_unacked(attempt_ids: Iterable[int]) -> int:
         with app.connection_for_write() as conn:
             if conn.transport.driver_type != "redis":
                 return 0
-            channel = conn.default_channel
+            # Redis's own channel: kombu's StdChannel type declares none of its attributes.
+            channel: Any = conn.default_channel
             client = channel.client
             for tag, raw in client.hscan_iter(channel.unacked_key):
                 if _attempt_of(raw, queue) in wanted:

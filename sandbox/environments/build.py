@@ -187,6 +187,7 @@ class Builder:
             return self._index.url(date)
 
     def close(self) -> None:
+        self.source.close()  # a network source's leases on the commits it fetched
         with self._index_lock:
             if self._index is not None:
                 self._index.__exit__(None, None, None)

@@ -1,14 +1,15 @@
 """Keeping the SWE-bench cache within a disk budget, and pruning what nothing names.
 
 **The budget** (``SWEBENCH_CACHE_MAX_GB``, in GB of 10^9 bytes; unset or 0: none) covers the
-level trees and their Docker images together (``cache.py`` says how each is counted). Before a
-level is built, ``make_room`` frees room for it (its size estimated from the levels of its kind
-already built) and after the build for what it really took: least recently used instance
-levels first, then env levels no remaining instance level stands on, then base levels no env
-level stands on; never a level someone holds a use lease on (an attempt running from it, a
-build on top of it). Each eviction is logged (the callback, the module's logger and
-``<cache>/evictions.log``). When everything left is in use the cache stays over the budget and
-that is logged too: a build is never failed for it.
+level trees and their Docker images together (``cache.py`` says how each is counted), and the
+commits fetched over the network (``repo_fetch.py``). Before a level is built, ``make_room``
+frees room for it (its size estimated from the levels of its kind already built) and after the
+build for what it really took: least recently used fetched commits first (fetched again in
+seconds), then instance levels, then env levels no remaining instance level stands on, then
+base levels no env level stands on; never a level (or fetched commit) someone holds a use
+lease on (an attempt running from it, a build on top of it). Each eviction is logged (the
+callback, the module's logger and ``<cache>/evictions.log``). When everything left is in use
+the cache stays over the budget and that is logged too: a build is never failed for it.
 
 **Pruning** (``prune``) removes levels built with an older recipe, levels a newer build
 superseded (an instance level no instance record names; an env or base level nothing stands
@@ -30,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sandbox.environments import cache, docker_images
+from sandbox.environments import cache, docker_images, repo_fetch
 from sandbox.environments.cache import Level
 from sandbox.environments.repos import cache_root, locked
 
@@ -82,6 +83,11 @@ class Snapshot:
     images: list[docker_images.ImageInfo] | None  # None: no Docker engine answers
     image_of: dict[str, docker_images.ImageInfo] = field(default_factory=dict)  # level name ->
     orphans: list[docker_images.ImageInfo] = field(default_factory=list)  # images no level has
+    fetched: list[repo_fetch.Fetched] = field(default_factory=list)  # commits fetched
+
+    @property
+    def fetched_bytes(self) -> int:
+        return sum(f.bytes for f in self.fetched)
 
     @property
     def tree_bytes(self) -> int:
@@ -95,7 +101,7 @@ class Snapshot:
 
     @property
     def total(self) -> int:
-        return self.tree_bytes + self.image_bytes
+        return self.tree_bytes + self.image_bytes + self.fetched_bytes
 
     def above(self, level: Level) -> list[Level]:
         """The levels standing on ``level`` (an instance level of unknown parent stands on
@@ -119,7 +125,7 @@ def snapshot(*, measure_missing: bool = True) -> Snapshot:
             )
             _update_record(level)
     images = docker_images.level_images()
-    snap = Snapshot(levels=levels, images=images)
+    snap = Snapshot(levels=levels, images=images, fetched=repo_fetch.all_fetched())
     if images is None:
         for level in levels:
             level.image_bytes = None
@@ -192,6 +198,25 @@ def make_room(
             need = estimate(kind, snap)
         busy: set[str] = set()
         while snap.total + need > max_bytes:
+            fetched = _next_fetched(snap, skip=busy)
+            if fetched is not None:
+                with cache.exclusive(fetched.name) as free:
+                    if not free:
+                        busy.add(fetched.name)
+                        continue
+                    used = fetched.last_used()
+                    repo_fetch.remove(fetched)
+                snap.fetched.remove(fetched)
+                evicted.append(fetched.name)
+                line = (
+                    f"evicted fetched commit {fetched.commit} of {fetched.repo} "
+                    f"({human(fetched.bytes)}; last used {_ago(used)}) to keep the cache under "
+                    f"{BUDGET_ENV}={max_bytes / GB:g} (now {human(snap.total)}, "
+                    f"{human(need)} wanted)"
+                )
+                _log_line(line)
+                say(line)
+                continue
             candidate = _next_victim(snap, skip=busy)
             if candidate is None:
                 line = (
@@ -221,6 +246,12 @@ def make_room(
             _log_line(line)
             say(line)
     return evicted
+
+
+def _next_fetched(snap: Snapshot, *, skip: set[str]) -> repo_fetch.Fetched | None:
+    """The least recently used fetched commit not known to be in use."""
+    free = [f for f in snap.fetched if f.name not in skip]
+    return min(free, key=lambda f: f.last_used()) if free else None
 
 
 def _next_victim(snap: Snapshot, *, skip: set[str] | frozenset[str]) -> Level | None:
@@ -400,6 +431,12 @@ def _prune_leftovers(dry_run: bool) -> list[PruneItem]:
             items.append(PruneItem(str(work), "work folder", 0, "left by a build that died"))
             if not dry_run:
                 subprocess.run(["rm", "-rf", "--one-file-system", str(work)], check=False)
+    for work in repo_fetch.leftovers():  # .<commit>.<random>: a fetch's work folder
+        commit = work.name[1:].split(".", 1)[0]
+        if _build_lock_free(f"fetch-{work.parent.name}-{commit}"):
+            items.append(PruneItem(str(work), "work folder", 0, "left by a fetch that died"))
+            if not dry_run:
+                subprocess.run(["rm", "-rf", "--one-file-system", str(work)], check=False)
     for record in sorted((cache_root() / "instances").glob("*.json")):
         rootfs = _record_rootfs(record)
         if not rootfs or not Path(rootfs, "testbed").is_dir():
@@ -423,8 +460,8 @@ def _build_lock_free(name: str) -> bool:
 
 
 def other_bytes() -> dict[str, int]:
-    """What the cache holds besides levels (not counted in the budget): unpacked repositories
-    and the pip cache."""
+    """What the cache holds besides levels and fetched commits (not counted in the budget):
+    repositories unpacked from the archives folder, and the pip cache."""
     root = cache_root()
     out = {}
     for name in ("repos", "pip-cache"):

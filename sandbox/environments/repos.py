@@ -3,7 +3,8 @@
 The folder holds ``<owner>__<name>.git.tar.gz`` archives or ``<owner>__<name>.git`` bare
 repositories (layout: /work/shared/swebench/repos/README.md). An archive is unpacked once into
 a cache folder named by the archive's sha256, with a limit on the bytes it may expand to, so a
-hostile or corrupt archive cannot fill the disk. Nothing here touches the network.
+hostile or corrupt archive cannot fill the disk. Nothing here touches the network: the commits
+of a repository the folder lacks are fetched by ``repo_fetch.NetworkRepoSource``.
 """
 
 from __future__ import annotations
@@ -114,6 +115,9 @@ class RepoSource:
         if shown.returncode != 0:
             return None
         return shown.stdout.decode("utf-8", errors="replace")
+
+    def close(self) -> None:
+        """Let go of what the source holds (nothing here; a network source's leases)."""
 
     def commit_date(self, repo: str, commit: str, *, instance_id: str) -> str:
         """The committer date of ``commit`` (ISO 8601 with its offset)."""

@@ -62,7 +62,8 @@ def instance_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--repos", type=Path, default=None, metavar="DIR",
         help="folder of <owner>__<name>.git.tar.gz archives or .git bare repositories "
-        "(default: SWEBENCH_REPOS)",
+        "(default: SWEBENCH_REPOS); a repository it lacks is fetched by commit from "
+        "SWEBENCH_GIT_BASE",
     )  # fmt: skip
 
 
@@ -81,19 +82,27 @@ def resolve_backend(name: str | None) -> str:
 def make_builder(args: argparse.Namespace, backend: str):
     from sandbox.environments.build import Builder
     from sandbox.environments.eviction import BudgetError, max_bytes_from_env
+    from sandbox.environments.repo_fetch import NetworkRepoSource
     from sandbox.environments.repos import RepoSource
 
     folder = args.repos or settings.SWEBENCH_REPOS
-    if not folder:
-        raise CommandError("no repositories folder: set SWEBENCH_REPOS or pass --repos DIR")
-    if not Path(folder).is_dir():
+    base = settings.SWEBENCH_GIT_BASE.strip()
+    fetching = base.lower() != "off"
+    if not folder and not fetching:
+        raise CommandError(
+            "no repositories folder: set SWEBENCH_REPOS or pass --repos DIR "
+            "(SWEBENCH_GIT_BASE=off: repositories are never fetched)"
+        )
+    if folder and not Path(folder).is_dir():
         raise CommandError(f"no such repositories folder: {folder}")
     try:
         budget = max_bytes_from_env()
     except BudgetError as exc:
         raise CommandError(str(exc)) from exc
+    # A repository the folder lacks is fetched by commit from SWEBENCH_GIT_BASE.
+    source = NetworkRepoSource(folder or None, base=base) if fetching else RepoSource(folder)
     return Builder(
-        RepoSource(folder),
+        source,
         docker=backend == "docker",
         log=_Progress.note,
         max_bytes=budget,

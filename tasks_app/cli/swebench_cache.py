@@ -72,6 +72,19 @@ def usage() -> dict:
         "root": str(cache_root()),
         "levels": levels,
         "images_without_level": [{"image": own_tags(i)[0], "bytes": i.size} for i in snap.orphans],
+        # Commits fetched over the network (sandbox/environments/repo_fetch.py).
+        "fetched": [
+            {
+                "repo": f.repo,
+                "commit": f.commit,
+                "url": f.url,
+                "bytes": f.bytes,
+                "last_used": f.last_used(),
+                "folder": str(f.folder),
+            }
+            for f in snap.fetched
+        ],
+        "fetched_bytes": snap.fetched_bytes,
         "docker": snap.images is not None,
         "tree_bytes": snap.tree_bytes,
         "image_bytes": snap.image_bytes,
@@ -120,9 +133,14 @@ def cmd_du(args: argparse.Namespace) -> int:
         print("  ".join(str(cell).ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
     for image in data["images_without_level"]:
         print(f"image no level names: {image['image']} ({human(image['bytes'])})")
+    for item in data["fetched"]:
+        print(
+            f"fetched {item['repo']} {item['commit']} ({human(item['bytes'])}, last used "
+            f"{_when(item['last_used'])}) from {item['url']}"
+        )
     print(
         f"total {human(data['total_bytes'])}: trees {human(data['tree_bytes'])}, images "
-        f"{human(data['image_bytes'])}"
+        f"{human(data['image_bytes'])}, fetched commits {human(data['fetched_bytes'])}"
         + ("" if data["docker"] else " (no Docker engine answers: images not counted)")
     )
     budget = data["budget_bytes"]

@@ -29,10 +29,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=cmd_import_swebench)
 
 
-def nothing_imported(exc: SwebenchInputError) -> CommandError:
+def nothing_imported(exc: SwebenchInputError, hint: str = "") -> CommandError:
+    """Every problem on its own line, then one error: nothing was stored."""
     for line in exc.lines():
         print(line)
-    return CommandError("nothing imported: fix the errors above")
+    return CommandError(f"nothing imported: fix the errors above{hint}")
 
 
 def existing_file(path: Path) -> Path:
