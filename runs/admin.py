@@ -1,10 +1,9 @@
 from django.contrib import admin
 
-from benchsite.accounts.access import Write, can_write
-from benchsite.accounts.models import AuditAction
-from benchsite.accounts.services import audit_event_record
+from benchsite.accounts.access import can_write
+from benchsite.accounts.models import Action, Door
 from runs.admin_actions import cancel_runs, evaluate_runs, launch_runs, resume_runs, retry_runs
-from runs.model_configs import UPSTREAM_FIELDS, upstream_audit, upstream_changes, upstream_require
+from runs.model_configs import UPSTREAM_FIELDS, model_config_save
 from runs.models import Attempt, AttemptStage, FailureReason, ModelConfig, Run
 
 
@@ -31,28 +30,19 @@ class ModelConfigAdmin(admin.ModelAdmin):
 
     def get_readonly_fields(self, request, obj=None):
         # Where the worker's key goes is for superusers
-        # (benchsite.accounts.access.Write.MODEL_CONFIG_UPSTREAM): other staff see the two
+        # (benchsite.accounts.models.Action.MODEL_CONFIG_UPSTREAM): other staff see the two
         # fields but cannot set them, on the add page too.
         fields = list(super().get_readonly_fields(request, obj))
-        if not can_write(request.user, Write.MODEL_CONFIG_UPSTREAM):
+        if not can_write(request.user, Action.MODEL_CONFIG_UPSTREAM):
             fields += [f for f in UPSTREAM_FIELDS if f not in fields]
         return fields
 
     def save_model(self, request, obj, form, change) -> None:
+        # The form validated it; the service checks the upstream right, saves and audits.
         before = ModelConfig.objects.filter(pk=obj.pk).first() if change else None
-        changes = upstream_changes(obj, before=before)
-        upstream_require(request.user, changes, request=request, via="admin")
-        super().save_model(request, obj, form, change)
-        upstream_audit(request.user, obj, changes, request=request, via="admin")
-        if not change:
-            audit_event_record(
-                actor=request.user,
-                action=AuditAction.MODEL_CONFIG_CREATE,
-                objects=[obj],
-                request=request,
-                via="admin",
-                details={"name": obj.name, "agent_variant": obj.agent_variant},
-            )
+        model_config_save(
+            config=obj, before=before, actor=request.user, door=Door.ADMIN, request=request
+        )
 
 
 @admin.register(Run)

@@ -1,6 +1,7 @@
 """Admin actions over the same services as the pages and the CLI: cancel, retry, resume a run;
 launch runs of selected model configurations (an intermediate form picks the suite). Each asks
-``benchsite.accounts.access`` for its write's right, as the pages and the API do."""
+``benchsite.accounts.access`` for its write's right, as the pages and the API do, and calls
+``runs.actions``, which records one audit event per run."""
 
 from __future__ import annotations
 
@@ -12,68 +13,54 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils.html import format_html, format_html_join
 
-from benchsite.accounts.access import Write, write_refusal
-from benchsite.accounts.models import AuditAction
-from benchsite.accounts.services import audit_event_record
-from runs.services import (
-    LaunchError,
-    run_cancel,
-    run_evaluate,
-    run_resume,
-    run_retry_infra,
-    runs_launch_many,
-)
+from benchsite.accounts.access import write_refusal
+from benchsite.accounts.models import Action, Door
+from runs import actions
+from runs.services import LaunchError
 from tasks_app.models import Suite
 
 
-def _refused(modeladmin, request: HttpRequest, action: Write) -> bool:
+def _refused(modeladmin, request: HttpRequest, action: Action) -> bool:
     reason = write_refusal(request.user, action)
     if reason is not None:
         modeladmin.message_user(request, reason, level=messages.ERROR)
     return reason is not None
 
 
-def _audit(request: HttpRequest, action: str, runs: list) -> None:
-    if runs:
-        audit_event_record(
-            actor=request.user, action=action, objects=runs, request=request, via="admin"
-        )
+def _asked(request: HttpRequest) -> dict:
+    return {"actor": request.user, "door": Door.ADMIN, "request": request}
 
 
 @admin.action(description="Cancel selected runs")
 def cancel_runs(modeladmin, request: HttpRequest, queryset: QuerySet) -> None:
-    if _refused(modeladmin, request, Write.RUN_CANCEL):
+    if _refused(modeladmin, request, Action.RUN_CANCEL):
         return None
     runs = [run for run in queryset if not run.is_final]
-    cancelled = sum(run_cancel(run=run, by=request.user) for run in runs)
-    _audit(request, AuditAction.RUN_CANCEL, runs)
+    cancelled = sum(actions.run_cancel(run=run, **_asked(request)) for run in runs)
     modeladmin.message_user(request, f"Cancelled; {cancelled} queued attempt(s) cancelled.")
 
 
 @admin.action(description="Retry infrastructure failures of selected runs")
 def retry_runs(modeladmin, request: HttpRequest, queryset: QuerySet) -> None:
-    if _refused(modeladmin, request, Write.RUN_RETRY):
+    if _refused(modeladmin, request, Action.RUN_RETRY):
         return None
-    count = sum(run_retry_infra(run=run, by=request.user) for run in queryset)
-    _audit(request, AuditAction.RUN_RETRY, list(queryset))
+    count = sum(actions.run_retry(run=run, **_asked(request)) for run in queryset)
     modeladmin.message_user(request, f"{count} attempt(s) queued again.")
 
 
 @admin.action(description="Resume selected runs (re-send queued attempts)")
 def resume_runs(modeladmin, request: HttpRequest, queryset: QuerySet) -> None:
-    if _refused(modeladmin, request, Write.RUN_RESUME):
+    if _refused(modeladmin, request, Action.RUN_RESUME):
         return None
-    count = sum(run_resume(run=run) for run in queryset)
-    _audit(request, Write.RUN_RESUME, list(queryset))
+    count = sum(actions.run_resume(run=run, **_asked(request)) for run in queryset)
     modeladmin.message_user(request, f"Re-sent {count} queued attempt(s).")
 
 
 @admin.action(description="Evaluate the not-evaluated attempts of selected runs")
 def evaluate_runs(modeladmin, request: HttpRequest, queryset: QuerySet) -> None:
-    if _refused(modeladmin, request, Write.RUN_EVALUATE):
+    if _refused(modeladmin, request, Action.RUN_EVALUATE):
         return None
-    count = sum(run_evaluate(run=run, by=request.user) for run in queryset)
-    _audit(request, Write.RUN_EVALUATE, list(queryset))
+    count = sum(actions.run_evaluate(run=run, **_asked(request)) for run in queryset)
     modeladmin.message_user(request, f"{count} not-evaluated attempt(s) queued.")
 
 
@@ -96,24 +83,23 @@ class LaunchRunForm(forms.Form):
 
 @admin.action(description="Launch a run of the selected model configurations")
 def launch_runs(modeladmin, request: HttpRequest, queryset: QuerySet) -> HttpResponse | None:
-    if _refused(modeladmin, request, Write.RUN_LAUNCH):
+    if _refused(modeladmin, request, Action.RUN_LAUNCH):
         return None
     form = LaunchRunForm(request.POST if "apply" in request.POST else None)
     if form.is_valid():
         labels = [x.strip() for x in form.cleaned_data["labels"].split(",") if x.strip()]
         try:
-            runs = runs_launch_many(
+            runs = actions.runs_launch_many(
                 suite=form.cleaned_data["suite"],
                 model_configs=list(queryset),
+                **_asked(request),
                 samples=form.cleaned_data["samples"],
                 labels=labels or None,
                 include_flaky=form.cleaned_data["include_flaky"],
-                created_by=request.user,
             )
         except LaunchError as exc:
             modeladmin.message_user(request, str(exc), level=messages.ERROR)
             return None
-        _audit(request, AuditAction.RUN_LAUNCH, runs)
         modeladmin.message_user(request, launched_message(runs))
         return None
     return TemplateResponse(

@@ -9,6 +9,8 @@ from typing import Any
 from django.db import transaction
 from django.utils.text import slugify
 
+from benchsite.accounts.models import Action, Door
+from benchsite.accounts.services import audit_event_record
 from runs.models import ModelConfig
 
 
@@ -47,24 +49,43 @@ def _free_slug(name: str) -> str:
     return slug
 
 
-def model_config_create(
-    *, fields: dict[str, Any], actor=None, request=None, via: str = "api"
-) -> ModelConfig:
+def model_config_create(*, fields: dict[str, Any], actor, door: Door, request=None) -> ModelConfig:
     """Create a model configuration from column values, validated like the admin form does.
 
     Raises django's ValidationError naming each bad field (a taken name, an out-of-range
     number, a key variable or upstream the operator did not list). Two names that slugify
     alike get distinct slugs ("gpt-4", "gpt-4-2"). Setting ``base_url`` or ``api_key_env``
-    needs a superuser (``PermissionDenied`` otherwise) and is audited.
+    needs a superuser (``PermissionDenied`` otherwise). Audited: the creation, and the
+    upstream it sets.
     """
     config = ModelConfig(**fields)
-    changes = upstream_changes(config, before=None)
-    upstream_require(actor, changes, request=request, via=via)
+    # The right first: a refused upstream is a 403 whatever else the request gets wrong.
+    upstream_require(actor, upstream_changes(config, before=None), request=request, door=door)
+    config.slug = _free_slug(config.name)
+    config.full_clean()
+    return model_config_save(config=config, before=None, actor=actor, door=door, request=request)
+
+
+def model_config_save(
+    *, config: ModelConfig, before: ModelConfig | None, actor, door: Door, request=None
+) -> ModelConfig:
+    """Save a new (``before`` None) or changed configuration, validated by the caller (the
+    admin's form, ``model_config_create``): checks the upstream right, records the creation
+    and the upstream change in the same transaction."""
+    changes = upstream_changes(config, before=before)
+    upstream_require(actor, changes, request=request, door=door)
     with transaction.atomic():
-        config.slug = _free_slug(config.name)
-        config.full_clean()
         config.save()
-        upstream_audit(actor, config, changes, request=request, via=via)
+        if before is None:
+            audit_event_record(
+                actor=actor,
+                action=Action.MODEL_CONFIG_CREATE,
+                door=door,
+                objects=[config],
+                request=request,
+                details={"name": config.name, "agent_variant": config.agent_variant},
+            )
+        upstream_audit(actor, config, changes, request=request, door=door)
     return config
 
 
@@ -85,31 +106,28 @@ def upstream_changes(config: ModelConfig, *, before: ModelConfig | None) -> dict
     return changes
 
 
-def upstream_require(user, changes: dict, *, request=None, via: str = "api") -> None:
+def upstream_require(user, changes: dict, *, door: Door, request=None) -> None:
     """Raise ``PermissionDenied`` (audited) unless ``user`` may make these upstream changes."""
-    from benchsite.accounts.access import Write, require_write
+    from benchsite.accounts.access import require_write
 
     if changes:
-        require_write(user, Write.MODEL_CONFIG_UPSTREAM, request=request, via=via)
+        require_write(user, Action.MODEL_CONFIG_UPSTREAM, request=request, door=door)
 
 
-def upstream_audit(
-    actor, config: ModelConfig, changes: dict, *, request=None, via: str = "api", **details: Any
-) -> None:
+def upstream_audit(actor, config: ModelConfig, changes: dict, *, door: Door, request=None) -> None:
     """One ``model_config.upstream`` audit event naming the old and new values (a variable's
     name and a URL: never a key)."""
-    from benchsite.accounts.access import Write
-    from benchsite.accounts.services import audit_event_record
-
     if changes:
         audit_event_record(
             actor=actor,
-            action=str(Write.MODEL_CONFIG_UPSTREAM),
+            action=Action.MODEL_CONFIG_UPSTREAM,
+            door=door,
             objects=[config],
             request=request,
-            via=via,
-            details={"name": config.name, **changes, **details},
+            details={"name": config.name, **changes},
         )
+
+
 def endpoint_tag(base_url: str) -> str:
     """A short, stable tag of an endpoint for a configuration's generated name: names stay
     distinct per endpoint (runs against two endpoints never share a configuration) without

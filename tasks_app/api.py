@@ -22,14 +22,12 @@ from ninja import (
 )
 from ninja.pagination import paginate
 
-from benchsite.accounts.access import Write
 from benchsite.accounts.auth import PUBLIC_READ, write_auth, write_throttle
-from benchsite.accounts.models import AuditAction
-from benchsite.accounts.services import audit_event_record
+from benchsite.accounts.models import Action, Door
 from benchsite.api.common import Pages, Text
 from benchsite.api.errors import ErrorOut
+from tasks_app.actions import swebench_import
 from tasks_app.models import Suite, Task, TaskSource
-from tasks_app.swebench.importer import swebench_import
 from tasks_app.uploads.files import upload_source
 from tasks_app.uploads.tasks import task_archive_import
 
@@ -190,7 +188,7 @@ def task_detail(request: HttpRequest, public_id: uuid.UUID):
         413: ErrorOut,
         429: ErrorOut,
     },
-    auth=write_auth(Write.TASKS_IMPORT),
+    auth=write_auth(Action.TASKS_IMPORT),
     throttle=write_throttle,
     summary="Import task.yaml files from an uploaded archive",
     description=(
@@ -201,7 +199,7 @@ def task_detail(request: HttpRequest, public_id: uuid.UUID):
     ),
 )
 def task_import(request: HttpRequest, file: File[UploadedFile]):
-    report = task_archive_import(upload=file, actor=request.user, request=request)
+    report = task_archive_import(upload=file, actor=request.user, door=Door.API, request=request)
     return {
         "created": report.created,
         "updated": report.updated,
@@ -227,7 +225,7 @@ class SwebenchImportIn(Schema):
 @router.post(
     "/imports/swebench",
     response={200: ImportReportOut, **IMPORT_ERRORS},
-    auth=write_auth(Write.SWEBENCH_IMPORT),
+    auth=write_auth(Action.SWEBENCH_IMPORT),
     throttle=write_throttle,
     summary="Import a SWE-bench dataset file (.jsonl, .json, .parquet) as a suite",
 )
@@ -235,20 +233,15 @@ def swebench_import_endpoint(
     request: HttpRequest, payload: Form[SwebenchImportIn], file: File[UploadedFile]
 ):
     report = swebench_import(
+        actor=request.user,
+        door=Door.API,
+        request=request,
         source=upload_source(file),
         filename=file.name or "upload.jsonl",
         suite_name=payload.suite,
         dataset_version=payload.dataset_version,
         image_template=payload.image_template,
         description=payload.description,
-    )
-    audit_event_record(
-        actor=request.user,
-        action=AuditAction.SWEBENCH_IMPORT,
-        objects=[*report.created, *report.updated],
-        object_type="tasks_app.task",
-        request=request,
-        details={"file": file.name, "suite": payload.suite, "summary": report.summary()},
     )
     return {
         "created": report.created,

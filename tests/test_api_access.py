@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from benchsite.accounts.models import ApiToken, AuditAction, AuditEvent
+from benchsite.accounts.models import Action, ApiToken, AuditEvent
 from benchsite.accounts.services import api_token_create, api_token_revoke, token_digest
 from tests.api_fixtures import attempt_with_artifacts, auth, bob_token, seeded  # noqa: F401
 
@@ -119,7 +119,7 @@ def test_it_creates_lists_and_revokes_tokens_through_the_api(client, bob, auth):
     active = client.get("/api/tokens", {"revoked": "false"}, **auth).json()
     assert [t["name"] for t in active["items"]] == ["bob-ci"]
     actions = list(AuditEvent.objects.filter(actor=bob).values_list("action", flat=True))
-    assert AuditAction.TOKEN_CREATE in actions and AuditAction.TOKEN_REVOKE in actions
+    assert Action.TOKEN_CREATE in actions and Action.TOKEN_REVOKE in actions
 
 
 def test_nobody_revokes_someone_elses_token(client, alice, bob, auth):
@@ -188,7 +188,7 @@ def test_staff_revoke_tokens_from_the_admin_and_it_is_audited(client, alice, bob
     )
     assert response.status_code == 302
     assert ApiToken.objects.get(pk=token.pk).revoked_at is not None
-    event = AuditEvent.objects.get(action=AuditAction.TOKEN_REVOKE)
+    event = AuditEvent.objects.get(action=Action.TOKEN_REVOKE)
     assert (event.actor, event.via, event.object_ids) == (alice, "admin", [str(token.public_id)])
     client.logout()
     assert client.get("/api/tokens", HTTP_AUTHORIZATION=f"Bearer {bob_token}").status_code == 401

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from benchsite.accounts.models import AuditAction, AuditEvent
+from benchsite.accounts.models import Action, AuditEvent
 from runs.models import Run, RunSource
 from runs.results.leaderboard import leaderboard_rows
 from tasks_app.models import Suite
@@ -40,7 +40,7 @@ def lite(client, staff_auth):
 def test_it_imports_a_swebench_dataset_and_audits_it(lite, alice):
     assert sorted(lite["created"]) == sorted(LITE_IDS)
     assert Suite.objects.get(name="lite-dev").tasks.count() == len(LITE_IDS)
-    (event,) = AuditEvent.objects.filter(action=AuditAction.SWEBENCH_IMPORT)
+    (event,) = AuditEvent.objects.filter(action=Action.SWEBENCH_IMPORT)
     assert event.actor == alice and len(event.object_ids) == len(LITE_IDS)
 
 
@@ -81,7 +81,7 @@ def test_it_imports_predictions_as_a_run_to_evaluate(client, lite, staff_auth, a
     assert (body["queued"], body["not_evaluated"]) == (0, 1)
     assert body["empty_patch"] == [LITE_IDS[1]]
     assert len(body["no_prediction"]) == len(LITE_IDS) - 2
-    (event,) = AuditEvent.objects.filter(action=AuditAction.PREDICTIONS_IMPORT)
+    (event,) = AuditEvent.objects.filter(action=Action.PREDICTIONS_IMPORT)
     assert event.object_ids == [body["run"]]
     unknown = client.post(
         "/api/imports/predictions",
@@ -111,7 +111,7 @@ def test_published_results_reach_the_leaderboard_with_the_same_figures(client, l
     assert response.status_code == 200, response.content
     body = response.json()
     assert (body["resolved"], body["suite_size"]) == (5, len(LITE_IDS))
-    assert AuditEvent.objects.filter(action=AuditAction.RESULTS_IMPORT).count() == 1
+    assert AuditEvent.objects.filter(action=Action.RESULTS_IMPORT).count() == 1
     (row,) = leaderboard_rows(suite=Suite.objects.get(name="lite-dev"))
     (api_row,) = client.get("/api/leaderboard", {"suite": "lite-dev"}).json()["rows"]
     assert api_row["is_published"] is row.is_published is True

@@ -9,7 +9,7 @@ import zipfile
 
 import pytest
 
-from benchsite.accounts.models import AuditAction, AuditEvent
+from benchsite.accounts.models import Action, AuditEvent
 from runs.models import Attempt, AttemptStatus, ModelConfig, Run, RunStatus
 from tasks_app.models import Suite, Task
 from tests.api_fixtures import alice_token, fresh_cache, seeded, staff_auth  # noqa: F401
@@ -47,7 +47,7 @@ def test_it_launches_a_run_and_audits_who_and_from_where(client, seeded, alice, 
     non_flaky = Task.objects.for_suite(seeded["suite"]).without_label("flaky").count()
     assert run.attempts.count() == 2 * non_flaky
     assert body["model"]["name"] == "alpha" and body["created_by"] == "alice"
-    event = the_event(AuditAction.RUN_LAUNCH)
+    event = the_event(Action.RUN_LAUNCH)
     assert (event.actor, event.ip, event.via) == (alice, "127.0.0.1", "api")
     assert event.object_ids == [str(run.public_id)]
     assert event.token is not None and event.token.name == "alice-ops"
@@ -76,7 +76,7 @@ def test_it_names_the_field_of_a_bad_launch(client, seeded, staff_auth):
     not_json = client.post("/api/runs", "{", content_type="application/json", **staff_auth)
     assert not_json.status_code in (400, 422)
     assert Run.objects.count() == 3  # the seeded ones only
-    assert not AuditEvent.objects.filter(action=AuditAction.RUN_LAUNCH).exists()
+    assert not AuditEvent.objects.filter(action=Action.RUN_LAUNCH).exists()
 
 
 def test_it_cancels_a_run_once(client, seeded, staff_auth):
@@ -90,7 +90,7 @@ def test_it_cancels_a_run_once(client, seeded, staff_auth):
     run = Run.objects.get(public_id=launched["public_id"])
     assert body["affected"] == run.attempts.count() > 0
     assert not run.attempts.exclude(status=AttemptStatus.CANCELLED).exists()
-    assert the_event(AuditAction.RUN_CANCEL).details == {"cancelled_attempts": body["affected"]}
+    assert the_event(Action.RUN_CANCEL).details == {"cancelled_attempts": body["affected"]}
     again = client.post(f"/api/runs/{launched['public_id']}/cancel", **staff_auth)
     assert again.status_code == 409
     assert "cancelled" in again.json()["detail"]
@@ -102,7 +102,7 @@ def test_it_retries_a_runs_infrastructure_failures(client, seeded, staff_auth):
     assert response.status_code == 200
     assert response.json()["affected"] == 1
     assert Attempt.objects.filter(run=run, status=AttemptStatus.QUEUED).count() == 1
-    assert the_event(AuditAction.RUN_RETRY).object_ids == [str(run.public_id)]
+    assert the_event(Action.RUN_RETRY).object_ids == [str(run.public_id)]
     unknown = client.post("/api/runs/00000000-0000-0000-0000-000000000000/retry", **staff_auth)
     assert unknown.status_code == 404
 
@@ -113,7 +113,7 @@ def test_it_creates_a_model_configuration_like_the_admin(client, db, staff_auth)
     assert created.status_code == 201, created.content
     config = ModelConfig.objects.get(name="gpt x/1")
     assert (config.slug, config.temperature) == ("gpt-x-1", 0.2)
-    assert the_event(AuditAction.MODEL_CONFIG_CREATE).object_ids == [str(config.public_id)]
+    assert the_event(Action.MODEL_CONFIG_CREATE).object_ids == [str(config.public_id)]
     duplicate = post(client, "/api/model-configs", payload, staff_auth)
     assert duplicate.status_code == 400
     assert duplicate.json()["errors"][0]["field"] == "name"
@@ -159,7 +159,7 @@ def test_it_imports_uploaded_tasks_and_keeps_the_files(client, db, staff_auth, s
     assert Suite.objects.get(name="uploaded").tasks.count() == 2
     (kept,) = (tmp_path / "tasks").iterdir()
     assert (kept / "one" / "task.yaml").exists()
-    event = the_event(AuditAction.TASKS_IMPORT)
+    event = the_event(Action.TASKS_IMPORT)
     assert event.object_ids == ["uploaded/one", "uploaded/two"]
     assert event.details["file"] == "tasks.zip"
 
@@ -275,7 +275,7 @@ def test_writes_are_rate_limited_per_token_with_a_json_429(
     _, other = api_token_create(user=alice, name="second")
     other_headers = {"HTTP_AUTHORIZATION": f"Bearer {other}"}
     assert client.post(f"/api/runs/{run.public_id}/retry", **other_headers).status_code == 200
-    assert AuditEvent.objects.filter(action=AuditAction.RUN_RETRY).count() == 3
+    assert AuditEvent.objects.filter(action=Action.RUN_RETRY).count() == 3
 
 
 @pytest.mark.services

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from runs.api.schemas import AttemptListQuery, CompareQuery, LeaderboardQuery, TaxonomyQuery
+from runs.api.schemas import AttemptListQuery, CompareQuery
+from runs.queries import LeaderboardQuery, TaxonomyQuery
 from runs.results import params
 from runs.results.attempt_list import AttemptFilters
 from tests.pages_fixtures import make_model, make_run, make_suite, outcomes

@@ -21,8 +21,8 @@ import pytest
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
-from benchsite.accounts.access import ACCESS_DENIED, RIGHTS, Write
-from benchsite.accounts.models import ApiToken, AuditEvent
+from benchsite.accounts.access import ACCESS_DENIED, RIGHTS
+from benchsite.accounts.models import Action, ApiToken, AuditEvent
 from benchsite.accounts.services import api_token_create
 from runs.models import Attempt, ModelConfig, Run, RunStatus
 from tasks_app.models import Suite, Task
@@ -44,33 +44,33 @@ run: {{command: pytest -q}}
 """
 
 # Every write of the API: (method, path in the schema) -> the write it is.
-API_WRITES: dict[tuple[str, str], Write] = {
-    ("POST", "/api/model-configs"): Write.MODEL_CONFIG_CREATE,
-    ("POST", "/api/runs"): Write.RUN_LAUNCH,
-    ("POST", "/api/runs/{public_id}/cancel"): Write.RUN_CANCEL,
-    ("POST", "/api/runs/{public_id}/retry"): Write.RUN_RETRY,
-    ("POST", "/api/runs/{public_id}/evaluate"): Write.RUN_EVALUATE,
-    ("POST", "/api/imports/tasks"): Write.TASKS_IMPORT,
-    ("POST", "/api/imports/swebench"): Write.SWEBENCH_IMPORT,
-    ("POST", "/api/imports/predictions"): Write.PREDICTIONS_IMPORT,
-    ("POST", "/api/imports/results"): Write.RESULTS_IMPORT,
-    ("POST", "/api/imports/run"): Write.RUN_IMPORT,
-    ("POST", "/api/tokens"): Write.OWN_TOKENS,
-    ("POST", "/api/tokens/{public_id}/revoke"): Write.OWN_TOKENS,
+API_WRITES: dict[tuple[str, str], Action] = {
+    ("POST", "/api/model-configs"): Action.MODEL_CONFIG_CREATE,
+    ("POST", "/api/runs"): Action.RUN_LAUNCH,
+    ("POST", "/api/runs/{public_id}/cancel"): Action.RUN_CANCEL,
+    ("POST", "/api/runs/{public_id}/retry"): Action.RUN_RETRY,
+    ("POST", "/api/runs/{public_id}/evaluate"): Action.RUN_EVALUATE,
+    ("POST", "/api/imports/tasks"): Action.TASKS_IMPORT,
+    ("POST", "/api/imports/swebench"): Action.SWEBENCH_IMPORT,
+    ("POST", "/api/imports/predictions"): Action.PREDICTIONS_IMPORT,
+    ("POST", "/api/imports/results"): Action.RESULTS_IMPORT,
+    ("POST", "/api/imports/run"): Action.RUN_IMPORT,
+    ("POST", "/api/tokens"): Action.TOKEN_CREATE,
+    ("POST", "/api/tokens/{public_id}/revoke"): Action.TOKEN_REVOKE,
 }
 # Every page (URL name, or the route of an unnamed one) that writes, and the write it is.
-PAGE_WRITES: dict[str, Write] = {
-    "run-cancel": Write.RUN_CANCEL,
-    "run-retry": Write.RUN_RETRY,
-    "run-resume": Write.RUN_RESUME,
-    "run-evaluate": Write.RUN_EVALUATE,
-    "suite-launch": Write.RUN_LAUNCH,
-    "swebench-dataset-upload": Write.SWEBENCH_IMPORT,
-    "swebench-predictions-upload": Write.PREDICTIONS_IMPORT,
-    "swebench-results-upload": Write.RESULTS_IMPORT,
-    "swebench-run-upload": Write.RUN_IMPORT,
-    "account-tokens": Write.OWN_TOKENS,
-    "account-token-revoke": Write.OWN_TOKENS,
+PAGE_WRITES: dict[str, Action] = {
+    "run-cancel": Action.RUN_CANCEL,
+    "run-retry": Action.RUN_RETRY,
+    "run-resume": Action.RUN_RESUME,
+    "run-evaluate": Action.RUN_EVALUATE,
+    "suite-launch": Action.RUN_LAUNCH,
+    "swebench-dataset-upload": Action.SWEBENCH_IMPORT,
+    "swebench-predictions-upload": Action.PREDICTIONS_IMPORT,
+    "swebench-results-upload": Action.RESULTS_IMPORT,
+    "swebench-run-upload": Action.RUN_IMPORT,
+    "account-tokens": Action.TOKEN_CREATE,
+    "account-token-revoke": Action.TOKEN_REVOKE,
 }
 # Pages that write nothing to our tables whoever posts to them.
 PAGE_READS = {
@@ -343,7 +343,7 @@ def test_a_staff_account_needs_the_admins_permission_to_add_model_configurations
 
 
 def test_only_a_superuser_sets_where_a_configurations_key_goes(client, world, django_user_model):
-    """``Write.MODEL_CONFIG_UPSTREAM`` on top of the create right (issue 28): every persona, and
+    """``Action.MODEL_CONFIG_UPSTREAM`` on top of the create right (issue 28): every persona, and
     staff with the admin's permission who is no superuser (tests/test_model_config_upstreams.py
     has the admin and the launch)."""
     from django.contrib.auth.models import Permission

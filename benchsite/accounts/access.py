@@ -7,17 +7,18 @@ them too); ``ANONYMOUS_READ_ARTIFACTS`` opens them to everyone. Signing in alone
 an account made for one purpose (an API token to launch runs, say) does not see a task
 repository's secrets in its logs.
 
-Writes. Every write a page, the admin or the API offers is a ``Write``, and ``RIGHTS`` says what
-it needs: the same rule wherever it is done, since the page views (``write_view``) and the API's
-doors (``benchsite.accounts.auth.write_auth``) both ask ``require_write``. A token acts with
-exactly its account's rights; an inactive account has none. A refusal is a ``PermissionDenied``
-naming the action and the right it needs (403), and is kept in the audit log (at most once a
-minute per account and action, so refused requests cannot flood it).
+Writes. Every write a page, the admin, the API or the CLI offers is an ``Action`` (the same
+names the audit log stores), and ``RIGHTS`` says what each needs: the same rule wherever it is
+done, since the page views (``write_view``) and the API's doors
+(``benchsite.accounts.auth.write_auth``) both ask ``require_write``. The write services record
+the audit event of a write themselves (``runs.actions``, ``runs.imports.actions``...). A token
+acts with exactly its account's rights; an inactive account has none. A refusal is a
+``PermissionDenied`` naming the action and the right it needs (403), and is kept in the audit
+log (at most once a minute per account and action, so refused requests cannot flood it).
 """
 
 from __future__ import annotations
 
-import enum
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 
+from benchsite.accounts.models import Action, Door
 from benchsite.accounts.services import audit_event_record
 
 READERS_GROUP = "readers"
@@ -83,26 +85,6 @@ def reader_add(*, username: str, create: bool = False) -> tuple[Any, str]:
 # --- Writes ----------------------------------------------------------------------------------
 
 
-class Write(enum.StrEnum):
-    """Every kind of write a visitor can ask for. The values are the audit log's actions."""
-
-    RUN_LAUNCH = "run.launch"
-    RUN_CANCEL = "run.cancel"
-    RUN_RETRY = "run.retry"
-    RUN_RESUME = "run.resume"
-    RUN_EVALUATE = "run.evaluate"
-    MODEL_CONFIG_CREATE = "model_config.create"
-    # Setting or changing where a configuration sends the worker's key (base_url) and which key
-    # (api_key_env): on top of the create/change right, whatever the door.
-    MODEL_CONFIG_UPSTREAM = "model_config.upstream"
-    TASKS_IMPORT = "tasks.import"
-    SWEBENCH_IMPORT = "swebench.import"
-    PREDICTIONS_IMPORT = "predictions.import"
-    RESULTS_IMPORT = "results.import"
-    RUN_IMPORT = "run.import"
-    OWN_TOKENS = "token.own"
-
-
 @dataclass(frozen=True, slots=True)
 class Right:
     """What an account needs for one write, and the page that sets the rule."""
@@ -122,35 +104,36 @@ class Right:
 
 
 _STAFF_PAGE = "the run page's staff buttons"
-RIGHTS: dict[Write, Right] = {
-    Write.RUN_LAUNCH: Right(staff=True, page="the suite page's Launch form (staff)"),
-    Write.RUN_CANCEL: Right(staff=True, page=_STAFF_PAGE),
-    Write.RUN_RETRY: Right(staff=True, page=_STAFF_PAGE),
-    Write.RUN_RESUME: Right(staff=True, page=_STAFF_PAGE),
-    Write.RUN_EVALUATE: Right(staff=True, page=_STAFF_PAGE),
-    Write.MODEL_CONFIG_CREATE: Right(
+_OWN_TOKENS = Right(staff=False, page="/account/tokens/ (your own tokens only)")
+RIGHTS: dict[Action, Right] = {
+    Action.RUN_LAUNCH: Right(staff=True, page="the suite page's Launch form (staff)"),
+    Action.RUN_CANCEL: Right(staff=True, page=_STAFF_PAGE),
+    Action.RUN_RETRY: Right(staff=True, page=_STAFF_PAGE),
+    Action.RUN_RESUME: Right(staff=True, page=_STAFF_PAGE),
+    Action.RUN_EVALUATE: Right(staff=True, page=_STAFF_PAGE),
+    Action.MODEL_CONFIG_CREATE: Right(
         staff=True,
         page="the admin's Add model configuration page",
         permission="runs.add_modelconfig",
     ),
-    Write.MODEL_CONFIG_UPSTREAM: Right(
+    Action.MODEL_CONFIG_UPSTREAM: Right(
         staff=True,
         superuser=True,
         page="the admin's model configuration page (base URL and key variable: superusers)",
     ),
-    Write.TASKS_IMPORT: Right(staff=True, page="the admin's import pages (ab import-tasks)"),
-    Write.SWEBENCH_IMPORT: Right(staff=True, page="the admin's SWE-bench dataset page"),
-    Write.PREDICTIONS_IMPORT: Right(staff=True, page="the admin's predictions page"),
-    Write.RESULTS_IMPORT: Right(staff=True, page="the admin's published results page"),
-    Write.RUN_IMPORT: Right(staff=True, page="the admin's run folder page"),
-    Write.OWN_TOKENS: Right(staff=False, page="/account/tokens/ (your own tokens only)"),
+    Action.TASKS_IMPORT: Right(staff=True, page="the admin's import pages (ab import-tasks)"),
+    Action.SWEBENCH_IMPORT: Right(staff=True, page="the admin's SWE-bench dataset page"),
+    Action.PREDICTIONS_IMPORT: Right(staff=True, page="the admin's predictions page"),
+    Action.RESULTS_IMPORT: Right(staff=True, page="the admin's published results page"),
+    Action.RUN_IMPORT: Right(staff=True, page="the admin's run folder page"),
+    Action.TOKEN_CREATE: _OWN_TOKENS,
+    Action.TOKEN_REVOKE: _OWN_TOKENS,
 }
-# Not an AuditAction choice (a new choice would need a migration of the accounts app).
-ACCESS_DENIED = "access.denied"
+ACCESS_DENIED = Action.ACCESS_DENIED
 DENIAL_RECORD_EVERY_SEC = 60
 
 
-def write_refusal(user, action: Write) -> str | None:
+def write_refusal(user, action: Action) -> str | None:
     """Why ``user`` may not do ``action``, or None when it may."""
     right = RIGHTS[action]
     if user is None or not user.is_authenticated:
@@ -175,21 +158,21 @@ def write_refusal(user, action: Write) -> str | None:
     return None
 
 
-def can_write(user, action: Write) -> bool:
+def can_write(user, action: Action) -> bool:
     return write_refusal(user, action) is None
 
 
-def require_write(user, action: Write, *, request=None, via: str = "api") -> None:
+def require_write(user, action: Action, *, request=None, door: Door = Door.API) -> None:
     """Raise ``PermissionDenied`` (403, with the reason) unless ``user`` may do ``action``."""
     reason = write_refusal(user, action)
     if reason is None:
         return
     if user is not None and user.is_authenticated:
-        _record_denial(user, action, reason, request=request, via=via)
+        _record_denial(user, action, reason, request=request, door=door)
     raise PermissionDenied(reason)
 
 
-def _record_denial(user, action: Write, reason: str, *, request, via: str) -> None:
+def _record_denial(user, action: Action, reason: str, *, request, door: Door) -> None:
     from django.core.cache import cache
 
     # cache.add is atomic: one record per account and action per window, whatever the rate.
@@ -200,14 +183,14 @@ def _record_denial(user, action: Write, reason: str, *, request, via: str) -> No
         actor=user,
         action=ACCESS_DENIED,
         request=request,
-        via=via,
+        door=door,
         details={"action": str(action), "path": path, "reason": reason},
     )
 
 
-def write_view(action: Write) -> Callable:
+def write_view(action: Action, *, door: Door = Door.PAGE) -> Callable:
     """A page view that writes: anonymous visitors go to the login page, signed-in accounts
-    without the right get 403 (and an audit record), as the API answers them."""
+    without the right get 403 (and an audit record naming ``door``), as the API answers them."""
 
     def decorator(view: Callable) -> Callable:
         @wraps(view)
@@ -216,7 +199,7 @@ def write_view(action: Write) -> Callable:
                 from django.contrib.auth.views import redirect_to_login
 
                 return redirect_to_login(request.get_full_path())
-            require_write(request.user, action, request=request, via="page")
+            require_write(request.user, action, request=request, door=door)
             return view(request, *args, **kwargs)
 
         wrapped.write_action = action  # type: ignore[attr-defined]

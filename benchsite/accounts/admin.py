@@ -1,6 +1,6 @@
 from django.contrib import admin, messages
 
-from benchsite.accounts.models import ApiToken, AuditEvent
+from benchsite.accounts.models import ApiToken, AuditEvent, Door
 from benchsite.accounts.services import api_token_revoke
 
 
@@ -27,7 +27,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
     def revoke(self, request, queryset) -> None:
         tokens = list(queryset.filter(revoked_at__isnull=True))
         for token in tokens:
-            api_token_revoke(token=token, by=request.user, request=request, via="admin")
+            api_token_revoke(token=token, by=request.user, door=Door.ADMIN, request=request)
         self.message_user(request, f"Revoked {len(tokens)} token(s).", messages.SUCCESS)
 
     def has_add_permission(self, request) -> bool:

@@ -10,9 +10,8 @@ from django.shortcuts import get_object_or_404
 from ninja import Field, FilterLookup, FilterSchema, Query, Router, Schema, Status
 from ninja.pagination import paginate
 
-from benchsite.accounts.access import Write
 from benchsite.accounts.auth import AUTHENTICATED, write_auth, write_throttle
-from benchsite.accounts.models import ApiToken, AuditAction, AuditEvent
+from benchsite.accounts.models import Action, ApiToken, AuditEvent, Door
 from benchsite.accounts.services import TOKEN_NAME_MAX, api_token_create, api_token_revoke
 from benchsite.api.common import Pages, Text
 from benchsite.api.errors import ErrorOut
@@ -57,7 +56,7 @@ class AuditEventOut(Schema):
 
 
 class AuditFilter(FilterSchema):
-    action: AuditAction | None = None
+    action: Action | None = None
     since: Annotated[dt.datetime | None, FilterLookup("created_at__gte")] = None
 
 
@@ -82,25 +81,27 @@ def token_list(request: HttpRequest, filters: Query[TokenFilter]):
         422: ErrorOut,
         429: ErrorOut,
     },
-    auth=write_auth(Write.OWN_TOKENS),
+    auth=write_auth(Action.TOKEN_CREATE),
     throttle=write_throttle,
     summary="Create an API token (the token is in this response only)",
 )
 def token_create(request: HttpRequest, payload: ApiTokenIn):
-    token, raw = api_token_create(user=request.user, name=payload.name, request=request, via="api")
+    token, raw = api_token_create(
+        user=request.user, name=payload.name, door=Door.API, request=request
+    )
     return Status(201, ApiTokenCreatedOut(**ApiTokenOut.from_orm(token).dict(), token=raw))
 
 
 @router.post(
     "/tokens/{public_id}/revoke",
     response={200: ApiTokenOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 429: ErrorOut},
-    auth=write_auth(Write.OWN_TOKENS),
+    auth=write_auth(Action.TOKEN_REVOKE),
     throttle=write_throttle,
     summary="Revoke one of your API tokens",
 )
 def token_revoke(request: HttpRequest, public_id: uuid.UUID):
     token = get_object_or_404(ApiToken.objects.for_user(request.user), public_id=public_id)
-    return api_token_revoke(token=token, by=request.user, request=request, via="api")
+    return api_token_revoke(token=token, by=request.user, door=Door.API, request=request)
 
 
 @router.get(

@@ -26,8 +26,8 @@ from ninja.security.apikey import APIKeyCookie
 from ninja.throttling import BaseThrottle
 from ninja.utils import check_csrf
 
-from benchsite.accounts.access import Write, require_write
-from benchsite.accounts.models import ApiToken
+from benchsite.accounts.access import require_write
+from benchsite.accounts.models import Action, ApiToken, Door
 from benchsite.accounts.services import api_token_authenticate
 
 
@@ -35,7 +35,7 @@ class TokenAuth(HttpBearer):
     """``Authorization: Bearer ab_...``: a token from /account/tokens/ or POST /api/tokens.
     With ``action``, the token's account must also have the right to that write."""
 
-    def __init__(self, action: Write | None = None) -> None:
+    def __init__(self, action: Action | None = None) -> None:
         super().__init__()
         self.action = action
 
@@ -55,7 +55,7 @@ class TokenAuth(HttpBearer):
         request.user = api_token.user
         request.api_token = api_token  # type: ignore[attr-defined]
         if self.action is not None:
-            require_write(api_token.user, self.action, request=request, via="api")
+            require_write(api_token.user, self.action, request=request, door=Door.API)
         return api_token
 
 
@@ -68,7 +68,7 @@ class SessionAuth(APIKeyCookie):
 
     param_name: str = settings.SESSION_COOKIE_NAME
 
-    def __init__(self, action: Write | None = None) -> None:
+    def __init__(self, action: Action | None = None) -> None:
         super().__init__()
         self.action = action
 
@@ -83,7 +83,7 @@ class SessionAuth(APIKeyCookie):
     def authenticate(self, request: HttpRequest, key: str | None) -> Any:
         if key is not None and request.user.is_authenticated:
             if self.action is not None:
-                require_write(request.user, self.action, request=request, via="api")
+                require_write(request.user, self.action, request=request, door=Door.API)
             return request.user
         return None
 
@@ -114,7 +114,7 @@ session_auth = SessionAuth()
 AUTHENTICATED = [token_auth, session_auth]
 
 
-def write_auth(action: Write) -> list:
+def write_auth(action: Action) -> list:
     """The doors of a write: a token or a session whose account may do ``action``."""
     return [TokenAuth(action), SessionAuth(action)]
 

@@ -49,17 +49,38 @@ class ApiToken(models.Model):
         return self.revoked_at is not None
 
 
-class AuditAction(models.TextChoices):
+class Action(models.TextChoices):
+    """Every write a person can ask for, and the audit log's name for it: one list for the
+    rights (``benchsite.accounts.access.RIGHTS``) and the log. The values are what the log
+    stores; changing one needs a data migration of the stored rows."""
+
     RUN_LAUNCH = "run.launch", "Launched a run"
     RUN_CANCEL = "run.cancel", "Cancelled a run"
     RUN_RETRY = "run.retry", "Retried a run's infrastructure failures"
+    RUN_RESUME = "run.resume", "Re-sent a run's queued attempts"
+    RUN_EVALUATE = "run.evaluate", "Queued a run's not-evaluated attempts"
+    MODEL_CONFIG_CREATE = "model_config.create", "Created a model configuration"
+    # Setting or changing where a configuration sends the worker's key (base_url) and which
+    # key (api_key_env): on top of the create/change right, whatever the door.
+    MODEL_CONFIG_UPSTREAM = "model_config.upstream", "Set a model configuration's upstream"
     TASKS_IMPORT = "tasks.import", "Imported tasks"
     SWEBENCH_IMPORT = "swebench.import", "Imported a SWE-bench dataset"
     PREDICTIONS_IMPORT = "predictions.import", "Imported predictions"
     RESULTS_IMPORT = "results.import", "Imported published results"
-    MODEL_CONFIG_CREATE = "model_config.create", "Created a model configuration"
+    RUN_IMPORT = "run.import", "Imported a run folder"
     TOKEN_CREATE = "token.create", "Created an API token"
     TOKEN_REVOKE = "token.revoke", "Revoked an API token"
+    # Not a write: a refused one, kept so refusals can be reviewed (no right of its own).
+    ACCESS_DENIED = "access.denied", "Was refused a write"
+
+
+class Door(models.TextChoices):
+    """Which way a write came in. The CLI has no account: its events name the OS user."""
+
+    API = "api", "REST API"
+    PAGE = "page", "Site page"
+    ADMIN = "admin", "Staff admin"
+    CLI = "cli", "ab command"
 
 
 class AuditEvent(models.Model):
@@ -77,9 +98,9 @@ class AuditEvent(models.Model):
     token = models.ForeignKey(
         ApiToken, null=True, blank=True, on_delete=models.SET_NULL, related_name="audit_events"
     )
-    action = models.CharField(max_length=40, choices=AuditAction.choices)
-    # "api", "page" or "admin": which door the write came through.
-    via = models.CharField(max_length=10, default="api")
+    action = models.CharField(max_length=40, choices=Action.choices)
+    # Which door the write came through (the column keeps its first name: stored rows stay).
+    via = models.CharField(max_length=10, choices=Door.choices, default=Door.API)
     object_type = models.CharField(max_length=40, blank=True)
     object_ids = models.JSONField(default=list, blank=True)
     details = models.JSONField(default=dict, blank=True)

@@ -13,7 +13,7 @@ from django.db import IntegrityError, transaction
 from django.http import HttpRequest
 from django.utils import timezone
 
-from benchsite.accounts.models import ApiToken, AuditAction, AuditEvent
+from benchsite.accounts.models import Action, ApiToken, AuditEvent, Door
 
 TOKEN_MARK = "ab_"
 PREFIX_LENGTH = 12  # "ab_" and 9 random characters: enough to find the row, not to guess it
@@ -34,7 +34,9 @@ def token_digest(raw: str) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()
 
 
-def api_token_create(*, user, name: str, request: HttpRequest | None = None, via: str = "page"):
+def api_token_create(
+    *, user, name: str, door: Door = Door.PAGE, request: HttpRequest | None = None
+):
     """Issue a token for ``user``. Returns ``(token_row, raw_token)``; the raw value is not kept."""
     name = (name or "").strip()
     if not name:
@@ -50,10 +52,10 @@ def api_token_create(*, user, name: str, request: HttpRequest | None = None, via
                 )
                 audit_event_record(
                     actor=user,
-                    action=AuditAction.TOKEN_CREATE,
+                    action=Action.TOKEN_CREATE,
                     objects=[token],
                     request=request,
-                    via=via,
+                    door=door,
                     details={"name": name, "prefix": token.prefix},
                 )
             return token, raw
@@ -63,7 +65,7 @@ def api_token_create(*, user, name: str, request: HttpRequest | None = None, via
 
 
 def api_token_revoke(
-    *, token: ApiToken, by, request: HttpRequest | None = None, via: str = "page"
+    *, token: ApiToken, by, door: Door = Door.PAGE, request: HttpRequest | None = None
 ) -> ApiToken:
     """Revoke ``token`` (idempotent). Requests carrying it get 401 from then on."""
     with transaction.atomic():
@@ -72,10 +74,10 @@ def api_token_revoke(
             token.save(update_fields=["revoked_at"])
             audit_event_record(
                 actor=by,
-                action=AuditAction.TOKEN_REVOKE,
+                action=Action.TOKEN_REVOKE,
                 objects=[token],
                 request=request,
-                via=via,
+                door=door,
                 details={"name": token.name, "prefix": token.prefix},
             )
     return token
@@ -117,6 +119,15 @@ def _object_ref(obj: Any) -> str:
     return str(obj)
 
 
+def _os_user() -> str:
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry (a container's arbitrary uid)
+        return ""
+
+
 def _scrubbed(details: dict) -> dict:
     # Details quote client input (file names...): JSON-safe, and without the NUL characters
     # PostgreSQL's jsonb refuses.
@@ -127,16 +138,23 @@ def _scrubbed(details: dict) -> dict:
 def audit_event_record(
     *,
     actor,
-    action: AuditAction | str,
+    action: Action,
+    door: Door,
     objects: Iterable[Any] = (),
     request: HttpRequest | None = None,
     token: ApiToken | None = None,
-    via: str = "api",
     details: dict | None = None,
     object_type: str = "",
 ) -> AuditEvent:
-    """Append one audit event. ``objects`` are recorded by public id (or name, or pk)."""
+    """Append one audit event. ``objects`` are recorded by public id (or name, or pk).
+
+    The write services call it inside their transaction, whatever the door: an entry point
+    never records by hand. The CLI acts without an account: its events name the OS user.
+    """
     objects = list(objects)
+    details = dict(details or {})
+    if door == Door.CLI and actor is None:
+        details.setdefault("os_user", _os_user())
     if not object_type and objects:
         object_type = objects[0]._meta.label_lower if hasattr(objects[0], "_meta") else ""
     if token is None and request is not None:
@@ -147,9 +165,9 @@ def audit_event_record(
         actor_name=user.get_username() if user is not None else "",
         token=token,
         action=str(action),
-        via=via,
+        via=door,
         object_type=object_type,
         object_ids=[_object_ref(obj) for obj in objects],
-        details=_scrubbed(details or {}),
+        details=_scrubbed(details),
         ip=client_ip(request),
     )

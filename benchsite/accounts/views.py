@@ -1,6 +1,6 @@
 """The site's login page (for every account, not only staff) and the token page, where a
-signed-in user creates and revokes their own API tokens (``access.Write.OWN_TOKENS``, the same
-right as ``POST /api/tokens``)."""
+signed-in user creates and revokes their own API tokens (``Action.TOKEN_CREATE`` and
+``TOKEN_REVOKE``, the same right as ``POST /api/tokens``)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from benchsite.accounts.access import Write, write_view
-from benchsite.accounts.models import ApiToken
+from benchsite.accounts.access import write_view
+from benchsite.accounts.models import Action, ApiToken, Door
 from benchsite.accounts.services import TokenError, api_token_create, api_token_revoke
 from benchsite.accounts.throttle import SiteAuthenticationForm
 
@@ -40,13 +40,13 @@ def _tokens_page(
 
 
 @require_http_methods(["GET", "POST"])
-@write_view(Write.OWN_TOKENS)
+@write_view(Action.TOKEN_CREATE)
 def token_list(request: HttpRequest) -> HttpResponse:
     if request.method == "GET":
         return _tokens_page(request)
     try:
         _, raw = api_token_create(
-            user=request.user, name=request.POST.get("name", ""), request=request, via="page"
+            user=request.user, name=request.POST.get("name", ""), door=Door.PAGE, request=request
         )
     except TokenError as exc:
         return _tokens_page(request, error=f"{exc.field}: {exc}", status=400)
@@ -55,9 +55,9 @@ def token_list(request: HttpRequest) -> HttpResponse:
 
 
 @require_POST
-@write_view(Write.OWN_TOKENS)
+@write_view(Action.TOKEN_REVOKE)
 def token_revoke(request: HttpRequest, public_id: str) -> HttpResponse:
     token = get_object_or_404(ApiToken.objects.for_user(request.user), public_id=public_id)
-    api_token_revoke(token=token, by=request.user, request=request, via="page")
+    api_token_revoke(token=token, by=request.user, door=Door.PAGE, request=request)
     messages.success(request, f"Revoked token {token.name} ({token.prefix}…).")
     return redirect("account-tokens")

@@ -11,16 +11,10 @@ from ninja import Query, Router
 from benchsite.accounts.auth import PUBLIC_READ
 from benchsite.api.common import csv_response, refuse_unknown_params, split_list
 from benchsite.api.errors import ApiInputError, ErrorOut
-from runs.api.schemas import (
-    CompareOut,
-    CompareQuery,
-    LeaderboardOut,
-    LeaderboardQuery,
-    TaxonomyOut,
-    TaxonomyQuery,
-)
+from runs.api.schemas import CompareOut, CompareQuery, LeaderboardOut, TaxonomyOut
 from runs.model_configs import model_config_by_ref
 from runs.models import ModelConfig
+from runs.queries import LeaderboardQuery, TaxonomyQuery
 from runs.results.compare import (
     Comparison,
     compare_models,
@@ -31,7 +25,7 @@ from runs.results.compare import (
 )
 from runs.results.leaderboard import Leaderboard, LeaderboardRow
 from runs.results.leaderboard import leaderboard as build_leaderboard
-from runs.results.params import split_values
+from runs.results.params import date_order_problem, split_values
 from runs.results.scoring import SCORE_FIGURES, score_record
 from runs.results.selection import SelectionError, runs_by_prefix
 from runs.results.taxonomy_report import TaxonomyBreakdown, taxonomy_breakdown
@@ -148,8 +142,9 @@ def leaderboard_row_out(row: LeaderboardRow) -> dict:
 
 
 def _leaderboard(query: LeaderboardQuery) -> Leaderboard:
-    if query.date_from and query.date_to and query.date_from > query.date_to:
-        raise ApiInputError("date_to", "must not be before date_from", location="query")
+    if problem := date_order_problem(query.date_from, query.date_to):
+        field, message = problem.split(": ", 1)
+        raise ApiInputError(field, message, location="query")
     suite = _suite(query.suite)
     run_ids = None
     if split_list(query.runs):

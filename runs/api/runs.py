@@ -1,7 +1,7 @@
 """Runs, attempts, model configurations and failure reasons over the REST API.
 
-Reads are querysets; writes call the same services as the pages and the admin
-(``runs.services``, ``runs.model_configs``) and leave an audit event.
+Reads are querysets; writes call the same services as the pages, the admin and the CLI
+(``runs.actions``, ``runs.model_configs``), which record the audit event themselves.
 """
 
 import contextlib
@@ -17,13 +17,12 @@ from django.urls import reverse
 from ninja import Query, Router, Status
 from ninja.pagination import paginate
 
-from benchsite.accounts.access import Write, can_read_artifacts
+from benchsite.accounts.access import can_read_artifacts
 from benchsite.accounts.auth import ARTIFACT_READ, PUBLIC_READ, write_auth, write_throttle
-from benchsite.accounts.models import AuditAction
-from benchsite.accounts.services import audit_event_record
+from benchsite.accounts.models import Action, Door
 from benchsite.api.common import Pages, Text, refuse_unknown_params
 from benchsite.api.errors import ApiConflict, ApiInputError, ErrorOut
-from runs import artifacts
+from runs import actions, artifacts
 from runs.api.results import router as results_router
 from runs.api.schemas import (
     AttemptDetailOut,
@@ -52,7 +51,7 @@ from runs.results.attempt_list import (
     list_rows,
 )
 from runs.results.params import split_values
-from runs.services import LaunchError, run_cancel, run_evaluate, run_launch, run_retry_infra
+from runs.services import LaunchError
 from tasks_app.models import Suite
 
 router = Router(tags=["runs"])
@@ -136,19 +135,14 @@ def model_config_detail(request: HttpRequest, ref: Text):
         422: ErrorOut,
         429: ErrorOut,
     },
-    auth=write_auth(Write.MODEL_CONFIG_CREATE),
+    auth=write_auth(Action.MODEL_CONFIG_CREATE),
     throttle=write_throttle,
     summary="Create a model configuration",
 )
 def model_config_create_endpoint(request: HttpRequest, payload: ModelConfigIn):
     # Setting base_url or api_key_env needs a superuser too (403 otherwise), and is audited.
-    config = model_config_create(fields=payload.dict(), actor=request.user, request=request)
-    audit_event_record(
-        actor=request.user,
-        action=AuditAction.MODEL_CONFIG_CREATE,
-        objects=[config],
-        request=request,
-        details={"name": config.name, "agent_variant": config.agent_variant},
+    config = model_config_create(
+        fields=payload.dict(), actor=request.user, door=Door.API, request=request
     )
     return Status(201, config)
 
@@ -181,7 +175,7 @@ def run_detail(request: HttpRequest, public_id: uuid.UUID):
 @router.post(
     "/runs",
     response={201: RunOut, **WRITE_ERRORS, 404: ErrorOut},
-    auth=write_auth(Write.RUN_LAUNCH),
+    auth=write_auth(Action.RUN_LAUNCH),
     throttle=write_throttle,
     summary="Launch a run: selected tasks of a suite x one model configuration x samples",
 )
@@ -189,32 +183,22 @@ def run_launch_endpoint(request: HttpRequest, payload: RunLaunchIn):
     suite = suite_or_404(payload.suite)
     config = model_or_404(payload.model)
     try:
-        run = run_launch(
+        run = actions.run_launch(
             suite=suite,
             model_config=config,
+            actor=request.user,
+            door=Door.API,
+            request=request,
             samples=payload.samples,
             labels=payload.labels or None,
             task_ids=payload.task_ids or None,
             include_flaky=payload.include_flaky,
             backend=payload.backend,
-            created_by=request.user,
         )
     except LaunchError as exc:
         message = str(exc)
         field = message.split(":", 1)[0] if message.startswith(("task_ids:", "samples")) else ""
         raise ApiInputError(field or "selection", message, location="body") from None
-    audit_event_record(
-        actor=request.user,
-        action=AuditAction.RUN_LAUNCH,
-        objects=[run],
-        request=request,
-        details={
-            "suite": suite.name,
-            "model": config.name,
-            "samples": payload.samples,
-            "selection": run.selection,
-        },
-    )
     return Status(201, _run(run.public_id))
 
 
@@ -228,7 +212,7 @@ def run_launch_endpoint(request: HttpRequest, payload: RunLaunchIn):
         409: ErrorOut,
         429: ErrorOut,
     },
-    auth=write_auth(Write.RUN_CANCEL),
+    auth=write_auth(Action.RUN_CANCEL),
     throttle=write_throttle,
     summary="Cancel a run (queued attempts end cancelled, running ones are stopped)",
 )
@@ -236,54 +220,33 @@ def run_cancel_endpoint(request: HttpRequest, public_id: uuid.UUID):
     run = _run(public_id)
     if run.is_final:
         raise ApiConflict(f"run {run.public_id} is already {run.status}")
-    count = run_cancel(run=run, by=request.user)
-    audit_event_record(
-        actor=request.user,
-        action=AuditAction.RUN_CANCEL,
-        objects=[run],
-        request=request,
-        details={"cancelled_attempts": count},
-    )
+    count = actions.run_cancel(run=run, actor=request.user, door=Door.API, request=request)
     return {"run": _run(public_id), "affected": count}
 
 
 @router.post(
     "/runs/{public_id}/retry",
     response={200: RunActionOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 429: ErrorOut},
-    auth=write_auth(Write.RUN_RETRY),
+    auth=write_auth(Action.RUN_RETRY),
     throttle=write_throttle,
     summary="Re-queue every attempt of the run that ended for an infrastructure reason",
 )
 def run_retry_endpoint(request: HttpRequest, public_id: uuid.UUID):
     run = _run(public_id)
-    count = run_retry_infra(run=run, by=request.user)
-    audit_event_record(
-        actor=request.user,
-        action=AuditAction.RUN_RETRY,
-        objects=[run],
-        request=request,
-        details={"requeued_attempts": count},
-    )
+    count = actions.run_retry(run=run, actor=request.user, door=Door.API, request=request)
     return {"run": _run(public_id), "affected": count}
 
 
 @router.post(
     "/runs/{public_id}/evaluate",
     response={200: RunActionOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 429: ErrorOut},
-    auth=write_auth(Write.RUN_EVALUATE),
+    auth=write_auth(Action.RUN_EVALUATE),
     throttle=write_throttle,
     summary="Queue the run's not-evaluated attempts (imported patches) for the workers",
 )
 def run_evaluate_endpoint(request: HttpRequest, public_id: uuid.UUID):
     run = _run(public_id)
-    count = run_evaluate(run=run, by=request.user)
-    audit_event_record(
-        actor=request.user,
-        action=Write.RUN_EVALUATE,
-        objects=[run],
-        request=request,
-        details={"queued_attempts": count},
-    )
+    count = actions.run_evaluate(run=run, actor=request.user, door=Door.API, request=request)
     return {"run": _run(public_id), "affected": count}
 
 

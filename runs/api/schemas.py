@@ -15,14 +15,17 @@ from pydantic import AfterValidator
 from benchsite.api.common import MAX_PAGE, MAX_PAGE_SIZE, Text
 from runs import artifacts
 from runs.models import AgentVariant, AttemptStatus, RunSource, RunStatus
+from runs.queries import (
+    DEPRECATED,
+    LIST_NOTE,
+    ListParam,
+)
 from runs.results.attempt_list import SORTS
-from runs.results.leaderboard import SORT_KEYS
 from runs.results.selection import OUTCOMES
 
 INT32 = 2**31 - 1
 INT63 = 2**63 - 1
 # Dates stop a day short of the calendar's end: a "to" date filter adds one day.
-LAST_DATE = dt.date(9999, 12, 30)
 
 
 class FailureReasonOut(Schema):
@@ -342,12 +345,6 @@ def artifact_url(attempt, name: str) -> str:
     return reverse("api:attempt_artifact", kwargs={"public_id": attempt.public_id, "path": name})
 
 
-ListParam = list[Text]
-# An old parameter name still read (OpenAPI marks it deprecated); runtime reads stay silent.
-DEPRECATED: dict[str, Any] = {"deprecated": True}
-_LIST_NOTE = "; comma-separated or repeated"
-
-
 def _old_name(new: str) -> Any:
     """A deprecated alias of ``new``: read, marked deprecated in the OpenAPI schema."""
     return Field(
@@ -362,9 +359,9 @@ class AttemptListQuery(Schema):
     page ``/suites/<name>/attempts/`` takes the same), plus ``suite`` and the old names."""
 
     suite: Text | None = None
-    models: ListParam = Field([], description="configuration names, slugs or ids" + _LIST_NOTE)
-    runs: ListParam = Field([], description="run id prefixes, 8+ characters" + _LIST_NOTE)
-    labels: ListParam = Field([], description="tasks carrying every label" + _LIST_NOTE)
+    models: ListParam = Field([], description="configuration names, slugs or ids" + LIST_NOTE)
+    runs: ListParam = Field([], description="run id prefixes, 8+ characters" + LIST_NOTE)
+    labels: ListParam = Field([], description="tasks carrying every label" + LIST_NOTE)
     repo: Text | None = Field(None, description="the task's repository, e.g. django/django")
     outcome: Literal[OUTCOMES] | None = Field(  # type: ignore[valid-type]
         None, description="as the score counts it (the pages' badge)"
@@ -399,30 +396,6 @@ class AttemptPageOut(Schema):
 
 
 # --- Results: leaderboard, comparison, taxonomy ----------------------------------------------
-
-
-class LeaderboardQuery(Schema):
-    suite: Text = Field(min_length=1, max_length=100)
-    view: Literal["runs", "configs"] = Field(
-        "runs", description="one row per run, or per configuration with its runs pooled"
-    )
-    runs: Text | None = Field(
-        None, description="comma-separated run ids (8+ characters): only these runs count"
-    )
-    labels: ListParam = Field([], description="tasks carrying every label" + _LIST_NOTE)
-    date_from: dt.date | None = Field(None, le=LAST_DATE)
-    date_to: dt.date | None = Field(None, le=LAST_DATE)
-    include_undated: bool = Field(
-        False, description="a date filter keeps runs of unknown date (imported without one)"
-    )
-    sort: Literal[SORT_KEYS] = "rate"  # type: ignore[valid-type]
-    order: Literal["asc", "desc"] | None = Field(None, description="default: the column's own")
-    format: Literal["json", "csv"] = "json"
-    descending: bool | None = Field(
-        None,
-        json_schema_extra=DEPRECATED,
-        description="deprecated: use `order` (desc for true, asc for false)",
-    )
 
 
 class ScoreFields(Schema):
@@ -545,7 +518,7 @@ class CompareQuery(Schema):
         description="comma-separated configurations (name, slug or public id: all its runs) or"
         " single runs (slug@run-id); the first is A",
     )
-    labels: ListParam = Field([], description="tasks carrying every label" + _LIST_NOTE)
+    labels: ListParam = Field([], description="tasks carrying every label" + LIST_NOTE)
     only: Literal["differ"] | None = Field(
         None, description="differ: only tasks whose outcomes differ"
     )
@@ -615,15 +588,6 @@ class CompareOut(Schema):
     summaries: list[CompareSummaryOut]
     pairs: list[ComparePairOut]
     rows: list[CompareRowOut]
-
-
-class TaxonomyQuery(Schema):
-    suite: Text = Field(min_length=1, max_length=100)
-    models: Text | None = Field(None, description="comma-separated; default every model")
-    include_undated: bool = Field(
-        False, description="points for runs of unknown date too (at their import time)"
-    )
-    format: Literal["json", "csv"] = "json"
 
 
 class TaxonomyModelOut(Schema):

@@ -10,8 +10,10 @@ from pathlib import Path
 
 from django.conf import settings
 
+from benchsite.accounts.models import Door
 from benchsite.cli.main import CommandError
 from benchsite.processes import Supervisor
+from runs import actions
 from runs.cli.worker import LocalWorker
 from runs.model_configs import generated_name
 from runs.models import AgentVariant, ModelConfig, Run
@@ -114,11 +116,9 @@ def _model_config(args: argparse.Namespace) -> ModelConfig:
         )
     except ValidationError as exc:  # a key variable or upstream the operator did not list
         raise CommandError(field_messages(exc)) from None
-    if created:  # the operator's door: no account, audited like the others
-        import getpass
-
+    if created:  # the operator's door: no account, audited like the others (the OS user)
         changes = upstream_changes(config, before=None)
-        upstream_audit(None, config, changes, via="cli", os_user=getpass.getuser())
+        upstream_audit(None, config, changes, door=Door.CLI)
     if not created and config.agent_variant != args.variant:
         raise CommandError(
             f"--config: model configuration {name!r} is variant {config.agent_variant}, "
@@ -128,7 +128,7 @@ def _model_config(args: argparse.Namespace) -> ModelConfig:
 
 
 def cmd_run_suite(args: argparse.Namespace) -> int:
-    from runs.services import LaunchError, run_launch
+    from runs.services import LaunchError
 
     if args.samples < 1:
         raise CommandError(f"--samples must be at least 1, got {args.samples}")
@@ -136,9 +136,11 @@ def cmd_run_suite(args: argparse.Namespace) -> int:
     config = _model_config(args)
     labels = [label.strip() for label in args.labels.split(",") if label.strip()]
     try:
-        run = run_launch(
+        run = actions.run_launch(
             suite=suite,
             model_config=config,
+            actor=None,
+            door=Door.CLI,
             samples=args.samples,
             labels=labels or None,
             task_ids=args.task or None,
@@ -251,39 +253,35 @@ def run_by_ref(ref: str) -> Run:
 
 
 def cmd_cancel_run(args: argparse.Namespace) -> int:
-    from runs.services import run_cancel
 
     run = run_by_ref(args.run_id)
     if run.is_final:
         print(f"run {run.public_id} is already {run.status}; nothing to cancel")
         return 0
-    count = run_cancel(run=run, by="ab cancel-run")
+    count = actions.run_cancel(run=run, actor=None, door=Door.CLI)
     print(f"run {run.public_id} cancelled: {count} queued attempt(s) cancelled")
     return 0
 
 
 def cmd_retry_run(args: argparse.Namespace) -> int:
-    from runs.services import run_retry_infra
 
     run = run_by_ref(args.run_id)
-    count = run_retry_infra(run=run, by="ab retry-run")
+    count = actions.run_retry(run=run, actor=None, door=Door.CLI)
     print(f"run {run.public_id}: {count} attempt(s) queued again")
     return 0
 
 
 def cmd_resume_run(args: argparse.Namespace) -> int:
-    from runs.services import run_resume
 
     run = run_by_ref(args.run_id)
-    count = run_resume(run=run)
+    count = actions.run_resume(run=run, actor=None, door=Door.CLI)
     print(f"run {run.public_id}: re-sent {count} queued attempt(s)")
     return 0
 
 
 def cmd_evaluate_run(args: argparse.Namespace) -> int:
-    from runs.services import run_evaluate
 
     run = run_by_ref(args.run_id)
-    count = run_evaluate(run=run, by="ab evaluate-run")
+    count = actions.run_evaluate(run=run, actor=None, door=Door.CLI)
     print(f"run {run.public_id}: {count} not-evaluated attempt(s) queued for the workers")
     return 0

@@ -1,8 +1,9 @@
 """Admin pages (staff only) to upload results produced elsewhere: SWE-bench predictions,
 published results and run folders.
 
-Each page calls the same service as the ``ab`` command and shows its report, or every
-problem of a bad file (nothing stored). Mounted under /admin/swebench/ by benchsite.urls,
+Each page calls the same service as the ``ab`` command (``runs.imports.actions``, which
+records the audit event) and shows its report, or every problem of a bad file (nothing
+stored). Mounted under /admin/swebench/ by benchsite.urls,
 beside the dataset page (``tasks_app.swebench.dataset_admin``), whose helpers it shares.
 """
 
@@ -12,11 +13,9 @@ from django import forms
 from django.http import HttpRequest, HttpResponse
 from django.urls import path
 
-from benchsite.accounts.access import Write
+from benchsite.accounts.models import Action, Door
 from benchsite.api.errors import ApiInputError
-from runs.imports.predictions import predictions_import
-from runs.imports.results import results_import
-from runs.imports.uploads import run_import_upload
+from runs.imports import actions
 from tasks_app.models import Suite, TaskSource
 from tasks_app.swebench.dataset_admin import admin_write_page, render_admin_page
 from tasks_app.swebench.errors import SwebenchInputError
@@ -85,13 +84,15 @@ def predictions_upload(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         upload = form.cleaned_data["file"]
         try:
-            context["report"] = predictions_import(
+            context["report"] = actions.predictions_import(
+                actor=request.user,
+                door=Door.ADMIN,
+                request=request,
                 source=upload_source(upload),  # a large one from disk, not memory
                 filename=upload.name,
                 suite_name=form.cleaned_data["suite"].name,
                 model_name=form.cleaned_data["model"],
                 enqueue=form.cleaned_data["enqueue"],
-                created_by=request.user,
             )
         except SwebenchInputError as exc:
             context["problems"] = exc.lines()
@@ -107,7 +108,10 @@ def results_upload(request: HttpRequest) -> HttpResponse:
         upload = form.cleaned_data["file"]
         predictions = form.cleaned_data["predictions"]
         try:
-            context["report"] = results_import(
+            context["report"] = actions.results_import(
+                actor=request.user,
+                door=Door.ADMIN,
+                request=request,
                 source=upload_source(upload),  # a large one from disk, not memory
                 filename=upload.name,
                 suite_name=form.cleaned_data["suite"].name,
@@ -116,7 +120,6 @@ def results_upload(request: HttpRequest) -> HttpResponse:
                 ignore_unknown=form.cleaned_data["ignore_unknown"],
                 skip_bad=form.cleaned_data["skip_bad"],
                 date=form.cleaned_data["date"],
-                created_by=request.user,
             )
         except SwebenchInputError as exc:
             context["problems"] = exc.lines()
@@ -130,14 +133,16 @@ def run_folder_upload(request: HttpRequest) -> HttpResponse:
     context: dict = {"form": form, "title": "Import a run folder"}
     if request.method == "POST" and form.is_valid():
         try:
-            context["report"] = run_import_upload(
+            context["report"] = actions.run_import_upload(
+                actor=request.user,
+                door=Door.ADMIN,
+                request=request,
                 upload=form.cleaned_data["file"],
                 suite_name=form.cleaned_data["suite"],
                 model_name=form.cleaned_data["model"],
                 dry_run=form.cleaned_data["dry_run"],
                 skip_bad=form.cleaned_data["skip_bad"],
                 date=form.cleaned_data["date"],
-                created_by=request.user,
             )
         except SwebenchInputError as exc:
             context["problems"] = exc.lines()
@@ -149,13 +154,15 @@ def run_folder_upload(request: HttpRequest) -> HttpResponse:
 urlpatterns = [
     path(
         "predictions/",
-        admin_write_page(Write.PREDICTIONS_IMPORT, predictions_upload),
+        admin_write_page(Action.PREDICTIONS_IMPORT, predictions_upload),
         name="swebench-predictions-upload",
     ),
     path(
         "results/",
-        admin_write_page(Write.RESULTS_IMPORT, results_upload),
+        admin_write_page(Action.RESULTS_IMPORT, results_upload),
         name="swebench-results-upload",
     ),
-    path("run/", admin_write_page(Write.RUN_IMPORT, run_folder_upload), name="swebench-run-upload"),
+    path(
+        "run/", admin_write_page(Action.RUN_IMPORT, run_folder_upload), name="swebench-run-upload"
+    ),
 ]

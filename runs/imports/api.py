@@ -1,24 +1,20 @@
 """Imports of results produced elsewhere over the REST API: predictions to evaluate, published
 results and run folders, through the same services as ``ab import-predictions``,
-``ab import-results`` and ``ab import-run`` and the admin's upload pages.
+``ab import-results`` and ``ab import-run`` and the admin's upload pages
+(``runs.imports.actions``, which record the audit event).
 
 The paths, tags and operation ids are those these endpoints had under ``tasks_app.api``, so the
 schema and generated clients stay the same."""
 
 import datetime as dt
-from pathlib import Path
 
 from django.http import HttpRequest
 from ninja import Field, File, Form, Router, Schema, UploadedFile
 
-from benchsite.accounts.access import Write
 from benchsite.accounts.auth import write_auth, write_throttle
-from benchsite.accounts.models import AuditAction
-from benchsite.accounts.services import audit_event_record
+from benchsite.accounts.models import Action, Door
 from benchsite.api.errors import ApiInputError
-from runs.imports.predictions import predictions_import
-from runs.imports.results import results_import
-from runs.imports.uploads import run_import_upload
+from runs.imports import actions
 from runs.model_configs import slug_taken_by_other
 from tasks_app.api import IMPORT_ERRORS, ModelName, SuiteName
 from tasks_app.uploads.files import read_upload, upload_source
@@ -111,7 +107,7 @@ def _check_external_name(name: str) -> None:
     "/imports/predictions",
     operation_id="tasks_app_api_predictions_import_endpoint",
     response={200: PredictionsReportOut, **IMPORT_ERRORS},
-    auth=write_auth(Write.PREDICTIONS_IMPORT),
+    auth=write_auth(Action.PREDICTIONS_IMPORT),
     throttle=write_throttle,
     summary="Import a predictions file: a run that evaluates each patch on the suite",
 )
@@ -119,21 +115,15 @@ def predictions_import_endpoint(
     request: HttpRequest, payload: Form[PredictionsImportIn], file: File[UploadedFile]
 ):
     _check_external_name(payload.model)
-    report = predictions_import(
+    report = actions.predictions_import(
+        actor=request.user,
+        door=Door.API,
+        request=request,
         source=upload_source(file),
         filename=file.name or "predictions.jsonl",
         suite_name=payload.suite,
         model_name=payload.model,
         enqueue=payload.enqueue,
-        created_by=request.user,
-    )
-    audit_event_record(
-        actor=request.user,
-        action=AuditAction.PREDICTIONS_IMPORT,
-        objects=[report.run_id],
-        object_type="runs.run",
-        request=request,
-        details={"file": file.name, "suite": payload.suite, "summary": report.summary()},
     )
     return {
         "run": report.run_id,
@@ -150,7 +140,7 @@ def predictions_import_endpoint(
     "/imports/results",
     operation_id="tasks_app_api_results_import_endpoint",
     response={200: ResultsReportOut, **IMPORT_ERRORS},
-    auth=write_auth(Write.RESULTS_IMPORT),
+    auth=write_auth(Action.RESULTS_IMPORT),
     throttle=write_throttle,
     summary="Import published results (run report, report.json files or a zip of them)",
 )
@@ -161,7 +151,10 @@ def results_import_endpoint(
     predictions: File[UploadedFile | None] = None,
 ):
     _check_external_name(payload.model)
-    report = results_import(
+    report = actions.results_import(
+        actor=request.user,
+        door=Door.API,
+        request=request,
         source=upload_source(file),  # a large upload is read from where Django spooled it
         filename=file.name or "results.json",
         suite_name=payload.suite,
@@ -170,15 +163,6 @@ def results_import_endpoint(
         ignore_unknown=payload.ignore_unknown,
         skip_bad=payload.skip_bad,
         date=payload.date,
-        created_by=request.user,
-    )
-    audit_event_record(
-        actor=request.user,
-        action=AuditAction.RESULTS_IMPORT,
-        objects=[report.run_id],
-        object_type="runs.run",
-        request=request,
-        details={"file": file.name, "suite": payload.suite, "summary": report.summary()},
     )
     return {
         "run": report.run_id,
@@ -200,7 +184,7 @@ def results_import_endpoint(
     "/imports/run",
     operation_id="tasks_app_api_run_import_endpoint",
     response={200: RunImportOut, **IMPORT_ERRORS},
-    auth=write_auth(Write.RUN_IMPORT),
+    auth=write_auth(Action.RUN_IMPORT),
     throttle=write_throttle,
     summary="Import a run folder (trajectories, reports, predictions, Inspect logs)",
     description=(
@@ -213,25 +197,17 @@ def results_import_endpoint(
 )
 def run_import_endpoint(request: HttpRequest, payload: Form[RunImportIn], file: File[UploadedFile]):
     _check_external_name(payload.model)
-    report = run_import_upload(
+    report = actions.run_import_upload(
+        actor=request.user,
+        door=Door.API,
+        request=request,
         upload=file,
         suite_name=payload.suite,
         model_name=payload.model,
         dry_run=payload.dry_run,
         skip_bad=payload.skip_bad,
         date=payload.date,
-        created_by=request.user,
     )
-    name = Path(file.name or "upload").name
-    if not payload.dry_run:
-        audit_event_record(
-            actor=request.user,
-            action=Write.RUN_IMPORT,
-            objects=[report.run_id],
-            object_type="runs.run",
-            request=request,
-            details={"file": name, "suite": payload.suite, "summary": report.summary()},
-        )
     return {
         "run": report.run_id,
         "suite": report.suite,

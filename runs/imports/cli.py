@@ -102,7 +102,9 @@ def _date(value: str) -> dt.datetime:
 
 
 def cmd_import_predictions(args: argparse.Namespace) -> int:
-    from runs.imports.predictions import predictions_execute_inline, predictions_import
+    from benchsite.accounts.models import Door
+    from runs.imports.actions import predictions_import
+    from runs.imports.predictions import predictions_execute_inline
 
     enqueue = args.enqueue or args.worker
     if args.run and enqueue:
@@ -111,6 +113,8 @@ def cmd_import_predictions(args: argparse.Namespace) -> int:
         raise CommandError("--wait goes with --enqueue (--run waits anyway)")
     try:
         report = predictions_import(
+            actor=None,
+            door=Door.CLI,
             source=existing_file(args.file),
             suite_name=args.suite,
             model_name=args.model,
@@ -166,11 +170,14 @@ def _wait_for_workers(args: argparse.Namespace, report) -> None:
 
 
 def cmd_import_results(args: argparse.Namespace) -> int:
-    from runs.imports.results import results_import
+    from benchsite.accounts.models import Door
+    from runs.imports.actions import results_import
 
     started = time.perf_counter()
     try:
         report = results_import(
+            actor=None,
+            door=Door.CLI,
             source=existing_file(args.path),
             suite_name=args.suite,
             model_name=args.model,
@@ -216,11 +223,14 @@ class ProgressBar:
 
 
 def cmd_import_run(args: argparse.Namespace) -> int:
-    from runs.imports.run_import import run_folder_import
+    from benchsite.accounts.models import Door
+    from runs.imports.actions import run_folder_import
 
     started = time.perf_counter()
     try:
         report = run_folder_import(
+            actor=None,
+            door=Door.CLI,
             path=existing_file(args.path),
             suite_name=args.suite,
             model_name=args.model,

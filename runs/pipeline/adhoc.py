@@ -83,10 +83,10 @@ def _config_for_variant(variant: str, name: str, overrides: dict) -> ModelConfig
 def _audit_upstream(config: ModelConfig, *, before: ModelConfig | None) -> None:
     """The command line is the operator's door (whoever runs ``ab`` on the worker reads its
     environment anyway): no account to check, but the change is audited like the others."""
-    import getpass
+    from benchsite.accounts.models import Door
 
     changes = upstream_changes(config, before=before)
-    upstream_audit(None, config, changes, via="cli", os_user=getpass.getuser())
+    upstream_audit(None, config, changes, door=Door.CLI)
 
 
 def run_create(

@@ -10,6 +10,7 @@ A name that is neither is never ignored in silence: a page shows a notice, the A
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterable, Mapping
 
 LEADERBOARD = (
@@ -43,6 +44,13 @@ OLD_NAMES = {
 LISTS = ("labels", "models", "runs")
 TRUE = ("1", "true", "yes", "on")
 FALSE = ("0", "false", "no", "off")
+
+
+def date_order_problem(date_from: dt.date | None, date_to: dt.date | None) -> str | None:
+    """The API's and the pages' one check across two dates, as both word it."""
+    if date_from and date_to and date_from > date_to:
+        return "date_to: must not be before date_from"
+    return None
 
 
 def split_values(values: Iterable[str]) -> list[str]:

@@ -1,10 +1,9 @@
 """The POST endpoints of the run page's buttons (cancel, retry, resume, evaluate) and the suite
-page's launch form, over the same services as the admin, the API and the CLI. Each needs the
-right ``benchsite.accounts.access.RIGHTS`` gives its action (staff), the same as the API's."""
+page's launch form, over the same services as the admin, the API and the CLI
+(``runs.actions``, which record the audit event). Each needs the right
+``benchsite.accounts.access.RIGHTS`` gives its action (staff), the same as the API's."""
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 from django import forms
 from django.contrib import messages
@@ -13,68 +12,61 @@ from django.shortcuts import get_object_or_404, redirect
 from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
-from benchsite.accounts.access import Write, write_view
-from benchsite.accounts.models import AuditAction
-from benchsite.accounts.services import audit_event_record
+from benchsite.accounts.access import write_view
+from benchsite.accounts.models import Action, Door
+from runs import actions
 from runs.models import AgentVariant, ModelConfig, Run, RunBackend
-from runs.services import (
-    LaunchError,
-    run_cancel,
-    run_evaluate,
-    run_launch,
-    run_resume,
-    run_retry_infra,
-)
+from runs.services import LaunchError
 from tasks_app.models import Suite
 
 
-def _control(
-    request: HttpRequest, public_id, action: Callable[[Run], str], audit: str
-) -> HttpResponse:
-    run = get_object_or_404(Run, public_id=public_id)
-    messages.success(request, action(run))
-    audit_event_record(actor=request.user, action=audit, objects=[run], request=request, via="page")
+def _done(request: HttpRequest, run: Run, message: str) -> HttpResponse:
+    messages.success(request, message)
     return redirect(run.get_absolute_url())
 
 
+def _asked(request: HttpRequest) -> dict:
+    return {"actor": request.user, "door": Door.PAGE, "request": request}
+
+
 @require_POST
-@write_view(Write.RUN_CANCEL)
+@write_view(Action.RUN_CANCEL)
 def run_cancel_view(request: HttpRequest, public_id) -> HttpResponse:
-    def cancel(run: Run) -> str:
-        if run.is_final:
-            return f"The run is already {run.status}; nothing to cancel."
-        count = run_cancel(run=run, by=request.user)
-        return f"Run cancelled: {count} queued attempt(s) cancelled, running ones told to stop."
-
-    return _control(request, public_id, cancel, AuditAction.RUN_CANCEL)
+    run = get_object_or_404(Run, public_id=public_id)
+    if run.is_final:
+        return _done(request, run, f"The run is already {run.status}; nothing to cancel.")
+    count = actions.run_cancel(run=run, **_asked(request))
+    return _done(
+        request,
+        run,
+        f"Run cancelled: {count} queued attempt(s) cancelled, running ones told to stop.",
+    )
 
 
 @require_POST
-@write_view(Write.RUN_RETRY)
+@write_view(Action.RUN_RETRY)
 def run_retry_view(request: HttpRequest, public_id) -> HttpResponse:
-    def retry(run: Run) -> str:
-        count = run_retry_infra(run=run, by=request.user)
-        return f"{count} attempt(s) that ended for infrastructure reasons are queued again."
-
-    return _control(request, public_id, retry, AuditAction.RUN_RETRY)
+    run = get_object_or_404(Run, public_id=public_id)
+    count = actions.run_retry(run=run, **_asked(request))
+    return _done(
+        request, run, f"{count} attempt(s) that ended for infrastructure reasons are queued again."
+    )
 
 
 @require_POST
-@write_view(Write.RUN_RESUME)
+@write_view(Action.RUN_RESUME)
 def run_resume_view(request: HttpRequest, public_id) -> HttpResponse:
-    def resume(run: Run) -> str:
-        return f"Re-sent {run_resume(run=run)} queued attempt(s) to the workers."
-
-    return _control(request, public_id, resume, Write.RUN_RESUME)
+    run = get_object_or_404(Run, public_id=public_id)
+    count = actions.run_resume(run=run, **_asked(request))
+    return _done(request, run, f"Re-sent {count} queued attempt(s) to the workers.")
 
 
 @require_POST
-@write_view(Write.RUN_EVALUATE)
+@write_view(Action.RUN_EVALUATE)
 def run_evaluate_view(request: HttpRequest, public_id) -> HttpResponse:
-    def evaluate(run: Run) -> str:
-        return f"{run_evaluate(run=run, by=request.user)} not-evaluated attempt(s) queued."
-
-    return _control(request, public_id, evaluate, Write.RUN_EVALUATE)
+    run = get_object_or_404(Run, public_id=public_id)
+    count = actions.run_evaluate(run=run, **_asked(request))
+    return _done(request, run, f"{count} not-evaluated attempt(s) queued.")
 
 
 class SuiteLaunchForm(forms.Form):
@@ -112,7 +104,7 @@ def _config_label(config: ModelConfig) -> str:
 
 
 @require_POST
-@write_view(Write.RUN_LAUNCH)
+@write_view(Action.RUN_LAUNCH)
 def suite_launch_view(request: HttpRequest, name: str) -> HttpResponse:
     """Launch a run of the suite; to its run page, or back to the suite with the error."""
     suite = get_object_or_404(Suite, name=name)
@@ -120,25 +112,18 @@ def suite_launch_view(request: HttpRequest, name: str) -> HttpResponse:
     if form.is_valid():
         labels = [x.strip() for x in form.cleaned_data["labels"].split(",") if x.strip()]
         try:
-            run = run_launch(
+            run = actions.run_launch(
                 suite=suite,
                 model_config=form.cleaned_data["model"],
+                **_asked(request),
                 samples=form.cleaned_data["samples"],
                 labels=labels or None,
                 include_flaky=form.cleaned_data["include_flaky"],
                 backend=form.cleaned_data["backend"] or "",
-                created_by=request.user,
             )
         except LaunchError as exc:
             form.add_error(None, str(exc))
         else:
-            audit_event_record(
-                actor=request.user,
-                action=AuditAction.RUN_LAUNCH,
-                objects=[run],
-                request=request,
-                via="page",
-            )
             count = run.attempts.count()
             messages.success(
                 request, format_html("Launched a run of {} attempt(s); it updates live.", count)

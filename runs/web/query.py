@@ -1,14 +1,20 @@
 """The results pages' query parameters: old names answered with a redirect to the canonical URL,
-names a page does not know named in a notice (``runs.results.params`` holds the names)."""
+names a page does not know named in a notice (``runs.results.params`` holds the names), and
+the values read with the API's schemas (``page_query``)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any, TypeVar, get_origin
 from urllib.parse import urlencode
 
 from django.http import HttpRequest, HttpResponsePermanentRedirect
+from ninja import Schema
+from pydantic import ValidationError
 
-from runs.results.params import canonical_query, unknown, unknown_notice
+from runs.results.params import LISTS, canonical_query, unknown, unknown_notice
+
+SchemaT = TypeVar("SchemaT", bound=Schema)
 
 
 def old_names_redirect(
@@ -27,3 +33,44 @@ def unknown_params(request: HttpRequest, allowed: Iterable[str]) -> list[str]:
     allowed = tuple(allowed)
     names = unknown(request.GET.keys(), allowed)
     return [unknown_notice(names, allowed)] if names else []
+
+
+def page_query(
+    request: HttpRequest,
+    schema: type[SchemaT],
+    allowed: Iterable[str],
+    *,
+    fixed: dict[str, Any],
+    errors: list[str],
+) -> SchemaT:
+    """The page's query read with the API's schema: the same names, defaults, checks and
+    messages as the API endpoint that gives the same figures (``runs.api.schemas``).
+
+    Only the ``allowed`` names are read (the others get ``unknown_params``' notice), but
+    ``format``: a page answers it with a redirect to the API (``runs.web.results._to_api``).
+    ``fixed`` are what the URL's path says (the suite). A blank value is a form's empty field: not
+    given. A name of ``LISTS`` the schema takes as one text (``runs``) joins its repeated
+    values with commas. A bad value is named in ``errors`` as the API's 422 words it
+    ("field: message") and left at its default, so the page still renders (status 400).
+    """
+    data: dict[str, Any] = {}
+    for name in allowed:
+        field = schema.model_fields.get(name)
+        values = [v for v in request.GET.getlist(name) if v.strip()]
+        if field is None or not values or name in fixed or name == "format":
+            continue
+        if get_origin(field.annotation) is list:
+            data[name] = values
+        elif name in LISTS:
+            data[name] = ",".join(values)
+        else:
+            data[name] = values[-1]
+    data |= fixed
+    try:
+        return schema.model_validate(data)
+    except ValidationError as exc:
+        for error in exc.errors():
+            name = str(error["loc"][0]) if error["loc"] else ""
+            errors.append(f"{name}: {error['msg']}")
+            data.pop(name, None)
+    return schema.model_validate(data)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import datetime as dt
 import uuid
 from dataclasses import dataclass
 from html import escape as esc
@@ -19,6 +18,7 @@ from django.utils.safestring import SafeString, mark_safe
 from benchsite.accounts.access import can_read_leaderboards
 from runs.exports import FORMATS
 from runs.models import ModelConfig, Run, RunDateSource
+from runs.queries import LeaderboardQuery, TaxonomyQuery
 from runs.results import params
 from runs.results.attempt_list import FilterError as AttemptFilterError
 from runs.results.attempt_list import model_ids
@@ -33,7 +33,7 @@ from runs.results.compare import (
 )
 from runs.results.leaderboard import SORT_KEYS
 from runs.results.leaderboard import leaderboard as build_leaderboard
-from runs.results.params import flag, split_values
+from runs.results.params import date_order_problem, split_values
 from runs.results.selection import (
     VIEWS,
     Entry,
@@ -50,12 +50,8 @@ from runs.results.taxonomy_report import (
 from runs.web.board_html import leaderboard_rows_html, task_list_html, usage_columns
 from runs.web.board_notices import approximate_notice
 from runs.web.page_cache import cached_blocks
-from runs.web.query import old_names_redirect, unknown_params
+from runs.web.query import old_names_redirect, page_query, unknown_params
 from tasks_app.models import GoldValidation, GoldValidationStatus, Suite, Task
-
-
-class FilterError(ValueError):
-    """A query parameter that cannot be used; the message names it."""
 
 
 def _suite_for(request: HttpRequest, name: str) -> Suite | HttpResponse:
@@ -64,27 +60,9 @@ def _suite_for(request: HttpRequest, name: str) -> Suite | HttpResponse:
     return get_object_or_404(Suite, name=name)
 
 
-def _date(request: HttpRequest, field: str) -> dt.date | None:
-    value = request.GET.get(field, "").strip()
-    if not value:
-        return None
-    try:
-        return dt.date.fromisoformat(value)
-    except ValueError:
-        raise FilterError(f"{field}: expected a date as YYYY-MM-DD, got {value!r}") from None
-
-
 def _labels(request: HttpRequest) -> list[str]:
     """``labels``, repeated (the form's checkboxes) or comma-separated."""
     return split_values(request.GET.getlist("labels"))
-
-
-def _undated(request: HttpRequest, errors: list[str]) -> bool:
-    raw = request.GET.get("include_undated")
-    value = flag(raw)
-    if raw is not None and raw != "" and value is None:
-        errors.append(f"include_undated: expected true or false, got {raw!r}")
-    return bool(value)
 
 
 def _to_api(request: HttpRequest, suite: Suite, url_name: str) -> HttpResponse | None:
@@ -121,34 +99,26 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
         return moved
     errors: list[str] = []
     notices = unknown_params(request, params.LEADERBOARD)
-    try:
-        date_from = _date(request, "date_from")
-        date_to = _date(request, "date_to")
-    except FilterError as exc:
-        errors.append(str(exc))
+    # The API's schema reads the query (same defaults, same errors), and the same checks follow.
+    query = page_query(
+        request, LeaderboardQuery, params.LEADERBOARD, fixed={"suite": suite.name}, errors=errors
+    )
+    date_from, date_to = query.date_from, query.date_to
+    problem = date_order_problem(date_from, date_to)
+    if problem:
+        errors.append(problem)
         date_from = date_to = None
-    labels = _labels(request)
-    chosen = split_values(request.GET.getlist("runs"))
+    labels = split_values(query.labels)
+    chosen = split_values([query.runs or ""])
     run_ids = None
     if chosen:
         try:
             run_ids = runs_by_prefix(suite, chosen)
         except SelectionError as exc:
             errors.append(str(exc))
-    sort = request.GET.get("sort", "rate")
-    if sort not in SORT_KEYS:
-        errors.append(f"sort: unknown column {sort!r}")
-        sort = "rate"
-    view = request.GET.get("view", "runs")
-    if view not in VIEWS:
-        errors.append(f"view: expected one of {', '.join(VIEWS)}, got {view!r}")
-        view = "runs"
-    order = request.GET.get("order", "")
-    if order not in ("", "asc", "desc"):
-        errors.append(f"order: expected asc or desc, got {order!r}")
-        order = ""
+    sort, view, order = query.sort, query.view, query.order or ""
     descending = None if not order else order == "desc"
-    undated = _undated(request, errors)
+    undated = query.include_undated
     board = build_leaderboard(
         suite=suite,
         view=view,
@@ -161,7 +131,7 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
         include_undated=undated,
     )
     keep = [("labels", ",".join(labels))] if labels else []
-    keep += [(k, request.GET[k]) for k in ("date_from", "date_to") if request.GET.get(k)]
+    keep += [(k, v.isoformat()) for k, v in (("date_from", date_from), ("date_to", date_to)) if v]
     keep += [("runs", ",".join(chosen))] if chosen else []
     keep += [("include_undated", "1")] if undated else []
     sort_links = {
@@ -200,8 +170,8 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
             if not labels
             else suite_labels(suite),
             "selected_labels": labels,
-            "date_from": request.GET.get("date_from", ""),
-            "date_to": request.GET.get("date_to", ""),
+            "date_from": date_from.isoformat() if date_from else "",
+            "date_to": date_to.isoformat() if date_to else "",
             "runs_param": ",".join(chosen),
             "undated": undated,
             # A date filter leaves undated imports out: say so, as the taxonomy page does.
@@ -492,9 +462,13 @@ def taxonomy_request(
     request: HttpRequest, suite: Suite, errors: list[str]
 ) -> tuple[TaxonomyBreakdown, bool, list[str]]:
     """The taxonomy of ``models`` (default: every model) with ``include_undated``, as the page
-    and its chart data read them; a bad value goes to ``errors`` and is not applied."""
-    undated = _undated(request, errors)
-    refs = split_values(request.GET.getlist("models"))
+    and its chart data read them (with the API's ``TaxonomyQuery``); a bad value goes to
+    ``errors`` and is not applied."""
+    query = page_query(
+        request, TaxonomyQuery, params.TAXONOMY, fixed={"suite": suite.name}, errors=errors
+    )
+    undated = query.include_undated
+    refs = split_values([query.models or ""])
     models = None
     if refs:
         try:

@@ -12,7 +12,8 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.utils import timezone
 
-from benchsite.accounts.access import Write, can_write
+from benchsite.accounts.access import can_write
+from benchsite.accounts.models import Action
 from runs.models import Attempt, AttemptStatus, Run
 from runs.results.scoring import Score
 from runs.results.selection import read_results
@@ -97,7 +98,7 @@ def _actions(request: HttpRequest, run: Run, progress: dict) -> list[tuple[str, 
     attempts that ended for infrastructure once nothing of the run is left to run; re-send
     queued attempts that look lost (``_stalled``); evaluate not-evaluated ones (imported
     patches)."""
-    if not can_write(request.user, Write.RUN_CANCEL):
+    if not can_write(request.user, Action.RUN_CANCEL):
         return []
     queued = dict(progress["by_status"]).get(AttemptStatus.QUEUED, 0)
     live = progress["pending"] - progress["not_evaluated"]
@@ -105,10 +106,10 @@ def _actions(request: HttpRequest, run: Run, progress: dict) -> list[tuple[str, 
     if queued and not _stalled(run, progress):
         queued = 0
     wanted = [
-        ("run-cancel", Write.RUN_CANCEL, "Cancel", not run.is_final),
-        ("run-retry", Write.RUN_RETRY, f"Retry failed ({retryable})", retryable),
-        ("run-resume", Write.RUN_RESUME, f"Resume ({queued} queued)", queued),
-        ("run-evaluate", Write.RUN_EVALUATE, f"Evaluate ({progress['not_evaluated']})",
+        ("run-cancel", Action.RUN_CANCEL, "Cancel", not run.is_final),
+        ("run-retry", Action.RUN_RETRY, f"Retry failed ({retryable})", retryable),
+        ("run-resume", Action.RUN_RESUME, f"Resume ({queued} queued)", queued),
+        ("run-evaluate", Action.RUN_EVALUATE, f"Evaluate ({progress['not_evaluated']})",
          progress["not_evaluated"]),
     ]  # fmt: skip
     return [

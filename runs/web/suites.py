@@ -11,7 +11,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 
-from benchsite.accounts.access import Write, can_write
+from benchsite.accounts.access import can_write
+from benchsite.accounts.models import Action
 from runs.models import Attempt, Run
 from runs.web.control import SuiteLaunchForm
 from sandbox.environments.build import built_instance
@@ -46,7 +47,7 @@ def suite_detail(request: HttpRequest, name: str) -> HttpResponse:
         "page_query": urlencode({"q": query}) if query else "",
         "runs": runs,
     }
-    if can_write(request.user, Write.RUN_LAUNCH):
+    if can_write(request.user, Action.RUN_LAUNCH):
         context["launch_form"] = SuiteLaunchForm()
     return render(request, "tasks_app/suite_detail.html", context)
 

@@ -43,11 +43,14 @@ def existing_file(path: Path) -> Path:
 
 
 def cmd_import_swebench(args: argparse.Namespace) -> int:
-    from tasks_app.swebench.importer import swebench_import
+    from benchsite.accounts.models import Door
+    from tasks_app.actions import swebench_import
 
     started = time.perf_counter()
     try:
         report = swebench_import(
+            actor=None,
+            door=Door.CLI,
             source=existing_file(args.file),
             suite_name=args.suite,
             dataset_version=args.dataset_version,

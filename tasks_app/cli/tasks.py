@@ -86,9 +86,10 @@ def cmd_check_tasks(args: argparse.Namespace) -> int:
 def cmd_import_tasks(args: argparse.Namespace) -> int:
     try:
         # Imported here: the services need Django's models, which list-tasks/check-tasks skip.
-        from tasks_app.services import tasks_import
+        from benchsite.accounts.models import Door
+        from tasks_app.actions import tasks_import
 
-        report = tasks_import(directory=args.directory)
+        report = tasks_import(directory=args.directory, actor=None, door=Door.CLI)
     except TaskSpecError as exc:
         for problem in exc.problems:
             print(problem)

@@ -13,11 +13,12 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import path
 
-from benchsite.accounts.access import Write, write_view
+from benchsite.accounts.access import write_view
+from benchsite.accounts.models import Action, Door
 from benchsite.api.errors import ApiInputError
+from tasks_app.actions import swebench_import
 from tasks_app.models import Suite
 from tasks_app.swebench.errors import SwebenchInputError
-from tasks_app.swebench.importer import swebench_import
 from tasks_app.uploads.files import upload_source
 
 
@@ -45,6 +46,9 @@ def dataset_upload(request: HttpRequest) -> HttpResponse:
         upload = form.cleaned_data["file"]
         try:
             context["report"] = swebench_import(
+                actor=request.user,
+                door=Door.ADMIN,
+                request=request,
                 source=upload_source(upload),  # a large one from disk, not memory
                 filename=upload.name,
                 suite_name=form.cleaned_data["suite"],
@@ -59,16 +63,16 @@ def dataset_upload(request: HttpRequest) -> HttpResponse:
     return render_admin_page(request, "admin/swebench/dataset.html", context)
 
 
-def admin_write_page(action: Write, view):
+def admin_write_page(action: Action, view):
     """admin_view: staff only (others go to the admin login), CSRF-protected, never cached;
     write_view: the right ``benchsite.accounts.access`` gives the import, the same as the API's."""
-    return admin.site.admin_view(write_view(action)(view))
+    return admin.site.admin_view(write_view(action, door=Door.ADMIN)(view))
 
 
 urlpatterns = [
     path(
         "dataset/",
-        admin_write_page(Write.SWEBENCH_IMPORT, dataset_upload),
+        admin_write_page(Action.SWEBENCH_IMPORT, dataset_upload),
         name="swebench-dataset-upload",
     ),
 ]

@@ -7,7 +7,7 @@ from django import forms
 from django.http import HttpRequest, HttpResponse
 from django.urls import path
 
-from benchsite.accounts.access import Write
+from benchsite.accounts.models import Action, Door
 from benchsite.api.errors import ApiInputError
 from tasks_app.spec import TaskSpecError
 from tasks_app.swebench.dataset_admin import admin_write_page, render_admin_page
@@ -27,7 +27,10 @@ def task_archive_upload(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         try:
             context["report"] = task_archive_import(
-                upload=form.cleaned_data["file"], actor=request.user, request=request
+                upload=form.cleaned_data["file"],
+                actor=request.user,
+                door=Door.ADMIN,
+                request=request,
             )
         except TaskSpecError as exc:
             context["problems"] = [str(problem) for problem in exc.problems]
@@ -39,7 +42,7 @@ def task_archive_upload(request: HttpRequest) -> HttpResponse:
 urlpatterns = [
     path(
         "upload/",
-        admin_write_page(Write.TASKS_IMPORT, task_archive_upload),
+        admin_write_page(Action.TASKS_IMPORT, task_archive_upload),
         name="tasks-archive-upload",
     ),
 ]

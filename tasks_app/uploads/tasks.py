@@ -16,16 +16,19 @@ from typing import Any
 
 from django.conf import settings
 
-from benchsite.accounts.models import AuditAction
-from benchsite.accounts.services import audit_event_record
-from tasks_app.services import ImportReport, tasks_import
+from benchsite.accounts.models import Door
+from tasks_app.actions import tasks_import
+from tasks_app.services import ImportReport
 from tasks_app.spec import PathRules, SpecProblem, TaskSpecError, load_task_dir
 from tasks_app.uploads.files import unpack_upload
 
 
-def task_archive_import(*, upload: Any, actor: Any, request: Any = None) -> ImportReport:
+def task_archive_import(
+    *, upload: Any, actor: Any, door: Door, request: Any = None
+) -> ImportReport:
     """Unpack ``upload`` (a .zip, .tar, .tar.gz or .tgz), import every task in it (all or
-    nothing; ``TaskSpecError`` naming each file and field) and audit who did."""
+    nothing; ``TaskSpecError`` naming each file and field); the import service audits who did,
+    through which door."""
     target = Path(settings.API_UPLOADS_ROOT) / "tasks" / uuid.uuid4().hex
     unpack_upload(upload, target)
     # Its task files may name files inside the upload only (never a host path, nor another
@@ -33,7 +36,14 @@ def task_archive_import(*, upload: Any, actor: Any, request: Any = None) -> Impo
     rules = PathRules.upload(target)
     try:
         _check_suite_names(target, rules)
-        report = tasks_import(directory=target, rules=rules)
+        report = tasks_import(
+            directory=target,
+            rules=rules,
+            actor=actor,
+            door=door,
+            request=request,
+            file=getattr(upload, "name", "") or "",
+        )
     except TaskSpecError as exc:
         shutil.rmtree(target, ignore_errors=True)
         raise TaskSpecError([_relative(problem, target) for problem in exc.problems]) from None
@@ -43,19 +53,6 @@ def task_archive_import(*, upload: Any, actor: Any, request: Any = None) -> Impo
     if not (report.created or report.updated):
         # Nothing points into the unpacked files: keep none of them.
         shutil.rmtree(target, ignore_errors=True)
-    audit_event_record(
-        actor=actor,
-        action=AuditAction.TASKS_IMPORT,
-        objects=[*report.created, *report.updated],
-        object_type="tasks_app.task",
-        request=request,
-        details={
-            "file": getattr(upload, "name", ""),
-            "directory": str(target),
-            "summary": report.summary(),
-            "suites": report.suites,
-        },
-    )
     return report
 
 
