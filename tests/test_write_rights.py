@@ -66,6 +66,7 @@ PAGE_WRITES: dict[str, Action] = {
     "run-evaluate": Action.RUN_EVALUATE,
     "suite-launch": Action.RUN_LAUNCH,
     "swebench-dataset-upload": Action.SWEBENCH_IMPORT,
+    "tasks-archive-upload": Action.TASKS_IMPORT,
     "swebench-predictions-upload": Action.PREDICTIONS_IMPORT,
     "swebench-results-upload": Action.RESULTS_IMPORT,
     "swebench-run-upload": Action.RUN_IMPORT,
@@ -418,6 +419,8 @@ def _page_request(world: World, name: str, persona: str) -> tuple[str, dict]:
         return reverse(name, args=[world.seeded["runs"]["alpha"].public_id]), {}
     if name == "suite-launch":
         return reverse(name, args=["custom-dev"]), {"model": "alpha", "samples": 1}
+    if name == "tasks-archive-upload":
+        return reverse(name), {"file": upload("t.zip", tasks_zip())}
     if name == "swebench-dataset-upload":
         return reverse(name), {
             "suite": "lite-two",
