@@ -44,6 +44,10 @@ COMMANDS: dict[str, Command] = {
         "tasks_app.cli.tasks",
         "import (or update) every task.yaml under a folder",
     ),
+    "pull-images": Command(
+        "tasks_app.cli.images",
+        "pull the images a suite's tasks name (progress, retries, mirrors, disk budget)",
+    ),
     "import-swebench": Command(
         "tasks_app.cli.swebench_dataset",
         "import (or update) a SWE-bench dataset file (.jsonl, .json list, .parquet)",

@@ -141,14 +141,26 @@ class _Execution:
 
     def _pipeline(self, plan: TaskPlan) -> None:
         if not plan.is_swebench:
-            # A task's own image runs on bubblewrap from its tree, leased for the attempt.
+            # A task's own image: pulled when missing, leased for the attempt, on bubblewrap
+            # run from its tree.
             with images.task_image(
-                plan, backend=self.backend, default_image=settings.SANDBOX_IMAGE
-            ) as ready:
+                plan,
+                task=self.attempt.task,
+                backend=self.backend,
+                default_image=settings.SANDBOX_IMAGE,
+            ) as (ready, digest):
+                if digest:
+                    self._record_image(digest)
                 return self._stages(ready)
         # The instance's level stays leased (never evicted) until the attempt is done with it.
         with swebench.local_build(plan, backend=self.backend) as built:
             return self._stages(built)
+
+    def _record_image(self, digest: str) -> None:
+        """The image this attempt runs on, kept on the attempt and in its run.json."""
+        self.attempt.image_digest = digest
+        Attempt.objects.filter(pk=self.attempt.pk).update(image_digest=digest)
+        self.sandbox_info["image_digest"] = digest
 
     def _stages(self, plan: TaskPlan) -> None:
         assert self.folder is not None
@@ -184,6 +196,7 @@ class _Execution:
         rootfs = Path(plan.rootfs or plan.image_tree) if plan.rootfs or plan.image_tree else None
         with open_sandbox(config, backend=self.backend, bwrap_rootfs=rootfs) as sandbox:
             self.sandbox_info = {
+                **self.sandbox_info,
                 "backend": sandbox.backend,
                 "image": config.image,
                 "name": config.name,

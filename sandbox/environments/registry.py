@@ -106,8 +106,10 @@ class Reference:
         return f"{self.registry}/{self.repository}"
 
     def __str__(self) -> str:
-        return self.name + (f":{self.tag}" if self.tag else "") + (
-            f"@{self.digest}" if self.digest else ""
+        return (
+            self.name
+            + (f":{self.tag}" if self.tag else "")
+            + (f"@{self.digest}" if self.digest else "")
         )
 
     def on(self, registry: str) -> Reference:
