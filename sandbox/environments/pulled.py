@@ -45,7 +45,7 @@ def ensure_pulled(
             retries=retries,
         )
     name = level_name(pulled.image_id)
-    if pulled.pulled_at:
+    if pulled.owned:
         record_pull(pulled)
     else:
         known = cache.read_level(name)
@@ -69,6 +69,7 @@ def record_pull(pulled: registry.Pulled) -> cache.Level:
     level.pulled_at = pulled.pulled_at
     level.seconds = pulled.seconds
     level.image_bytes = pulled.size
+    cache.trees_dir().mkdir(parents=True, exist_ok=True)
     cache.write_level(level)
     return level
 
