@@ -21,10 +21,14 @@ STATUS_EVERY_SEC = 1.0
 
 
 def task_image_pull(
-    *, task: Task, progress: Callable[[registry.Progress], None] | None = None
+    *,
+    task: Task,
+    reference: str = "",
+    progress: Callable[[registry.Progress], None] | None = None,
 ) -> registry.Pulled:
-    """The task's image on the engine (pulled when missing) and its record on the task.
-    Raises registry.PullError naming the reason (also kept in ``image_status``)."""
+    """The task's image (``reference``, by default ``docker_image``) on the engine, pulled
+    when missing, and its record on the task. Raises registry.PullError naming the reason
+    (also kept in ``image_status``)."""
     from sandbox.environments.pulled import ensure_pulled
 
     last = [0.0]
@@ -38,11 +42,11 @@ def task_image_pull(
             Task.objects.filter(pk=task.pk).update(image_status=state.line()[:500])
 
     try:
-        pulled = ensure_pulled(task.docker_image, progress=report)
+        pulled = ensure_pulled(reference or task.docker_image, progress=report)
     except registry.PullError as exc:
         Task.objects.filter(pk=task.pk).update(image_status=f"pull failed: {exc}"[:500])
         raise
-    fields = {"image_status": ""}
+    fields: dict[str, object] = {"image_status": ""}
     if pulled.pulled_at:  # pulled here (now or before): say from where and when
         fields |= {
             "image_digest": pulled.repo_digest or pulled.image_id,

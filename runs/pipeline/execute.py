@@ -154,6 +154,8 @@ class _Execution:
                 return self._stages(ready)
         # The instance's level stays leased (never evicted) until the attempt is done with it.
         with swebench.local_build(plan, backend=self.backend) as built:
+            if built.image_digest:  # its official image
+                self._record_image(built.image_digest)
             return self._stages(built)
 
     def _record_image(self, digest: str) -> None:

@@ -21,6 +21,7 @@ from runs.pipeline.plan import TaskPlan
 from sandbox.errors import SandboxError
 
 if TYPE_CHECKING:
+    from sandbox.environments.official_images import OfficialImage
     from tasks_app.models import Task
 
 IMAGE_TAG = "[image]"
@@ -67,6 +68,31 @@ def task_image(
                 raise SandboxError(f"{IMAGE_TAG} image {plan.image} on bubblewrap: {exc}") from exc
             ready = replace(ready, image_tree=str(tree.path), image_env=tree.env)
         yield ready, digest
+
+
+@contextlib.contextmanager
+def official_plan(plan: TaskPlan, official: OfficialImage, *, backend: str) -> Iterator[TaskPlan]:
+    """A SWE-bench instance on its official image (``ab swebench build --source image``): run
+    by its ID on Docker, from its tree on bubblewrap (the same mounts as an offline-built
+    tree: the testbed is copied out of it into the workspace), leased for the block."""
+    from sandbox.environments import cache
+    from sandbox.environments.image_trees import ImageTreeError, leased_tree, level_name
+
+    ready = replace(
+        plan, image=official.image_id, image_digest=official.repo_digest or official.image_id
+    )
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(cache.lease(level_name(official.image_id)))
+        if runs_on_bwrap(backend):
+            try:
+                tree = stack.enter_context(leased_tree(official.image_id))
+            except ImageTreeError as exc:
+                raise SandboxError(
+                    f"{IMAGE_TAG} image {official.name} on bubblewrap: {exc}"
+                ) from exc
+            path = str(tree.path)
+            ready = replace(ready, rootfs=path, image_tree=path, image_env=tree.env)
+        yield ready
 
 
 def env_of(plan: TaskPlan) -> dict[str, str]:

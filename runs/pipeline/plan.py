@@ -49,6 +49,8 @@ class TaskPlan:
     # image's ``Env`` ("KEY=value"), which an engine would set.
     image_tree: str = ""
     image_env: tuple[str, ...] = ()
+    # The digest of the image the attempt runs on, when it is a pulled one (else "").
+    image_digest: str = ""
 
     @property
     def repo_rel(self) -> str:
@@ -81,7 +83,7 @@ class TaskPlan:
             "PIP_CACHE_DIR": "/tmp/.pip-cache",
             "PIP_DISABLE_PIP_VERSION_CHECK": "1",
         }
-        if self.rootfs:
+        if self.rootfs and not self.image_tree:  # an offline build (an image brings its own)
             from sandbox.environments.envspec import VENV
             from sandbox.environments.trees import PATH_ENV
 
