@@ -248,7 +248,7 @@ class AttemptOut(Schema):
     grade: str
     image_digest: str = Field(
         description="the image the attempt ran on: the repository digest pulled, or the ID of "
-        "an image built or loaded here (\"\" for the runner image and SWE-bench builds)"
+        'an image built or loaded here ("" for the runner image and SWE-bench builds)'
     )
     started_at: dt.datetime | None
     finished_at: dt.datetime | None
