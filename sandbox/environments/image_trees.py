@@ -148,8 +148,10 @@ def _build(
     level.seconds = round(time.monotonic() - started, 1)
     level.tree_bytes = cache.own_tree_bytes(path, [])
     cache.write_level(level)
-    # Room for what it really took (the image's size was an estimate).
-    eviction.make_room(max_bytes=max_bytes, report=report)
+    # Room for what it really took (the image's size was an estimate), never by evicting the
+    # tree just made: its caller is about to use it.
+    with cache.lease(path.name):
+        eviction.make_room(max_bytes=max_bytes, report=report)
 
 
 def need_room(
