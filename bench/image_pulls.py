@@ -1,7 +1,7 @@
 """Images from a registry, timed: a pull from a loopback registry cold and cached (a no-op),
 and the image-to-tree export for bubblewrap cold (seconds per GB) and cached (a no-op).
 
-The image is the runner image plus one small layer, pushed to Debian's docker-registry on
+The image is the runner image's files as one new layer, pushed to Debian's docker-registry on
 127.0.0.1 (tests/registry_fixtures.py); the cache root is a fresh one, removed at the end.
 
 Run: python bench/image_pulls.py
@@ -23,9 +23,10 @@ from sandbox.environments import cache, eviction
 from sandbox.environments.image_trees import tree_for_image
 from sandbox.environments.pulled import ensure_pulled
 from tests.registry_fixtures import local_registry
-from tests.swebench_cache_fixtures import new_root
 
 RUNNER = "agentbench/py-runner:0.1.0"
+# Beside the shared cache (the same filesystem), reachable by the sandbox uid.
+ROOTS = Path("/var/lib/agentbench/swebench-tests")
 
 
 def timed(call):
@@ -37,10 +38,17 @@ def timed(call):
 def main() -> None:
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     local = f"agentbench-bench/pull-{uuid.uuid4().hex[:8]}:1"
-    subprocess.run(["docker", "build", "-q", "-t", local, "-"], check=True, text=True,
-                   input=f"FROM {RUNNER}\nUSER root\nRUN echo {local} > /etc/bench\n",
-                   capture_output=True)  # fmt: skip
-    root = new_root()
+    # The runner's files as one new layer (docker export | docker import): the engine has no
+    # layer of it, so the pull below is cold for all of its bytes.
+    container = subprocess.run(["docker", "create", RUNNER, "true"], capture_output=True,
+                               text=True, check=True).stdout.strip()  # fmt: skip
+    try:
+        subprocess.run(f"docker export {container} | docker import - {local}", shell=True,
+                       check=True, capture_output=True)  # fmt: skip
+    finally:
+        subprocess.run(["docker", "rm", "-f", container], capture_output=True)
+    ROOTS.mkdir(parents=True, exist_ok=True)
+    root = Path(tempfile.mkdtemp(prefix="bench-", dir=ROOTS))
     os.environ["SWEBENCH_CACHE_DIR"] = str(root)
     os.environ.pop(eviction.BUDGET_ENV, None)
     with tempfile.TemporaryDirectory() as tmp, local_registry(Path(tmp) / "registry") as reg:
