@@ -467,6 +467,9 @@ class Attempt(models.Model):
     # SWE-bench style grading: per-test statuses of FAIL_TO_PASS / PASS_TO_PASS and the grade.
     test_results = models.JSONField(default=dict, blank=True)
     grade = models.CharField(max_length=10, blank=True, choices=Grade.choices)
+    # The image the attempt ran on: the repository digest pulled (or the image ID of one
+    # loaded or built here), so a tag moved later still says what ran.
+    image_digest = models.CharField(max_length=400, blank=True)
 
     # Worker bookkeeping.
     celery_task_id = models.CharField(max_length=100, blank=True)

@@ -68,6 +68,12 @@ class TaskOut(Schema):
     repo_url: str
     repo_commit: str
     docker_image: str
+    # The image as last pulled here: repository digest, where from (a mirror's reference,
+    # or "local"), when, and the pull under way or how the last one failed.
+    image_digest: str
+    image_source: str
+    image_pulled_at: dt.datetime | None
+    image_status: str
     labels: list[str]
     timeout_sec: int
     max_steps: int | None

@@ -98,6 +98,14 @@ class Task(models.Model):
     # without importing the official harness (seconds of CPU in a request, issue 29).
     python_asked = models.CharField(max_length=10, blank=True)
     python_used = models.CharField(max_length=10, blank=True)
+    # The image of ``docker_image`` as last pulled on this machine (tasks_app/images.py):
+    # the repository digest the registry served, the reference pulled (a mirror's when
+    # REGISTRY_MIRRORS maps its registry) and when; ``image_status`` is the pull under way
+    # (layers, bytes, estimate) or how the last one ended ("" when nothing was pulled).
+    image_digest = models.CharField(max_length=400, blank=True)
+    image_source = models.CharField(max_length=400, blank=True)
+    image_pulled_at = models.DateTimeField(null=True, blank=True)
+    image_status = models.CharField(max_length=500, blank=True)
 
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -106,3 +106,42 @@ def _wait_ready(registry: LocalRegistry) -> None:
         if time.monotonic() > deadline:
             raise RuntimeError("docker-registry did not answer within 30 s")
         time.sleep(0.1)
+
+
+def tiny_image(tag: str, folder: Path, marker: str) -> str:
+    """A one-file image (``/etc/marker`` holding ``marker``; not runnable) made by
+    ``docker import``; returns its ID."""
+    tree = folder / "tree"
+    (tree / "etc").mkdir(parents=True, exist_ok=True)
+    (tree / "etc/marker").write_text(marker + "\n")
+    archive = folder / "tree.tar"
+    subprocess.run(["tar", "-C", str(tree), "-cf", str(archive), "."], check=True)
+    done = subprocess.run(["docker", "import", str(archive), tag], capture_output=True,
+                          text=True, check=True)  # fmt: skip
+    return done.stdout.strip()
+
+
+def with_architecture(image: str, tag: str, architecture: str, folder: Path) -> None:
+    """Load ``image`` again as ``tag`` with an image configuration saying ``architecture``
+    (the files stay what they are: the engine runs nothing of it)."""
+    import json
+    import tarfile
+
+    work = folder / f"arch-{architecture}"
+    work.mkdir(parents=True, exist_ok=True)
+    saved = work / "saved.tar"
+    subprocess.run(["docker", "save", "-o", str(saved), image], check=True)
+    with tarfile.open(saved) as archive:
+        archive.extractall(work / "x", filter="data")
+    manifest = json.loads((work / "x/manifest.json").read_text())
+    config = json.loads((work / "x" / manifest[0]["Config"]).read_text())
+    config["architecture"] = architecture
+    name = "arch-config.json"
+    (work / "x" / name).write_text(json.dumps(config))
+    manifest[0]["Config"] = name
+    manifest[0]["RepoTags"] = [tag]
+    (work / "x/manifest.json").write_text(json.dumps(manifest))
+    (work / "x/repositories").unlink(missing_ok=True)
+    loaded = work / "loaded.tar"
+    subprocess.run(["tar", "-C", str(work / "x"), "-cf", str(loaded), "."], check=True)
+    subprocess.run(["docker", "load", "-q", "-i", str(loaded)], check=True, capture_output=True)

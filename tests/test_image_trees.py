@@ -24,6 +24,7 @@ from tests.pipeline_fixtures import (
     import_tasks,
     write_task,
 )
+from tests.registry_fixtures import tiny_image
 from tests.swebench_cache_fixtures import new_root
 
 RUNNER = "agentbench/py-runner:0.1.0"
@@ -125,11 +126,14 @@ def test_an_unknown_image_is_named(root: Path) -> None:
 
 
 def test_trees_stay_within_the_budget_and_a_leased_one_is_never_evicted(
-    own_image, root: Path
+    root: Path, tmp_path: Path
 ) -> None:
-    tag, _ = own_image
-    second = f"agentbench-test/image-tree-{uuid.uuid4().hex[:10]}:2"
-    build_image(second, [f"FROM {tag}", "RUN echo second > /etc/second-marker", "USER agent"])
+    # Two small images of their own (one file each): the budget is about trees, not sizes.
+    run = uuid.uuid4().hex[:10]
+    tag = f"agentbench-test/image-tree-{run}:budget-1"
+    second = f"agentbench-test/image-tree-{run}:budget-2"
+    tiny_image(tag, tmp_path / "one", "first")
+    tiny_image(second, tmp_path / "two", "second")
     try:
         first = tree_for_image(tag)
         level = cache.read_level(first.path.name)
@@ -140,18 +144,27 @@ def test_trees_stay_within_the_budget_and_a_leased_one_is_never_evicted(
         assert not first.path.exists() and other.path.is_dir()
         log = (root / eviction.EVICTION_LOG).read_text()
         assert f"evicted image level {first.path.name}" in log
-        # Held by an attempt, it stays; the next export has no room and says so.
+        # Held by an attempt, it stays; an export the budget cannot hold beside it says so.
         with leased_tree(second, max_bytes=budget), pytest.raises(ImageTreeError) as caught:
-            tree_for_image(tag, max_bytes=budget)
+            tree_for_image(tag, max_bytes=level.tree_bytes // 2)
         assert caught.value.reason == "over the disk budget"
         assert other.path.is_dir() and not first.path.exists()
+        # An export whose real size then passes the budget keeps its fresh tree (its caller
+        # is about to run on it) and logs the overrun, as the offline builds do.
+        with leased_tree(second, max_bytes=budget):
+            kept = tree_for_image(tag, max_bytes=budget)
+            assert kept.path.is_dir() and other.path.is_dir()
+        assert "nothing left to evict" in (root / eviction.EVICTION_LOG).read_text()
     finally:
-        subprocess.run(["docker", "image", "rm", "--force", second], capture_output=True)
+        for name in (tag, second):
+            subprocess.run(["docker", "image", "rm", "--force", name], capture_output=True)
 
 
-def test_prune_removes_the_tree_of_an_image_gone_from_the_engine(root: Path) -> None:
+def test_prune_removes_the_tree_of_an_image_gone_from_the_engine(
+    root: Path, tmp_path: Path
+) -> None:
     tag = f"agentbench-test/image-tree-{uuid.uuid4().hex[:10]}:gone"
-    build_image(tag, [f"FROM {RUNNER}", "USER root", "RUN echo gone > /etc/gone-marker"])
+    tiny_image(tag, tmp_path, "gone")
     tree = tree_for_image(tag)
     subprocess.run(["docker", "image", "rm", "--force", tag], check=True, capture_output=True)
     items = eviction.prune(dry_run=False, recipe=0)

@@ -48,6 +48,10 @@ COMMANDS: dict[str, Command] = {
         "tasks_app.cli.harbor",
         "build (or find built) the Dockerfile environments of a suite's Harbor tasks",
     ),
+    "pull-images": Command(
+        "tasks_app.cli.images",
+        "pull the images a suite's tasks name (progress, retries, mirrors, disk budget)",
+    ),
     "import-swebench": Command(
         "tasks_app.cli.swebench_dataset",
         "import (or update) a SWE-bench dataset file (.jsonl, .json list, .parquet)",

@@ -249,6 +249,10 @@ class AttemptOut(Schema):
     steps: int | None
     lines_changed: int
     grade: str
+    image_digest: str = Field(
+        description="the image the attempt ran on: the repository digest pulled, or the ID of "
+        'an image built or loaded here ("" for the runner image and SWE-bench builds)'
+    )
     started_at: dt.datetime | None
     finished_at: dt.datetime | None
     url: str = Field(alias="get_absolute_url")

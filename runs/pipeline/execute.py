@@ -147,13 +147,21 @@ class _Execution:
         if plan.dockerfile_context:
             return self._dockerfile_stages(plan)
         if not plan.is_swebench:
-            # A task's own image runs on bubblewrap from its tree, leased for the attempt.
+            # A task's own image: pulled when missing, leased for the attempt, on bubblewrap
+            # run from its tree.
             with images.task_image(
-                plan, backend=self.backend, default_image=settings.SANDBOX_IMAGE
-            ) as ready:
+                plan,
+                task=self.attempt.task,
+                backend=self.backend,
+                default_image=settings.SANDBOX_IMAGE,
+            ) as (ready, digest):
+                if digest:
+                    self._record_image(digest)
                 return self._stages(ready)
         # The instance's level stays leased (never evicted) until the attempt is done with it.
         with swebench.local_build(plan, backend=self.backend) as built:
+            if built.image_digest:  # its official image
+                self._record_image(built.image_digest)
             return self._stages(built)
 
     def _dockerfile_stages(self, plan: TaskPlan) -> None:
@@ -176,10 +184,14 @@ class _Execution:
                                             "reused": image.reused}  # fmt: skip
         with dockerfile.in_use(image.key):
             built = dataclasses.replace(plan, image=image.tag, dockerfile_context="")
-            with images.task_image(
-                built, backend=self.backend, default_image=settings.SANDBOX_IMAGE
-            ) as ready:
+            with images.built_image(built, backend=self.backend) as ready:
                 return self._stages(ready)
+
+    def _record_image(self, digest: str) -> None:
+        """The image this attempt runs on, kept on the attempt and in its run.json."""
+        self.attempt.image_digest = digest
+        Attempt.objects.filter(pk=self.attempt.pk).update(image_digest=digest)
+        self.sandbox_info["image_digest"] = digest
 
     def _stages(self, plan: TaskPlan) -> None:
         assert self.folder is not None

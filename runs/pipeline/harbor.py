@@ -87,7 +87,7 @@ def run(ex: _Execution, plan) -> None:
                                           "reused": image.reused,
                                           "build_seconds": image.build_seconds}  # fmt: skip
         # On bubblewrap: the image's root-filesystem tree, leased for the attempt.
-        with images.task_image(plan, backend=ex.backend, default_image="") as ready:
+        with images.built_image(plan, backend=ex.backend) as ready:
             _in_image(ex, ready, spec, folder)
 
 

@@ -64,6 +64,8 @@ class TaskPlan:
     build_timeout_sec: int = 600
     # The sandbox's CPU quota when the task's source names one (None: SANDBOX_CPUS).
     cpus: float | None = None
+    # The digest of the image the attempt runs on, when it is a pulled one (else "").
+    image_digest: str = ""
 
     @property
     def repo_rel(self) -> str:
@@ -96,7 +98,7 @@ class TaskPlan:
             "PIP_CACHE_DIR": "/tmp/.pip-cache",
             "PIP_DISABLE_PIP_VERSION_CHECK": "1",
         }
-        if self.rootfs:
+        if self.rootfs and not self.image_tree:  # an offline build (an image brings its own)
             from sandbox.environments.envspec import VENV
             from sandbox.environments.trees import PATH_ENV
 

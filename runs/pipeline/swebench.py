@@ -40,8 +40,16 @@ def local_build(plan: TaskPlan, *, backend: str) -> Iterator[TaskPlan]:
     image either, or when Docker is asked for and only the bubblewrap tree was built.
     """
     from sandbox.environments.build import use_built_instance
+    from sandbox.environments.official_images import official_record
     from sandbox.errors import SandboxUnavailable
 
+    official = official_record(plan.task_id)
+    if official is not None:  # ab swebench build --source image chose the official image
+        from runs.pipeline.images import official_plan
+
+        with official_plan(plan, official, backend=backend) as ready:
+            yield ready
+        return
     with use_built_instance(plan.task_id) as built:
         if built is None or built.base_commit != plan.commit:
             if backend != "bwrap" and image_present(plan.image):

@@ -70,6 +70,13 @@ class Level:
     built_at: float = 0.0
     # An env level: the instances built on it (prune tells a superseded env level by them).
     instances: list[str] = field(default_factory=list)
+    # An image level pulled here (pulled.py): the reference asked for, the one pulled (a
+    # mirror's), the repository digest served and when. Its engine image is then this
+    # cache's: counted in the budget and removed with the level.
+    reference: str = ""
+    source: str = ""
+    repo_digest: str = ""
+    pulled_at: float = 0.0
 
     @property
     def tree(self) -> Path:
@@ -163,15 +170,23 @@ def write_level(level: Level) -> None:
 
 
 def all_levels() -> list[Level]:
-    """Every level whose tree is in the cache (work folders of builds under way excluded)."""
+    """Every level whose tree is in the cache (work folders of builds under way excluded),
+    and every image pulled here whose tree was not made (its record alone)."""
     folder = trees_dir()
     if not folder.is_dir():
         return []
     found = []
     for entry in sorted(folder.iterdir()):
-        if entry.name.startswith(".") or not entry.is_dir():
+        if entry.name.startswith("."):
             continue
-        level = read_level(entry.name)
+        if entry.is_dir():
+            level = read_level(entry.name)
+        elif entry.name.startswith("image-") and entry.name.endswith(RECORD_SUFFIX):
+            name = entry.name.removesuffix(RECORD_SUFFIX)
+            level = None if (folder / name).is_dir() else read_level(name)
+            level = level if level is not None and level.source else None
+        else:
+            continue
         if level is not None:
             found.append(level)
     return found

@@ -91,9 +91,11 @@ def _info(item: dict) -> ImageInfo:
     )
 
 
-def remove_image(ref: str) -> str:
-    """``docker image rm ref``: "" when done (or already gone), else the engine's words."""
-    done = subprocess.run(["docker", "image", "rm", ref], capture_output=True, text=True)
+def remove_image(ref: str, *, force: bool = False) -> str:
+    """``docker image rm ref``: "" when done (or already gone), else the engine's words.
+    ``force``: by ID with all its names (the engine still keeps one a container runs)."""
+    args = ["docker", "image", "rm", *(["--force"] if force else []), ref]
+    done = subprocess.run(args, capture_output=True, text=True)
     if done.returncode == 0 or "No such image" in done.stderr:
         return ""
     words = done.stderr.strip()

@@ -149,6 +149,8 @@ def snapshot(*, measure_missing: bool = True) -> Snapshot:
         level.image_bytes = (
             None if image is None else max(image.size - (parent.size if parent else 0), 0)
         )
+        if level.kind == "image" and level.source:  # an image pulled here: the cache's
+            level.image_bytes = docker_images.image_size(level.image)
     return snap
 
 
@@ -284,6 +286,8 @@ def remove_level(level: Level, image: docker_images.ImageInfo | None = None) -> 
     subprocess.run(["rm", "-rf", "--one-file-system", str(level.tree)], check=False)
     cache.record_path(level.name).unlink(missing_ok=True)
     problem = ""
+    if level.kind == "image" and level.source and level.image:  # pulled here: ours to remove
+        problem = docker_images.remove_image(level.image, force=True)
     if image is not None:
         for tag in own_tags(image):
             problem = docker_images.remove_image(tag) or problem

@@ -140,18 +140,18 @@ def _build(
     with trees.staging(path) as work:
         export_into(info["Id"], work)
         add_mount_points(work)
-    level = cache.Level(
-        path.name,
-        KIND,
-        info["Id"].removeprefix("sha256:"),
-        image=info["Id"],
-        seconds=round(time.monotonic() - started, 1),
-        built_at=time.time(),
+    # The record of its pull (pulled.py), when it was pulled here, stays: one level.
+    level = cache.read_level(path.name) or cache.Level(
+        path.name, KIND, info["Id"].removeprefix("sha256:"), built_at=time.time()
     )
+    level.image = info["Id"]
+    level.seconds = round(time.monotonic() - started, 1)
     level.tree_bytes = cache.own_tree_bytes(path, [])
     cache.write_level(level)
-    # Room for what it really took (the image's size was an estimate).
-    eviction.make_room(max_bytes=max_bytes, report=report)
+    # Room for what it really took (the image's size was an estimate), never by evicting the
+    # tree just made: its caller is about to use it.
+    with cache.lease(path.name):
+        eviction.make_room(max_bytes=max_bytes, report=report)
 
 
 def need_room(

@@ -106,8 +106,10 @@ class Reference:
         return f"{self.registry}/{self.repository}"
 
     def __str__(self) -> str:
-        return self.name + (f":{self.tag}" if self.tag else "") + (
-            f"@{self.digest}" if self.digest else ""
+        return (
+            self.name
+            + (f":{self.tag}" if self.tag else "")
+            + (f"@{self.digest}" if self.digest else "")
         )
 
     def on(self, registry: str) -> Reference:
@@ -170,6 +172,9 @@ class Pulled:
     image_id: str
     pulled_at: float = 0.0  # 0: it was already on the engine, never pulled here
     size: int = 0
+    # Whether the pull brought the image (its ID was not on the engine under another name,
+    # as the runner image's is when a registry serves it back): only then is it the cache's.
+    owned: bool = False
     architecture: str = ""
     layers: int = 0
     seconds: float = 0.0
@@ -262,6 +267,7 @@ def _pull(
 
     source = source_of(ref, mapping)
     started = time.monotonic()
+    before = set(client.api.images(quiet=True, all=True))
     last = ""
     for attempt in range(1, retries + 1):
         state = Progress(str(source), attempt=attempt)
@@ -291,9 +297,11 @@ def _pull(
                 _check_architecture(client, found, reference)
                 _check_budget(found, room, str(source))
             except PullError:
-                _remove(client, found["Id"])
+                if found["Id"] not in before:
+                    _remove(client, found["Id"])
                 raise
             pulled = _pulled(reference, str(source), found, pulled_at=time.time())
+            pulled.owned = found["Id"] not in before
             pulled.layers = layers
             pulled.seconds = round(time.monotonic() - started, 1)
             return pulled

@@ -38,6 +38,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(default: SANDBOX_BACKEND; auto = docker when its engine answers)",
     )  # fmt: skip
     jobs_arg(b)
+    from tasks_app.cli.swebench_images import source_args
+
+    source_args(b)
     b.set_defaults(handler=cmd_build)
 
     from tasks_app.cli.swebench_cache import register_cache
@@ -155,16 +158,35 @@ def cmd_build(args: argparse.Namespace) -> int:
     if args.jobs < 1:
         raise CommandError(f"--jobs must be at least 1, got {args.jobs}")
     backend = resolve_backend(args.backend)
-    builder = make_builder(args, backend)
     try:
         tasks = swebench_suite_tasks(args.suite, args.instance)
     except NotSwebenchSuite as exc:
         raise CommandError(str(exc)) from exc
     started = time.monotonic()
     counts: dict[str, int] = {}
+    source = getattr(args, "source", "offline")
+    if source != "offline":
+        from tasks_app.cli.swebench_images import pull_official
+
+        pulled, failed = pull_official(args, tasks, backend)
+        counts["image"] = len(pulled)
+        if source == "image" or not failed:
+            if failed:
+                counts["not pulled"] = len(failed)
+            summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()) if n)
+            print(f"{len(tasks)} instance(s) for {backend}: {summary} "
+                  f"in {time.monotonic() - started:.0f}s")  # fmt: skip
+            return 1 if failed else 0
+        print(f"auto: building {len(failed)} instance(s) offline", flush=True)
+        tasks = [task for task, _ in failed]
+    builder = make_builder(args, backend)
 
     def outcome_line(index: int, outcome) -> None:
+        from sandbox.environments.official_images import drop_official
+
         _Progress.clear()
+        if outcome.ok:  # the last build says what the instance runs on
+            drop_official(outcome.instance_id)
         counts[outcome.status] = counts.get(outcome.status, 0) + 1
         print(build_line(index, len(tasks), outcome), flush=True)
         if outcome.log_tail:
@@ -187,5 +209,5 @@ def cmd_build(args: argparse.Namespace) -> int:
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     print(f"{len(tasks)} instance(s) for {backend}: {summary} in {time.monotonic() - started:.0f}s")
     print("".join(last))
-    failed = sum(n for status, n in counts.items() if status not in ("built", "cached"))
-    return 1 if failed else 0
+    unbuilt = sum(n for status, n in counts.items() if status not in ("built", "cached"))
+    return 1 if unbuilt else 0

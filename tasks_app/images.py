@@ -1,0 +1,61 @@
+"""A task's image from its registry, recorded on the task.
+
+``task_image_pull`` pulls ``Task.docker_image`` when the engine lacks it
+(``sandbox.environments.pulled``: mirrors, retries, the disk budget) and keeps on the task
+which image it is (the repository digest), where it came from and when; while the pull runs,
+``Task.image_status`` holds its progress (the task page shows it), and after a failure the
+named reason. The CLI (``ab pull``) and the attempt pipeline both come through here.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Callable
+
+from sandbox.environments import registry
+from tasks_app.models import Task
+
+# The task row's progress is written at most this often (a pull reports many events a second).
+STATUS_EVERY_SEC = 1.0
+
+
+def task_image_pull(
+    *,
+    task: Task,
+    reference: str = "",
+    progress: Callable[[registry.Progress], None] | None = None,
+) -> registry.Pulled:
+    """The task's image (``reference``, by default ``docker_image``) on the engine, pulled
+    when missing, and its record on the task. Raises registry.PullError naming the reason
+    (also kept in ``image_status``)."""
+    from sandbox.environments.pulled import ensure_pulled
+
+    last = [0.0]
+
+    def report(state: registry.Progress) -> None:
+        if progress is not None:
+            progress(state)
+        now = time.monotonic()
+        if now - last[0] >= STATUS_EVERY_SEC:
+            last[0] = now
+            Task.objects.filter(pk=task.pk).update(image_status=state.line()[:500])
+
+    try:
+        pulled = ensure_pulled(reference or task.docker_image, progress=report)
+    except registry.PullError as exc:
+        Task.objects.filter(pk=task.pk).update(image_status=f"pull failed: {exc}"[:500])
+        raise
+    fields: dict[str, object] = {"image_status": ""}
+    if pulled.pulled_at:  # pulled here (now or before): say from where and when
+        fields |= {
+            "image_digest": pulled.repo_digest or pulled.image_id,
+            "image_source": pulled.source,
+            "image_pulled_at": dt.datetime.fromtimestamp(pulled.pulled_at, tz=dt.UTC),
+        }
+    elif not task.image_digest:  # on the engine already (loaded, built): its digest or ID
+        fields |= {"image_digest": pulled.repo_digest or pulled.image_id, "image_source": "local"}
+    Task.objects.filter(pk=task.pk).update(**fields)
+    for name, value in fields.items():
+        setattr(task, name, value)
+    return pulled

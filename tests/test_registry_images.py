@@ -1,0 +1,267 @@
+# ruff: noqa: F811  (pytest fixtures imported from other test modules)
+"""Images from a registry, for real: Debian's docker-registry on loopback
+(tests/registry_fixtures.py), seeded with images built here, pulled by the engine through
+``sandbox.environments.registry`` / ``pulled`` and ``tasks_app.images``.
+
+- pulls by tag, by digest and through the ``REGISTRY_MIRRORS`` setting; the repository digest
+  recorded on the task (page, API) and on every attempt (page, API, run.json);
+- each failure ends with its named reason: not found, unauthorized (a registry behind
+  htpasswd), wrong architecture (an image whose configuration says arm64), over the disk
+  budget; an attempt on an image that cannot be pulled is SANDBOX_ERROR [image] naming it;
+- an attempt on a pulled image runs on both backends (bubblewrap: from its exported tree).
+
+One registry per module (an xdist group: module-scoped fixtures), seeded once."""
+
+from __future__ import annotations
+
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from sandbox.environments import cache, eviction, registry
+from sandbox.environments.image_trees import level_name
+from sandbox.environments.pulled import ensure_pulled
+from tests.api_fixtures import auth, bob_token  # noqa: F401  (fixtures)
+from tests.backends import backend_params
+from tests.pipeline_fixtures import (
+    artifacts_root,  # noqa: F401  (fixture)
+    git_repo,
+    import_tasks,
+    run_json,
+    write_task,
+)
+from tests.registry_fixtures import local_registry, tiny_image, with_architecture
+from tests.swebench_cache_fixtures import new_root
+
+RUNNER = "agentbench/py-runner:0.1.0"
+pytestmark = [pytest.mark.docker]
+
+
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory):
+    """A registry holding: ``tiny/ok:1`` (one file), ``agentbench-test/ok:1`` (the same, for
+    the mirror of docker.io), ``tiny/arm:1`` (configured for arm64) and ``runner/marked:1``
+    (the runner image plus a marker file and an ENV: runnable on both backends)."""
+    folder = tmp_path_factory.mktemp("registry")
+    run = uuid.uuid4().hex[:8]
+    local = f"agentbench-test/registry-seed-{run}"
+    with local_registry(folder / "plain") as reg:
+        tiny_image(f"{local}:tiny", folder, f"tiny-{run}")
+        with_architecture(f"{local}:tiny", f"{local}:arm", "arm64", folder)
+        dockerfile = (
+            f"FROM {RUNNER}\nUSER root\nRUN echo marked-{run} > /etc/registry-marker\n"
+            "ENV REGISTRY_MARKER=from-the-registry\nUSER agent\n"
+        )
+        subprocess.run(["docker", "build", "-q", "-t", f"{local}:runner", "-"],
+                       input=dockerfile, text=True, check=True, capture_output=True)  # fmt: skip
+        digests = {
+            "tiny": reg.push(f"{local}:tiny", "tiny/ok:1"),
+            "mirror": reg.push(f"{local}:tiny", "agentbench-test/ok:1"),
+            "arm": reg.push(f"{local}:arm", "tiny/arm:1"),
+            "runner": reg.push(f"{local}:runner", "runner/marked:1"),
+        }
+        for kind in ("tiny", "arm", "runner"):
+            subprocess.run(["docker", "image", "rm", f"{local}:{kind}"], capture_output=True)
+        try:
+            yield reg, digests, run
+        finally:
+            _remove_pulled(reg.host)
+
+
+def _remove_pulled(host: str) -> None:
+    """Every image the tests pulled from ``host`` (by its names there)."""
+    listed = subprocess.run(
+        ["docker", "images", "--format", "{{.Repository}}:{{.Tag}} {{.ID}}"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    for line in listed.stdout.splitlines():
+        name, image_id = line.split()
+        if name.startswith(f"{host}/"):
+            subprocess.run(["docker", "image", "rm", "--force", image_id], capture_output=True)
+
+
+@pytest.fixture
+def root(monkeypatch: pytest.MonkeyPatch):
+    path = new_root()
+    monkeypatch.setenv("SWEBENCH_CACHE_DIR", str(path))
+    monkeypatch.delenv(eviction.BUDGET_ENV, raising=False)
+    monkeypatch.delenv(registry.MIRRORS_ENV, raising=False)
+    yield path
+    subprocess.run(["rm", "-rf", "--one-file-system", str(path)], check=False)
+
+
+def forget(reference: str) -> None:
+    """Make the engine lack ``reference`` (so the next use pulls it)."""
+    subprocess.run(["docker", "image", "rm", "--force", reference], capture_output=True)
+
+
+def task_yaml(folder: Path, task_id: str, image: str, suite: str) -> None:
+    commit = git_repo(
+        folder / f"repo-{task_id}",
+        {"test_x.py": "import os\n\ndef test_x():\n"
+                      "    assert os.environ['REGISTRY_MARKER'] == 'from-the-registry'\n"
+                      "    assert open('/etc/registry-marker').read().startswith('marked-')\n"},
+    )  # fmt: skip
+    write_task(
+        folder / "tasks",
+        task_id,
+        f"""
+        repo: {{url: {folder / f"repo-{task_id}"}, commit: {commit}}}
+        environment: {{docker_image: "{image}", workdir: /workspace, timeout_sec: 60}}
+        run: {{command: "python3 -m pytest -q test_x.py"}}
+        """,
+        suite=suite,
+    )
+
+
+@pytest.mark.django_db
+def test_ab_pull_images_pulls_by_tag_and_the_task_page_and_api_say_what(
+    seeded, root: Path, tmp_path: Path, client, auth, capsys
+) -> None:
+    from benchsite.cli.main import main
+    from tasks_app.models import Task
+
+    reg, digests, _ = seeded
+    image = f"{reg.host}/runner/marked:1"
+    forget(image)
+    suite = f"registry-{uuid.uuid4().hex[:6]}"
+    task_yaml(tmp_path, "pulled_by_tag", image, suite)
+    import_tasks(tmp_path / "tasks", also=[tmp_path])
+    assert main(["pull-images", suite]) == 0
+    out = capsys.readouterr().out
+    assert f"pulled_by_tag: {image} -> {digests['runner']} (pulled from {image} in" in out
+    assert "layers" in out  # the progress lines (not a terminal: one every few seconds)
+    task = Task.objects.get(task_id="pulled_by_tag")
+    assert task.image_digest == digests["runner"]
+    assert task.image_source == image and task.image_pulled_at is not None
+    assert task.image_status == ""
+    page = client.get(task.get_absolute_url()).content.decode()
+    assert digests["runner"] in page and f"from <code>{image}</code>" in page
+    api = client.get(f"/api/tasks/{task.public_id}", **auth).json()
+    assert api["image_digest"] == digests["runner"] and api["image_source"] == image
+    assert api["image_pulled_at"]
+    # The pull is a level of the cache, on record; a second pull is a no-op.
+    level = cache.read_level(level_name(task_image_id(image)))
+    assert level is not None and level.repo_digest == digests["runner"] and level.image_bytes
+    assert main(["pull-images", suite]) == 0
+    assert f"-> {digests['runner']} (already on the engine)" in capsys.readouterr().out
+    task.refresh_from_db()
+    assert task.image_source == image  # still says where it came from
+
+
+def task_image_id(reference: str) -> str:
+    done = subprocess.run(["docker", "image", "inspect", "--format", "{{.Id}}", reference],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    return done.stdout.strip()
+
+
+def test_a_pull_by_digest_gets_that_digest(seeded, root: Path) -> None:
+    reg, digests, _ = seeded
+    forget(f"{reg.host}/tiny/ok:1")
+    forget(digests["tiny"])
+    pulled = ensure_pulled(digests["tiny"])
+    assert pulled.repo_digest == digests["tiny"] and pulled.pulled_at and pulled.owned
+    again = ensure_pulled(digests["tiny"])
+    assert again.image_id == pulled.image_id and again.seconds == 0.0  # found, not pulled
+
+
+def test_a_pull_goes_through_the_mirror_setting(
+    seeded, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reg, digests, _ = seeded
+    forget(f"{reg.host}/agentbench-test/ok:1")
+    monkeypatch.setenv(registry.MIRRORS_ENV, f"docker.io={reg.host},ghcr.io=127.0.0.1:9")
+    seen: list[str] = []
+    pulled = ensure_pulled("agentbench-test/ok:1", progress=lambda s: seen.append(s.line()))
+    assert pulled.source == f"{reg.host}/agentbench-test/ok:1"
+    assert pulled.repo_digest == digests["mirror"]
+    start = f"pulling {reg.host}/agentbench-test/ok:1"
+    assert seen and all(line.startswith(start) for line in seen)
+
+
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory):
+    """A registry behind htpasswd basic auth (no login on this engine)."""
+    with local_registry(tmp_path_factory.mktemp("guarded"), users={"carol": "s3cret"}) as reg:
+        yield reg
+
+
+@pytest.mark.parametrize(
+    "case", ["not found", "unauthorized", "wrong architecture", "over the disk budget"]
+)
+def test_each_failed_pull_ends_with_its_named_reason(
+    seeded, guarded, root: Path, monkeypatch: pytest.MonkeyPatch, case: str
+) -> None:
+    reg, _, _ = seeded
+    reference = {
+        "not found": f"{reg.host}/tiny/none:1",
+        "unauthorized": f"{guarded.host}/tiny/ok:1",
+        "wrong architecture": f"{reg.host}/tiny/arm:1",
+        "over the disk budget": f"{reg.host}/runner/marked:1",
+    }[case]
+    forget(reference)
+    if case == "over the disk budget":
+        monkeypatch.setenv(eviction.BUDGET_ENV, "0.001")  # 1 MB
+    with pytest.raises(registry.PullError) as caught:
+        ensure_pulled(reference, retries=1)
+    assert caught.value.reason == case, str(caught.value)
+    assert str(caught.value).startswith(f"[{case}] ")
+    assert subprocess.run(["docker", "image", "inspect", reference],
+                          capture_output=True).returncode != 0  # fmt: skip
+
+
+@pytest.mark.django_db
+def test_an_attempt_on_an_image_that_cannot_be_pulled_is_an_infrastructure_outcome(
+    seeded, root: Path, artifacts_root: Path, tmp_path: Path
+) -> None:
+    from runs.pipeline.adhoc import attempt_create_adhoc, model_config_for_variant
+    from runs.pipeline.execute import attempt_execute
+    from tasks_app.models import Task
+
+    reg, _, _ = seeded
+    image = f"{reg.host}/runner/gone:1"
+    task_yaml(tmp_path, "image_missing", image, "registry-missing")
+    import_tasks(tmp_path / "tasks", also=[tmp_path])
+    task = Task.objects.get(task_id="image_missing")
+    attempt = attempt_create_adhoc(task=task, model_config=model_config_for_variant("baseline"))
+    attempt = attempt_execute(attempt, backend="docker")
+    assert attempt.failure_reason_id == "SANDBOX_ERROR" and attempt.is_infra
+    assert attempt.error_text.startswith("[image] SANDBOX_ERROR"), attempt.error_text
+    assert f"image {image}: [not found]" in attempt.error_text
+    task.refresh_from_db()
+    assert task.image_status.startswith("pull failed: [not found]")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("backend", backend_params())
+def test_an_attempt_on_a_pulled_image_runs_on_both_backends_and_records_its_digest(
+    seeded, root: Path, artifacts_root: Path, tmp_path: Path, backend: str, client, auth
+) -> None:
+    from runs.pipeline.adhoc import attempt_create_adhoc, model_config_for_variant
+    from runs.pipeline.execute import attempt_execute
+    from tasks_app.models import Task
+
+    reg, digests, _ = seeded
+    image = f"{reg.host}/runner/marked:1"
+    forget(image)
+    task_yaml(tmp_path, f"pulled_{backend}", image, "registry-run")
+    import_tasks(tmp_path / "tasks", also=[tmp_path])
+    task = Task.objects.get(task_id=f"pulled_{backend}")
+    attempt = attempt_create_adhoc(task=task, model_config=model_config_for_variant("baseline"))
+    attempt = attempt_execute(attempt, backend=backend)
+    # The task's tests pass in the pulled image (its file and ENV): a baseline that passes.
+    assert attempt.failure_reason_id == "BASELINE_NOT_FAILING", attempt.error_text
+    assert attempt.image_digest == digests["runner"]
+    assert run_json(attempt)["sandbox"]["image_digest"] == digests["runner"]
+    attempt.refresh_from_db()
+    assert attempt.image_digest == digests["runner"]
+    page = client.get(attempt.get_absolute_url()).content.decode()
+    assert digests["runner"] in page
+    api = client.get(f"/api/attempts/{attempt.public_id}", **auth).json()
+    assert api["image_digest"] == digests["runner"]
+    if backend == "bwrap":
+        kinds = {lv.name: lv for lv in cache.all_levels()}
+        level = kinds[level_name(task_image_id(image))]
+        assert level.tree.is_dir() and level.repo_digest == digests["runner"]
