@@ -22,7 +22,7 @@ TOY_TASK = TASKS_DIR / "custom-dev/toy_fail_pytest/task.yaml"
 
 
 @pytest.fixture(autouse=True)
-def artifacts_root(settings, tmp_path):
+def _artifacts_and_quick_retries(settings, tmp_path):
     settings.ARTIFACTS_ROOT = tmp_path / "artifacts"
     settings.LLM_RETRY_BASE_DELAY_SEC = 0.01
     return settings.ARTIFACTS_ROOT

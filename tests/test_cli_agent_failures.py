@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (pytest fixtures imported from tests.pipeline_fixtures)
 """The reference's three CLI failure modes (fail-fast-and-error-classification.md), each with a
 real CLI: a bad key (the upstream answers 401), a flag the CLI does not know, and a CLI that
 cannot start. Each fails every attempt the same way, so the run aborts after the fail-fast
@@ -30,12 +29,7 @@ from tests.cli_upstream import (
     Step,
     cli_model_config,
 )
-from tests.pipeline_fixtures import (
-    artifacts_root,  # noqa: F401  (fixture)
-    attempt_folder,
-    get_task,
-    import_tasks,
-)
+from tests.pipeline_fixtures import attempt_folder, get_task, import_tasks
 
 pytestmark = [pytest.mark.django_db, pytest.mark.docker, pytest.mark.slow]
 

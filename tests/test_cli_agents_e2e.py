@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (pytest fixtures imported from tests.pipeline_fixtures)
 """The real agent CLIs (Claude Code, Codex CLI, mini-swe-agent), installed from the registries
 at their pinned versions into the install cache, fix a task in our sandbox on both backends,
 their model calls going through the gateway to a scripted local upstream (tests/cli_upstream.py)
@@ -31,14 +30,7 @@ from tests.cli_upstream import (
     keys_seen,
     scrubbed_recording,
 )
-from tests.pages_fixtures import artifacts_root  # noqa: F401  (fixture; resets the storage too)
-from tests.pipeline_fixtures import (
-    attempt_folder,
-    backend,  # noqa: F401  (fixture)
-    get_task,
-    import_tasks,
-    run_json,
-)
+from tests.pipeline_fixtures import attempt_folder, get_task, import_tasks, run_json
 
 pytestmark = [pytest.mark.django_db, pytest.mark.docker, pytest.mark.bwrap, pytest.mark.slow]
 

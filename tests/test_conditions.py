@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (pytest fixtures imported from tests.pipeline_fixtures)
 """Conditions: the files a model configuration adds to the workspace before its agent starts.
 
 Checked when stored (API, admin form, model), written into a real sandbox on both backends
@@ -21,15 +20,7 @@ from runs import conditions
 from runs.models import AgentVariant, ModelConfig
 from runs.pipeline.adhoc import attempt_create_adhoc, model_config_for_variant
 from runs.pipeline.execute import attempt_execute
-from tests.pipeline_fixtures import (
-    artifacts_root,  # noqa: F401  (fixture)
-    attempt_folder,
-    backend,  # noqa: F401  (fixture)
-    get_task,
-    git_repo,
-    import_tasks,
-    write_task,
-)
+from tests.pipeline_fixtures import attempt_folder, get_task, git_repo, import_tasks, write_task
 
 AGENTS_MD = "# Notes for agents\nRun the tests with pytest before you stop.\n"
 SKILL = "---\nname: fix-division\n---\nUse / for a mean.\n"

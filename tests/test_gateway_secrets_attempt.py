@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (pytest fixtures imported from tests.pipeline_fixtures)
 """A whole attempt of a real CLI (Claude Code, in the sandbox, on both backends) whose upstream
 echoes the key it got in a header and in every answer's body, and whose agent prints its
 environment (the token) into its next request: afterwards the key and the token are in no
@@ -27,13 +26,7 @@ from tests.cli_upstream import (
     _Handler,
     cli_model_config,
 )
-from tests.pages_fixtures import artifacts_root  # noqa: F401  (fixture; resets the storage too)
-from tests.pipeline_fixtures import (
-    attempt_folder,
-    backend,  # noqa: F401  (fixture)
-    get_task,
-    import_tasks,
-)
+from tests.pipeline_fixtures import attempt_folder, get_task, import_tasks
 
 pytestmark = [pytest.mark.django_db, pytest.mark.docker, pytest.mark.bwrap, pytest.mark.slow]
 

@@ -24,7 +24,6 @@ from benchsite.accounts.services import api_token_create
 from benchsite.cli.main import main
 from runs.models import Attempt, ModelConfig
 from runs.upstreams import UpstreamPolicy, UpstreamRefused
-from tests.api_fixtures import fresh_cache  # noqa: F401
 from tests.conftest import TASKS_DIR
 
 pytestmark = pytest.mark.django_db
