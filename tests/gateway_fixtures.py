@@ -18,7 +18,7 @@ from runs.llm_errors import RetryPolicy
 from sandbox import open_sandbox
 from sandbox.base import Sandbox, SandboxConfig
 from sandbox.gateway_mount import DEFAULT_PORT
-from tests.provider_fake_server import FakeProvider
+from tests.fake_provider import FakeProvider
 
 REAL_KEY = "sk-real-upstream-key-5e1f0c2a9b7d4e3f8a6c"
 # Retries fast and without jitter (delays stay what the policy says, for the records).

@@ -14,7 +14,7 @@ from runs.pipeline import artifacts
 from tasks_app.spec import load_task_file
 from tests.agent_fixtures import TOY_SOLUTION
 from tests.conftest import TASKS_DIR
-from tests.openai_fake_server import FakeOpenAIServer, tool_call
+from tests.fake_provider import FakeProvider, tool_call
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
@@ -103,14 +103,14 @@ def test_the_llm_variant_runs_against_an_openai_compatible_server(monkeypatch):
         tool_call("search", {"query": "def mean"}, usage=(500, 40)),
         tool_call("apply_patch", {"unified_diff": TOY_SOLUTION}, usage=(800, 90)),
     ]
-    with FakeOpenAIServer(replies) as server:
+    with FakeProvider(replies) as server:
         code, attempt = run_agent(
             "--task", str(TOY_TASK), "--variant", "llm", "--model", "gpt-4o-mini",
-            "--base-url", server.base_url, "--api-key-env", "H3_FAKE_KEY",
+            "--base-url", server.url("/v1"), "--api-key-env", "H3_FAKE_KEY",
             "--no-log-llm-messages",
         )  # fmt: skip
     assert code == 0, attempt.error_text
-    assert server.headers[0]["authorization"] == "Bearer sk-from-env"
+    assert server.requests[0].headers["authorization"] == "Bearer sk-from-env"
     assert (attempt.tokens_in, attempt.tokens_out) == (1300, 130)
     assert float(attempt.cost_usd) == pytest.approx((1300 * 0.15 + 130 * 0.6) / 1e6)
     assert attempt.model_config.api_key_env == "H3_FAKE_KEY"

@@ -173,13 +173,13 @@ CLI_CONDITIONS = [
 def test_a_real_cli_sends_the_conditions_instructions_to_the_model(
     cli, path, backend_name, artifacts_root, monkeypatch
 ):
-    from tests.cli_upstream import (
+    from tests.fake_provider_plans import (
         REAL_KEY,
         UPSTREAM_KEY_ENV,
         WIRE_PATH,
-        ScriptedUpstream,
         cli_model_config,
         fix_plan,
+        plan_provider,
     )
 
     marker = "agentbench-condition-7f3a: prefer true division in calc.py"
@@ -192,13 +192,13 @@ def test_a_real_cli_sends_the_conditions_instructions_to_the_model(
         new="    return total(values) / len(values)",
         test_command="PYTHONPATH=src python -m pytest -q tests/test_calc.py",
     )
-    with ScriptedUpstream(plan) as upstream:
+    with plan_provider(plan) as upstream:
         config = cli_model_config(cli, upstream, name=f"{cli} + {path}")
         config.workspace_files = {path: f"# Notes for this repository\n\n{marker}\n"}
         config.full_clean()
         config.save()
         attempt = _run(get_task("toy_fail_pytest"), config, backend_name)
-        bodies = [json.dumps(r.body) for r in upstream.model_requests(WIRE_PATH[cli])]
+        bodies = [json.dumps(r.json) for r in upstream.requests_to(WIRE_PATH[cli])]
 
     assert attempt.failure_reason_id is None, attempt.error_text
     # Every call of its working loop (those offering its tools; not side requests such as a

@@ -29,10 +29,10 @@ from sandbox.docker_backend import DockerSandbox
 from sandbox.errors import SandboxError
 from sandbox.gateway_mount import DEFAULT_PORT, FORWARDER_PATH, forwarder_binary, source_key
 from sandbox.host_fence import host_ipv4_addresses
-from tests import provider_fake_server as fake
+from tests import fake_provider as fake
+from tests.fake_provider import FakeProvider
 from tests.gateway_fixtures import REAL_KEY, MakeSandbox, config, records
 from tests.netns_fixtures import FakeInternet
-from tests.provider_fake_server import FakeProvider
 from tests.test_sandbox_conformance import Listener, host_address_for
 
 # The CLI stand-in: argv[1] is a JSON list of requests [path, body, stream]; argv[2] a JSON

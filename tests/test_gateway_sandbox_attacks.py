@@ -10,9 +10,9 @@ import json
 from pathlib import Path
 
 from runs.gateway import open_gateway
-from tests import provider_fake_server as fake
+from tests import fake_provider as fake
+from tests.fake_provider import FakeProvider
 from tests.gateway_fixtures import REAL_KEY, MakeSandbox, config, records
-from tests.provider_fake_server import FakeProvider
 
 # argv[1]: a JSON list of [head (base64), flood bytes after it]; prints, for each, the status
 # the gateway answered (None: closed without one) and how many bytes it took.

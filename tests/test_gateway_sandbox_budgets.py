@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 
 from runs.gateway import GatewayBudgets, open_gateway
-from tests import provider_fake_server as fake
+from tests import fake_provider as fake
+from tests.fake_provider import FakeProvider, Request
 from tests.gateway_fixtures import MakeSandbox, config, records
-from tests.provider_fake_server import FakeProvider, Request
 
 # 30 threads, each one call on its own connection, all released at once.
 RACE = r"""
