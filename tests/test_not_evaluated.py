@@ -15,7 +15,8 @@ from runs.models import Attempt, AttemptStatus, Run, RunStatus
 from runs.services import run_evaluate
 from runs.workers.bookkeeping import attempts_reap
 from tasks_app.swebench.importer import swebench_import
-from tests.swebench_fixtures import LITE_DEV, ab, rows
+from tests.ab_cli import ab
+from tests.swebench_fixtures import LITE_DEV, rows
 
 LITE = rows(LITE_DEV)
 IDS = [r["instance_id"] for r in LITE]

@@ -21,6 +21,7 @@ from runs.imports.run_import import run_folder_import
 from runs.models import Attempt, AttemptStatus, Run, RunDateSource
 from tasks_app.swebench.errors import SwebenchInputError
 from tasks_app.swebench.importer import swebench_import
+from tests.ab_cli import ab
 from tests.partial_fixtures import (
     FULL,
     IDS,
@@ -32,7 +33,7 @@ from tests.partial_fixtures import (
     copy_reports,
     run_of,
 )
-from tests.swebench_fixtures import REPORTS, VERIFIED, ab
+from tests.swebench_fixtures import REPORTS, VERIFIED
 
 pytestmark = pytest.mark.django_db
 

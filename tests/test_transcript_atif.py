@@ -23,9 +23,9 @@ from runs.models import Attempt
 from runs.transcript import atif
 from tasks_app.models import Task
 from tasks_app.swebench.errors import SwebenchInputError
+from tests.ab_cli import ab
 from tests.model_calls_fixtures import CONVERSATIONS, jsonl
 from tests.pages_fixtures import make_attempt, make_model, make_run, make_suite, write_artifact
-from tests.swebench_fixtures import ab
 from tests.test_pages_transcript import INSPECT_SAMPLE, MINI_TRAJ, SWE_AGENT_TRAJ
 
 MINI_RUN = MINI_TRAJ.parents[2]
