@@ -21,9 +21,9 @@ from django.urls import reverse
 from benchsite.accounts.access import ACCESS_DENIED
 from benchsite.accounts.models import AuditEvent
 from benchsite.accounts.services import api_token_create
-from benchsite.cli.main import main
 from runs.models import Attempt, ModelConfig
 from runs.upstreams import UpstreamPolicy, UpstreamRefused
+from tests.ab_cli import ab_main
 from tests.conftest import TASKS_DIR
 
 pytestmark = pytest.mark.django_db
@@ -190,13 +190,13 @@ def test_the_admin_names_the_refused_field_to_a_superuser_and_audits_a_change(al
 # --- The command line ------------------------------------------------------------------------
 
 
-def test_the_command_line_refuses_a_secret_variable_naming_the_field(capsys):
-    code = main([
+def test_the_command_line_refuses_a_secret_variable_naming_the_field():
+    refused = ab_main(
         "run-agent", "--task", str(TOY_TASK), "--variant", "llm", "--model", "gpt-4o",
         "--base-url", "https://api.openai.com/v1", "--api-key-env", "DJANGO_SECRET_KEY",
-    ])  # fmt: skip
-    assert code == 1
-    err = capsys.readouterr().err
+    )  # fmt: skip
+    assert refused.returncode == 1
+    err = refused.stderr
     assert "api_key_env: 'DJANGO_SECRET_KEY' holds one of the site's own secrets" in err
     assert not ModelConfig.objects.filter(api_key_env="DJANGO_SECRET_KEY").exists()
 
