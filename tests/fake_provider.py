@@ -402,12 +402,16 @@ class FakeProvider:
         *,
         respond: Callable[[Request], Reply] | None = None,
         keep: bool = True,
+        delay_sec: float = 0.0,
     ):
         self.replies = list(replies or [])
         # Answers a request once the script is used up (a benchmark's endless supply).
         self.respond = respond
         # False: requests and sent bodies are not kept (a long benchmark).
         self.keep = keep
+        # A wait before every answer, besides each reply's own (a slow provider); a test may
+        # change it while the server runs (a hung call first, then answers at once).
+        self.delay_sec = delay_sec
         self.requests: list[Request] = []
         self.sent: list[bytes] = []
         self._lock = threading.Lock()
@@ -439,7 +443,7 @@ class FakeProvider:
                         "not_found_error",
                         f"fake provider: {reply.api} reply scripted, request to {self.path}",
                     )
-                time.sleep(reply.delay_sec)
+                time.sleep(reply.delay_sec + provider.delay_sec)
                 with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                     self._answer(reply, request)
 

@@ -84,15 +84,15 @@ def plan_provider(
 
     ``fail_status`` answers every model request with that HTTP error in the API's own shape
     (401: a bad key). ``usage`` is what each answer reports (input, output tokens);
-    ``delay_sec`` a wait before every answer (a slow provider); ``decorate`` may change each
-    answer before it is sent (a test's hostile provider)."""
+    ``delay_sec`` a wait before every answer (a slow provider; the provider's ``delay_sec``
+    may be changed while it runs); ``decorate`` may change each answer before it is sent (a
+    test's hostile provider)."""
 
     def respond(request: Request) -> Reply:
         reply = plan_reply(request, plan, fail_status=fail_status, usage=usage)
-        reply.delay_sec = delay_sec
         return decorate(request, reply) if decorate else reply
 
-    return FakeProvider(respond=respond)
+    return FakeProvider(respond=respond, delay_sec=delay_sec)
 
 
 def plan_reply(
