@@ -9,7 +9,7 @@ mounted read-only, its calls through the gateway; mini-swe-agent on the worker w
 commands in the sandbox) against the same CLI doing the same work bare (``bare_seconds``: the
 same repository, flags and test command, a python with pytest, no gateway or sandbox layers),
 talking to the upstream directly. Both replay the same plan (read, run the tests, fix, finish:
-four model calls) from tests/cli_upstream.py, and both are checked to have run the tests and
+four model calls) from tests/fake_provider_plans.py, and both are checked to have run the tests and
 fixed the file. Prints medians, each run, the ratio and the load average. The installs are
 built on first use (``ab agents --install all``).
 """
@@ -43,7 +43,7 @@ def setup_django(tmp: Path) -> None:
     os.environ.pop("DATABASE_URL", None)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "benchsite.settings")
     from runs.upstreams import DEFAULT_KEY_ENVS
-    from tests.cli_upstream import UPSTREAM_KEY_ENV
+    from tests.fake_provider_plans import UPSTREAM_KEY_ENV
 
     # The scripted upstream's key variable is on the list, as an operator lists theirs.
     os.environ["GATEWAY_API_KEY_ENVS"] = ",".join([*DEFAULT_KEY_ENVS, UPSTREAM_KEY_ENV])
@@ -61,12 +61,12 @@ def attempt_seconds(cli: str, backend: str) -> float:
     from runs.pipeline.execute import attempt_execute
     from tasks_app.models import Task
     from tasks_app.services import tasks_import
-    from tests.cli_upstream import (
+    from tests.fake_provider_plans import (
         REAL_KEY,
         UPSTREAM_KEY_ENV,
-        ScriptedUpstream,
         cli_model_config,
         fix_plan,
+        plan_provider,
     )
 
     os.environ[UPSTREAM_KEY_ENV] = REAL_KEY
@@ -74,7 +74,7 @@ def attempt_seconds(cli: str, backend: str) -> float:
     task = Task.objects.get(task_id="toy_fail_pytest")
     plan = fix_plan(workdir="/workspace/repo", path="src/toy/calc.py", old=OLD, new=NEW,
                     test_command=TEST)  # fmt: skip
-    with ScriptedUpstream(plan) as upstream:
+    with plan_provider(plan) as upstream:
         config = cli_model_config(cli, upstream, name=f"bench {cli}")
         attempt = attempt_execute(attempt_create_adhoc(task=task, model_config=config),
                                   backend=backend)  # fmt: skip
@@ -95,7 +95,7 @@ def bare_seconds(cli: str) -> float:
     from runs.agents.cli.definition import get_definition, render
     from runs.agents.cli.install import ensure_install
     from sandbox.bwrap_backend import default_rootfs
-    from tests.cli_upstream import BASE_SUFFIX, MODEL, WIRE_PATH, ScriptedUpstream, fix_plan
+    from tests.fake_provider_plans import BASE_SUFFIX, MODEL, WIRE_PATH, fix_plan, plan_provider
 
     definition = get_definition(cli)
     install = ensure_install(definition).path
@@ -117,13 +117,13 @@ def bare_seconds(cli: str) -> float:
         workdir = WORKDIR if in_sandbox else str(repo)
         plan = fix_plan(workdir=workdir, path="src/toy/calc.py", old=OLD, new=NEW,
                         test_command=TEST)  # fmt: skip
-        with ScriptedUpstream(plan) as upstream:
+        with plan_provider(plan) as upstream:
             values = {
                 "install": f"{MOUNT_ROOT}/{definition.install_dir_name}" if in_sandbox
                 else str(install),
                 "model": MODEL[cli],
                 "max_turns": 20,
-                "base_url": upstream.base_url + BASE_SUFFIX[cli],
+                "base_url": upstream.url(BASE_SUFFIX[cli]),
                 "token": "bench-key",
                 "prompt_file": PROMPT_PATH if in_sandbox else str(prompt),
                 "prompt": prompt.read_text(),
@@ -152,7 +152,7 @@ def bare_seconds(cli: str) -> float:
                 done = subprocess.run(argv, cwd=cwd, env=env, stdin=stdin, capture_output=True,
                                       timeout=600)  # fmt: skip
                 seconds = time.monotonic() - started
-        sent = json.dumps([r.body for r in upstream.model_requests(WIRE_PATH[cli])])
+        sent = json.dumps([r.json for r in upstream.requests_to(WIRE_PATH[cli])])
         if done.returncode != 0 or NEW not in (repo / "src/toy/calc.py").read_text():
             raise SystemExit(f"bare {cli}: exit {done.returncode}\n{done.stderr.decode()[-2000:]}")
         if "passed" not in sent or "No module named pytest" in sent:

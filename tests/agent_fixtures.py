@@ -13,7 +13,6 @@ from runs.agents.contract import AgentContext, Budgets, ModelSettings, TaskView
 from sandbox import open_sandbox
 from sandbox.base import Sandbox, SandboxConfig
 from sandbox.filesystem import chown_tree_for_agent
-from tests.backends import backend_params
 from tests.conftest import REPO_ROOT, TASKS_DIR
 
 TOY_BUNDLE = REPO_ROOT / "examples/toy_repo.bundle"
@@ -32,11 +31,6 @@ def toy_workspace(root: Path) -> Path:
     subprocess.run(["git", "-C", str(repo), "checkout", "-q", TOY_COMMIT], check=True)
     chown_tree_for_agent(workspace)
     return workspace
-
-
-@pytest.fixture(params=backend_params())
-def backend(request) -> str:
-    return request.param
 
 
 @pytest.fixture

@@ -149,13 +149,3 @@ def staff_auth(alice_token):
     """Headers carrying alice's token: staff, the right every write needs
     (benchsite.accounts.access)."""
     return {"HTTP_AUTHORIZATION": f"Bearer {alice_token}"}
-
-
-@pytest.fixture(autouse=True)
-def fresh_cache():
-    """Rate-limit counters live in the cache, which outlives a test's database."""
-    from django.core.cache import cache
-
-    cache.clear()
-    yield
-    cache.clear()

@@ -18,3 +18,9 @@ from sandbox import BACKENDS
 def backend_params(names: Iterable[str] = BACKENDS) -> list:
     """One parameter per backend, id and marker named after it (``docker``, ``bwrap``)."""
     return [pytest.param(name, marks=getattr(pytest.mark, name), id=name) for name in names]
+
+
+@pytest.fixture(params=backend_params())
+def backend(request: pytest.FixtureRequest) -> str:
+    """The sandbox backend a test runs on: each test that takes it runs once per backend."""
+    return request.param

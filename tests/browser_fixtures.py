@@ -61,6 +61,31 @@ def open_page(browser, base_url: str, cookies: list[dict] | None = None) -> Iter
     assert errors == []
 
 
+@pytest.fixture
+def page(browser, live_server, bob) -> Iterator:
+    """A page of the live server, logged in as bob (a reader: patches, logs, transcripts).
+    The conftest's autouse fixture has put the failure reasons back after the last flush."""
+    from django.test import Client
+
+    client = Client()
+    client.force_login(bob)
+    cookie = {"name": "sessionid", "value": client.cookies["sessionid"].value}
+    yield from open_page(browser, live_server.url, [cookie | {"url": live_server.url}])
+
+
+@pytest.fixture
+def transcript_suite(artifacts_root):
+    """A one-task suite ("browse") whose task has a gold patch, for the transcript viewer."""
+    from tasks_app.models import Task
+    from tests.pages_fixtures import make_suite
+
+    suite = make_suite("browse", tasks=1)
+    task = Task.objects.get(suite=suite)
+    task.gold_patch = "--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n"
+    task.save()
+    return suite
+
+
 def shot(page, name: str) -> None:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)

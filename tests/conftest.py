@@ -14,8 +14,23 @@ TASKS_DIR = REPO_ROOT / "tasks"
 # worktree elsewhere names it with AB_SHARED_DIR.
 SHARED_DIR = Path(os.environ.get("AB_SHARED_DIR") or REPO_ROOT.parent / "shared")
 
-# Parallel workers: groups and a folder of each worker's own (tests/parallel.py).
-pytest_plugins = ["tests.parallel"]
+# Parallel workers (groups and a folder of each worker's own, tests/parallel.py), and the shared
+# fixtures, loaded once for every test module: a test takes a fixture by naming it, and imports
+# only the helper functions it calls. Each fixture name has one meaning across these modules.
+pytest_plugins = [
+    "tests.parallel",
+    "tests.backends",
+    "tests.agent_fixtures",
+    "tests.api_fixtures",
+    "tests.browser_fixtures",
+    "tests.gateway_fixtures",
+    "tests.netns_fixtures",
+    "tests.orchestration_fixtures",
+    "tests.pages_fixtures",
+    "tests.partial_fixtures",
+    "tests.private_dockerd",
+    "tests.verified_fixtures",
+]
 
 
 def _allow_the_fake_providers_keys() -> None:
@@ -68,6 +83,17 @@ def _empty_page_cache():
     from django.core.cache import caches
 
     caches["pages"].clear()
+
+
+@pytest.fixture(autouse=True)
+def _empty_default_cache():
+    """Rate-limit counters live in the default cache, which outlives a test's database: each
+    test starts and ends with it empty."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+    cache.clear()
 
 
 @pytest.fixture

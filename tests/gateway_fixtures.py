@@ -1,16 +1,24 @@
-"""Helpers for the gateway tests: a gateway over a scripted provider, its records, raw HTTP."""
+"""Helpers for the gateway tests: a gateway over a scripted provider, its records, raw HTTP, and
+sandboxes that reach a gateway (``make_gateway_sandbox``)."""
 
 from __future__ import annotations
 
 import http.client
 import json
 import urllib.parse
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from runs.gateway import GatewayBudgets, GatewayConfig
+import pytest
+
+from runs.gateway import Gateway, GatewayBudgets, GatewayConfig
 from runs.llm_errors import RetryPolicy
-from tests.provider_fake_server import FakeProvider
+from sandbox import open_sandbox
+from sandbox.base import Sandbox, SandboxConfig
+from sandbox.gateway_mount import DEFAULT_PORT
+from tests.fake_provider import FakeProvider
 
 REAL_KEY = "sk-real-upstream-key-5e1f0c2a9b7d4e3f8a6c"
 # Retries fast and without jitter (delays stay what the policy says, for the records).
@@ -63,3 +71,36 @@ def raw_post(
         return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
     finally:
         conn.close()
+
+
+MakeSandbox = Callable[..., Sandbox]
+
+
+@pytest.fixture
+def make_gateway_sandbox(backend: str, tmp_path: Path) -> Iterator[MakeSandbox]:
+    """Open sandboxes (unique names, no network) whose only way out is the gateway ``gw``."""
+    made: list[Sandbox] = []
+
+    def make(gw: Gateway, **overrides: object) -> Sandbox:
+        fields: dict[str, object] = {
+            "name": f"test-gw-{uuid.uuid4().hex[:10]}",
+            "workspace": tmp_path / f"ws{len(made)}",
+            "memory_mb": 256,
+            "pids_limit": 64,
+            "labels": {"agentbench.test": "gateway"},
+            "allow_network": False,
+            "gateway": gw.sandbox_mount,
+            "env": {
+                "OPENAI_API_KEY": gw.token,
+                "OPENAI_BASE_URL": gw.sandbox_base_url,
+                "GATEWAY_PORT": str(DEFAULT_PORT),
+            },
+        }
+        fields.update(overrides)
+        sb = open_sandbox(SandboxConfig(**fields), backend)  # type: ignore[arg-type]
+        made.append(sb)
+        return sb
+
+    yield make
+    for sb in made:
+        sb.close()

@@ -8,26 +8,10 @@ import subprocess
 import textwrap
 from pathlib import Path
 
-import pytest
-
-from tests.backends import backend_params
 from tests.conftest import TASKS_DIR
 
 BACKENDS = ["docker", "bwrap"]
 TOY_COMMIT = "ea49502485e69bba84235ee0547d109820a0688a"
-
-
-@pytest.fixture(params=backend_params(BACKENDS))
-def backend(request) -> str:
-    return request.param
-
-
-@pytest.fixture
-def artifacts_root(settings, tmp_path) -> Path:
-    root = tmp_path / "artifacts"
-    root.mkdir()
-    settings.ARTIFACTS_ROOT = root
-    return root
 
 
 def import_tasks(directory: Path = TASKS_DIR, *, also: list[Path] | tuple[Path, ...] = ()):

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 from tests.conftest import REPO_ROOT, SHARED_DIR
@@ -26,17 +23,3 @@ def rows(path: Path) -> list[dict]:
 def write_jsonl(path: Path, items: list[dict]) -> Path:
     path.write_text("".join(json.dumps(item) + "\n" for item in items))
     return path
-
-
-def ab(*args: str, var_dir: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """The real ``ab`` console entry point, on a database of its own under ``var_dir``."""
-    env = os.environ | {"AB_VAR_DIR": str(var_dir)} | (env or {})
-    env.pop("DATABASE_URL", None)
-    return subprocess.run(
-        [sys.executable, "-m", "benchsite.cli.main", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO_ROOT,
-        env=env,
-        timeout=300,
-    )

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from benchsite.cli.main import main
 from runs.models import Attempt
 from runs.pipeline import artifacts
 from tasks_app.spec import load_task_file
+from tests.ab_cli import Finished, ab_main
 from tests.agent_fixtures import TOY_SOLUTION
 from tests.conftest import TASKS_DIR
-from tests.openai_fake_server import FakeOpenAIServer, tool_call
+from tests.fake_provider import FakeProvider, tool_call
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
@@ -22,26 +22,26 @@ TOY_TASK = TASKS_DIR / "custom-dev/toy_fail_pytest/task.yaml"
 
 
 @pytest.fixture(autouse=True)
-def artifacts_root(settings, tmp_path):
+def _artifacts_and_quick_retries(settings, tmp_path):
     settings.ARTIFACTS_ROOT = tmp_path / "artifacts"
     settings.LLM_RETRY_BASE_DELAY_SEC = 0.01
     return settings.ARTIFACTS_ROOT
 
 
-def run_agent(*args: str) -> tuple[int, Attempt | None]:
-    code = main(["run-agent", *args])
-    return code, Attempt.objects.order_by("-id").first()
+def run_agent(*args: str) -> tuple[Finished, Attempt | None]:
+    done = ab_main("run-agent", *args)
+    return done, Attempt.objects.order_by("-id").first()
 
 
 def folder(attempt: Attempt) -> Path:
     return artifacts.folder_of(attempt.artifacts_dir)
 
 
-def test_the_scripted_agent_solves_the_toy_task_and_leaves_its_records(tmp_path, capsys):
+def test_the_scripted_agent_solves_the_toy_task_and_leaves_its_records(tmp_path):
     out = tmp_path / "out"
-    code, attempt = run_agent("--task", str(TOY_TASK), "--variant", "scripted", "--out", str(out))
-    printed = capsys.readouterr().out
-    assert code == 0, printed
+    done, attempt = run_agent("--task", str(TOY_TASK), "--variant", "scripted", "--out", str(out))
+    printed = done.stdout
+    assert done.returncode == 0, printed
     assert "result: RESOLVED" in printed
     assert attempt.resolved
     assert attempt.model_config.agent_variant == "scripted"
@@ -57,12 +57,12 @@ def test_the_scripted_agent_solves_the_toy_task_and_leaves_its_records(tmp_path,
     assert attempt.run.status == "finished"
 
 
-def test_the_nop_agent_fails_with_tests_failed(capsys):
-    code, attempt = run_agent("--task", str(TOY_TASK), "--variant", "nop")
-    assert code == 1
+def test_the_nop_agent_fails_with_tests_failed():
+    done, attempt = run_agent("--task", str(TOY_TASK), "--variant", "nop")
+    assert done.returncode == 1
     assert attempt.failure_reason_id == "TESTS_FAILED"
     assert not attempt.is_infra
-    assert "result: TESTS_FAILED" in capsys.readouterr().out
+    assert "result: TESTS_FAILED" in done.stdout
 
 
 def valid_example_tasks() -> list[Path]:
@@ -78,18 +78,18 @@ def valid_example_tasks() -> list[Path]:
 
 @pytest.mark.parametrize("task_file", valid_example_tasks(), ids=lambda p: p.parent.name)
 def test_the_oracle_solves_every_valid_example_task(task_file):
-    code, attempt = run_agent("--task", str(task_file), "--variant", "oracle")
-    assert code == 0, attempt.error_text
+    done, attempt = run_agent("--task", str(task_file), "--variant", "oracle")
+    assert done.returncode == 0, attempt.error_text
     assert attempt.resolved
     stages = list(attempt.stages.values_list("name", flat=True))
     assert "baseline_run" in stages
 
 
 def test_skip_baseline_goes_straight_from_setup_to_the_agent():
-    code, attempt = run_agent(
+    done, attempt = run_agent(
         "--task", str(TOY_TASK), "--variant", "scripted", "--skip-baseline", "--strict-patch"
     )
-    assert code == 0
+    assert done.returncode == 0
     stages = list(attempt.stages.order_by("order").values_list("name", flat=True))
     assert "baseline_run" not in stages
     assert stages[-3:] == ["setup", "agent_run", "final_test"]
@@ -103,14 +103,14 @@ def test_the_llm_variant_runs_against_an_openai_compatible_server(monkeypatch):
         tool_call("search", {"query": "def mean"}, usage=(500, 40)),
         tool_call("apply_patch", {"unified_diff": TOY_SOLUTION}, usage=(800, 90)),
     ]
-    with FakeOpenAIServer(replies) as server:
-        code, attempt = run_agent(
+    with FakeProvider(replies) as server:
+        done, attempt = run_agent(
             "--task", str(TOY_TASK), "--variant", "llm", "--model", "gpt-4o-mini",
-            "--base-url", server.base_url, "--api-key-env", "H3_FAKE_KEY",
+            "--base-url", server.url("/v1"), "--api-key-env", "H3_FAKE_KEY",
             "--no-log-llm-messages",
         )  # fmt: skip
-    assert code == 0, attempt.error_text
-    assert server.headers[0]["authorization"] == "Bearer sk-from-env"
+    assert done.returncode == 0, attempt.error_text
+    assert server.requests[0].headers["authorization"] == "Bearer sk-from-env"
     assert (attempt.tokens_in, attempt.tokens_out) == (1300, 130)
     assert float(attempt.cost_usd) == pytest.approx((1300 * 0.15 + 130 * 0.6) / 1e6)
     assert attempt.model_config.api_key_env == "H3_FAKE_KEY"
@@ -123,9 +123,11 @@ def test_the_llm_variant_runs_against_an_openai_compatible_server(monkeypatch):
     assert len(requests) == 2
 
 
-def test_it_refuses_bad_options_with_a_clear_message(tmp_path, capsys):
-    assert main(["run-agent", "--task", str(tmp_path / "missing.yaml")]) == 1
-    assert "--task: no such task file" in capsys.readouterr().err
-    assert main(["run-agent", "--task", str(TOY_TASK), "--variant", "llm"]) == 1
-    assert "--model is required" in capsys.readouterr().err
+def test_it_refuses_bad_options_with_a_clear_message(tmp_path):
+    missing = ab_main("run-agent", "--task", str(tmp_path / "missing.yaml"))
+    assert missing.returncode == 1
+    assert "--task: no such task file" in missing.stderr
+    no_model = ab_main("run-agent", "--task", str(TOY_TASK), "--variant", "llm")
+    assert no_model.returncode == 1
+    assert "--model is required" in no_model.stderr
     assert Attempt.objects.count() == 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,8 +16,8 @@ from runs.taxonomy import Reason
 from sandbox import open_sandbox
 from sandbox.base import SandboxConfig
 from tests.agent_fixtures import LABELS, TOY_SOLUTION, agent_context, toy_workspace
-from tests.openai_fake_server import (
-    FakeOpenAIServer,
+from tests.fake_provider import (
+    FakeProvider,
     Reply,
     empty,
     error,
@@ -47,9 +48,9 @@ def fast_retries(settings):
 def run_llm(sandbox, artifacts: Path, replies: list[Reply], *, budgets=None, **model):
     model.setdefault("model_name", "fake-model")
     model.setdefault("api_key", "sk-test")
-    with FakeOpenAIServer(replies) as server:
+    with FakeProvider(replies) as server:
         ctx = agent_context(
-            sandbox, artifacts, variant="llm", base_url=server.base_url, budgets=budgets, **model
+            sandbox, artifacts, variant="llm", base_url=server.url("/v1"), budgets=budgets, **model
         )
         agent = build_agent(ctx.model)
         outcome = agent.run(ctx)
@@ -79,7 +80,7 @@ def test_it_solves_the_toy_task_from_scripted_model_replies(sandbox, tmp_path):
     assert outcome.cost_usd == pytest.approx((420 * 1.0 + 75 * 2.0) / 1e6)
     assert outcome.steps == 2
     assert not outcome.is_empty_run
-    first, second = server.requests
+    first, second = (r.json for r in server.requests)
     assert first["model"] == "fake-model"
     assert first["temperature"] == 0 and first["top_k"] == 5
     assert [t["function"]["name"] for t in first["tools"]] == [
@@ -94,7 +95,7 @@ def test_it_solves_the_toy_task_from_scripted_model_replies(sandbox, tmp_path):
     tool_message = second["messages"][-1]
     assert tool_message["role"] == "tool"
     assert "return total(values) // len(values)" in tool_message["content"]
-    assert server.headers[0]["authorization"] == "Bearer sk-test"
+    assert server.requests[0].headers["authorization"] == "Bearer sk-test"
     responses = events(tmp_path, "llm_response")
     assert [(e["tokens_in"], e["tokens_out"]) for e in responses] == [(120, 15), (300, 60)]
     logged = (tmp_path / "llm_messages.jsonl").read_text().splitlines()
@@ -108,7 +109,7 @@ def test_it_solves_the_toy_task_from_scripted_model_replies(sandbox, tmp_path):
 
 def test_an_auth_error_ends_the_attempt_at_once_as_a_permanent_llm_error(sandbox, tmp_path):
     outcome, server = run_llm(
-        sandbox, tmp_path, [error(401, "Incorrect API key provided", "invalid_request_error")]
+        sandbox, tmp_path, [error(401, "invalid_request_error", "Incorrect API key provided")]
     )
     assert len(server.requests) == 1
     assert outcome.reason is Reason.LLM_ERROR
@@ -123,18 +124,18 @@ def test_a_rate_limit_is_retried_and_the_attempt_succeeds(sandbox, tmp_path):
         sandbox,
         tmp_path,
         [
-            error(429, "Rate limit reached", "rate_limit_error"),
+            error(429, "rate_limit_error", "Rate limit reached"),
             tool_call("apply_patch", {"unified_diff": TOY_SOLUTION}),
         ],
     )
     assert outcome.reason is None
     assert len(server.requests) == 2
-    assert server.requests[0]["messages"] == server.requests[1]["messages"]
+    assert server.requests[0].json["messages"] == server.requests[1].json["messages"]
     assert len(events(tmp_path, "llm_retry")) == 1
 
 
 def test_server_errors_are_retried_then_reported_as_a_transient_llm_error(sandbox, tmp_path):
-    outcome, server = run_llm(sandbox, tmp_path, [error(500, "internal error")] * 3)
+    outcome, server = run_llm(sandbox, tmp_path, [error(500, "api_error", "internal error")] * 3)
     assert len(server.requests) == 3
     assert outcome.reason is Reason.LLM_ERROR
     assert outcome.llm_error_kind == "transient"
@@ -152,7 +153,7 @@ def test_malformed_tool_arguments_are_retried_once(sandbox, tmp_path):
     )
     assert outcome.reason is None
     assert len(server.requests) == 2
-    hint = server.requests[1]["messages"][-1]
+    hint = server.requests[1].json["messages"][-1]
     assert hint["role"] == "user"
     assert "not valid JSON" in hint["content"]
     assert outcome.steps == 1  # the malformed call was dropped, not executed
@@ -166,7 +167,7 @@ def test_a_diff_in_a_plain_text_answer_is_extracted_and_applied(sandbox, tmp_pat
 
 
 def test_a_model_that_never_answers_is_an_empty_run(sandbox, tmp_path):
-    replies = [Reply(body=empty().body, delay_sec=0.4) for _ in range(3)]
+    replies = [replace(empty(), delay_sec=0.4) for _ in range(3)]
     outcome, server = run_llm(sandbox, tmp_path, replies)
     assert len(server.requests) == 3
     assert outcome.reason is Reason.LLM_ERROR
@@ -190,7 +191,8 @@ def test_giving_up_in_words_is_agent_gave_up_and_finishing_early_is_tests_failed
     assert gave_up.stop == "gave_up"
     done, server = run_llm(sandbox, tmp_path / "b", [text("Looks fine to me."), text("DONE")])
     assert done.reason is Reason.TESTS_FAILED
-    assert "Continue by calling one of the tools" in server.requests[1]["messages"][-1]["content"]
+    hint = server.requests[1].json["messages"][-1]["content"]
+    assert "Continue by calling one of the tools" in hint
 
 
 def test_the_token_budget_stops_the_agent(sandbox, tmp_path):
@@ -240,7 +242,7 @@ def test_a_missing_model_name_is_a_permanent_llm_error(sandbox, tmp_path):
 
 
 def test_a_model_slower_than_the_time_budget_is_a_timeout(sandbox, tmp_path):
-    slow = Reply(body=text("DONE").body, delay_sec=30.0)
+    slow = replace(text("DONE"), delay_sec=30.0)
     outcome, server = run_llm(sandbox, tmp_path, [slow], budgets=Budgets(max_time_sec=5))
     assert outcome.reason is Reason.TIMEOUT
     assert outcome.is_timeout

@@ -17,14 +17,14 @@ from runs.llm_errors import (
     is_permanent,
 )
 from runs.pricing import DEFAULT_PRICES, PriceTableError, load_price_table, price_for
-from tests.openai_fake_server import FakeOpenAIServer, Reply, error, text
+from tests.fake_provider import FakeProvider, Reply, error, text
 
 
 def raised(reply: Reply, *, timeout: float = 10.0, base_url: str | None = None) -> Exception:
     """The exception the real openai client raises for ``reply`` (or an unreachable server)."""
-    with FakeOpenAIServer([reply]) as server:
+    with FakeProvider([reply]) as server:
         client = openai.OpenAI(
-            base_url=base_url or server.base_url, api_key="k", max_retries=0, timeout=timeout
+            base_url=base_url or server.url("/v1"), api_key="k", max_retries=0, timeout=timeout
         )
         try:
             client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
@@ -34,7 +34,7 @@ def raised(reply: Reply, *, timeout: float = 10.0, base_url: str | None = None) 
 
 
 def api_error(status: int, message: str = "boom", headers: dict | None = None) -> Exception:
-    return raised(error(status, message, headers=headers))
+    return raised(error(status, "api_error", message, headers=headers))
 
 
 def closed_port() -> int:
@@ -57,7 +57,7 @@ def test_it_classifies_connection_problems_and_unknown_errors_as_transient():
     refused = raised(text("unused"), base_url=f"http://127.0.0.1:{closed_port()}/v1")
     assert isinstance(refused, openai.APIConnectionError)
     assert not is_permanent(refused)
-    slow = raised(Reply(body={}, delay_sec=2.0), timeout=0.3)
+    slow = raised(Reply(body=b"{}", delay_sec=2.0), timeout=0.3)
     assert isinstance(slow, openai.APITimeoutError)
     assert not is_permanent(slow)
     assert not is_permanent(openai.OpenAIError("something odd happened"))

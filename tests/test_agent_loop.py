@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (pytest fixtures imported from tests.agent_fixtures)
 """The agent loop and the model-free agents (scripted, oracle, nop, external) in a real sandbox."""
 
 from __future__ import annotations
@@ -11,12 +10,7 @@ import pytest
 from runs.agents.contract import Budgets, ModelSettings
 from runs.agents.registry import build_agent
 from runs.taxonomy import Reason
-from tests.agent_fixtures import (  # noqa: F401 (fixtures)
-    TOY_SOLUTION,
-    agent_context,
-    backend,
-    toy_sandbox,
-)
+from tests.agent_fixtures import TOY_SOLUTION, agent_context
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (pytest fixtures imported from tests.agent_fixtures)
 """The five agent tools in a real sandbox, on both backends."""
 
 from __future__ import annotations
@@ -9,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from runs.agents.tools import Toolbox
-from tests.agent_fixtures import TOY_SOLUTION, backend, toy_sandbox  # noqa: F401 (fixtures)
+from tests.agent_fixtures import TOY_SOLUTION
 
 pytestmark = pytest.mark.slow
 

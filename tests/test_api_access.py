@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (pytest fixtures imported from tests.api_fixtures)
 """Who may read and write through the API: tokens, sessions, CSRF, anonymous settings."""
 
 from __future__ import annotations
@@ -8,7 +7,6 @@ from django.test import Client
 
 from benchsite.accounts.models import Action, ApiToken, AuditEvent
 from benchsite.accounts.services import api_token_create, api_token_revoke, token_digest
-from tests.api_fixtures import attempt_with_artifacts, auth, bob_token, seeded  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 

@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (pytest fixtures imported from tests.api_fixtures)
 """SWE-bench datasets, predictions and published results uploaded through the API."""
 
 from __future__ import annotations
@@ -12,7 +11,6 @@ from benchsite.accounts.models import Action, AuditEvent
 from runs.models import Run, RunSource
 from runs.results.leaderboard import leaderboard_rows
 from tasks_app.models import Suite
-from tests.api_fixtures import alice_token, fresh_cache, staff_auth  # noqa: F401
 from tests.swebench_fixtures import LITE_DEV, rows
 
 pytestmark = pytest.mark.django_db

@@ -1,6 +1,5 @@
 """Every API read answers with the figures of the function its page renders."""
 
-# ruff: noqa: F811  (pytest fixtures imported from tests.api_fixtures)
 from __future__ import annotations
 
 import csv
@@ -11,7 +10,6 @@ import pytest
 from runs.results.compare import compare_models
 from runs.results.leaderboard import leaderboard_rows
 from runs.results.taxonomy_report import taxonomy_breakdown
-from tests.api_fixtures import attempt_with_artifacts, auth, bob_token, seeded  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 

@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (pytest fixtures imported from tests.api_fixtures)
 """Property-based run of every API operation from the OpenAPI schema: no server errors.
 
 Schemathesis generates valid and invalid requests for each operation (bounded to a few dozen
@@ -16,7 +15,6 @@ from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 
 from benchsite.wsgi import application
-from tests.api_fixtures import alice_token, fresh_cache, seeded  # noqa: F401
 
 MAX_EXAMPLES = 20
 

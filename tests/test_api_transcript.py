@@ -15,14 +15,7 @@ from runs.imports.run_import import run_folder_import
 from runs.models import Attempt
 from tasks_app.models import Task
 from tasks_app.swebench.importer import swebench_import
-from tests.pages_fixtures import (  # noqa: F401 - artifacts_root is a fixture
-    artifacts_root,
-    make_attempt,
-    make_model,
-    make_run,
-    make_suite,
-    write_artifact,
-)
+from tests.pages_fixtures import make_attempt, make_model, make_run, make_suite, write_artifact
 from tests.test_run_import import INSPECT_LOG, MINI
 
 pytestmark = pytest.mark.django_db
@@ -31,7 +24,7 @@ INSTANCE = "django__django-14155"
 
 
 @pytest.fixture
-def imported(artifacts_root, settings) -> Attempt:  # noqa: F811
+def imported(artifacts_root, settings) -> Attempt:
     settings.ANONYMOUS_READ_ARTIFACTS = False
     run_folder_import(path=MINI, suite_name="verified-mini", model_name="mini-swe-agent")
     return Attempt.objects.get(task__task_id=INSTANCE)
@@ -68,7 +61,7 @@ def test_it_returns_an_imported_trajectory_turn_by_turn(client, bob, imported):
     assert sum(t["tokens_in"] or 0 for t in data["turns"]) == data["tokens_in"]
 
 
-def test_it_returns_an_inspect_sample_with_its_scores(client, alice, artifacts_root):  # noqa: F811
+def test_it_returns_an_inspect_sample_with_its_scores(client, alice, artifacts_root):
     swebench_import(source=MINI / "instances.jsonl", suite_name="verified-mini")
     run_folder_import(path=INSPECT_LOG, suite_name="verified-mini", model_name="insp")
     attempt = Attempt.objects.get(task__task_id="psf__requests-1142")
@@ -89,7 +82,7 @@ def test_it_follows_the_artifact_access_rule(client, dave, imported, settings):
     assert client.get(url(imported)).json()["source"] == "mini-swe-agent"
 
 
-def test_it_says_when_there_is_no_transcript_or_it_cannot_be_read(client, alice, artifacts_root):  # noqa: F811
+def test_it_says_when_there_is_no_transcript_or_it_cannot_be_read(client, alice, artifacts_root):
     suite = make_suite("nt", tasks=1)
     attempt = make_attempt(make_run(suite, make_model("m")), Task.objects.get(suite=suite))
     client.force_login(alice)

@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (pytest fixtures imported from tests.api_fixtures)
 """Writes through the API: each calls the pages' service, is audited and rate-limited."""
 
 from __future__ import annotations
@@ -12,7 +11,6 @@ import pytest
 from benchsite.accounts.models import Action, AuditEvent
 from runs.models import Attempt, AttemptStatus, ModelConfig, Run, RunStatus
 from tasks_app.models import Suite, Task
-from tests.api_fixtures import alice_token, fresh_cache, seeded, staff_auth  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 

@@ -8,11 +8,10 @@ from django.core.files.storage import storages
 from runs.models import Attempt
 from runs.services import run_launch
 from runs.workers.artifacts_sync import attempt_publish_artifacts
-from tests.orchestration_fixtures import broker, scripted  # noqa: F401
 
 
 @pytest.fixture
-def attempt(custom_dev, scripted, broker, settings, tmp_path) -> Attempt:  # noqa: F811
+def attempt(custom_dev, scripted, broker, settings, tmp_path) -> Attempt:
     settings.ARTIFACTS_ROOT = tmp_path / "worker-disk"
     run = run_launch(suite=custom_dev, model_config=scripted, task_ids=["toy_fail_pytest"])
     attempt = run.attempts.get()

@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (artifacts_root is a fixture from tests.pages_fixtures)
 """The attempt page's reader tools (issue 22): previous / next within the list it was opened
 from (or its run), the final test log beside the per-test table with each test linked to its
 line, and each step's duration where the trajectory recorded times."""
@@ -21,7 +20,6 @@ from tasks_app.models import Task
 from tests.conftest import SHARED_DIR
 from tests.pages_fixtures import (
     add_stage,
-    artifacts_root,  # noqa: F401
     make_attempt,
     make_model,
     make_run,

@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (fixtures imported from the browser pages' tests)
 """An imported run in a real browser: from the leaderboard to an attempt's patch and files."""
 
 from __future__ import annotations
@@ -9,8 +8,7 @@ import pytest
 
 from runs.imports.run_import import run_folder_import
 from runs.models import Attempt
-from tests.pages_fixtures import artifacts_root  # noqa: F401
-from tests.test_browser_pages import browser, failure_reasons, page, shot  # noqa: F401
+from tests.browser_fixtures import shot
 from tests.test_run_import import MINI
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (fixtures imported from the browser fixtures and tests.verified_fixtures)
 """The leaderboard reads at a glance on Verified-sized data (issue 29), in Debian's Chromium at
 a desktop (1440x900) and a phone (390x844) viewport: the ranking above the fold (first ranked
 row above y = 400 px, 8 rows visible without scrolling), no page-level horizontal scroll on the
@@ -11,7 +10,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from tests.browser_fixtures import CHROMIUM_ARGS, browser, shot  # noqa: F401
+from tests.browser_fixtures import shot
 from tests.verified_fixtures import OWN, PARTIAL, PUBLISHED, seed_verified
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

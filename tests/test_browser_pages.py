@@ -10,19 +10,11 @@ import json
 
 import pytest
 from django.core.management import call_command
-from django.test import Client
 
 from runs.models import Attempt
 from tasks_app.models import Task
-from tests.browser_fixtures import browser, open_page, shot  # noqa: F401 - browser is a fixture
-from tests.pages_fixtures import (  # noqa: F401 - artifacts_root is a fixture
-    add_stage,
-    artifacts_root,
-    make_attempt,
-    make_model,
-    make_run,
-    write_artifact,
-)
+from tests.browser_fixtures import shot
+from tests.pages_fixtures import add_stage, make_attempt, make_model, make_run, write_artifact
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -32,39 +24,9 @@ PAYLOAD = "<img src=x onerror=\"window.__xss=1;document.title='pwned'\">"
 SCRIPT = "<script>window.__xss=1;document.title='pwned'</script>"
 
 
-@pytest.fixture(autouse=True)
-def failure_reasons(transactional_db):
-    """The taxonomy rows the data migration made: transactional tests flush every table."""
-    from runs.models import FailureReason
-    from runs.taxonomy import REASONS
-
-    for reason, info in REASONS.items():
-        FailureReason.objects.update_or_create(
-            code=reason.value,
-            defaults={
-                "description": info.description,
-                "typical_cause": info.typical_cause,
-                "precedence": info.precedence,
-                "category": info.category.value,
-            },
-        )
-
-
 @pytest.fixture
-def demo(failure_reasons, artifacts_root):  # noqa: F811
+def demo(artifacts_root):
     call_command("seed_demo")
-
-
-@pytest.fixture
-def page(browser, live_server, django_user_model):  # noqa: F811 - the fixture
-    from benchsite.accounts.access import readers_group
-
-    user = django_user_model.objects.create_user("carol", password="carol-password")
-    user.groups.add(readers_group())
-    client = Client()
-    client.force_login(user)
-    cookie = {"name": "sessionid", "value": client.cookies["sessionid"].value}
-    yield from open_page(browser, live_server.url, [{**cookie, "url": live_server.url}])
 
 
 def assert_no_xss(page) -> None:
@@ -150,7 +112,7 @@ def test_the_run_page_and_task_page_render(page, live_server, demo):
     shot(page, "task")
 
 
-def test_untrusted_content_never_runs_in_the_browser(page, live_server, artifacts_root):  # noqa: F811
+def test_untrusted_content_never_runs_in_the_browser(page, live_server, artifacts_root):
     from tasks_app.models import Suite
 
     suite = Suite.objects.create(name="xss", description=SCRIPT)

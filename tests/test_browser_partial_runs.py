@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (fixtures imported from the browser pages' tests and tests.partial_fixtures)
 """Runs that cover part of a suite in a real browser (Chromium): the leaderboard, compare,
 taxonomy, run and attempt pages show the not-attempted state in its own colour, both rates,
 the paired test's n and coverage warning, and the run of unknown date (issue 22)."""
@@ -8,9 +7,8 @@ from __future__ import annotations
 import pytest
 
 from runs.models import Attempt, AttemptStatus
-from tests.pages_fixtures import artifacts_root  # noqa: F401
-from tests.partial_fixtures import FULL, PARTIAL, PARTIAL_IDS, partial_suite, run_of  # noqa: F401
-from tests.test_browser_pages import browser, failure_reasons, page, shot  # noqa: F401
+from tests.browser_fixtures import shot
+from tests.partial_fixtures import FULL, PARTIAL, PARTIAL_IDS, run_of
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -23,7 +21,7 @@ def key_of(model: str) -> str:
 
 
 def test_a_partial_run_from_the_leaderboard_to_compare_to_an_unattempted_instance(
-    page, live_server, failure_reasons, partial_suite
+    page, live_server, partial_suite
 ):
     base = live_server.url
     page.goto(f"{base}/suites/{partial_suite.name}/leaderboard/")
@@ -95,7 +93,7 @@ def missing_task_id() -> str:
 
 
 def test_the_taxonomy_counts_missing_apart_and_charts_an_undated_run_only_when_asked(
-    page, live_server, failure_reasons, partial_suite
+    page, live_server, partial_suite
 ):
     page.goto(f"{live_server.url}/suites/{partial_suite.name}/taxonomy/")
     row = page.locator(f'#taxonomy-table tr[data-model="{run_of(PARTIAL).model_config.slug}"]')

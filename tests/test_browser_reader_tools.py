@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (fixtures imported from the browser pages' tests)
 """The reader's tools in a real browser (Chromium, issue 22): the attempt list's filter form,
 sorting, paging and export; an attempt's previous / next with the keyboard; its test log
 beside the per-test table; step times; old parameter names redirected; untrusted task ids,
@@ -17,18 +16,10 @@ import pytest
 
 from runs.models import Attempt
 from tasks_app.models import Suite, Task
+from tests.browser_fixtures import shot
 from tests.conftest import SHARED_DIR
 from tests.pages_fixtures import add_stage, make_attempt, make_model, make_run, write_artifact
-from tests.test_browser_pages import (  # noqa: F401 - fixtures
-    PAYLOAD,
-    SCRIPT,
-    artifacts_root,
-    assert_no_xss,
-    browser,
-    failure_reasons,
-    page,
-    shot,
-)
+from tests.test_browser_pages import PAYLOAD, SCRIPT, assert_no_xss
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -39,7 +30,7 @@ EVIL_TASK = "evil" + PAYLOAD.replace("/", "")
 
 
 @pytest.fixture
-def tools_suite(failure_reasons, artifacts_root):
+def tools_suite(artifacts_root):
     """12 tasks (one id a script payload), a partial run (4 not attempted) and a full one."""
     suite = Suite.objects.create(name="tools")
     tasks = []

@@ -6,15 +6,8 @@ from __future__ import annotations
 import pytest
 
 from tasks_app.models import Task
-from tests.browser_fixtures import browser, open_page, shot  # noqa: F401 - browser is a fixture
-from tests.pages_fixtures import (  # noqa: F401 - artifacts_root is a fixture
-    artifacts_root,
-    make_attempt,
-    make_model,
-    make_run,
-    make_suite,
-    write_artifact,
-)
+from tests.browser_fixtures import open_page, shot
+from tests.pages_fixtures import make_attempt, make_model, make_run, make_suite
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -25,7 +18,7 @@ PATCH = (
 
 
 @pytest.fixture
-def attempt(artifacts_root, settings):  # noqa: F811
+def attempt(artifacts_root, settings):
     settings.ANONYMOUS_READ_ARTIFACTS = False
     suite = make_suite("readers", tasks=1)
     task = Task.objects.get(suite=suite)
@@ -40,7 +33,7 @@ def log_in(page, username: str, password: str) -> None:
     page.click("#login-form button[type=submit]")
 
 
-def test_a_reader_logs_in_and_sees_the_patch(browser, live_server, attempt, bob):  # noqa: F811
+def test_a_reader_logs_in_and_sees_the_patch(browser, live_server, attempt, bob):
     for page in open_page(browser, live_server.url):
         page.goto(live_server.url + f"/attempts/{attempt.public_id}/")
         assert page.locator("table.diff").count() == 0
@@ -59,7 +52,7 @@ def test_a_reader_logs_in_and_sees_the_patch(browser, live_server, attempt, bob)
         assert page.locator("table.diff").count() == 0
 
 
-def test_an_account_outside_the_readers_group_is_told_why(browser, live_server, attempt, dave):  # noqa: F811
+def test_an_account_outside_the_readers_group_is_told_why(browser, live_server, attempt, dave):
     for page in open_page(browser, live_server.url):
         page.goto(live_server.url + f"/attempts/{attempt.public_id}/")
         log_in(page, "dave", "dave-password")

@@ -11,7 +11,7 @@ import urllib.request
 
 import pytest
 
-from tests.browser_fixtures import browser, open_page, shot  # noqa: F401 - browser is a fixture
+from tests.browser_fixtures import open_page, shot
 from tests.worker_stack import REPO_ROOT, create_stack
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -55,7 +55,7 @@ def server(stack):
     proc.wait(timeout=30)
 
 
-def test_the_run_page_reaches_finished_with_its_table_updated(browser, stack, server):  # noqa: F811
+def test_the_run_page_reaches_finished_with_its_table_updated(browser, stack, server):
     out = stack.ab(
         "run-suite", "custom-dev", "--variant", "scripted", "--samples", "2",
         "--task", "toy_fail_pytest", "--task", "toy_baseline_passes",

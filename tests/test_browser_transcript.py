@@ -7,18 +7,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from django.test import Client
 
 from tasks_app.models import Task
-from tests.browser_fixtures import browser, open_page, shot  # noqa: F401 - browser is a fixture
-from tests.pages_fixtures import (  # noqa: F401 - artifacts_root is a fixture
-    artifacts_root,
-    make_attempt,
-    make_model,
-    make_run,
-    make_suite,
-    write_artifact,
-)
+from tests.browser_fixtures import shot
+from tests.pages_fixtures import make_attempt, make_model, make_run, write_artifact
 from tests.test_pages_transcript import MINI_TRAJ
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -26,26 +18,11 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 PAYLOAD = "<img src=x onerror=\"window.__xss=1;document.title='pwned'\">"
 
 
-@pytest.fixture
-def page(browser, live_server, bob):  # noqa: F811
-    client = Client()
-    client.force_login(bob)
-    cookie = {"name": "sessionid", "value": client.cookies["sessionid"].value}
-    yield from open_page(browser, live_server.url, [cookie | {"url": live_server.url}])
-
-
-@pytest.fixture
-def suite(artifacts_root):  # noqa: F811
-    suite = make_suite("browse", tasks=1)
-    task = Task.objects.get(suite=suite)
-    task.gold_patch = "--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n"
-    task.save()
-    return suite
-
-
-def test_a_mini_swe_agent_trajectory_is_searched_and_unfolded(page, live_server, suite):
-    task = Task.objects.get(suite=suite)
-    attempt = make_attempt(make_run(suite, make_model("gemini-mini")), task, "TESTS_FAILED")
+def test_a_mini_swe_agent_trajectory_is_searched_and_unfolded(page, live_server, transcript_suite):
+    task = Task.objects.get(suite=transcript_suite)
+    attempt = make_attempt(
+        make_run(transcript_suite, make_model("gemini-mini")), task, "TESTS_FAILED"
+    )
     trajectory = json.loads(MINI_TRAJ.read_text())
     # Model output is untrusted: a payload in a reply and in a command's output.
     trajectory["messages"][2]["content"] += "\n" + PAYLOAD
@@ -96,14 +73,14 @@ def test_a_mini_swe_agent_trajectory_is_searched_and_unfolded(page, live_server,
 def test_our_llm_agents_conversation_shows_tokens_and_the_applied_patch(
     page,
     live_server,
-    suite,
+    transcript_suite,
     tmp_path,
-    artifacts_root,  # noqa: F811
+    artifacts_root,
 ):
     from tests.transcript_fixtures import run_llm_agent
 
-    task = Task.objects.get(suite=suite)
-    attempt = make_attempt(make_run(suite, make_model("fake-llm")), task, None)
+    task = Task.objects.get(suite=transcript_suite)
+    attempt = make_attempt(make_run(transcript_suite, make_model("fake-llm")), task, None)
     attempt.artifacts_dir = f"llm/{attempt.public_id}"
     attempt.save(update_fields=["artifacts_dir"])
     run_llm_agent(tmp_path, artifacts_root / attempt.artifacts_dir)

@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (fixtures imported from the transcript's browser tests)
 """Transcript search in Chromium: Enter right after typing a new query searches for it, never
 steps through the previous query's hits (issue 29, item 1: the debounce timer was cleared
 and the old marks stepped)."""
@@ -8,23 +7,17 @@ from __future__ import annotations
 import pytest
 
 from tasks_app.models import Task
-from tests.browser_fixtures import browser  # noqa: F401
-from tests.pages_fixtures import (  # noqa: F401
-    artifacts_root,
-    make_attempt,
-    make_model,
-    make_run,
-    write_artifact,
-)
-from tests.test_browser_transcript import page, suite  # noqa: F401
+from tests.pages_fixtures import make_attempt, make_model, make_run, write_artifact
 from tests.test_pages_transcript import MINI_TRAJ
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-def test_enter_after_a_new_query_searches_for_it(page, live_server, suite):
-    task = Task.objects.get(suite=suite)
-    attempt = make_attempt(make_run(suite, make_model("gemini-mini")), task, "TESTS_FAILED")
+def test_enter_after_a_new_query_searches_for_it(page, live_server, transcript_suite):
+    task = Task.objects.get(suite=transcript_suite)
+    attempt = make_attempt(
+        make_run(transcript_suite, make_model("gemini-mini")), task, "TESTS_FAILED"
+    )
     write_artifact(attempt, "trajectory.traj.json", MINI_TRAJ.read_bytes())
     page.goto(live_server.url + f"/attempts/{attempt.public_id}/")
     page.wait_for_selector("#transcript")

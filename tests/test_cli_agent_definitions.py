@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,6 +21,7 @@ from runs.agents.cli.definition import (
 from runs.agents.cli.install import InstallError, cached_install, ensure_install
 from runs.agents.cli.outcome import CliRun, GatewayView, classify, read_summary
 from runs.taxonomy import Reason
+from tests.ab_cli import ab_main
 
 IS_NUMBER_INTEGRITY = (
     "sha512-41Cifkg6e8TylSpdtTpeLVMqvSBEVzTttHvERD741+pnZ8ANv0004MR"
@@ -68,12 +67,9 @@ def test_the_shipped_definitions_load_and_are_pinned():
 
 
 def test_ab_agents_lists_every_definition_with_its_package():
-    out = subprocess.run(
-        [sys.executable, "-m", "benchsite.cli.main", "agents"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    done = ab_main("agents")
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
     for line in ("claude-code", "npm:@openai/codex==0.169.0-linux-x64", "pypi:mini-swe-agent"):
         assert line in out
 

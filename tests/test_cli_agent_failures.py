@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (pytest fixtures imported from tests.pipeline_fixtures)
 """The reference's three CLI failure modes (fail-fast-and-error-classification.md), each with a
 real CLI: a bad key (the upstream answers 401), a flag the CLI does not know, and a CLI that
 cannot start. Each fails every attempt the same way, so the run aborts after the fail-fast
@@ -23,19 +22,14 @@ from runs.models import Attempt, AttemptStatus, Run, RunStatus
 from runs.pipeline.execute import attempt_execute
 from runs.services import run_launch
 from runs.workers.bookkeeping import attempt_claim, run_attempt_done
-from tests.cli_upstream import (
+from tests.fake_provider_plans import (
     REAL_KEY,
     UPSTREAM_KEY_ENV,
-    ScriptedUpstream,
     Step,
     cli_model_config,
+    plan_provider,
 )
-from tests.pipeline_fixtures import (
-    artifacts_root,  # noqa: F401  (fixture)
-    attempt_folder,
-    get_task,
-    import_tasks,
-)
+from tests.pipeline_fixtures import attempt_folder, get_task, import_tasks
 
 pytestmark = [pytest.mark.django_db, pytest.mark.docker, pytest.mark.slow]
 
@@ -95,7 +89,7 @@ def definitions_with(tmp_path: Path, monkeypatch, name: str, base: str, **change
 
 def test_a_bad_key_is_a_permanent_llm_error_that_aborts_the_run(artifacts_root, monkeypatch):
     monkeypatch.setenv(UPSTREAM_KEY_ENV, "sk-revoked")
-    with ScriptedUpstream([Step.finish()], fail_status=401) as upstream:
+    with plan_provider([Step.finish()], fail_status=401) as upstream:
         run = run_inline(launch(cli_model_config("claude-code", upstream, name="claude bad key")))
         assert upstream.requests  # Claude Code did call, and got the 401
     finished = assert_aborted_with_one_fingerprint(run, "[llm-permanent]")
@@ -110,7 +104,7 @@ def test_a_flag_the_cli_does_not_know_is_a_permanent_empty_run(
     codex = yaml.safe_load((definitions.DEFINITIONS_DIR / "codex.yaml").read_text())
     command = [*codex["command"][:-1], "--max-tokens=4000", codex["command"][-1]]
     name = definitions_with(tmp_path, monkeypatch, "codex-bad-flag", "codex", command=command)
-    with ScriptedUpstream([Step.finish()]) as upstream:
+    with plan_provider([Step.finish()]) as upstream:
         run = run_inline(launch(cli_model_config("codex", upstream, name=name, cli_agent=name)))
         assert upstream.requests == []  # it never got as far as a model call
     finished = assert_aborted_with_one_fingerprint(run, "[cli-usage]")
@@ -125,7 +119,7 @@ def test_a_cli_that_cannot_start_is_a_permanent_empty_run(artifacts_root, monkey
     claude = yaml.safe_load((definitions.DEFINITIONS_DIR / "claude-code.yaml").read_text())
     command = ["{install}/package/claude-missing", *claude["command"][1:]]
     name = definitions_with(tmp_path, monkeypatch, "claude-missing", "claude-code", command=command)
-    with ScriptedUpstream([Step.finish()]) as upstream:
+    with plan_provider([Step.finish()]) as upstream:
         run = run_inline(
             launch(cli_model_config("claude-code", upstream, name=name, cli_agent=name))
         )
@@ -149,11 +143,11 @@ def run_one(config):
 def test_a_cli_past_its_calls_budget_gave_up_naming_the_budget(artifacts_root, monkeypatch):
     monkeypatch.setenv(UPSTREAM_KEY_ENV, REAL_KEY)
     plan = [Step.read("/workspace/repo/src/toy/calc.py")] * 10  # never finishes by itself
-    with ScriptedUpstream(plan) as upstream:
+    with plan_provider(plan) as upstream:
         config = cli_model_config("claude-code", upstream, name="claude 2 calls",
                                   max_model_calls=2)  # fmt: skip
         attempt = run_one(config)
-        upstream_calls = len(upstream.model_requests("/messages"))
+        upstream_calls = len(upstream.requests_to("/messages"))
     assert attempt.failure_reason_id == "AGENT_GAVE_UP", attempt.error_text
     assert "[budget:calls]" in attempt.error_text
     assert not attempt.is_infra  # the agent's result: it counts
@@ -163,7 +157,7 @@ def test_a_cli_past_its_calls_budget_gave_up_naming_the_budget(artifacts_root, m
 def test_a_cli_killed_at_its_time_limit_is_a_timeout_of_ours(artifacts_root, monkeypatch):
     monkeypatch.setenv(UPSTREAM_KEY_ENV, REAL_KEY)
     # The provider takes a minute to answer; the CLI may run 8 seconds.
-    with ScriptedUpstream([Step.finish()], delay_sec=60) as upstream:
+    with plan_provider([Step.finish()], delay_sec=60) as upstream:
         config = cli_model_config("codex", upstream, name="codex 8s", max_time_sec=8)
         attempt = run_one(config)
     assert attempt.failure_reason_id == "TIMEOUT", attempt.error_text
@@ -194,11 +188,11 @@ def test_a_cli_past_its_time_budget_gave_up_naming_it_and_setup_did_not_count(
     monkeypatch.setattr(execute, "run_agent_stage", slow_setup_then_agent)
     monkeypatch.setenv(UPSTREAM_KEY_ENV, REAL_KEY)
     plan = [Step.read("/workspace/repo/src/toy/calc.py")] * 20  # never finishes by itself
-    with ScriptedUpstream(plan, delay_sec=4) as upstream:
+    with plan_provider(plan, delay_sec=4) as upstream:
         config = cli_model_config("claude-code", upstream, name="claude 10s",
                                   max_time_sec=budget)  # fmt: skip
         attempt = run_one(config)
-        answered = len(upstream.model_requests("/messages"))
+        answered = len(upstream.requests_to("/messages"))
     assert attempt.failure_reason_id == "AGENT_GAVE_UP", attempt.error_text
     assert "[budget:time]" in attempt.error_text and not attempt.is_timeout
     assert attempt.agent_exit_code not in (124, 137)  # it stopped by itself

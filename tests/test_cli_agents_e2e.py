@@ -1,8 +1,7 @@
-# ruff: noqa: F811  (pytest fixtures imported from tests.pipeline_fixtures)
 """The real agent CLIs (Claude Code, Codex CLI, mini-swe-agent), installed from the registries
 at their pinned versions into the install cache, fix a task in our sandbox on both backends,
-their model calls going through the gateway to a scripted local upstream (tests/cli_upstream.py)
-that replays a plan: read the file, run the tests, apply the fix, finish.
+their model calls going through the gateway to the tests' fake provider replaying a plan
+(tests/fake_provider_plans.py): read the file, run the tests, apply the fix, finish.
 
 The sandbox has no network: the gateway is the one address the CLI reaches. The first run on a
 machine builds the installs (about a minute for the two npm packages, a few for the venv).
@@ -21,24 +20,18 @@ from runs.agents.cli.install import ensure_install
 from runs.models import AttemptStatus
 from runs.pipeline.adhoc import attempt_create_adhoc
 from runs.pipeline.execute import attempt_execute
-from tests.cli_upstream import (
+from tests.fake_provider import FakeProvider
+from tests.fake_provider_plans import (
     REAL_KEY,
     UPSTREAM_KEY_ENV,
     WIRE_PATH,
-    ScriptedUpstream,
     cli_model_config,
     fix_plan,
     keys_seen,
+    plan_provider,
     scrubbed_recording,
 )
-from tests.pages_fixtures import artifacts_root  # noqa: F401  (fixture; resets the storage too)
-from tests.pipeline_fixtures import (
-    attempt_folder,
-    backend,  # noqa: F401  (fixture)
-    get_task,
-    import_tasks,
-    run_json,
-)
+from tests.pipeline_fixtures import attempt_folder, get_task, import_tasks, run_json
 
 pytestmark = [pytest.mark.django_db, pytest.mark.docker, pytest.mark.bwrap, pytest.mark.slow]
 
@@ -53,10 +46,10 @@ def cli_installs() -> dict:
     return {name: ensure_install(d).path for name, d in load_definitions().items()}
 
 
-def assert_ran_through_the_gateway(attempt, upstream: ScriptedUpstream, cli: str) -> list[dict]:
+def assert_ran_through_the_gateway(attempt, upstream: FakeProvider, cli: str) -> list[dict]:
     """The CLI's calls reached the upstream with the real key (the CLI had only the token),
     every one recorded in model_calls.jsonl with its tokens."""
-    calls = upstream.model_requests(WIRE_PATH[cli])
+    calls = upstream.requests_to(WIRE_PATH[cli])
     assert len(calls) >= 4, [r.path for r in upstream.requests]
     assert keys_seen(upstream) == {REAL_KEY}
     records = [
@@ -118,7 +111,7 @@ def test_each_cli_fixes_the_toy_task_through_the_gateway(
         new=TOY_NEW,
         test_command="PYTHONPATH=src python -m pytest -q tests/test_calc.py",
     )
-    with ScriptedUpstream(plan) as upstream:
+    with plan_provider(plan) as upstream:
         config = cli_model_config(cli, upstream)
         attempt = attempt_execute(
             attempt_create_adhoc(task=task, model_config=config), backend=backend
@@ -182,7 +175,7 @@ def test_each_cli_resolves_the_swebench_instance_through_the_gateway(
         new=MARSHMALLOW_NEW,
         test_command="python -m pytest -q -x tests/test_fields.py -k TestParentAndName",
     )
-    with ScriptedUpstream(plan) as upstream:
+    with plan_provider(plan) as upstream:
         config = cli_model_config(cli, upstream)
         attempt = attempt_execute(
             attempt_create_adhoc(task=marshmallow, model_config=config), backend=backend

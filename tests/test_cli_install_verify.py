@@ -18,23 +18,24 @@ from pathlib import Path
 
 import pytest
 
-from benchsite.cli.main import main
 from runs.agents.cli import definition as definitions
 from runs.agents.cli import install
 from runs.agents.cli.definition import get_definition
 from runs.agents.cli.install import InstallError, ensure_install
+from tests.ab_cli import ab_main
 from tests.test_cli_agent_definitions import write_definition
 
 
 @pytest.fixture
-def built(tmp_path: Path, monkeypatch, capsys):
+def built(tmp_path: Path, monkeypatch):
     """The tiny CLI's install, built by ``ab agents --install tiny`` into the test's cache."""
     folder = tmp_path / "definitions"
     folder.mkdir()
     write_definition(folder, "tiny")
     monkeypatch.setattr(definitions, "DEFINITIONS_DIR", folder)
     monkeypatch.setenv("AGENT_INSTALL_ROOT", str(tmp_path / "agents"))
-    assert main(["agents", "--install", "tiny"]) == 0, capsys.readouterr()
+    done = ab_main("agents", "--install", "tiny")
+    assert done.returncode == 0, done
     definition = get_definition("tiny")
     path = install.cached_install(definition)
     assert path is not None
@@ -51,7 +52,7 @@ def test_the_manifest_records_each_files_sha256(built):
     assert not again.built and not again.repaired
 
 
-def test_a_file_changed_in_place_same_size_and_mtime_is_caught_and_rebuilt(built, capsys):
+def test_a_file_changed_in_place_same_size_and_mtime_is_caught_and_rebuilt(built):
     _, path = built
     target = path / "package/index.js"
     original = target.read_bytes()
@@ -60,8 +61,9 @@ def test_a_file_changed_in_place_same_size_and_mtime_is_caught_and_rebuilt(built
     target.write_bytes(original.replace(b"return", b"RETURN", 1))
     os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))
     assert target.stat().st_size == before.st_size
-    assert main(["agents", "--install", "tiny"]) == 0
-    printed = capsys.readouterr().out
+    done = ab_main("agents", "--install", "tiny")
+    assert done.returncode == 0
+    printed = done.stdout
     assert "rebuilt: the cached one failed its check: package/index.js does not match" in printed
     assert target.read_bytes() == original
 

@@ -13,26 +13,20 @@ import sys
 
 import pytest
 
+from tests.ab_cli import ab as run_ab
+from tests.ab_cli import ab_env
 from tests.conftest import REPO_ROOT
 
 
 @pytest.fixture
 def ab(tmp_path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_URL", "CELERY_"))}
-    env |= {"AB_VAR_DIR": str(tmp_path / "var")}
+    """``ab`` in processes of their own sharing one fresh folder (database and broker)."""
+    var = tmp_path / "var"
 
     def _ab(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, "-m", "benchsite.cli.main", *args],
-            capture_output=True,
-            text=True,
-            cwd=REPO_ROOT,
-            env=env,
-            timeout=120,
-        )
+        return run_ab(*args, var_dir=var, timeout=120)
 
-    _ab.var = tmp_path / "var"  # type: ignore[attr-defined]
-    _ab.env = env  # type: ignore[attr-defined]
+    _ab.var = var  # type: ignore[attr-defined]
     return _ab
 
 
@@ -121,7 +115,7 @@ def test_ab_worker_runs_what_run_suite_queued(ab):
     worker = subprocess.Popen(
         [sys.executable, "-m", "benchsite.cli.main", "worker", "--concurrency", "1", "--beat"],
         cwd=REPO_ROOT,
-        env=ab.env,
+        env=ab_env(ab.var),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,

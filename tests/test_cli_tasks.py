@@ -1,35 +1,25 @@
-"""The first `ab` commands, run through the real console script."""
+"""The first `ab` commands, through the CLI's main function in-process (tests/ab_cli.py) on the
+test's database; the console script's own start is tests/test_cli_startup.py's."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
+import pytest
 
-from tests.conftest import REPO_ROOT, TASKS_DIR
+from tests.ab_cli import ab_main
+from tests.conftest import TASKS_DIR
 
-
-def ab(*args: str, tmp_path, env_extra: dict | None = None) -> subprocess.CompletedProcess:
-    env = os.environ | {"AB_VAR_DIR": str(tmp_path / "var")} | (env_extra or {})
-    return subprocess.run(
-        [sys.executable, "-m", "benchsite.cli.main", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO_ROOT,
-        env=env,
-        timeout=120,
-    )
+pytestmark = pytest.mark.django_db
 
 
 def test_help_lists_every_command(tmp_path):
-    out = ab("--help", tmp_path=tmp_path)
+    out = ab_main("--help")
     assert out.returncode == 0
     for command in ("list-tasks", "import-tasks", "check-tasks", "serve"):
         assert command in out.stdout
 
 
 def test_it_lists_the_tasks_of_a_suite(tmp_path):
-    out = ab("list-tasks", "custom-dev", "--tasks", str(TASKS_DIR), tmp_path=tmp_path)
+    out = ab_main("list-tasks", "custom-dev", "--tasks", str(TASKS_DIR))
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert any(line.startswith("toy_fail_pytest") for line in lines)
@@ -37,7 +27,7 @@ def test_it_lists_the_tasks_of_a_suite(tmp_path):
 
 
 def test_it_says_when_a_suite_has_no_tasks(tmp_path):
-    out = ab("list-tasks", "nope", "--tasks", str(TASKS_DIR), tmp_path=tmp_path)
+    out = ab_main("list-tasks", "nope", "--tasks", str(TASKS_DIR))
     assert out.returncode == 1
     assert "no tasks in suite 'nope'" in out.stderr
 
@@ -54,7 +44,7 @@ def test_check_tasks_names_each_broken_file_and_field(tmp_path):
         (bad / name).mkdir(parents=True)
         (bad / name / "task.yaml").write_text(text)
 
-    out = ab("check-tasks", str(bad), tmp_path=tmp_path)
+    out = ab_main("check-tasks", str(bad))
 
     assert out.returncode == 1
     lines = out.stdout.splitlines()
@@ -65,15 +55,15 @@ def test_check_tasks_names_each_broken_file_and_field(tmp_path):
 
 
 def test_check_tasks_passes_on_the_examples(tmp_path):
-    out = ab("check-tasks", str(TASKS_DIR), tmp_path=tmp_path)
+    out = ab_main("check-tasks", str(TASKS_DIR))
     assert out.returncode == 0, out.stdout
     assert "OK" in out.stdout
 
 
 def test_import_tasks_is_idempotent(tmp_path):
-    first = ab("import-tasks", str(TASKS_DIR), tmp_path=tmp_path)
+    first = ab_main("import-tasks", str(TASKS_DIR))
     assert first.returncode == 0, first.stderr
     assert "created 7" in first.stdout
-    second = ab("import-tasks", str(TASKS_DIR), tmp_path=tmp_path)
+    second = ab_main("import-tasks", str(TASKS_DIR))
     assert second.returncode == 0
     assert "created 0, updated 0, unchanged 7" in second.stdout

@@ -17,13 +17,7 @@ from runs.agents.cli.definition import get_definition
 from runs.models import AgentVariant, ModelConfig
 from tasks_app.models import Task
 from tests.conftest import REPO_ROOT, SHARED_DIR
-from tests.pages_fixtures import (  # noqa: F401 - artifacts_root is a fixture
-    artifacts_root,
-    make_attempt,
-    make_run,
-    make_suite,
-    write_artifact,
-)
+from tests.pages_fixtures import make_attempt, make_run, make_suite, write_artifact
 
 REAL = REPO_ROOT / "tests" / "data" / "model_calls"
 START = dt.datetime(2026, 11, 2, 9, 30, tzinfo=dt.UTC)
@@ -78,7 +72,7 @@ def test_a_cli_in_the_sandbox_counts_the_tool_calls_its_model_asked_for(cli, tmp
 
 
 @pytest.fixture
-def cli_attempt(artifacts_root):  # noqa: F811
+def cli_attempt(artifacts_root):
     suite = make_suite("cli-facts", tasks=1)
     task = Task.objects.get(suite=suite)
     config = ModelConfig.objects.create(

@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (fixtures imported from tests.partial_fixtures and tests.pages_fixtures)
 """The compare page's headline (issue 29, item 7): a difference of two rates is in percentage
 points ("+58.0 pp", never "+58.0%"), and for a pair whose coverage differs (a partial run) the
 delta on the tasks both attempted leads, the whole-suite rates after it."""
@@ -11,8 +10,8 @@ import pytest
 from django.urls import reverse
 
 from runs.templatetags.results import pp
-from tests.pages_fixtures import artifacts_root, make_model, make_run, make_suite, outcomes  # noqa: F401
-from tests.partial_fixtures import FULL, PARTIAL, partial_suite, run_of  # noqa: F401
+from tests.pages_fixtures import make_model, make_run, make_suite, outcomes
+from tests.partial_fixtures import FULL, PARTIAL, run_of
 
 pytestmark = pytest.mark.django_db
 

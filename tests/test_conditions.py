@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (pytest fixtures imported from tests.pipeline_fixtures)
 """Conditions: the files a model configuration adds to the workspace before its agent starts.
 
 Checked when stored (API, admin form, model), written into a real sandbox on both backends
@@ -21,15 +20,7 @@ from runs import conditions
 from runs.models import AgentVariant, ModelConfig
 from runs.pipeline.adhoc import attempt_create_adhoc, model_config_for_variant
 from runs.pipeline.execute import attempt_execute
-from tests.pipeline_fixtures import (
-    artifacts_root,  # noqa: F401  (fixture)
-    attempt_folder,
-    backend,  # noqa: F401  (fixture)
-    get_task,
-    git_repo,
-    import_tasks,
-    write_task,
-)
+from tests.pipeline_fixtures import attempt_folder, get_task, git_repo, import_tasks, write_task
 
 AGENTS_MD = "# Notes for agents\nRun the tests with pytest before you stop.\n"
 SKILL = "---\nname: fix-division\n---\nUse / for a mean.\n"
@@ -182,13 +173,13 @@ CLI_CONDITIONS = [
 def test_a_real_cli_sends_the_conditions_instructions_to_the_model(
     cli, path, backend_name, artifacts_root, monkeypatch
 ):
-    from tests.cli_upstream import (
+    from tests.fake_provider_plans import (
         REAL_KEY,
         UPSTREAM_KEY_ENV,
         WIRE_PATH,
-        ScriptedUpstream,
         cli_model_config,
         fix_plan,
+        plan_provider,
     )
 
     marker = "agentbench-condition-7f3a: prefer true division in calc.py"
@@ -201,13 +192,13 @@ def test_a_real_cli_sends_the_conditions_instructions_to_the_model(
         new="    return total(values) / len(values)",
         test_command="PYTHONPATH=src python -m pytest -q tests/test_calc.py",
     )
-    with ScriptedUpstream(plan) as upstream:
+    with plan_provider(plan) as upstream:
         config = cli_model_config(cli, upstream, name=f"{cli} + {path}")
         config.workspace_files = {path: f"# Notes for this repository\n\n{marker}\n"}
         config.full_clean()
         config.save()
         attempt = _run(get_task("toy_fail_pytest"), config, backend_name)
-        bodies = [json.dumps(r.body) for r in upstream.model_requests(WIRE_PATH[cli])]
+        bodies = [json.dumps(r.json) for r in upstream.requests_to(WIRE_PATH[cli])]
 
     assert attempt.failure_reason_id is None, attempt.error_text
     # Every call of its working loop (those offering its tools; not side requests such as a

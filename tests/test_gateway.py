@@ -1,5 +1,5 @@
 """The model gateway (runs/gateway/) between the real ``openai`` and ``anthropic`` clients and a
-scripted provider speaking each wire API (tests/provider_fake_server.py): forwarding byte for
+scripted provider speaking each wire API (tests/fake_provider.py): forwarding byte for
 byte, streaming as it arrives, the record, tokens and cost, budgets, errors, the token."""
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from runs.failfast import classify_error_text, normalize_fingerprint
 from runs.gateway import GatewayBudgets, open_gateway
 from runs.gateway.server import KeyScrubber
 from sandbox.base import AGENT_UID
-from tests import provider_fake_server as fake
+from tests import fake_provider as fake
+from tests.fake_provider import FakeProvider
 from tests.gateway_fixtures import REAL_KEY, config, raw_post, records
-from tests.provider_fake_server import FakeProvider
 
 MESSAGES = [{"role": "user", "content": "fix the bug"}]
 

@@ -1,7 +1,7 @@
 """The gateway's budgets under attack from its own CLI: parallel calls racing the token and cost
 budgets, a stream that never ends, a request naming a dearer model, a model with no price.
 The real ``openai`` and ``anthropic`` clients against a scripted provider on loopback
-(tests/provider_fake_server.py); the race from inside real sandboxes is in
+(tests/fake_provider.py); the race from inside real sandboxes is in
 tests/test_gateway_sandbox_budgets.py."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import openai
 import pytest
 
 from runs.gateway import GatewayBudgets, GatewayConfigError, open_gateway
-from tests import provider_fake_server as fake
+from tests import fake_provider as fake
+from tests.fake_provider import FakeProvider, Request
 from tests.gateway_fixtures import config, raw_post, records
-from tests.provider_fake_server import FakeProvider, Request
 
 MESSAGES = [{"role": "user", "content": "fix the bug"}]
 # gpt-4o's list price: 120 tokens (100 in, 20 out) cost $0.00045.

@@ -16,9 +16,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from runs.gateway import open_gateway
+from tests.fake_provider import FakeProvider
 from tests.gateway_fixtures import config, records
 from tests.gateway_raw import exchange
-from tests.provider_fake_server import FakeProvider
 
 SEED = 28
 GENERATED = 300

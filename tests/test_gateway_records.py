@@ -15,9 +15,9 @@ import pytest
 
 from runs.gateway import GatewayBudgets, open_gateway
 from runs.transcript.model_calls import parse_model_calls
-from tests import provider_fake_server as fake
+from tests import fake_provider as fake
+from tests.fake_provider import FakeProvider, Request
 from tests.gateway_fixtures import REAL_KEY, config, raw_post
-from tests.provider_fake_server import FakeProvider, Request
 
 MESSAGES = [{"role": "user", "content": "fix the bug"}]
 MB = 1_000_000

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from runs.gateway import open_gateway
-from tests import provider_fake_server as fake
+from tests import fake_provider as fake
+from tests.fake_provider import FakeProvider
 from tests.gateway_fixtures import REAL_KEY, config, records
 from tests.gateway_raw import chunked, connect, exchange, head
-from tests.provider_fake_server import FakeProvider
 
 ROOT = Path(__file__).resolve().parent.parent
 BODY = json.dumps({"model": "claude-sonnet-4", "max_tokens": 10, "messages": []}).encode()

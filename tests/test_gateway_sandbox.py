@@ -16,28 +16,24 @@ import os
 import tarfile
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import docker
 import docker.errors
 import pytest
 
-from runs.gateway import Gateway, open_gateway
-from sandbox import BACKENDS, open_sandbox
+from runs.gateway import open_gateway
 from sandbox.base import Sandbox, SandboxConfig
 from sandbox.docker_backend import DockerSandbox
 from sandbox.errors import SandboxError
 from sandbox.gateway_mount import DEFAULT_PORT, FORWARDER_PATH, forwarder_binary, source_key
 from sandbox.host_fence import host_ipv4_addresses
-from tests import provider_fake_server as fake
-from tests.backends import backend_params
-from tests.gateway_fixtures import REAL_KEY, config, records
-from tests.netns_fixtures import FakeInternet, fake_internet
-from tests.provider_fake_server import FakeProvider
-from tests.test_sandbox_conformance import Listener, host_address_for, listener
-
-__all__ = ["fake_internet", "listener"]  # fixtures: imported for pytest, not unused
+from tests import fake_provider as fake
+from tests.fake_provider import FakeProvider
+from tests.gateway_fixtures import REAL_KEY, MakeSandbox, config, records
+from tests.netns_fixtures import FakeInternet
+from tests.test_sandbox_conformance import Listener, host_address_for
 
 # The CLI stand-in: argv[1] is a JSON list of requests [path, body, stream]; argv[2] a JSON
 # list of [host, port] to try to reach. Prints one JSON document.
@@ -70,42 +66,6 @@ print(json.dumps({"calls": calls, "probes": probes, "interfaces": interfaces}))
 """
 CHAT = {"model": "gpt-4o", "messages": [{"role": "user", "content": "fix it"}]}
 
-MakeSandbox = Callable[..., Sandbox]
-
-
-@pytest.fixture(params=backend_params(BACKENDS))
-def backend(request: pytest.FixtureRequest) -> str:
-    return request.param
-
-
-@pytest.fixture
-def make_sandbox(backend: str, tmp_path: Path) -> Iterator[MakeSandbox]:
-    made: list[Sandbox] = []
-
-    def make(gw: Gateway, **overrides: object) -> Sandbox:
-        fields: dict[str, object] = {
-            "name": f"test-gw-{uuid.uuid4().hex[:10]}",
-            "workspace": tmp_path / f"ws{len(made)}",
-            "memory_mb": 256,
-            "pids_limit": 64,
-            "labels": {"agentbench.test": "gateway"},
-            "allow_network": False,
-            "gateway": gw.sandbox_mount,
-            "env": {
-                "OPENAI_API_KEY": gw.token,
-                "OPENAI_BASE_URL": gw.sandbox_base_url,
-                "GATEWAY_PORT": str(DEFAULT_PORT),
-            },
-        }
-        fields.update(overrides)
-        sb = open_sandbox(SandboxConfig(**fields), backend)  # type: ignore[arg-type]
-        made.append(sb)
-        return sb
-
-    yield make
-    for sb in made:
-        sb.close()
-
 
 def run_client(sb: Sandbox, requests: list, probes: list | None = None, **kwargs: object) -> dict:
     result = sb.exec(
@@ -123,7 +83,7 @@ def body_of(call: list) -> bytes:
 
 def test_a_command_reaches_the_gateway_and_nothing_else(
     backend: str,
-    make_sandbox: MakeSandbox,
+    make_gateway_sandbox: MakeSandbox,
     tmp_path: Path,
     listener: Listener,
     fake_internet: FakeInternet,
@@ -138,7 +98,7 @@ def test_a_command_reaches_the_gateway_and_nothing_else(
             for port in (listener.port, upstream.port, gateway_port)
         ]
         probes.append([fake_internet.address, fake_internet.port])
-        with make_sandbox(gw) as sb:
+        with make_gateway_sandbox(gw) as sb:
             out = run_client(
                 sb,
                 [
@@ -161,7 +121,7 @@ def test_a_command_reaches_the_gateway_and_nothing_else(
 
 
 def test_the_real_key_is_nowhere_in_the_sandbox(
-    backend: str, make_sandbox: MakeSandbox, tmp_path: Path
+    backend: str, make_gateway_sandbox: MakeSandbox, tmp_path: Path
 ) -> None:
     """Everything a CLI could see or leave: its environment and every process's, the files it
     wrote (workspace, /tmp, home), the answers it got (an upstream echoing the key in an
@@ -179,7 +139,7 @@ def test_the_real_key_is_nowhere_in_the_sandbox(
     with (
         FakeProvider(replies) as upstream,
         open_gateway(config(upstream, tmp_path)) as gw,
-        make_sandbox(gw) as sb,
+        make_gateway_sandbox(gw) as sb,
     ):
         cli = CLIENT.replace(
             'print(json.dumps({"calls"',
@@ -234,12 +194,12 @@ def test_the_real_key_is_nowhere_in_the_sandbox(
 
 
 def test_the_forwarder_leaves_every_result_as_it_was(
-    make_sandbox: MakeSandbox, tmp_path: Path
+    make_gateway_sandbox: MakeSandbox, tmp_path: Path
 ) -> None:
     with (
         FakeProvider() as upstream,
         open_gateway(config(upstream, tmp_path)) as gw,
-        make_sandbox(gw) as sb,
+        make_gateway_sandbox(gw) as sb,
     ):
         result = sb.exec("echo out; echo err >&2; exit 3", timeout=10)
         assert (result.exit_code, result.stdout, result.stderr) == (3, "out\n", "err\n")
@@ -262,14 +222,14 @@ def test_the_forwarder_leaves_every_result_as_it_was(
 
 
 def test_execs_after_the_gateway_closed_run_without_it(
-    make_sandbox: MakeSandbox, tmp_path: Path
+    make_gateway_sandbox: MakeSandbox, tmp_path: Path
 ) -> None:
     """The sandbox outlives the agent stage (the final tests run in it): once the gateway is
     closed its execs run as in any sandbox, and nothing listens on the port."""
     probe = [["python3", "-c", CLIENT, "[]", json.dumps([["127.0.0.1", DEFAULT_PORT]])]]
     with FakeProvider() as upstream:
         gw = open_gateway(config(upstream, tmp_path))
-        with make_sandbox(gw) as sb:
+        with make_gateway_sandbox(gw) as sb:
             during = json.loads(sb.exec(probe[0], timeout=20).stdout)["probes"]
             gw.close()
             after = sb.exec(probe[0], timeout=20)
@@ -294,13 +254,15 @@ def calling(sb: Sandbox, calls: int, outs: list[dict], errors: list[BaseExceptio
     return thread
 
 
-def test_concurrent_execs_each_reach_the_gateway(make_sandbox: MakeSandbox, tmp_path: Path) -> None:
+def test_concurrent_execs_each_reach_the_gateway(
+    make_gateway_sandbox: MakeSandbox, tmp_path: Path
+) -> None:
     """Docker's execs share a network namespace: each exec's forwarder binds the same port."""
     replies = [fake.chat(f"answer {n}") for n in range(4)]
     with (
         FakeProvider(replies) as upstream,
         open_gateway(config(upstream, tmp_path)) as gw,
-        make_sandbox(gw) as sb,
+        make_gateway_sandbox(gw) as sb,
     ):
         outs: list[dict] = []
         errors: list[BaseException] = []
@@ -313,7 +275,7 @@ def test_concurrent_execs_each_reach_the_gateway(make_sandbox: MakeSandbox, tmp_
 
 
 def test_short_execs_beside_a_long_one_never_cut_its_calls(
-    make_sandbox: MakeSandbox, tmp_path: Path
+    make_gateway_sandbox: MakeSandbox, tmp_path: Path
 ) -> None:
     """A forwarder whose command ends first may hold (or have queued) another exec's
     connection: it relays it to the end before it exits, and the kernel moves what is queued
@@ -324,7 +286,7 @@ def test_short_execs_beside_a_long_one_never_cut_its_calls(
     with (
         FakeProvider(replies) as upstream,
         open_gateway(config(upstream, tmp_path)) as gw,
-        make_sandbox(gw) as sb,
+        make_gateway_sandbox(gw) as sb,
     ):
         outs: list[dict] = []
         errors: list[BaseException] = []
@@ -341,7 +303,7 @@ def test_short_execs_beside_a_long_one_never_cut_its_calls(
 
 def test_a_networked_exec_reaches_the_gateway_and_the_internet_but_not_the_host(
     backend: str,
-    make_sandbox: MakeSandbox,
+    make_gateway_sandbox: MakeSandbox,
     tmp_path: Path,
     listener: Listener,
     fake_internet: FakeInternet,
@@ -349,7 +311,7 @@ def test_a_networked_exec_reaches_the_gateway_and_the_internet_but_not_the_host(
     with (
         FakeProvider([fake.chat("online")]) as upstream,
         open_gateway(config(upstream, tmp_path)) as gw,
-        make_sandbox(gw, allow_network=True) as sb,
+        make_gateway_sandbox(gw, allow_network=True) as sb,
     ):
         probes = [
             [fake_internet.address, fake_internet.port],
@@ -416,7 +378,9 @@ def test_the_forwarder_needs_nothing_from_the_image(tmp_path: Path, no_python_im
     assert gw.summary.calls == 1
 
 
-def test_a_token_from_another_sandbox_is_refused(make_sandbox: MakeSandbox, tmp_path: Path) -> None:
+def test_a_token_from_another_sandbox_is_refused(
+    make_gateway_sandbox: MakeSandbox, tmp_path: Path
+) -> None:
     """Two attempts, two gateways: a command holding one attempt's token gets nothing from
     the other's gateway."""
     with (
@@ -425,7 +389,7 @@ def test_a_token_from_another_sandbox_is_refused(make_sandbox: MakeSandbox, tmp_
         open_gateway(config(upstream, tmp_path / "b")) as theirs,
     ):
         env = {"OPENAI_API_KEY": theirs.token, "GATEWAY_PORT": str(DEFAULT_PORT)}
-        with make_sandbox(mine, env=env) as sb:
+        with make_gateway_sandbox(mine, env=env) as sb:
             out = run_client(sb, [["/chat/completions", CHAT, False]])
     assert out["calls"][0][0] == 401
     assert upstream.requests == []

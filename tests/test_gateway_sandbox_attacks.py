@@ -10,12 +10,9 @@ import json
 from pathlib import Path
 
 from runs.gateway import open_gateway
-from tests import provider_fake_server as fake
-from tests.gateway_fixtures import REAL_KEY, config, records
-from tests.provider_fake_server import FakeProvider
-from tests.test_gateway_sandbox import MakeSandbox, backend, make_sandbox
-
-__all__ = ["backend", "make_sandbox"]  # fixtures: imported for pytest, not unused
+from tests import fake_provider as fake
+from tests.fake_provider import FakeProvider
+from tests.gateway_fixtures import REAL_KEY, MakeSandbox, config, records
 
 # argv[1]: a JSON list of [head (base64), flood bytes after it]; prints, for each, the status
 # the gateway answered (None: closed without one) and how many bytes it took.
@@ -63,7 +60,7 @@ def raw(target: str, *, method: str = "POST", host: str = "127.0.0.1", chunked: 
 
 
 def test_a_sandbox_cannot_bend_the_gateways_routes_host_or_body_limit(
-    backend: str, make_sandbox: MakeSandbox, tmp_path: Path
+    backend: str, make_gateway_sandbox: MakeSandbox, tmp_path: Path
 ) -> None:
     targets = [
         ("GET", "/v1/files/models/..", 400),
@@ -75,7 +72,7 @@ def test_a_sandbox_cannot_bend_the_gateways_routes_host_or_body_limit(
         ("POST", "http://evil.example:1/v1/messages", 400),
     ]
     cfg = config(upstream := FakeProvider([fake.messages("ok")]), tmp_path, anthropic=True)
-    with upstream, open_gateway(cfg) as gw, make_sandbox(gw) as sb:
+    with upstream, open_gateway(cfg) as gw, make_gateway_sandbox(gw) as sb:
         attacks = [[raw(t, method=m, token=gw.token), 0] for m, t, _ in targets]
         attacks.append([raw("/v1/messages", host="evil.example:1", token=gw.token), 0])
         attacks.append([raw("/v1/messages", chunked=True, token=gw.token), FLOOD])

@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (pytest fixtures imported from tests.test_gateway_sandbox)
 """The budget race from where it starts: a command inside a real sandbox, on each backend, makes
 30 model calls at once through the gateway against a token and a cost budget (before: all 30
 answered, 12 and 18 times the budgets)."""
@@ -9,10 +8,9 @@ import json
 from pathlib import Path
 
 from runs.gateway import GatewayBudgets, open_gateway
-from tests import provider_fake_server as fake
-from tests.gateway_fixtures import config, records
-from tests.provider_fake_server import FakeProvider, Request
-from tests.test_gateway_sandbox import MakeSandbox, backend, make_sandbox  # noqa: F401
+from tests import fake_provider as fake
+from tests.fake_provider import FakeProvider, Request
+from tests.gateway_fixtures import MakeSandbox, config, records
 
 # 30 threads, each one call on its own connection, all released at once.
 RACE = r"""
@@ -44,13 +42,13 @@ def slow_chat(request: Request) -> fake.Reply:
 
 
 def test_parallel_calls_from_a_sandbox_cannot_race_past_the_budgets(
-    backend: str, make_sandbox: MakeSandbox, tmp_path: Path
+    backend: str, make_gateway_sandbox: MakeSandbox, tmp_path: Path
 ) -> None:
     budgets = GatewayBudgets(max_tokens=300, max_cost_usd=0.001)
     with (
         FakeProvider(respond=slow_chat) as upstream,
         open_gateway(config(upstream, tmp_path, budgets=budgets)) as gw,
-        make_sandbox(gw, pids_limit=128) as sb,
+        make_gateway_sandbox(gw, pids_limit=128) as sb,
     ):
         result = sb.exec(["python3", "-c", RACE, "30"], timeout=120)
         assert result.ok, result.stderr

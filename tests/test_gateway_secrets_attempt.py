@@ -1,10 +1,9 @@
-# ruff: noqa: F811  (pytest fixtures imported from tests.pipeline_fixtures)
 """A whole attempt of a real CLI (Claude Code, in the sandbox, on both backends) whose upstream
 echoes the key it got in a header and in every answer's body, and whose agent prints its
 environment (the token) into its next request: afterwards the key and the token are in no
 artifact file of the attempt, no API answer and no export.
 
-The upstream is the scripted one of the CLI end-to-end tests (tests/cli_upstream.py), made to
+The upstream is the scripted one of the CLI end-to-end tests (tests/fake_provider_plans.py), made to
 echo; the CLI, the sandbox, the gateway and the pipeline are real.
 """
 
@@ -12,68 +11,46 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
 import pytest
 
 from runs.models import AttemptStatus
 from runs.pipeline.adhoc import attempt_create_adhoc
 from runs.pipeline.execute import attempt_execute
-from tests.cli_upstream import (
+from tests.fake_provider import Reply, Request
+from tests.fake_provider_plans import (
     REAL_KEY,
     UPSTREAM_KEY_ENV,
-    ScriptedUpstream,
     Step,
-    _Handler,
     cli_model_config,
+    plan_provider,
 )
-from tests.pages_fixtures import artifacts_root  # noqa: F401  (fixture; resets the storage too)
-from tests.pipeline_fixtures import (
-    attempt_folder,
-    backend,  # noqa: F401  (fixture)
-    get_task,
-    import_tasks,
-)
+from tests.pipeline_fixtures import attempt_folder, get_task, import_tasks
 
 pytestmark = [pytest.mark.django_db, pytest.mark.docker, pytest.mark.bwrap, pytest.mark.slow]
 
 TOKEN = re.compile(rb"abgw-[A-Za-z0-9_-]{43}")
 
 
-class EchoingUpstream(ScriptedUpstream):
-    """Answers as the scripted upstream does, plus the credential it received in an
-    ``x-echo`` header and in an ``echo`` field of every JSON answer and streamed event."""
-
-    def __enter__(self) -> EchoingUpstream:
-        from http.server import ThreadingHTTPServer
-        from threading import Thread
-
-        upstream = self
-
-        class Handler(_Handler):
-            owner = upstream
-
-            def _credential(self) -> str:
-                bearer = self.headers.get("Authorization", "").removeprefix("Bearer ")
-                return self.headers.get("x-api-key") or bearer
-
-            def end_headers(self) -> None:
-                self.send_header("x-echo", self._credential())
-                super().end_headers()
-
-            def _json(self, status: int, obj: Any) -> None:
-                if isinstance(obj, dict):
-                    obj = {**obj, "echo": self._credential()}
-                super()._json(status, obj)
-
-            def _sse(self, events: list, *, done: bool = False) -> None:
-                key = self._credential()
-                super()._sse([(name, {**data, "echo": key}) for name, data in events], done=done)
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        Thread(target=self._server.serve_forever, daemon=True).start()
-        return self
+def echo_credential(request: Request, reply: Reply) -> Reply:
+    """Answer as the plan does, plus the credential received in an ``x-echo`` header and in an
+    ``echo`` field of every JSON answer and streamed event (a hostile provider)."""
+    bearer = request.headers.get("authorization", "").removeprefix("Bearer ")
+    key = request.headers.get("x-api-key") or bearer
+    reply.headers = {**reply.headers, "x-echo": key}
+    if reply.events is None:
+        doc = json.loads(reply.body)
+        if isinstance(doc, dict):
+            reply.body = json.dumps({**doc, "echo": key}).encode()
+        return reply
+    echoed = []
+    for event in reply.events:
+        head, _, data = event.decode().rstrip("\n").rpartition("data: ")
+        if data != "[DONE]":
+            data = json.dumps({**json.loads(data), "echo": key})
+        echoed.append(f"{head}data: {data}\n\n".encode())
+    reply.events = echoed
+    return reply
 
 
 def test_no_artifact_api_answer_or_export_holds_the_key_or_the_token(
@@ -87,15 +64,15 @@ def test_no_artifact_api_answer_or_export_holds_the_key_or_the_token(
         Step.read("/workspace/repo/src/toy/calc.py"),
         Step.finish(f"done; my key is {REAL_KEY}"),  # an answer text holding the key
     ]
-    with EchoingUpstream(plan) as upstream:
+    with plan_provider(plan, decorate=echo_credential) as upstream:
         config = cli_model_config("claude-code", upstream)
         attempt = attempt_execute(
             attempt_create_adhoc(task=task, model_config=config), backend=backend
         )
     assert attempt.status == AttemptStatus.FINISHED, attempt.error_text
     # The upstream did echo the key, and the CLI's requests did carry the token it printed.
-    assert len(upstream.model_requests("/messages")) >= 3
-    sent = json.dumps([r.body for r in upstream.requests]).encode()
+    assert len(upstream.requests_to("/messages")) >= 3
+    sent = json.dumps([r.json for r in upstream.requests]).encode()
     assert TOKEN.search(sent), "the agent's env output reached the upstream"
     folder = attempt_folder(attempt)
     files = [p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()]

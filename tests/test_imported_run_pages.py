@@ -20,7 +20,7 @@ from runs.results.leaderboard import leaderboard_rows
 from runs.results.taxonomy_report import taxonomy_breakdown
 from runs.templatetags.results import usd
 from tasks_app.models import Suite, Task
-from tests.pages_fixtures import artifacts_root, make_attempt, make_model, make_run  # noqa: F401
+from tests.pages_fixtures import make_attempt, make_model, make_run
 from tests.test_run_import import INSPECT_LOG, MINI
 
 pytestmark = pytest.mark.django_db
@@ -45,7 +45,7 @@ def resolved_ids() -> set[str]:
 
 
 @pytest.fixture
-def suite(artifacts_root) -> Suite:  # noqa: F811
+def suite(artifacts_root) -> Suite:
     run_folder_import(path=MINI, suite_name="verified-mini", model_name=IMPORTED)
     suite = Suite.objects.get(name="verified-mini")
     # Our run resolves the first 5 tasks by id and fails the rest.

@@ -20,7 +20,6 @@ from runs.artifacts import read_transcript
 from runs.imports.run_import import run_folder_import
 from runs.models import Attempt
 from tasks_app.swebench.importer import swebench_import
-from tests.pages_fixtures import artifacts_root  # noqa: F401 - a fixture
 from tests.swebench_fixtures import LITE_DEV
 from tests.test_run_import import IMPORTS, INSPECT_JSON_LOG, INSPECT_LOG, MINI
 
@@ -49,7 +48,7 @@ def transcript_html(body: str) -> str:
 
 def test_it_shows_an_imported_mini_swe_agent_attempt_with_commands_outputs_and_cost(
     reader,
-    artifacts_root,  # noqa: F811
+    artifacts_root,
 ):
     run_folder_import(path=MINI, suite_name="verified-mini", model_name="mini-swe-agent")
     attempt = Attempt.objects.get(task__task_id=MINI_INSTANCE)
@@ -74,7 +73,7 @@ def test_it_shows_an_imported_mini_swe_agent_attempt_with_commands_outputs_and_c
 
 
 def test_it_counts_the_same_calls_and_cost_on_the_attempt_as_in_its_transcript(
-    artifacts_root,  # noqa: F811
+    artifacts_root,
 ):
     run_folder_import(path=MINI, suite_name="verified-mini", model_name="mini-swe-agent")
     attempts = list(Attempt.objects.filter(suite__name="verified-mini"))
@@ -92,7 +91,7 @@ def test_it_counts_the_same_calls_and_cost_on_the_attempt_as_in_its_transcript(
     assert format_errors > 0
 
 
-def test_it_shows_an_imported_swe_agent_traj_with_every_action(reader, artifacts_root):  # noqa: F811
+def test_it_shows_an_imported_swe_agent_traj_with_every_action(reader, artifacts_root):
     swebench_import(source=LITE_DEV, suite_name="lite-dev")
     run_folder_import(path=IMPORTS / "swe_agent", suite_name="lite-dev", model_name="swe-agent")
     attempt = Attempt.objects.get(task__task_id=SWE_AGENT_INSTANCE)
@@ -109,7 +108,7 @@ def test_it_shows_an_imported_swe_agent_traj_with_every_action(reader, artifacts
     assert "$0.1234" in shown and "3 API calls" in shown
 
 
-def test_it_shows_an_imported_inspect_sample_with_its_score_and_tokens(reader, artifacts_root):  # noqa: F811
+def test_it_shows_an_imported_inspect_sample_with_its_score_and_tokens(reader, artifacts_root):
     swebench_import(source=MINI / "instances.jsonl", suite_name="verified-mini")
     run_folder_import(path=INSPECT_LOG, suite_name="verified-mini", model_name="insp")
     attempt = Attempt.objects.get(task__task_id="psf__requests-1142")
@@ -125,7 +124,7 @@ def test_it_shows_an_imported_inspect_sample_with_its_score_and_tokens(reader, a
     assert (attempt.tokens_in, attempt.tokens_out) == (transcript.tokens_in, transcript.tokens_out)
 
 
-def test_it_shows_a_sample_of_an_inspect_json_log_with_its_tool_call(reader, artifacts_root):  # noqa: F811
+def test_it_shows_a_sample_of_an_inspect_json_log_with_its_tool_call(reader, artifacts_root):
     swebench_import(source=MINI / "instances.jsonl", suite_name="verified-mini")
     run_folder_import(path=INSPECT_JSON_LOG, suite_name="verified-mini", model_name="insp-json")
     attempt = Attempt.objects.get(task__task_id="psf__requests-1142")

@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (pytest fixtures imported from other test modules)
 """Infrastructure failures get their own outcome: an engine that goes away and a container
 that vanishes are SANDBOX_ERROR with the engine's error, an OOM kill is SANDBOX_ERROR [oom], a
 kill by us INTERRUPTED, and only a real timeout is a timeout (exit 137 alone is not). The
@@ -26,13 +25,8 @@ from sandbox.docker_exec_client import Finished
 from sandbox.errors import SandboxClosed, SandboxError
 from sandbox.output import CappedOutput
 from tests.backends import backend_params
-from tests.pipeline_fixtures import (
-    artifacts_root,  # noqa: F401  (fixture)
-    git_repo,
-    import_tasks,
-    write_task,
-)
-from tests.private_dockerd import PrivateDockerd, private_dockerd  # noqa: F401  (fixture)
+from tests.pipeline_fixtures import git_repo, import_tasks, write_task
+from tests.private_dockerd import PrivateDockerd
 
 
 def config(tmp_path: Path, **overrides) -> SandboxConfig:

@@ -21,10 +21,9 @@ from django.urls import reverse
 from benchsite.accounts.access import ACCESS_DENIED
 from benchsite.accounts.models import AuditEvent
 from benchsite.accounts.services import api_token_create
-from benchsite.cli.main import main
 from runs.models import Attempt, ModelConfig
 from runs.upstreams import UpstreamPolicy, UpstreamRefused
-from tests.api_fixtures import fresh_cache  # noqa: F401
+from tests.ab_cli import ab_main
 from tests.conftest import TASKS_DIR
 
 pytestmark = pytest.mark.django_db
@@ -191,13 +190,13 @@ def test_the_admin_names_the_refused_field_to_a_superuser_and_audits_a_change(al
 # --- The command line ------------------------------------------------------------------------
 
 
-def test_the_command_line_refuses_a_secret_variable_naming_the_field(capsys):
-    code = main([
+def test_the_command_line_refuses_a_secret_variable_naming_the_field():
+    refused = ab_main(
         "run-agent", "--task", str(TOY_TASK), "--variant", "llm", "--model", "gpt-4o",
         "--base-url", "https://api.openai.com/v1", "--api-key-env", "DJANGO_SECRET_KEY",
-    ])  # fmt: skip
-    assert code == 1
-    err = capsys.readouterr().err
+    )  # fmt: skip
+    assert refused.returncode == 1
+    err = refused.stderr
     assert "api_key_env: 'DJANGO_SECRET_KEY' holds one of the site's own secrets" in err
     assert not ModelConfig.objects.filter(api_key_env="DJANGO_SECRET_KEY").exists()
 
@@ -239,18 +238,18 @@ def artifact_text(attempt: Attempt) -> str:
 
 @pytest.mark.slow
 def test_a_stored_row_naming_a_secret_never_sends_it(settings, tmp_path, monkeypatch):
-    from tests.openai_fake_server import FakeOpenAIServer, text
+    from tests.fake_provider import FakeProvider, text
 
     settings.ARTIFACTS_ROOT = tmp_path / "artifacts"
     monkeypatch.setenv("AB_TEST_SITE_SECRET", SECRET)
-    with FakeOpenAIServer([text("done")]) as server:
+    with FakeProvider([text("done")]) as server:
         config = ModelConfig.objects.create(
             name="llm stored", agent_variant="llm", model_name="gpt-4o-mini",
-            base_url=server.base_url, api_key_env="H3_FAKE_KEY",
+            base_url=server.url("/v1"), api_key_env="H3_FAKE_KEY",
         )  # fmt: skip
         raw_sql_update(config, api_key_env="AB_TEST_SITE_SECRET")
         attempt = run_one(config)
-        assert server.headers == []  # the model was never called: no key went anywhere
+        assert server.requests == []  # the model was never called: no key went anywhere
     assert attempt.failure_reason_id == "LLM_ERROR" and attempt.is_infra
     assert "[upstream-refused] api_key_env: 'AB_TEST_SITE_SECRET' is not" in attempt.error_text
     assert attempt.error_kind == "permanent"
@@ -261,14 +260,14 @@ def test_a_stored_row_naming_a_secret_never_sends_it(settings, tmp_path, monkeyp
 def test_a_cli_attempt_to_an_unlisted_upstream_never_opens_its_gateway(
     settings, tmp_path, monkeypatch
 ):
-    from tests.cli_upstream import REAL_KEY, UPSTREAM_KEY_ENV, ScriptedUpstream, Step
+    from tests.fake_provider_plans import REAL_KEY, UPSTREAM_KEY_ENV, Step, plan_provider
 
     settings.ARTIFACTS_ROOT = tmp_path / "artifacts"
     monkeypatch.setenv(UPSTREAM_KEY_ENV, REAL_KEY)
-    with ScriptedUpstream([Step.finish()]) as upstream:
+    with plan_provider([Step.finish()]) as upstream:
         config = ModelConfig.objects.create(
             name="claude stored", agent_variant="cli", cli_agent="claude-code",
-            model_name="claude-sonnet-4-5", base_url=upstream.base_url,
+            model_name="claude-sonnet-4-5", base_url=upstream.url(),
             api_key_env=UPSTREAM_KEY_ENV,
         )  # fmt: skip
         # The operator takes loopback off the list after the row was stored.

@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (pytest fixtures imported from tests.api_fixtures)
 from __future__ import annotations
 
 import json
@@ -9,7 +8,6 @@ from django.core.exceptions import ValidationError
 from django.test import RequestFactory
 
 from runs.models import ModelConfig
-from tests.api_fixtures import alice_token, fresh_cache, staff_auth  # noqa: F401
 
 
 def test_names_that_slugify_alike_get_distinct_slugs(db):

@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (pytest fixtures imported from tests.*_fixtures)
 """Imported patches nobody asked to evaluate: status not_evaluated, outside every queue, shown
 on the run page and the leaderboard, and queued only by an explicit evaluate (service, API,
 CLI, admin)."""
@@ -16,9 +15,8 @@ from runs.models import Attempt, AttemptStatus, Run, RunStatus
 from runs.services import run_evaluate
 from runs.workers.bookkeeping import attempts_reap
 from tasks_app.swebench.importer import swebench_import
-from tests.api_fixtures import alice_token, auth, bob_token, fresh_cache, staff_auth  # noqa: F401
-from tests.orchestration_fixtures import broker  # noqa: F401
-from tests.swebench_fixtures import LITE_DEV, ab, rows
+from tests.ab_cli import ab
+from tests.swebench_fixtures import LITE_DEV, rows
 
 LITE = rows(LITE_DEV)
 IDS = [r["instance_id"] for r in LITE]

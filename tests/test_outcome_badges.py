@@ -12,13 +12,7 @@ from django.urls import reverse
 
 from runs.models import AttemptStatus, RunSource
 from tasks_app.models import Task
-from tests.pages_fixtures import (  # noqa: F401 - artifacts_root is a fixture
-    artifacts_root,
-    make_attempt,
-    make_model,
-    make_run,
-    make_suite,
-)
+from tests.pages_fixtures import make_attempt, make_model, make_run, make_suite
 
 pytestmark = pytest.mark.django_db
 
@@ -46,7 +40,7 @@ OUTCOME = {
 
 
 @pytest.fixture
-def attempts(artifacts_root):  # noqa: F811
+def attempts(artifacts_root):
     """One attempt of each kind, all on the same task."""
     suite = make_suite("badges", tasks=1)
     task = Task.objects.get(suite=suite)

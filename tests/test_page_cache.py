@@ -15,9 +15,8 @@ from django.utils import timezone
 from runs import data_version
 from runs.models import Attempt, AttemptStatus, FailureReason
 from tasks_app.models import Task
-from tests.pages_fixtures import (  # noqa: F401 - artifacts_root is a fixture
+from tests.pages_fixtures import (
     add_stage,
-    artifacts_root,
     make_attempt,
     make_model,
     make_run,
@@ -152,7 +151,7 @@ def test_the_leaderboard_shows_each_write_on_the_next_request(board):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_running_attempts_page_stays_live(artifacts_root, settings):  # noqa: F811
+def test_a_running_attempts_page_stays_live(artifacts_root, settings):
     settings.ANONYMOUS_READ_ARTIFACTS = True
     suite = make_suite("live", tasks=1)
     task = Task.objects.get(suite=suite)
@@ -184,7 +183,7 @@ def test_visitors_with_other_rights_never_get_each_others_page(
     alice,
     bob,
     dave,
-    artifacts_root,  # noqa: F811
+    artifacts_root,
     settings,
 ):
     settings.ANONYMOUS_READ_ARTIFACTS = False

@@ -9,14 +9,7 @@ import pytest
 from django.urls import reverse
 
 from tasks_app.models import Task
-from tests.pages_fixtures import (  # noqa: F401 - artifacts_root is a fixture
-    add_stage,
-    artifacts_root,
-    make_attempt,
-    make_model,
-    make_run,
-    make_suite,
-)
+from tests.pages_fixtures import add_stage, make_attempt, make_model, make_run, make_suite
 
 pytestmark = pytest.mark.django_db
 
@@ -38,7 +31,7 @@ XSS_PATCH = """--- a/page.html
 
 
 @pytest.fixture
-def attempt(artifacts_root):  # noqa: F811
+def attempt(artifacts_root):
     suite = make_suite("att", tasks=1)
     task = Task.objects.get(suite=suite)
     task.gold_patch = PATCH
@@ -184,7 +177,7 @@ def test_anonymous_visitors_get_a_login_prompt_instead_of_artifacts(client, atte
     assert client.get(patch).status_code == 302
 
 
-def test_downloads_refuse_paths_outside_the_attempt(reader, attempt, artifacts_root):  # noqa: F811
+def test_downloads_refuse_paths_outside_the_attempt(reader, attempt, artifacts_root):
     from tests.pages_fixtures import write_artifact
 
     write_artifact(attempt, "result.json", b"{}")

@@ -12,13 +12,7 @@ from django.utils import timezone
 from runs.imports.run_import import run_folder_import
 from runs.models import AttemptStatus, Run, RunSource, RunStatus
 from tasks_app.models import Task
-from tests.pages_fixtures import (  # noqa: F401 - artifacts_root is a fixture
-    artifacts_root,
-    make_attempt,
-    make_model,
-    make_run,
-    make_suite,
-)
+from tests.pages_fixtures import make_attempt, make_model, make_run, make_suite
 from tests.test_run_import import MINI
 
 pytestmark = pytest.mark.django_db
@@ -103,7 +97,7 @@ def test_staff_see_the_buttons_that_can_act_on_the_run_and_others_see_none(
 def test_a_finished_imported_run_shows_no_button_and_evaluate_only_what_waits(
     client,
     alice,
-    artifacts_root,  # noqa: F811
+    artifacts_root,
 ):
     client.force_login(alice)
     run_folder_import(path=MINI, suite_name="verified-mini", model_name="mini")

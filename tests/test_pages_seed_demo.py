@@ -7,7 +7,6 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from runs.models import Attempt, AttemptStage, Run, RunSource
-from tests.pages_fixtures import artifacts_root  # noqa: F401 - fixture
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]  # seeds the whole demo
 
@@ -25,7 +24,7 @@ def snapshot():
     return sorted(rows, key=str)
 
 
-def test_it_seeds_both_suites_once_and_the_same_way(artifacts_root):  # noqa: F811
+def test_it_seeds_both_suites_once_and_the_same_way(artifacts_root):
     call_command("seed_demo")
     first = snapshot()
     runs = Run.objects.count()
@@ -48,7 +47,7 @@ def test_it_seeds_both_suites_once_and_the_same_way(artifacts_root):  # noqa: F8
     assert snapshot() == first
 
 
-def test_every_page_opens_on_the_demo_data(client, bob, artifacts_root):  # noqa: F811
+def test_every_page_opens_on_the_demo_data(client, bob, artifacts_root):
     call_command("seed_demo")
     client.force_login(bob)
     attempt = (
@@ -75,7 +74,7 @@ def test_every_page_opens_on_the_demo_data(client, bob, artifacts_root):  # noqa
     assert "tool_start" in body and "Tests after the agent" in body
 
 
-def test_the_demo_attempts_logs_exit_codes_and_test_results_agree(artifacts_root):  # noqa: F811
+def test_the_demo_attempts_logs_exit_codes_and_test_results_agree(artifacts_root):
     import re
 
     from django.core.files.storage import storages

@@ -16,14 +16,7 @@ from django.urls import reverse
 from runs import transcript
 from tasks_app.models import Task
 from tests.conftest import REPO_ROOT
-from tests.pages_fixtures import (  # noqa: F401 - artifacts_root is a fixture
-    artifacts_root,
-    make_attempt,
-    make_model,
-    make_run,
-    make_suite,
-    write_artifact,
-)
+from tests.pages_fixtures import make_attempt, make_model, make_run, make_suite, write_artifact
 
 # Real trajectories (public data, see its README) copied from /work/shared/swebench.
 MINI_RUN = REPO_ROOT / "examples/swebench/mini_swe_agent_run/trajs"
@@ -311,7 +304,7 @@ def _read(root: Path, relative: str) -> bytes | None:
 
 
 @pytest.fixture
-def attempt(artifacts_root):  # noqa: F811
+def attempt(artifacts_root):
     suite = make_suite("tr", tasks=1)
     task = Task.objects.get(suite=suite)
     task.gold_patch = "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n"

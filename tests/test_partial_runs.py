@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (pytest fixtures imported from tests.*_fixtures)
 """Runs that cover part of a suite, imported from real SWE-bench reports (issue 22): the
 missing state on the attempt page and API, unknown usage as a dash, where a run's date comes
 from and what the date filters and the over-time chart do with an unknown one, and the one
@@ -22,8 +21,7 @@ from runs.imports.run_import import run_folder_import
 from runs.models import Attempt, AttemptStatus, Run, RunDateSource
 from tasks_app.swebench.errors import SwebenchInputError
 from tasks_app.swebench.importer import swebench_import
-from tests.api_fixtures import alice_token, fresh_cache, staff_auth  # noqa: F401
-from tests.pages_fixtures import artifacts_root  # noqa: F401
+from tests.ab_cli import ab
 from tests.partial_fixtures import (
     FULL,
     IDS,
@@ -33,10 +31,9 @@ from tests.partial_fixtures import (
     SAMPLE,
     SAMPLE_DATE,
     copy_reports,
-    partial_suite,  # noqa: F401 - fixture
     run_of,
 )
-from tests.swebench_fixtures import REPORTS, VERIFIED, ab
+from tests.swebench_fixtures import REPORTS, VERIFIED
 
 pytestmark = pytest.mark.django_db
 

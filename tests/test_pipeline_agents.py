@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (pytest fixtures imported from tests.pipeline_fixtures)
 """The agent stage and the final test run through the real pipeline, and how an attempt ends
 when it is cancelled, interrupted or hits an error: always in a final state."""
 
@@ -15,9 +14,7 @@ from runs.pipeline.execute import attempt_execute
 from tests.conftest import TASKS_DIR
 from tests.pipeline_fixtures import (
     TOY_COMMIT,
-    artifacts_root,  # noqa: F401  (fixture)
     attempt_folder,
-    backend,  # noqa: F401  (fixture)
     get_task,
     import_tasks,
     leftover_containers,

@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (pytest fixtures imported from tests.pipeline_fixtures)
 """Baseline validation through the real pipeline on both sandbox backends: every custom-dev
 task ends with its expected reason, its stages and artifacts recorded, nothing left behind."""
 
@@ -9,9 +8,7 @@ import pytest
 from runs.models import AttemptStage, AttemptStatus
 from tests.pipeline_fixtures import (
     TOY_COMMIT,
-    artifacts_root,  # noqa: F401  (fixture)
     attempt_folder,
-    backend,  # noqa: F401  (fixture)
     get_task,
     import_tasks,
     leftover_containers,

@@ -3,34 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT, TASKS_DIR
+from tests.ab_cli import ab
+from tests.conftest import TASKS_DIR
 
 pytestmark = [pytest.mark.docker, pytest.mark.bwrap, pytest.mark.slow]
-
-
-def ab(*args: str, tmp_path: Path, env_extra: dict | None = None) -> subprocess.CompletedProcess:
-    env = os.environ | {
-        "AB_VAR_DIR": str(tmp_path / "var"),
-        "ARTIFACTS_ROOT": str(tmp_path / "artifacts"),
-    }
-    env.pop("DATABASE_URL", None)
-    return subprocess.run(
-        [sys.executable, "-m", "benchsite.cli.main", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO_ROOT,
-        env=env | (env_extra or {}),
-        timeout=300,
-    )
 
 
 def query(tmp_path: Path, sql: str) -> list[tuple]:
@@ -41,7 +23,14 @@ def query(tmp_path: Path, sql: str) -> list[tuple]:
 def test_run_task_prints_the_result_and_the_artifact_folder(tmp_path):
     task = TASKS_DIR / "custom-dev" / "toy_fail_pytest" / "task.yaml"
 
-    out = ab("run-task", str(task), "--backend", "bwrap", tmp_path=tmp_path)
+    out = ab(
+        "run-task",
+        str(task),
+        "--backend",
+        "bwrap",
+        var_dir=tmp_path / "var",
+        env={"ARTIFACTS_ROOT": str(tmp_path / "artifacts")},
+    )
 
     assert out.returncode == 0, out.stdout + out.stderr
     assert "result: OK (valid baseline" in out.stdout
@@ -63,7 +52,16 @@ def test_run_task_with_out_writes_there_and_exits_1_on_an_invalid_baseline(tmp_p
     task = TASKS_DIR / "custom-dev" / "toy_baseline_passes" / "task.yaml"
     out_dir = tmp_path / "elsewhere"
 
-    out = ab("run-task", str(task), "--out", str(out_dir), "--backend", "docker", tmp_path=tmp_path)
+    out = ab(
+        "run-task",
+        str(task),
+        "--out",
+        str(out_dir),
+        "--backend",
+        "docker",
+        var_dir=tmp_path / "var",
+        env={"ARTIFACTS_ROOT": str(tmp_path / "artifacts")},
+    )
 
     assert out.returncode == 1, out.stdout + out.stderr
     assert "result: BASELINE_NOT_FAILING in baseline_run (infrastructure)" in out.stdout, (
@@ -82,7 +80,12 @@ def test_run_task_names_the_bad_field_of_a_broken_task_file(tmp_path):
     bad.parent.mkdir()
     bad.write_text('task_spec_version: "1.0"\nid: bad\nsuite: s\nrun: {command: x}\n')
 
-    out = ab("run-task", str(bad), tmp_path=tmp_path)
+    out = ab(
+        "run-task",
+        str(bad),
+        var_dir=tmp_path / "var",
+        env={"ARTIFACTS_ROOT": str(tmp_path / "artifacts")},
+    )
 
     assert out.returncode == 1
     assert "repo: required field is missing" in out.stderr
@@ -94,7 +97,8 @@ def test_validate_suite_runs_every_task_and_writes_a_run_folder(tmp_path):
 
     out = ab(
         "validate-suite", "custom-dev", "--tasks", str(TASKS_DIR), "--out", str(out_dir),
-        "--backend", "bwrap", tmp_path=tmp_path,
+        "--backend", "bwrap", var_dir=tmp_path / "var",
+        env={"ARTIFACTS_ROOT": str(tmp_path / "artifacts")},
     )  # fmt: skip
 
     assert out.returncode == 0, out.stdout + out.stderr
@@ -137,14 +141,23 @@ def test_validate_suite_runs_every_task_and_writes_a_run_folder(tmp_path):
 
 
 def test_validate_suite_says_when_a_suite_has_no_tasks(tmp_path):
-    out = ab("validate-suite", "nope", "--tasks", str(TASKS_DIR), tmp_path=tmp_path)
+    out = ab(
+        "validate-suite",
+        "nope",
+        "--tasks",
+        str(TASKS_DIR),
+        var_dir=tmp_path / "var",
+        env={"ARTIFACTS_ROOT": str(tmp_path / "artifacts")},
+    )
 
     assert out.returncode == 1
     assert "no tasks of suite 'nope'" in out.stderr
 
 
 def test_doctor_checks_everything_and_passes_here(tmp_path):
-    out = ab("doctor", tmp_path=tmp_path)
+    out = ab(
+        "doctor", var_dir=tmp_path / "var", env={"ARTIFACTS_ROOT": str(tmp_path / "artifacts")}
+    )
 
     assert out.returncode == 0, out.stdout + out.stderr
     lines = out.stdout.splitlines()
@@ -163,7 +176,11 @@ def test_doctor_checks_everything_and_passes_here(tmp_path):
 
 
 def test_doctor_says_what_to_do_when_the_runner_image_is_missing(tmp_path):
-    out = ab("doctor", tmp_path=tmp_path, env_extra={"SANDBOX_IMAGE": "agentbench/absent:0"})
+    out = ab(
+        "doctor",
+        var_dir=tmp_path / "var",
+        env={"ARTIFACTS_ROOT": str(tmp_path / "artifacts"), "SANDBOX_IMAGE": "agentbench/absent:0"},
+    )
 
     assert out.returncode == 1
     assert "FAIL  runner image agentbench/absent:0 present" in out.stdout

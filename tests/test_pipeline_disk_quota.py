@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (pytest fixtures imported from tests.pipeline_fixtures)
 """A command that writes without end stops at the sandbox's disk quota: the attempt ends
 SANDBOX_ERROR [disk-quota], and the host's disk use stays bounded by the quota."""
 
@@ -13,15 +12,7 @@ import pytest
 
 from runs.taxonomy import Reason, Stage
 from sandbox.disk import disk_root
-from tests.pipeline_fixtures import (
-    artifacts_root,  # noqa: F401  (fixture)
-    backend,  # noqa: F401  (fixture)
-    git_repo,
-    import_tasks,
-    run_attempt,
-    run_json,
-    write_task,
-)
+from tests.pipeline_fixtures import git_repo, import_tasks, run_attempt, run_json, write_task
 
 pytestmark = [pytest.mark.django_db, pytest.mark.docker, pytest.mark.bwrap]
 QUOTA_MB = 64

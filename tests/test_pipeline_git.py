@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (pytest fixtures imported from tests.pipeline_fixtures)
 """Getting the code: clone from every kind of source, pin the commit, time out, and never run
 anything shipped with a repository or set in the user's git configuration."""
 
@@ -14,7 +13,6 @@ import pytest
 
 from runs.models import AttemptStatus
 from tests.pipeline_fixtures import (
-    artifacts_root,  # noqa: F401  (fixture)
     attempt_folder,
     get_task,
     git_repo,

@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (pytest fixtures imported from tests.pipeline_fixtures)
 """Setup in the sandbox: pip installs persist in the workspace for the later stages (even when
 the test command sets its own PYTHONPATH), without dirtying the repository."""
 
@@ -10,9 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.pipeline_fixtures import (
-    artifacts_root,  # noqa: F401  (fixture)
     attempt_folder,
-    backend,  # noqa: F401  (fixture)
     get_task,
     git_repo,
     import_tasks,

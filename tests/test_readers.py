@@ -11,14 +11,7 @@ from django.urls import reverse
 from benchsite.accounts.access import READERS_GROUP
 from benchsite.accounts.services import api_token_create
 from tasks_app.models import Task
-from tests.pages_fixtures import (  # noqa: F401 - artifacts_root is a fixture
-    artifacts_root,
-    make_attempt,
-    make_model,
-    make_run,
-    make_suite,
-    write_artifact,
-)
+from tests.pages_fixtures import make_attempt, make_model, make_run, make_suite, write_artifact
 
 pytestmark = pytest.mark.django_db
 
@@ -26,7 +19,7 @@ PATCH = "--- a/calc.py\n+++ b/calc.py\n@@ -1 +1 @@\n-return a // b\n+return a / 
 
 
 @pytest.fixture
-def attempt(artifacts_root, settings):  # noqa: F811
+def attempt(artifacts_root, settings):
     settings.ANONYMOUS_READ_ARTIFACTS = False
     suite = make_suite("rd", tasks=1)
     task = Task.objects.get(suite=suite)

@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (pytest fixtures imported from tests.orchestration_fixtures)
 """The reaper's pass as every ``ab worker`` runs it: one holder of the lease at a time, and the
 leftovers pass that removes what finished attempts and dead workers left on this machine."""
 
@@ -22,7 +21,6 @@ from runs.workers.leftovers import (
     worker_dir_create,
 )
 from runs.workers.reaper import REAP_LEASE, lease_acquire, lease_release, reaper_pass
-from tests.orchestration_fixtures import broker  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 

@@ -10,11 +10,11 @@ from django.urls import reverse
 
 from runs.models import AttemptStatus, ModelConfig, Run, RunStatus
 from runs.services import run_launch
-from tests.orchestration_fixtures import broker, finish, scripted  # noqa: F401
+from tests.orchestration_fixtures import finish
 
 
 @pytest.fixture
-def run(custom_dev, scripted, broker, django_capture_on_commit_callbacks):  # noqa: F811
+def run(custom_dev, scripted, broker, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True):
         run = run_launch(suite=custom_dev, model_config=scripted, task_ids=["toy_fail_pytest"])
     broker.drain()
@@ -39,7 +39,7 @@ def test_staff_can_cancel_a_run_from_its_page(
     assert messages == ["Run cancelled: 1 queued attempt(s) cancelled, running ones told to stop."]
 
 
-def test_staff_can_retry_and_resume(client, alice, run, broker, django_capture_on_commit_callbacks):  # noqa: F811
+def test_staff_can_retry_and_resume(client, alice, run, broker, django_capture_on_commit_callbacks):
     finish(run.attempts.get(), "SANDBOX_ERROR", "docker: connection refused")
     client.force_login(alice)
     with django_capture_on_commit_callbacks(execute=True):
@@ -87,8 +87,8 @@ def test_admin_launches_runs_of_selected_model_configurations(
     client,
     alice,
     custom_dev,
-    scripted,  # noqa: F811
-    broker,  # noqa: F811
+    scripted,
+    broker,
     django_capture_on_commit_callbacks,
 ):
     other = ModelConfig.objects.create(name="nop", agent_variant="nop")

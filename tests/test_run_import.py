@@ -23,8 +23,9 @@ from runs.taxonomy import Reason, from_exit_status
 from tasks_app.models import Suite
 from tasks_app.swebench.errors import SwebenchInputError
 from tasks_app.swebench.importer import swebench_import
+from tests.ab_cli import ab
 from tests.conftest import REPO_ROOT
-from tests.swebench_fixtures import LITE_DEV, ab
+from tests.swebench_fixtures import LITE_DEV
 
 MINI = REPO_ROOT / "examples" / "swebench" / "mini_swe_agent_run"
 IMPORTS = REPO_ROOT / "examples" / "imports"

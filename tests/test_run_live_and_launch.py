@@ -11,13 +11,13 @@ from django.urls import reverse
 from benchsite.accounts.models import AuditEvent
 from runs.models import Attempt, AttemptStatus, ModelConfig, Run, RunStatus
 from runs.services import run_launch
-from tests.orchestration_fixtures import broker, finish, scripted  # noqa: F401
+from tests.orchestration_fixtures import finish
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def run(custom_dev, scripted, broker, django_capture_on_commit_callbacks):  # noqa: F811
+def run(custom_dev, scripted, broker, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True):
         run = run_launch(suite=custom_dev, model_config=scripted, samples=2, labels=["python"])
     broker.drain()
@@ -58,8 +58,8 @@ def test_staff_launch_a_run_from_the_suite_page(
     client,
     alice,
     custom_dev,
-    scripted,  # noqa: F811
-    broker,  # noqa: F811
+    scripted,
+    broker,
     django_capture_on_commit_callbacks,
 ):
     client.force_login(alice)
@@ -84,7 +84,7 @@ def test_a_launch_that_selects_nothing_says_why_and_stores_nothing(
     client,
     alice,
     custom_dev,
-    scripted,  # noqa: F811
+    scripted,
 ):
     client.force_login(alice)
     response = client.post(
@@ -104,7 +104,7 @@ def test_a_launch_that_selects_nothing_says_why_and_stores_nothing(
     assert not Run.objects.exists()
 
 
-def test_only_staff_see_and_use_the_launch_form(client, bob, custom_dev, scripted):  # noqa: F811
+def test_only_staff_see_and_use_the_launch_form(client, bob, custom_dev, scripted):
     client.force_login(bob)
     page = client.get(reverse("suite-detail", args=[custom_dev.name])).content.decode()
     assert 'id="launch-run"' not in page
@@ -119,8 +119,8 @@ def test_the_admins_launched_message_links_to_each_run(
     client,
     alice,
     custom_dev,
-    scripted,  # noqa: F811
-    broker,  # noqa: F811
+    scripted,
+    broker,
     django_capture_on_commit_callbacks,
 ):
     ModelConfig.objects.create(name="<b>nop</b>", agent_variant="nop")

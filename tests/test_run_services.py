@@ -20,7 +20,7 @@ from runs.services import (
 )
 from runs.workers.bookkeeping import attempt_claim, attempts_reap
 from runs.workers.tasks import Heartbeat
-from tests.orchestration_fixtures import broker, finish, scripted  # noqa: F401
+from tests.orchestration_fixtures import finish
 
 AUTH_ERROR = "Error code: 401 - {'error': {'type': 'authentication_error'}}"
 RATE_ERROR = "Error code: 429 - rate_limit_exceeded"
@@ -28,7 +28,7 @@ NON_FLAKY = 6  # custom-dev has 7 tasks, one labelled flaky
 
 
 @pytest.fixture
-def launch(custom_dev, scripted, broker, django_capture_on_commit_callbacks):  # noqa: F811
+def launch(custom_dev, scripted, broker, django_capture_on_commit_callbacks):
     def _launch(config: ModelConfig | None = None, **kwargs) -> Run:
         with django_capture_on_commit_callbacks(execute=True):
             return run_launch(suite=custom_dev, model_config=config or scripted, **kwargs)
@@ -52,7 +52,7 @@ def attempts_of(run: Run, status: str | None = None) -> list[Attempt]:
     return list(qs.filter(status=status) if status else qs)
 
 
-def test_it_launches_one_queued_attempt_per_task_and_sample(launch, broker):  # noqa: F811
+def test_it_launches_one_queued_attempt_per_task_and_sample(launch, broker):
     run = launch(samples=2)
     attempts = attempts_of(run)
     assert len(attempts) == 2 * NON_FLAKY
@@ -76,7 +76,7 @@ def test_it_launches_one_queued_attempt_per_task_and_sample(launch, broker):  # 
     assert run.totals["attempts"] == 2 * NON_FLAKY
 
 
-def test_it_selects_by_label_and_id_and_names_unknown_ids(launch, broker):  # noqa: F811
+def test_it_selects_by_label_and_id_and_names_unknown_ids(launch, broker):
     run = launch(labels=["python"])
     assert [a.task.task_id for a in attempts_of(run)] == ["toy_fail_pytest"]
     run = launch(task_ids=["toy_flaky"])
@@ -90,7 +90,7 @@ def test_it_selects_by_label_and_id_and_names_unknown_ids(launch, broker):  # no
     assert Run.objects.count() == 3  # the failed launches stored nothing
 
 
-def test_it_launches_one_run_per_model_configuration(custom_dev, broker, commit):  # noqa: F811
+def test_it_launches_one_run_per_model_configuration(custom_dev, broker, commit):
     configs = [ModelConfig.objects.create(name=f"c{i}", agent_variant="nop") for i in range(3)]
     runs = commit(runs_launch_many, suite=custom_dev, model_configs=configs, samples=1)
     assert [r.model_config for r in runs] == configs
@@ -162,7 +162,7 @@ def test_a_heartbeat_notices_when_the_reaper_took_its_attempt(launch):
 def test_retry_requeues_only_infrastructure_failures_and_keeps_the_previous_try(
     launch,
     commit,
-    broker,  # noqa: F811
+    broker,
 ):
     run = launch(task_ids=["toy_fail_pytest", "toy_setup_fails"])
     broker.drain()
@@ -188,7 +188,7 @@ def test_retry_requeues_only_infrastructure_failures_and_keeps_the_previous_try(
     assert run.status == RunStatus.QUEUED and run.finished_at is None
 
 
-def test_resume_resends_the_queued_attempts(launch, commit, broker):  # noqa: F811
+def test_resume_resends_the_queued_attempts(launch, commit, broker):
     run = launch(task_ids=["toy_fail_pytest"], samples=3)
     broker.drain()  # the broker "lost" them
     finish(attempts_of(run)[0], None)
@@ -196,7 +196,7 @@ def test_resume_resends_the_queued_attempts(launch, commit, broker):  # noqa: F8
     assert sorted(broker.attempt_ids()) == [a.id for a in attempts_of(run, "queued")]
 
 
-def test_a_permanent_error_aborts_the_run_and_the_other_runs_of_its_model(launch, scripted):  # noqa: F811
+def test_a_permanent_error_aborts_the_run_and_the_other_runs_of_its_model(launch, scripted):
     run = launch(samples=2)
     sibling = launch(task_ids=["toy_fail_pytest"])
     other_config = ModelConfig.objects.create(name="other", agent_variant="scripted")
@@ -253,7 +253,7 @@ def test_attempts_still_running_when_a_run_aborts_keep_their_results(launch):
     assert run.totals["resolved"] == 1
 
 
-def test_the_reaper_requeues_a_silent_attempt_once_then_ends_it(launch, broker):  # noqa: F811
+def test_the_reaper_requeues_a_silent_attempt_once_then_ends_it(launch, broker):
     run = launch(task_ids=["toy_fail_pytest"])
     broker.drain()
     attempt = attempts_of(run)[0]
@@ -289,7 +289,7 @@ def test_the_reaper_leaves_attempts_with_a_fresh_heartbeat(launch):
     assert attempt.status == AttemptStatus.RUNNING
 
 
-def test_the_reaper_resends_queued_attempts_whose_message_was_lost(launch, broker):  # noqa: F811
+def test_the_reaper_resends_queued_attempts_whose_message_was_lost(launch, broker):
     run = launch(task_ids=["toy_fail_pytest"], samples=2)
     broker.drain()  # lost with a killed worker
     Attempt.objects.filter(run=run).update(queued_at=timezone.now() - timedelta(seconds=600))

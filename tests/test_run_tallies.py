@@ -36,14 +36,7 @@ from runs.web import page_cache
 from runs.workers.bookkeeping import attempts_hand_back, attempts_reap
 from tasks_app.models import Suite, Task
 from tasks_app.swebench.importer import swebench_import
-from tests.pages_fixtures import (
-    artifacts_root,  # noqa: F401 - fixture
-    make_attempt,
-    make_model,
-    make_run,
-    make_suite,
-    outcomes,
-)
+from tests.pages_fixtures import make_attempt, make_model, make_run, make_suite, outcomes
 from tests.partial_fixtures import MINI, PARTIAL, PARTIAL_IDS, SUITE, copy_reports
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -53,7 +46,7 @@ FIELDS = ("rate", "resolved", "tasks", "pending", "attempted_rate", "missing", "
 
 
 @pytest.fixture(autouse=True)
-def fresh_cache():
+def _fresh_tallies():
     run_tallies.clear()
     yield
     run_tallies.clear()
@@ -182,7 +175,7 @@ def test_every_write_path_shows_on_every_surface_at_once(client, capsys, board):
     assert not any(k.startswith("steady@") for k in now), "a deleted run"
 
 
-def test_an_import_shows_on_every_surface(client, capsys, tmp_path, artifacts_root):  # noqa: F811
+def test_an_import_shows_on_every_surface(client, capsys, tmp_path, artifacts_root):
     swebench_import(source=MINI / "instances.jsonl", suite_name=SUITE)
     suite = Suite.objects.get(name=SUITE)
     outcomes(make_run(suite, make_model("own")), [[F], [R], [R]])

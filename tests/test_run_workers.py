@@ -17,7 +17,7 @@ import time
 import pytest
 
 from runs.models import FINAL_STATES, Attempt, AttemptStatus, Run, RunStatus
-from tests.openai_fake_server import FakeOpenAIServer, error
+from tests.fake_provider import FakeProvider, error
 from tests.worker_stack import KINDS, create_stack, wait_until
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
@@ -119,8 +119,8 @@ def test_a_worker_killed_mid_attempt_leaves_no_attempt_stuck(stack):
 
 
 def test_a_permanent_llm_error_aborts_the_run_and_the_other_queued_run_of_the_model(stack):
-    with FakeOpenAIServer([error(401, "Incorrect API key", "authentication_error")] * 40) as llm:
-        llm_args = ["--variant", "llm", "--model", "fake-model", "--base-url", llm.base_url]
+    with FakeProvider([error(401, "authentication_error", "Incorrect API key")] * 40) as llm:
+        llm_args = ["--variant", "llm", "--model", "fake-model", "--base-url", llm.url("/v1")]
         first = launch(stack, *llm_args, "--task", "toy_fail_pytest", "--samples", "6")
         second = launch(stack, *llm_args, "--task", "toy_fail_pytest", "--samples", "2")
         assert first.model_config_id == second.model_config_id
@@ -143,9 +143,9 @@ def test_a_permanent_llm_error_aborts_the_run_and_the_other_queued_run_of_the_mo
 
 
 def test_a_transient_breach_aborts_only_its_run(stack):
-    rate_limited = error(429, "Rate limit reached", "rate_limit_exceeded")
-    with FakeOpenAIServer([rate_limited] * 40) as llm:
-        llm_args = ["--variant", "llm", "--model", "fake-model", "--base-url", llm.base_url]
+    rate_limited = error(429, "rate_limit_exceeded", "Rate limit reached")
+    with FakeProvider([rate_limited] * 40) as llm:
+        llm_args = ["--variant", "llm", "--model", "fake-model", "--base-url", llm.url("/v1")]
         first = launch(stack, *llm_args, "--task", "toy_fail_pytest", "--samples", "5")
         second = launch(stack, *llm_args, "--task", "toy_fail_pytest", "--samples", "2")
         stack.start_worker("w1", env={"OPENAI_API_KEY": "sk-test", "LLM_RETRY_MAX_ATTEMPTS": "1"})
@@ -238,7 +238,7 @@ def cli_stack(tmp_path, django_db_blocker):
     import uuid
     from pathlib import Path
 
-    from tests.cli_upstream import REAL_KEY, UPSTREAM_KEY_ENV
+    from tests.fake_provider_plans import REAL_KEY, UPSTREAM_KEY_ENV
 
     root = Path(f"/run/agentbench/gateway-test-{uuid.uuid4().hex[:8]}")
     extra = {"GATEWAY_SOCKET_ROOT": str(root), UPSTREAM_KEY_ENV: REAL_KEY}
@@ -256,7 +256,7 @@ def test_a_worker_killed_mid_cli_attempt_leaves_no_gateway_socket(cli_stack):
     """SIGKILL a worker while Claude Code waits on its model call: the gateway's socket folder
     (named for the attempt) stays behind with nobody listening. The attempt is requeued and
     finishes on another worker; then the reaper removes the killed try's folder."""
-    from tests.cli_upstream import MODEL, ScriptedUpstream, fix_plan
+    from tests.fake_provider_plans import MODEL, fix_plan, plan_provider
 
     stack, root = cli_stack
     plan = fix_plan(
@@ -266,13 +266,13 @@ def test_a_worker_killed_mid_cli_attempt_leaves_no_gateway_socket(cli_stack):
         new="    return total(values) / len(values)",
         test_command="PYTHONPATH=src python -m pytest -q tests/test_calc.py",
     )
-    with ScriptedUpstream(plan, delay_sec=600) as upstream:  # the first try's call hangs
+    with plan_provider(plan, delay_sec=600) as upstream:  # the first try's call hangs
         run = launch(stack, "--task", "toy_fail_pytest", "--variant", "cli", "--cli",
                      "claude-code", "--model", MODEL["claude-code"], "--base-url",
-                     upstream.base_url, "--api-key-env", "AB_TEST_UPSTREAM_KEY")  # fmt: skip
+                     upstream.url(), "--api-key-env", "AB_TEST_UPSTREAM_KEY")  # fmt: skip
         (attempt,) = attempts(stack, run)
         doomed = stack.start_worker("doomed")
-        wait_until(lambda: upstream.model_requests("/messages"), timeout=300,
+        wait_until(lambda: upstream.requests_to("/messages"), timeout=300,
                    what="Claude Code's first model call")  # fmt: skip
         (killed_try,) = [p for p in root.iterdir() if p.name.startswith(f"{attempt.public_id}.")]
         stack.kill_worker(doomed)  # SIGKILL to the main process and its pool children

@@ -22,7 +22,7 @@ from sandbox.docker_engine import EXPORT_LABEL, MANAGED_LABEL
 from sandbox.docker_images import export_image_dir, remove_stale_export_containers
 from sandbox.errors import SandboxError, SandboxUnavailable
 from tests.backends import backend_params
-from tests.private_dockerd import PrivateDockerd, private_dockerd  # noqa: F401  (fixture)
+from tests.private_dockerd import PrivateDockerd
 
 UNREACHABLE_DOCKER = "unix:///nonexistent/docker.sock"
 
@@ -232,7 +232,7 @@ def export_containers(engine: docker.DockerClient, pid: int | None = None) -> se
 
 @pytest.mark.docker
 def test_it_removes_export_containers_a_killed_process_left(
-    private_dockerd: PrivateDockerd, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+    private_dockerd: PrivateDockerd, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # On an engine of its own: on the shared one, removing every export container would
     # remove those other tests are streaming from at the same time.

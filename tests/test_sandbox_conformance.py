@@ -17,21 +17,13 @@ from pathlib import Path
 import docker
 import pytest
 
-from sandbox import BACKENDS, open_sandbox
+from sandbox import open_sandbox
 from sandbox.base import AGENT_UID, ExecResult, ReadOnlyMount, Sandbox, SandboxConfig
 from sandbox.errors import SandboxError, SandboxPathError
 from sandbox.host_fence import host_ipv4_addresses
-from tests.backends import backend_params
-from tests.netns_fixtures import FakeInternet, Listener, fake_internet, host_address_for, listener
-
-__all__ = ["fake_internet", "listener"]  # fixtures: imported for pytest, not unused
+from tests.netns_fixtures import FakeInternet, Listener, host_address_for
 
 MakeSandbox = Callable[..., Sandbox]
-
-
-@pytest.fixture(params=backend_params(BACKENDS))
-def backend(request: pytest.FixtureRequest) -> str:
-    return request.param
 
 
 @pytest.fixture

@@ -22,21 +22,8 @@ from runs.results.leaderboard import leaderboard_rows
 from runs.results.scoring import paired_test
 from runs.templatetags.results import kilo, secs, tenths, usd
 from tasks_app.models import Suite, Task
-from tests.pages_fixtures import (
-    artifacts_root,  # noqa: F401 - fixture
-    make_attempt,
-    make_model,
-    make_run,
-    make_suite,
-    outcomes,
-)
-from tests.partial_fixtures import (
-    FULL,
-    PARTIAL,
-    PARTIAL_IDS,
-    partial_suite,  # noqa: F401 - fixture
-    run_of,
-)
+from tests.pages_fixtures import make_attempt, make_model, make_run, make_suite, outcomes
+from tests.partial_fixtures import FULL, PARTIAL, PARTIAL_IDS, run_of
 
 pytestmark = pytest.mark.django_db
 
@@ -87,7 +74,7 @@ def k3_suite():
 
 
 @pytest.fixture
-def demo(artifacts_root):  # noqa: F811
+def demo(artifacts_root):
     call_command("seed_demo")
     return Suite.objects.get(name="swebench-lite-dev")
 
@@ -317,12 +304,12 @@ def test_it_shows_the_same_figures_everywhere_on_the_demo_data(client, capsys, d
 def test_it_shows_the_same_figures_everywhere_on_a_suite_runs_cover_in_part(
     client,
     capsys,
-    partial_suite,  # noqa: F811
+    partial_suite,
 ):
     check_everywhere(client, capsys, partial_suite)
 
 
-def test_a_partial_run_reads_the_same_on_every_surface(client, capsys, partial_suite):  # noqa: F811
+def test_a_partial_run_reads_the_same_on_every_surface(client, capsys, partial_suite):
     """The run that attempted 10 of the 20 instances (5 resolved): 25% over the suite, 50% on
     what it attempted; its 10 other instances are not attempted everywhere, never failures."""
     suite = partial_suite
@@ -398,7 +385,7 @@ def test_a_partial_run_reads_the_same_on_every_surface(client, capsys, partial_s
 
 def test_a_strict_subset_of_a_run_compares_equal_over_exactly_the_shared_tasks(
     client,
-    partial_suite,  # noqa: F811
+    partial_suite,
 ):
     full, partial = run_of(FULL), run_of(PARTIAL)
     keys = [f"{r.model_config.slug}@{str(r.public_id)[:8]}" for r in (partial, full)]

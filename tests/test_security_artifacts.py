@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (pytest fixtures imported from tests.pipeline_fixtures and api_fixtures)
 """Artifacts never leave the artifact tree (issue 20, point 1).
 
 An attempt's workspace lives in its artifact folder while it runs (and stays there with
@@ -25,14 +24,7 @@ from django.core.files.storage import storages
 from django.test import Client
 from django.urls import reverse
 
-from tests.api_fixtures import bob_token  # noqa: F401  (fixture)
-from tests.pipeline_fixtures import (
-    backend,  # noqa: F401  (fixture)
-    get_task,
-    git_repo,
-    import_tasks,
-    write_task,
-)
+from tests.pipeline_fixtures import get_task, git_repo, import_tasks, write_task
 
 pytestmark = [pytest.mark.docker, pytest.mark.bwrap, pytest.mark.slow]
 

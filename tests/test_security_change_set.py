@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (pytest fixtures imported from tests.pipeline_fixtures and pages_fixtures)
 """A sandbox cannot make the host do quadratic work with a huge change set.
 
 The issue's reproduction: 200,000 empty files left in a workspace cost 10.5 minutes of host
@@ -32,15 +31,7 @@ from tests.pages_fixtures import (
     make_run,
     make_suite,
 )
-from tests.pipeline_fixtures import (
-    artifacts_root,  # noqa: F401  (fixture)
-    backend,  # noqa: F401  (fixture)
-    git_repo,
-    import_tasks,
-    run_attempt,
-    run_json,
-    write_task,
-)
+from tests.pipeline_fixtures import git_repo, import_tasks, run_attempt, run_json, write_task
 
 pytestmark = pytest.mark.django_db
 

@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (pytest fixtures imported from tests.pipeline_fixtures)
 """Sandboxed code cannot make the harness's git run anything on the host.
 
 The harness compares the working tree with the checked-out commit on the host, as root:
@@ -18,15 +17,7 @@ from pathlib import Path
 import pytest
 
 from runs.pipeline import workspace
-from tests.pipeline_fixtures import (
-    artifacts_root,  # noqa: F401  (fixture)
-    backend,  # noqa: F401  (fixture)
-    get_task,
-    git_repo,
-    import_tasks,
-    run_attempt,
-    write_task,
-)
+from tests.pipeline_fixtures import get_task, git_repo, import_tasks, run_attempt, write_task
 
 
 def plant(marker: Path, host_dir: Path) -> str:

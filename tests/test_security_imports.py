@@ -22,8 +22,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.ab_cli import ab
 from tests.gunicorn_fixtures import Server, serve
-from tests.swebench_fixtures import LITE_DEV, ab, rows
+from tests.swebench_fixtures import LITE_DEV, rows
 from tests.test_upload_limits import LIMIT_MB, peak_rss_mb
 
 INSTANCE = rows(LITE_DEV)[0]

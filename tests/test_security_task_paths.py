@@ -12,10 +12,8 @@ the tasks folder: refused, unless TASK_PATH_ROOTS names the folder; the shipped 
 from __future__ import annotations
 
 import io
-import os
 import sqlite3
 import subprocess
-import sys
 import tarfile
 import zipfile
 from collections.abc import Iterator
@@ -23,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.ab_cli import ab
 from tests.conftest import REPO_ROOT, TASKS_DIR
 from tests.gunicorn_fixtures import Server, serve
 from tests.pipeline_fixtures import git_repo
@@ -166,14 +165,6 @@ def test_a_bundle_inside_the_upload_imports_and_nothing_else_may_point_into_it(
 # --- ab import-tasks: the tasks folder given, examples/ and TASK_PATH_ROOTS -----------------
 
 
-def ab(*args: str, tmp_path: Path, env_extra: dict | None = None) -> subprocess.CompletedProcess:
-    env = os.environ | {"AB_VAR_DIR": str(tmp_path / "var")} | (env_extra or {})
-    return subprocess.run(
-        [sys.executable, "-m", "benchsite.cli.main", *args],
-        capture_output=True, text=True, cwd=REPO_ROOT, env=env, timeout=300,
-    )  # fmt: skip
-
-
 def test_ab_import_tasks_refuses_a_path_outside_the_tasks_folder(tmp_path: Path) -> None:
     outside = tmp_path / "elsewhere"
     outside.mkdir()
@@ -186,25 +177,26 @@ def test_ab_import_tasks_refuses_a_path_outside_the_tasks_folder(tmp_path: Path)
         )
     )
 
-    out = ab("import-tasks", str(tasks), tmp_path=tmp_path)
+    out = ab("import-tasks", str(tasks), var_dir=tmp_path / "var")
     assert out.returncode == 1
     assert (
         f"{tasks}/t/task.yaml:7: reference_solution: '../../elsewhere/gold.patch' is outside"
         in out.stdout
     )
     assert "nothing imported" in out.stderr
-    checked = ab("check-tasks", str(tasks), tmp_path=tmp_path)
+    checked = ab("check-tasks", str(tasks), var_dir=tmp_path / "var")
     assert checked.returncode == 1 and "reference_solution" in checked.stdout
 
     # The operator may name more folders.
-    allowed = ab("import-tasks", str(tasks), tmp_path=tmp_path,
-                 env_extra={"TASK_PATH_ROOTS": str(outside)})  # fmt: skip
+    allowed = ab(
+        "import-tasks", str(tasks), var_dir=tmp_path / "var", env={"TASK_PATH_ROOTS": str(outside)}
+    )
     assert allowed.returncode == 0, allowed.stdout + allowed.stderr
     assert "created   uploaded/t" in allowed.stdout
 
 
 def test_ab_import_tasks_still_imports_the_shipped_examples(tmp_path: Path) -> None:
-    out = ab("import-tasks", str(TASKS_DIR), tmp_path=tmp_path)
+    out = ab("import-tasks", str(TASKS_DIR), var_dir=tmp_path / "var")
     assert out.returncode == 0, out.stdout + out.stderr
     assert "created 7" in out.stdout
     with sqlite3.connect(tmp_path / "var" / "db.sqlite3") as db:

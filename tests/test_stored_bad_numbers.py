@@ -22,14 +22,7 @@ from django.urls import reverse
 
 from runs.results.leaderboard import leaderboard_rows
 from tasks_app.models import Task
-from tests.pages_fixtures import (  # noqa: F401 (artifacts_root: a fixture)
-    artifacts_root,
-    make_attempt,
-    make_model,
-    make_run,
-    make_suite,
-    write_artifact,
-)
+from tests.pages_fixtures import make_attempt, make_model, make_run, make_suite, write_artifact
 
 pytestmark = pytest.mark.django_db
 
@@ -179,7 +172,7 @@ STORED_ATIF = (
 def test_a_stored_trajectory_with_infinities_shows_them_as_unknown(
     client,
     broken,
-    artifacts_root,  # noqa: F811 (a fixture)
+    artifacts_root,
 ):
     attempt = broken.attempts[0]
     write_artifact(attempt, "trajectory.atif.json", STORED_ATIF.encode())

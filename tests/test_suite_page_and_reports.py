@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (pytest fixtures imported from tests.*_fixtures)
 """The suite page of a Verified-sized suite, the skip link, and a report-only import's attempt
 page (issue 29, item 10)."""
 
@@ -11,8 +10,8 @@ from django.urls import reverse
 
 from runs.models import Attempt
 from tasks_app.models import Task
-from tests.pages_fixtures import artifacts_root, make_suite  # noqa: F401
-from tests.partial_fixtures import PARTIAL, PARTIAL_IDS, partial_suite, run_of  # noqa: F401
+from tests.pages_fixtures import make_suite
+from tests.partial_fixtures import PARTIAL, PARTIAL_IDS, run_of
 
 pytestmark = pytest.mark.django_db
 

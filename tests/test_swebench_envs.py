@@ -26,7 +26,6 @@ from sandbox.environments.dated_index import DatedIndex, parse_time, release_upl
 from sandbox.environments.repos import RepoSource
 from tasks_app.models import GoldValidation, Task
 from tests.pages_fixtures import (
-    artifacts_root,  # noqa: F401 (a fixture)
     make_attempt,
     make_model,
     make_run,
@@ -286,7 +285,7 @@ def test_it_names_the_first_error_of_a_test_log():
 
 @pytest.mark.django_db
 def test_an_approximate_instance_whose_gold_patch_fails_is_not_buildable_and_says_why(
-    artifacts_root,  # noqa: F811
+    artifacts_root,
 ):
     from runs.pipeline.swebench_validation import judge
     from sandbox.environments.build import BuildOutcome, BuiltInstance

@@ -13,7 +13,8 @@ from runs.models import Attempt, ModelConfig, Run
 from tasks_app.models import Suite, Task, TaskRevision
 from tasks_app.swebench.errors import SwebenchInputError
 from tasks_app.swebench.importer import swebench_import
-from tests.swebench_fixtures import LITE_DEV, SHARED_SWEBENCH, VERIFIED, ab, rows, write_jsonl
+from tests.ab_cli import ab
+from tests.swebench_fixtures import LITE_DEV, SHARED_SWEBENCH, VERIFIED, rows, write_jsonl
 
 pytestmark = pytest.mark.django_db
 

@@ -27,7 +27,7 @@ from sandbox.environments.repos import RepoSource
 from sandbox.host_fence import host_ipv4_addresses
 from tasks_app.models import GoldValidation, Task
 from tasks_app.swebench.importer import swebench_import
-from tests.netns_fixtures import FakeInternet, Listener, fake_internet, host_address_for, listener
+from tests.netns_fixtures import FakeInternet, Listener, host_address_for
 from tests.swebench_cache_fixtures import (
     TINY_REPO,
     TINY_SPECS,
@@ -38,7 +38,6 @@ from tests.swebench_cache_fixtures import (
 )
 from tests.swebench_fixtures import write_jsonl
 
-__all__ = ["fake_internet", "listener"]  # fixtures: imported for pytest, not unused
 pytestmark = [pytest.mark.slow, pytest.mark.django_db, pytest.mark.docker, pytest.mark.bwrap]
 
 INSTANCE = "agentbench-test__tiny-net-1"

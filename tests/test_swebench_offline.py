@@ -22,7 +22,7 @@ from sandbox.environments import envspec
 from sandbox.environments.build import built_instance
 from sandbox.environments.repos import RepoError, RepoSource
 from tasks_app.models import GoldValidation, GoldValidationStatus, Task
-from tests.openai_fake_server import FakeOpenAIServer, tool_call
+from tests.fake_provider import FakeProvider, tool_call
 from tests.pages_fixtures import make_model, make_run, make_suite, outcomes
 from tests.swebench_fixtures import EXAMPLES, LITE_DEV, rows, write_jsonl
 
@@ -278,9 +278,9 @@ def test_it_builds_an_instance_offline_and_validates_it_on_both_backends(
     # An LLM agent (the real openai client against the local fake server) on the instance:
     # the visible tests already pass at the start, the agent still gets its turn.
     task = Task.objects.get(suite__name="lite-offline", task_id=INSTANCE)
-    with FakeOpenAIServer([tool_call("apply_patch", {"unified_diff": gold})]) as server:
+    with FakeProvider([tool_call("apply_patch", {"unified_diff": gold})]) as server:
         config = model_config_for_variant(
-            "llm", name="fake-llm", model_name="fake-model", base_url=server.base_url,
+            "llm", name="fake-llm", model_name="fake-model", base_url=server.url("/v1"),
             api_key_env="AB_TEST_FAKE_KEY",
         )  # fmt: skip
         attempt = attempt_execute(

@@ -10,7 +10,8 @@ from runs.imports.predictions import predictions_import, read_predictions
 from runs.models import Attempt, Run
 from tasks_app.swebench.errors import SwebenchInputError
 from tasks_app.swebench.importer import swebench_import
-from tests.swebench_fixtures import LITE_DEV, ab, rows
+from tests.ab_cli import ab
+from tests.swebench_fixtures import LITE_DEV, rows
 
 pytestmark = pytest.mark.django_db
 

@@ -15,7 +15,8 @@ from runs.models import Attempt, ModelConfig, Run
 from tasks_app.models import Suite
 from tasks_app.swebench.errors import SwebenchInputError
 from tasks_app.swebench.importer import swebench_import
-from tests.swebench_fixtures import LITE_DEV, REPORTS, VERIFIED, ab, rows
+from tests.ab_cli import ab
+from tests.swebench_fixtures import LITE_DEV, REPORTS, VERIFIED, rows
 
 pytestmark = pytest.mark.django_db
 

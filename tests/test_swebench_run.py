@@ -16,8 +16,8 @@ import pytest
 from runs.imports.predictions import predictions_execute_inline, predictions_import
 from runs.models import Attempt, Run
 from tasks_app.swebench.importer import swebench_import
+from tests.ab_cli import ab
 from tests.conftest import REPO_ROOT
-from tests.swebench_fixtures import ab
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

@@ -238,17 +238,15 @@ def test_an_instance_record_with_fields_this_build_does_not_know_is_still_read(
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("budget", ["lots", "inf"])
-def test_a_budget_that_is_not_a_number_of_gb_is_an_error_naming_it(
-    budget, tmp_path, monkeypatch, capsys
-):
-    from benchsite.cli.main import main
+def test_a_budget_that_is_not_a_number_of_gb_is_an_error_naming_it(budget, tmp_path, monkeypatch):
+    from tests.ab_cli import ab_main
 
     monkeypatch.setenv("SWEBENCH_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("SWEBENCH_CACHE_MAX_GB", budget)
 
-    code = main(["swebench", "du"])
+    refused = ab_main("swebench", "du")
 
-    assert code == 1
-    assert capsys.readouterr().err.strip() == (
+    assert refused.returncode == 1
+    assert refused.stderr.strip() == (
         f"ab swebench: SWEBENCH_CACHE_MAX_GB must be a number of GB, got {budget!r}"
     )

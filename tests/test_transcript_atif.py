@@ -23,16 +23,9 @@ from runs.models import Attempt
 from runs.transcript import atif
 from tasks_app.models import Task
 from tasks_app.swebench.errors import SwebenchInputError
+from tests.ab_cli import ab
 from tests.model_calls_fixtures import CONVERSATIONS, jsonl
-from tests.pages_fixtures import (  # noqa: F401 - artifacts_root is a fixture
-    artifacts_root,
-    make_attempt,
-    make_model,
-    make_run,
-    make_suite,
-    write_artifact,
-)
-from tests.swebench_fixtures import ab
+from tests.pages_fixtures import make_attempt, make_model, make_run, make_suite, write_artifact
 from tests.test_pages_transcript import INSPECT_SAMPLE, MINI_TRAJ, SWE_AGENT_TRAJ
 
 MINI_RUN = MINI_TRAJ.parents[2]
@@ -132,7 +125,7 @@ def test_the_check_names_what_breaks_the_format():
 
 
 @pytest.fixture
-def attempt(artifacts_root, settings):  # noqa: F811
+def attempt(artifacts_root, settings):
     settings.ANONYMOUS_READ_ARTIFACTS = False
     suite = make_suite("atif", tasks=2)
     task = Task.objects.get(suite=suite, task_id="task-000")
@@ -311,7 +304,7 @@ TASKS = {"astropy__astropy-13398": 1.0, "django__django-14155": 0.0, "psf__reque
 
 
 @pytest.mark.django_db
-def test_a_harbor_job_folder_imports_its_trials_with_their_verdicts(tmp_path, artifacts_root):  # noqa: F811
+def test_a_harbor_job_folder_imports_its_trials_with_their_verdicts(tmp_path, artifacts_root):
     job = harbor_job(tmp_path, TASKS)
     report = run_folder_import(path=job, suite_name="verified-mini", model_name="cc (Harbor)")
     assert report.counts == {"resolved": 1, "TESTS_FAILED": 1, "SANDBOX_ERROR": 1, "missing": 17}
@@ -342,7 +335,7 @@ def _stored(attempt: Attempt, relative: str) -> bytes | None:
 
 
 @pytest.mark.django_db
-def test_a_broken_atif_file_names_itself_and_the_field_and_stores_nothing(tmp_path, artifacts_root):  # noqa: F811
+def test_a_broken_atif_file_names_itself_and_the_field_and_stores_nothing(tmp_path, artifacts_root):
     job = harbor_job(tmp_path, TASKS, broken="django__django-14155")
     with pytest.raises(SwebenchInputError) as raised:
         run_folder_import(path=job, suite_name="verified-mini", model_name="cc (Harbor)")

@@ -34,14 +34,7 @@ from tests.model_calls_fixtures import (
     sse,
     with_response,
 )
-from tests.pages_fixtures import (  # noqa: F401 - artifacts_root is a fixture
-    artifacts_root,
-    make_attempt,
-    make_model,
-    make_run,
-    make_suite,
-    write_artifact,
-)
+from tests.pages_fixtures import make_attempt, make_model, make_run, make_suite, write_artifact
 
 SCRIPT = "<script>window.__xss=1</script>"
 
@@ -398,7 +391,7 @@ def test_a_real_clis_recording_reads_as_its_conversation(cli):
 
 
 @pytest.fixture
-def attempt(artifacts_root):  # noqa: F811
+def attempt(artifacts_root):
     suite = make_suite("calls", tasks=1)
     task = Task.objects.get(suite=suite)
     return make_attempt(make_run(suite, make_model("claude-code")), task, "TESTS_FAILED")

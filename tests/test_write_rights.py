@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (pytest fixtures imported from tests.api_fixtures)
 """One permission model for the pages and the API: every write, walked with every persona.
 
 The API's writes are read from its OpenAPI schema and the pages from Django's URL resolver, so a
@@ -26,7 +25,6 @@ from benchsite.accounts.models import Action, ApiToken, AuditEvent
 from benchsite.accounts.services import api_token_create
 from runs.models import Attempt, ModelConfig, Run, RunStatus
 from tasks_app.models import Suite, Task
-from tests.api_fixtures import fresh_cache, seeded  # noqa: F401
 from tests.swebench_fixtures import LITE_DEV, rows
 from tests.test_run_import import MINI
 from tests.test_swebench_admin import zip_of

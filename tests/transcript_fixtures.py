@@ -10,7 +10,7 @@ from runs.agents.registry import build_agent
 from sandbox import open_sandbox
 from sandbox.base import SandboxConfig
 from tests.agent_fixtures import LABELS, TOY_SOLUTION, agent_context, toy_workspace
-from tests.openai_fake_server import FakeOpenAIServer, tool_call
+from tests.fake_provider import FakeProvider, tool_call
 
 
 def run_llm_agent(tmp_path: Path, artifacts: Path | None = None) -> Path:
@@ -27,12 +27,12 @@ def run_llm_agent(tmp_path: Path, artifacts: Path | None = None) -> Path:
         tool_call("read_file", {"path": "src/toy/calc.py"}, usage=(120, 15)),
         tool_call("apply_patch", {"unified_diff": TOY_SOLUTION}, usage=(300, 60)),
     ]
-    with open_sandbox(config, "auto") as sandbox, FakeOpenAIServer(replies) as server:
+    with open_sandbox(config, "auto") as sandbox, FakeProvider(replies) as server:
         ctx = agent_context(
             sandbox,
             artifacts,
             variant="llm",
-            base_url=server.base_url,
+            base_url=server.url("/v1"),
             model_name="fake-model",
             api_key="sk-test",
         )

@@ -28,6 +28,8 @@ from pathlib import Path
 
 import dj_database_url
 
+from tests.ab_cli import ab
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PG_ADMIN_URL = os.environ.get("AB_TEST_PG_URL", "postgres://postgres@127.0.0.1:5432/postgres")
 REDIS_URL = os.environ.get("AB_TEST_REDIS_URL", "redis://127.0.0.1:6379/12")
@@ -59,17 +61,8 @@ class Stack:
     def ab(
         self, *args: str, timeout: float = 300, check: bool = True
     ) -> subprocess.CompletedProcess:
-        out = subprocess.run(
-            [sys.executable, "-m", "benchsite.cli.main", *args],
-            cwd=REPO_ROOT,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-        if check and out.returncode != 0:
-            raise AssertionError(f"ab {' '.join(args)} exited {out.returncode}:\n{out.stderr}")
-        return out
+        """``ab`` in a process of its own on this stack's services (tests/ab_cli.py)."""
+        return ab(*args, env_exact=self.env, timeout=timeout, check=check)
 
     def start_worker(
         self, name: str, *, concurrency: int = 1, beat: bool = False, env: dict | None = None

@@ -1,4 +1,4 @@
-"""A scripted stand-in for a model provider: OpenAI chat completions, OpenAI Responses and
+"""The tests' one stand-in for a model provider: OpenAI chat completions, OpenAI Responses and
 Anthropic Messages, each answered as JSON or as a real server-sent-events stream.
 
 The real ``openai`` and ``anthropic`` clients (and the gateway) talk to it over real HTTP; only
@@ -8,6 +8,12 @@ are kept (``server.sent``) so a test can compare them with what a client receive
 written one event per chunk, flushed, and can stop halfway until the test releases it
 (``hold_after``), or be cut (``drop_after``). With no reply left it answers 400 (a test that
 scripted too few fails loudly); a reply for another API than the request's path answers 404.
+
+Two ways to script it: a list of replies, one per request (``FakeProvider([chat("hi")])``), or
+a ``respond`` function that answers each request from what it carries (the real agent CLIs'
+plans, tests/fake_provider_plans.py). A HEAD request (Claude Code's connectivity probe) is
+answered 200. Only the provider is a stand-in (no hosted model runs on this machine): the
+clients, the gateway and the CLIs are the real ones.
 """
 
 from __future__ import annotations
@@ -71,37 +77,49 @@ def _pieces(text: str) -> list[str]:
 def chat(
     text: str = "",
     *,
-    usage: tuple[int, int] = (100, 20),
+    usage: tuple[int, int] | None = (100, 20),
     stream: bool = False,
-    tool_call: tuple[str, dict] | None = None,
+    tool_call: tuple[str, dict | str] | None = None,
+    tool_calls: list[tuple[str, dict | str]] | None = None,
     model: str = "fake-model",
 ) -> Reply:
+    """An assistant message: ``text`` (none: a null content) and tool calls, whose arguments
+    given as a str are sent verbatim (malformed JSON on purpose). ``usage`` None: no usage."""
     cid = f"chatcmpl-{next(_ids)}"
-    call = None
-    if tool_call is not None:
-        call = {
+    named = ([tool_call] if tool_call is not None else []) + list(tool_calls or [])
+    calls = [
+        {
             "id": f"call_{next(_ids)}",
             "type": "function",
-            "function": {"name": tool_call[0], "arguments": json.dumps(tool_call[1])},
+            "function": {
+                "name": name,
+                "arguments": args if isinstance(args, str) else json.dumps(args),
+            },
         }
+        for name, args in named
+    ]
+    call = calls[0] if calls else None
     finish = "tool_calls" if call else "stop"
-    usage_doc = {
-        "prompt_tokens": usage[0],
-        "completion_tokens": usage[1],
-        "total_tokens": sum(usage),
-    }
+    usage_doc = None
+    if usage is not None:
+        usage_doc = {
+            "prompt_tokens": usage[0],
+            "completion_tokens": usage[1],
+            "total_tokens": sum(usage),
+        }
     if not stream:
         message: dict[str, Any] = {"role": "assistant", "content": text or None}
-        if call:
-            message["tool_calls"] = [call]
+        if calls:
+            message["tool_calls"] = calls
         doc = {
             "id": cid,
             "object": "chat.completion",
             "created": 0,
             "model": model,
             "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-            "usage": usage_doc,
         }
+        if usage_doc is not None:
+            doc["usage"] = usage_doc
         return Reply(
             body=json.dumps(doc).encode(), api="chat", headers={"content-type": "application/json"}
         )
@@ -119,25 +137,49 @@ def chat(
 
     events = [chunk({"role": "assistant", "content": ""})]
     events += [chunk({"content": piece}) for piece in _pieces(text)] if text else []
-    if call:
-        events.append(chunk({"tool_calls": [{"index": 0, **call}]}))
+    for index, each in enumerate(calls):
+        events.append(chunk({"tool_calls": [{"index": index, **each}]}))
     events.append(chunk({}, finish))
-    usage_event = sse(
-        {
-            "id": cid,
-            "object": "chat.completion.chunk",
-            "created": 0,
-            "model": model,
-            "choices": [],
-            "usage": usage_doc,
-        }
-    )
+    usage_event = None
+    if usage_doc is not None:
+        usage_event = sse(
+            {
+                "id": cid,
+                "object": "chat.completion.chunk",
+                "created": 0,
+                "model": model,
+                "choices": [],
+                "usage": usage_doc,
+            }
+        )
     return Reply(
         events=[*events],
         usage_event=usage_event,
         api="chat",
         headers={"content-type": "text/event-stream"},
     )
+
+
+def tool_calls(*calls: tuple[str, dict | str], usage: tuple[int, int] | None = (100, 20)) -> Reply:
+    """One chat answer with these tool calls (the agent's own loop, tests/test_agent_llm.py)."""
+    return chat(tool_calls=list(calls), usage=usage)
+
+
+def tool_call(name: str, args: dict | str, usage: tuple[int, int] | None = (100, 20)) -> Reply:
+    return chat(tool_calls=[(name, args)], usage=usage)
+
+
+def text(content: str, usage: tuple[int, int] | None = (100, 20)) -> Reply:
+    return chat(content, usage=usage)
+
+
+def empty(usage: tuple[int, int] | None = (0, 0)) -> Reply:
+    """A chat answer whose content is the empty string (not null), with no tool call."""
+    reply = chat(usage=usage)
+    doc = json.loads(reply.body)
+    doc["choices"][0]["message"]["content"] = ""
+    reply.body = json.dumps(doc).encode()
+    return reply
 
 
 # -- OpenAI Responses -----------------------------------------------------------------------
@@ -352,7 +394,7 @@ def error(
 
 
 class FakeProvider:
-    """``with FakeProvider([replies]) as upstream: ... upstream.base_url ...``"""
+    """``with FakeProvider([replies]) as upstream: ... upstream.url("/v1") ...``"""
 
     def __init__(
         self,
@@ -360,12 +402,16 @@ class FakeProvider:
         *,
         respond: Callable[[Request], Reply] | None = None,
         keep: bool = True,
+        delay_sec: float = 0.0,
     ):
         self.replies = list(replies or [])
         # Answers a request once the script is used up (a benchmark's endless supply).
         self.respond = respond
         # False: requests and sent bodies are not kept (a long benchmark).
         self.keep = keep
+        # A wait before every answer, besides each reply's own (a slow provider); a test may
+        # change it while the server runs (a hung call first, then answers at once).
+        self.delay_sec = delay_sec
         self.requests: list[Request] = []
         self.sent: list[bytes] = []
         self._lock = threading.Lock()
@@ -397,11 +443,16 @@ class FakeProvider:
                         "not_found_error",
                         f"fake provider: {reply.api} reply scripted, request to {self.path}",
                     )
-                time.sleep(reply.delay_sec)
+                time.sleep(reply.delay_sec + provider.delay_sec)
                 with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                     self._answer(reply, request)
 
             do_GET = do_POST = _handle
+
+            def do_HEAD(self) -> None:  # Claude Code's connectivity probe
+                self.send_response(200)
+                self.send_header("content-length", "0")
+                self.end_headers()
 
             def _answer(self, reply: Reply, request: Request) -> None:
                 self.send_response(reply.status)
@@ -460,6 +511,10 @@ class FakeProvider:
 
     def url(self, path: str = "") -> str:
         return f"http://127.0.0.1:{self.port}{path}"
+
+    def requests_to(self, path: str) -> list[Request]:
+        """The requests whose path (query aside) ends with ``path``, e.g. ``/messages``."""
+        return [r for r in self.requests if r.path.split("?")[0].endswith(path)]
 
     def add(self, *replies: Reply) -> None:
         with self._lock:
