@@ -1,6 +1,6 @@
 """A real agent CLI (mini-swe-agent, from the install cache) on a Harbor task: given
 ``instruction.md``, working in the image's ``/app`` through the model gateway (its calls go to
-the scripted local upstream of tests/cli_upstream.py), then graded by the task's verifier."""
+the scripted fake provider of tests/fake_provider_plans.py), then graded by the task's verifier."""
 
 from __future__ import annotations
 
@@ -13,17 +13,14 @@ from runs.agents.cli.install import ensure_install
 from runs.pipeline.adhoc import attempt_create_adhoc
 from runs.pipeline.execute import attempt_execute
 from tests.backends import backend_params
-from tests.cli_upstream import (
+from tests.fake_provider_plans import (
     REAL_KEY,
     UPSTREAM_KEY_ENV,
     WIRE_PATH,
-    ScriptedUpstream,
     cli_model_config,
     fix_plan,
+    plan_provider,
 )
-from tests.pipeline_fixtures import artifacts_root
-
-__all__ = ["artifacts_root"]  # a fixture, imported for pytest
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "harbor"
 OLD = '    counts = Counter(re.findall(r"[A-Za-z]+", text))'
@@ -48,7 +45,7 @@ def test_mini_swe_agent_fixes_a_harbor_task_through_the_gateway(
     plan = fix_plan(workdir="/app", path="wordfreq.py", old=OLD, new=NEW,
                     test_command="python3 -c 'import wordfreq'")  # fmt: skip
 
-    with ScriptedUpstream(plan) as upstream:
+    with plan_provider(plan) as upstream:
         config = cli_model_config("mini-swe-agent", upstream)
         attempt = attempt_execute(
             attempt_create_adhoc(task=task, model_config=config), backend=backend
@@ -57,7 +54,7 @@ def test_mini_swe_agent_fixes_a_harbor_task_through_the_gateway(
     assert attempt.failure_reason_id is None, attempt.error_text
     assert attempt.grade == "FULL"
     assert f"+{NEW}" in attempt.final_patch
-    calls = upstream.model_requests(WIRE_PATH["mini-swe-agent"])
+    calls = upstream.requests_to(WIRE_PATH["mini-swe-agent"])
     assert len(calls) >= 4
     # The CLI was given the task's instruction.
-    assert any("Count words case-insensitively" in str(call.body) for call in calls)
+    assert any("Count words case-insensitively" in c.body.decode(errors="replace") for c in calls)

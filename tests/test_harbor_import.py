@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (pytest fixtures imported from tests.api_fixtures)
 """Harbor task folders through every door that imports tasks (``ab check-tasks``,
 ``ab import-tasks``, the upload endpoint): the examples import whole, and a folder asking for
 what cannot run here is refused naming its file and field, with nothing imported."""
@@ -16,7 +15,6 @@ import pytest
 
 from tasks_app import harbor
 from tasks_app.spec import TaskSpecError
-from tests.api_fixtures import alice_token, fresh_cache, staff_auth  # noqa: F401
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "harbor"
 REPO = Path(__file__).resolve().parent.parent

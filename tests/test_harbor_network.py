@@ -12,10 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.backends import backend_params
-from tests.netns_fixtures import FakeInternet, Listener, fake_internet, host_address_for, listener
-from tests.pipeline_fixtures import artifacts_root, run_attempt
-
-__all__ = ["artifacts_root", "fake_internet", "listener"]  # fixtures, imported for pytest
+from tests.netns_fixtures import FakeInternet, Listener, host_address_for
+from tests.pipeline_fixtures import run_attempt
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "harbor"
 pytestmark = [pytest.mark.django_db, pytest.mark.docker]

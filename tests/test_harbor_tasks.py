@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (pytest fixtures imported from tests.pipeline_fixtures)
 """Harbor / Terminal-Bench task folders end to end: imported by ``ab import-tasks``, their
 Dockerfile environments built by the engine (once: keyed by content), run with the oracle
 (``solution/solve.sh``) and the no-op agent, graded by the reward their real verifiers write.
@@ -23,7 +22,6 @@ import pytest
 from runs.models import AttemptStatus
 from tests.backends import backend_params
 from tests.pipeline_fixtures import (
-    artifacts_root,  # noqa: F401  (fixture)
     attempt_folder,
     run_attempt,
 )

@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (pytest fixtures imported from other test modules)
 """An engine image becomes a root-filesystem tree the bubblewrap backend runs on
 (sandbox/environments/image_trees.py): exported once per image ID into the environments
 cache, with the mount points the sandbox needs, under the disk budget, and a task naming the
@@ -19,7 +18,6 @@ import pytest
 from sandbox.environments import cache, eviction
 from sandbox.environments.image_trees import ImageTreeError, leased_tree, tree_for_image
 from tests.pipeline_fixtures import (
-    artifacts_root,  # noqa: F401  (fixture)
     git_repo,
     import_tasks,
     write_task,

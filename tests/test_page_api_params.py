@@ -8,8 +8,6 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from tests.api_fixtures import fresh_cache, seeded  # noqa: F401
-
 SELECTIONS = [
     "",
     "view=configs",
@@ -38,7 +36,7 @@ def api_rows(client, suite: str, query: str) -> list[tuple]:
 
 
 @pytest.mark.parametrize("query", SELECTIONS)
-def test_the_leaderboard_page_and_api_read_a_selection_alike(client, seeded, query):  # noqa: F811
+def test_the_leaderboard_page_and_api_read_a_selection_alike(client, seeded, query):
     suite = seeded["suite"].name
     rows = page_rows(client, suite, query)
     assert rows == api_rows(client, suite, query)
@@ -46,7 +44,7 @@ def test_the_leaderboard_page_and_api_read_a_selection_alike(client, seeded, que
         assert len(rows) == 3  # the seeded runs: the comparison is not of two empty boards
 
 
-def test_a_date_filter_changes_both_alike(client, seeded):  # noqa: F811
+def test_a_date_filter_changes_both_alike(client, seeded):
     suite = seeded["suite"].name
     everything = page_rows(client, suite, "")
     nothing = page_rows(client, suite, "date_to=2000-01-01")
@@ -65,7 +63,7 @@ BAD = [
 
 
 @pytest.mark.parametrize(("name", "value"), BAD)
-def test_a_bad_parameter_gets_the_apis_words_on_the_page(client, seeded, name, value):  # noqa: F811
+def test_a_bad_parameter_gets_the_apis_words_on_the_page(client, seeded, name, value):
     suite = seeded["suite"].name
     api = client.get(f"/api/leaderboard?suite={suite}&{name}={value}")
     assert api.status_code == 422
@@ -78,7 +76,7 @@ def test_a_bad_parameter_gets_the_apis_words_on_the_page(client, seeded, name, v
     assert len(page.context["board"].all_rows) == 3
 
 
-def test_dates_out_of_order_are_refused_alike(client, seeded):  # noqa: F811
+def test_dates_out_of_order_are_refused_alike(client, seeded):
     suite = seeded["suite"].name
     query = "date_from=2025-02-01&date_to=2025-01-01"
     api = client.get(f"/api/leaderboard?suite={suite}&{query}")
@@ -89,7 +87,7 @@ def test_dates_out_of_order_are_refused_alike(client, seeded):  # noqa: F811
     assert page.context["errors"] == ["date_to: must not be before date_from"]
 
 
-def test_the_taxonomy_page_reads_its_parameters_with_the_apis_schema(client, seeded):  # noqa: F811
+def test_the_taxonomy_page_reads_its_parameters_with_the_apis_schema(client, seeded):
     suite = seeded["suite"].name
     api = client.get(f"/api/taxonomy?suite={suite}&include_undated=maybe")
     assert api.status_code == 422

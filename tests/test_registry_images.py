@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (pytest fixtures imported from other test modules)
 """Images from a registry, for real: Debian's docker-registry on loopback
 (tests/registry_fixtures.py), seeded with images built here, pulled by the engine through
 ``sandbox.environments.registry`` / ``pulled`` and ``tasks_app.images``.
@@ -23,10 +22,8 @@ import pytest
 from sandbox.environments import cache, eviction, registry
 from sandbox.environments.image_trees import level_name
 from sandbox.environments.pulled import ensure_pulled
-from tests.api_fixtures import auth, bob_token  # noqa: F401  (fixtures)
 from tests.backends import backend_params
 from tests.pipeline_fixtures import (
-    artifacts_root,  # noqa: F401  (fixture)
     git_repo,
     import_tasks,
     run_json,

@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (pytest fixtures imported from other test modules)
 """A SWE-bench instance on an image in the official layout, pulled through a registry mirror
 and run with the official eval script on both backends (``ab swebench build --source image``).
 
@@ -26,7 +25,6 @@ import pytest
 from sandbox.environments import eviction, registry
 from sandbox.environments.official_images import official_image_name, official_record
 from tests.backends import backend_params
-from tests.pipeline_fixtures import artifacts_root  # noqa: F401  (fixture)
 from tests.registry_fixtures import local_registry
 from tests.swebench_cache_fixtures import TINY_REPO, new_root, register_tiny_specs, tiny_repos
 from tests.swebench_fixtures import write_jsonl

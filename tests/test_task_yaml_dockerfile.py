@@ -1,4 +1,3 @@
-# ruff: noqa: F811  (pytest fixtures imported from tests.pipeline_fixtures)
 """A task.yaml whose ``environment.dockerfile`` names a build context: checked at import,
 built by the engine before the sandbox (a no-op the second time) and run on that image on both
 backends (bubblewrap from the image's tree)."""
@@ -12,9 +11,7 @@ from tasks_app.spec import PathRules, TaskSpecError, load_task_file
 from tests.conftest import TASKS_DIR
 from tests.pipeline_fixtures import (
     TOY_COMMIT,
-    artifacts_root,  # noqa: F401  (fixture)
     attempt_folder,
-    backend,  # noqa: F401  (fixture)
     get_task,
     import_tasks,
     run_attempt,
