@@ -259,7 +259,7 @@ def _try_reason(attempt: Attempt) -> str:
     return "none (stopped before an outcome)"
 
 
-_RESET_FIELDS = {
+_RESET_FIELDS: dict[str, object] = {
     "status": AttemptStatus.QUEUED,
     "failure_reason": None,
     "failure_stage": "",
@@ -325,7 +325,7 @@ def attempts_cancel_running(*, run: Run, text: str) -> int:
     return _cancel(run, AttemptStatus.RUNNING, text=text, now=timezone.now())
 
 
-def _cancel(run: Run, status: AttemptStatus, *, text: str, now: datetime) -> int:
+def _cancel(run: Run, status: str, *, text: str, now: datetime) -> int:
     return run.attempts.filter(status=status).update(
         status=AttemptStatus.CANCELLED,
         failure_reason_id=Reason.INTERRUPTED.value,
