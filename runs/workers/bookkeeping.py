@@ -111,7 +111,7 @@ def _finish_if_done(run: Run) -> None:
     run.save(update_fields=fields)
 
 
-# --- Worker side: reap, hand back ---------------------------------------------------------------
+# --- Worker side: reap, hand back ----------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,16 +250,16 @@ def runs_settle_idle() -> list[int]:
 def _end_worker_lost(
     attempt: Attempt, stale_after: int, *, run_ended: bool = False, text: str = ""
 ) -> None:
+    text = text or (
+        f"[worker-lost] worker {attempt.worker or 'unknown'} sent no heartbeat for over "
+        f"{stale_after}s, after {attempt.requeue_count} requeue(s)"
+    )
     # In a run already cancelled or aborted, a lost attempt is not worth another try.
     attempt_fail(
         attempt,
         reason=Reason.INTERRUPTED if run_ended else Reason.SANDBOX_ERROR,
         cancelled=run_ended,
-        text=text
-        or (
-            f"[worker-lost] worker {attempt.worker or 'unknown'} sent no heartbeat for over "
-            f"{stale_after}s, after {attempt.requeue_count} requeue(s)"
-        ),
+        text=text,
         fingerprint="[worker-lost]",
         error_kind="transient",
     )
