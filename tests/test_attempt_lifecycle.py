@@ -27,11 +27,19 @@ their time.
 from __future__ import annotations
 
 import ast
+import datetime as dt
 import re
 import textwrap
 from pathlib import Path
 
 import pytest
+from django.utils import timezone
+
+from runs.lifecycle import attempt_blame_the_cancel, attempt_fail, attempts_cancel_running
+from runs.models import Attempt, AttemptStatus, Run, RunStatus
+from runs.taxonomy import Reason
+from tasks_app.models import Task
+from tests.pages_fixtures import make_attempt, make_model, make_run, make_suite
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("benchsite", "runs", "tasks_app", "sandbox")
@@ -200,11 +208,13 @@ def test_the_lifecycle_module_holds_every_transition():
     tree = ast.parse((ROOT / LIFECYCLE).read_text())
     writers = set()
     for node in tree.body:
+        if not status_writes(ast.unparse(node)):
+            continue
         if isinstance(node, ast.FunctionDef):
-            if status_writes(ast.unparse(node)):
-                writers.add(node.name)
-        elif status_writes(ast.unparse(node)):
-            writers.add(ast.unparse(node).split("=")[0].strip())
+            writers.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            target = node.targets[0] if isinstance(node, ast.Assign) else node.target
+            writers.add(ast.unparse(target))
     assert writers == {
         "attempt_claim",
         "attempt_finish",
@@ -279,3 +289,95 @@ NOT_WRITES = {
 @pytest.mark.parametrize("source", NOT_WRITES.values(), ids=NOT_WRITES.keys())
 def test_the_check_leaves_reads_and_other_models_alone(source):
     assert status_writes(source) == []
+
+
+# --- The transitions no other test drives directly ---------------------------------------
+
+
+def _running(run: Run, task, **fields) -> Attempt:
+    started = timezone.now() - dt.timedelta(seconds=30)
+    return make_attempt(
+        run,
+        task,
+        status=AttemptStatus.RUNNING,
+        started_at=started,
+        heartbeat_at=started,
+        duration_sec=None,
+        **fields,
+    )
+
+
+@pytest.mark.django_db
+def test_it_fails_an_attempt_writing_only_what_the_caller_gives():
+    suite = make_suite("lifecycle-fail", tasks=2)
+    run = make_run(suite, make_model("lifecycle-fail-model"), status=RunStatus.RUNNING)
+    first, second = Task.objects.for_suite(suite).order_by("task_id")
+    # The worker's task: the Celery time limit (a timeout, the text its own fingerprint).
+    timed_out = _running(run, first, error_kind="kept")
+    text = "[timeout] the attempt exceeded its overall time budget " + "x" * 300
+    attempt_fail(timed_out, reason=Reason.TIMEOUT, text=text, is_timeout=True)
+    timed_out.refresh_from_db()
+    assert timed_out.status == AttemptStatus.FINISHED
+    assert (timed_out.failure_reason_id, timed_out.is_infra) == ("TIMEOUT", True)
+    assert timed_out.is_timeout and timed_out.error_text == text
+    assert timed_out.error_fingerprint == text[:200]
+    assert timed_out.error_kind == "kept"  # not given: left alone
+    assert timed_out.finished_at is not None and timed_out.duration_sec >= 30
+    # The reaper: a lost worker in a run that ended meanwhile.
+    lost = _running(run, second, is_timeout=True)
+    attempt_fail(
+        lost,
+        reason=Reason.INTERRUPTED,
+        text="[worker-lost] w:1 ...",
+        cancelled=True,
+        fingerprint="[worker-lost]",
+        error_kind="transient",
+    )
+    lost.refresh_from_db()
+    assert (lost.status, lost.failure_reason_id) == (AttemptStatus.CANCELLED, "INTERRUPTED")
+    assert (lost.error_fingerprint, lost.error_kind) == ("[worker-lost]", "transient")
+    assert lost.is_timeout  # not given: left alone
+
+
+@pytest.mark.django_db
+def test_a_sandbox_error_while_the_run_is_cancelled_is_blamed_on_the_cancel():
+    suite = make_suite("lifecycle-blame", tasks=3)
+    cancelled = make_run(suite, make_model("lifecycle-blame-model"), status=RunStatus.CANCELLED)
+    going = make_run(suite, cancelled.model_config, status=RunStatus.RUNNING)
+    first, second, third = Task.objects.for_suite(suite).order_by("task_id")
+    broken = make_attempt(cancelled, first, "SANDBOX_ERROR", error_text="container gone")
+    failed = make_attempt(cancelled, second, "TESTS_FAILED", error_text="2 failed")
+    elsewhere = make_attempt(going, third, "SANDBOX_ERROR", error_text="container gone")
+    for attempt in (broken, failed, elsewhere):
+        attempt_blame_the_cancel(attempt)
+        attempt.refresh_from_db()
+    assert (broken.status, broken.failure_reason_id) == (AttemptStatus.CANCELLED, "INTERRUPTED")
+    assert broken.error_text == (
+        "[cancelled] the run was cancelled while this attempt ran; it then ended with "
+        "SANDBOX_ERROR: container gone"
+    )
+    # The agent's own failure, and a run nobody cancelled, keep their outcome.
+    assert (failed.status, failed.failure_reason_id) == (AttemptStatus.FINISHED, "TESTS_FAILED")
+    assert (elsewhere.status, elsewhere.failure_reason_id) == (
+        AttemptStatus.FINISHED,
+        "SANDBOX_ERROR",
+    )
+
+
+@pytest.mark.django_db
+def test_a_ctrl_c_cancels_the_running_attempts_of_its_run_only():
+    suite = make_suite("lifecycle-ctrl-c", tasks=3)
+    run = make_run(suite, make_model("lifecycle-ctrl-c-model"), status=RunStatus.RUNNING)
+    other = make_run(suite, run.model_config, status=RunStatus.RUNNING)
+    first, second, third = Task.objects.for_suite(suite).order_by("task_id")
+    running = _running(run, first)
+    done = make_attempt(run, second, "TESTS_FAILED")
+    elsewhere = _running(other, third)
+    assert attempts_cancel_running(run=run, text="interrupted before it ran") == 1
+    running.refresh_from_db()
+    assert (running.status, running.failure_reason_id) == (AttemptStatus.CANCELLED, "INTERRUPTED")
+    assert running.is_infra and running.error_text == "interrupted before it ran"
+    assert running.finished_at is not None
+    done.refresh_from_db()
+    elsewhere.refresh_from_db()
+    assert (done.status, elsewhere.status) == (AttemptStatus.FINISHED, AttemptStatus.RUNNING)
