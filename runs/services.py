@@ -2,7 +2,8 @@
 
 Every service is keyword-only, runs inside ``transaction.atomic`` and queues Celery work with
 ``transaction.on_commit``, so a worker never sees an attempt id before its row is committed.
-Celery messages carry only the attempt id; the worker re-reads everything else.
+Celery messages carry only the attempt id; the worker re-reads everything else. An attempt's
+status moves only through ``runs.lifecycle``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from importlib import metadata
-from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -21,11 +21,10 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from runs.failfast import failfast_settings
+from runs.lifecycle import attempt_requeue, attempts_cancel_queued, attempts_queue_for_evaluation
 from runs.models import (
     FINAL_STATES,
-    AgentVariant,
     Attempt,
-    AttemptStage,
     AttemptStatus,
     ModelConfig,
     Run,
@@ -33,7 +32,6 @@ from runs.models import (
     RunSource,
     RunStatus,
 )
-from runs.taxonomy import Reason
 from tasks_app.models import Suite, Task
 
 log = logging.getLogger(__name__)
@@ -299,12 +297,10 @@ def run_cancel(*, run: Run, by=None) -> int:
             return 0
         now = timezone.now()
         who = f" by {by}" if by is not None else ""
-        count = run.attempts.filter(status=AttemptStatus.QUEUED).update(
-            status=AttemptStatus.CANCELLED,
-            failure_reason_id=Reason.INTERRUPTED.value,
-            is_infra=True,
-            error_text=f"[cancelled] the run was cancelled{who} before this attempt started",
-            finished_at=now,
+        count = attempts_cancel_queued(
+            run=run,
+            text=f"[cancelled] the run was cancelled{who} before this attempt started",
+            now=now,
         )
         running = list(
             run.attempts.filter(status=AttemptStatus.RUNNING).values_list("public_id", flat=True)
@@ -334,9 +330,7 @@ def run_evaluate(*, run: Run, by=None) -> int:
         )
         if not ids:
             return 0
-        Attempt.objects.filter(id__in=ids, status=AttemptStatus.NOT_EVALUATED).update(
-            status=AttemptStatus.QUEUED
-        )
+        attempts_queue_for_evaluation(attempt_ids=ids)
         who = f" by {by}" if by is not None else ""
         now = timezone.now()
         run.status = RunStatus.QUEUED
@@ -371,8 +365,7 @@ def run_retry_infra(*, run: Run, by=None) -> int:
             retryable_attempts(run).select_for_update().order_by("sample_index", "task__task_id")
         )
         for attempt in attempts:
-            attempt_archive_try(attempt, note=f"retried{f' by {by}' if by is not None else ''}")
-            attempt_reset_to_queued(attempt)
+            attempt_requeue(attempt, note=f"retried{f' by {by}' if by is not None else ''}")
         if attempts:
             run.status = RunStatus.QUEUED
             run.finished_at = None
@@ -401,83 +394,6 @@ def run_resume(*, run: Run) -> int:
         ids = _queued_ids(run)
         transaction.on_commit(lambda: attempts_enqueue(ids))
     return len(ids)
-
-
-def attempt_archive_try(attempt: Attempt, *, note: str) -> None:
-    """Keep the previous try of an attempt as renamed stage rows before it runs again."""
-    tries = attempt.stages.filter(name__startswith="try ", name__endswith=": outcome").count()
-    number = tries + 1
-    offset = 1000 * number
-    stages = list(attempt.stages.exclude(name__startswith="try "))
-    for stage in stages:
-        stage.name = f"try {number}: {stage.name}"[:40]
-        stage.order = min(stage.order + offset, 32000)
-    AttemptStage.objects.bulk_update(stages, ["name", "order"])
-    AttemptStage.objects.create(
-        attempt=attempt,
-        name=f"try {number}: outcome",
-        order=min(offset + 999, 32767),
-        command=(
-            f"{note}; previous status {attempt.status}, reason {_try_reason(attempt)}, "
-            f"worker {attempt.worker or '-'}\n{attempt.error_text}"
-        )[:10_000],
-        exit_code=attempt.exit_code,
-        duration_sec=attempt.duration_sec,
-        started_at=attempt.started_at,
-    )
-
-
-def _try_reason(attempt: Attempt) -> str:
-    """What the try's outcome was: its failure reason, "none (resolved)" for a finished
-    success, and for a try taken back before it ended (a lost or stopped worker) no reason at
-    all, never a "success" it did not have."""
-    if attempt.failure_reason_id:
-        return attempt.failure_reason_id
-    if attempt.status == AttemptStatus.FINISHED:
-        return "none (resolved)"
-    return "none (stopped before an outcome)"
-
-
-_RESET_FIELDS: dict[str, Any] = {
-    "status": AttemptStatus.QUEUED,
-    "failure_reason": None,
-    "failure_stage": "",
-    "is_infra": False,
-    "is_timeout": False,
-    "is_empty_run": False,
-    "exit_code": None,
-    "duration_sec": None,
-    "tokens_in": 0,
-    "tokens_out": 0,
-    "cost_usd": 0,
-    "tool_calls": 0,
-    "steps": 0,
-    "lines_changed": 0,
-    "files_touched": [],
-    "final_patch": "",
-    "error_text": "",
-    "error_fingerprint": "",
-    "error_kind": "",
-    "stderr_tail": "",
-    "test_results": {},
-    "grade": "",
-    "worker": "",
-    "started_at": None,
-    "heartbeat_at": None,
-    "finished_at": None,
-}
-
-
-def attempt_reset_to_queued(attempt: Attempt, *, requeue_count: int = 0) -> None:
-    # An imported prediction lives in final_patch until it has been evaluated: keep it.
-    keep_patch = attempt.model_config.agent_variant == AgentVariant.EXTERNAL
-    for field, value in _RESET_FIELDS.items():
-        if field == "final_patch" and keep_patch:
-            continue
-        setattr(attempt, field, value.copy() if isinstance(value, list | dict) else value)
-    attempt.requeue_count = requeue_count
-    attempt.queued_at = timezone.now()
-    attempt.save(update_fields=[*_RESET_FIELDS, "requeue_count", "queued_at"])
 
 
 def attempts_remove_containers(public_ids: Iterable) -> int:

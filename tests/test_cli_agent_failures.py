@@ -18,10 +18,11 @@ import pytest
 import yaml
 
 from runs.agents.cli import definition as definitions
+from runs.lifecycle import attempt_claim
 from runs.models import Attempt, AttemptStatus, Run, RunStatus
 from runs.pipeline.execute import attempt_execute
 from runs.services import run_launch
-from runs.workers.bookkeeping import attempt_claim, run_attempt_done
+from runs.workers.bookkeeping import run_attempt_done
 from tests.fake_provider_plans import (
     REAL_KEY,
     UPSTREAM_KEY_ENV,

@@ -213,9 +213,9 @@ def raw_sql_update(config: ModelConfig, **fields: str) -> None:
 
 
 def run_one(config: ModelConfig, backend: str = "bwrap") -> Attempt:
+    from runs.lifecycle import attempt_claim
     from runs.pipeline.execute import attempt_execute
     from runs.services import run_launch
-    from runs.workers.bookkeeping import attempt_claim
     from tests.pipeline_fixtures import get_task, import_tasks
 
     import_tasks()

@@ -258,7 +258,7 @@ def test_an_unexpected_error_is_unknown_with_its_traceback(tmp_path, artifacts_r
 
 
 def test_a_retried_attempt_keeps_the_logs_of_its_first_try(artifacts_root):
-    from runs.services import attempt_archive_try, attempt_reset_to_queued
+    from runs.lifecycle import attempt_archive_try, attempt_reset_to_queued
 
     import_tasks()
     first = run_attempt(get_task("toy_no_tests"), backend="bwrap")

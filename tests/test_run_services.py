@@ -9,6 +9,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from runs.lifecycle import attempt_claim
 from runs.models import Attempt, AttemptStage, AttemptStatus, ModelConfig, Run, RunStatus
 from runs.services import (
     LaunchError,
@@ -18,7 +19,7 @@ from runs.services import (
     run_retry_infra,
     runs_launch_many,
 )
-from runs.workers.bookkeeping import attempt_claim, attempts_reap
+from runs.workers.bookkeeping import attempts_reap
 from runs.workers.tasks import Heartbeat
 from tests.orchestration_fixtures import finish
 
@@ -315,8 +316,8 @@ def test_the_reaper_settles_a_run_whose_last_bookkeeping_was_lost(launch):
 
 
 def test_retrying_an_imported_prediction_keeps_its_patch(custom_dev):
+    from runs.lifecycle import attempt_reset_to_queued
     from runs.models import Attempt, ModelConfig, Run
-    from runs.services import attempt_reset_to_queued
 
     external = ModelConfig.objects.create(name="imported-model", agent_variant="external")
     task = custom_dev.tasks.get(task_id="toy_fail_pytest")

@@ -26,9 +26,10 @@ from django.utils import timezone
 from benchsite.cli.main import main as ab
 from runs import data_version
 from runs.imports.run_import import run_folder_import
+from runs.lifecycle import attempt_finish
 from runs.models import Attempt, AttemptStatus, Run, RunStatus, RunTally
 from runs.pipeline.outcome import decide
-from runs.pipeline.persist import AttemptResult, attempt_finish
+from runs.pipeline.persist import AttemptResult
 from runs.results import run_tallies, tally_store
 from runs.results.selection import read_results
 from runs.services import run_retry_infra

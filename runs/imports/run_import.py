@@ -51,6 +51,7 @@ from runs.imports.run_folder import (
     read_run_folder,
 )
 from runs.imports.trajectories import ARTIFACT_NAMES, REPORT_ARTIFACT, TrajFormat
+from runs.lifecycle import attempt_mark_not_evaluated, attempt_replace_with_import
 from runs.models import (
     Attempt,
     AttemptStatus,
@@ -463,8 +464,8 @@ def _write(
                     entry, run, suite, model, by_id[entry.instance_id], when, folders[entry.key]
                 )
                 if entry.key in current:
-                    Attempt.objects.filter(pk=current[entry.key]).update(
-                        **{name: getattr(attempt, name) for name in UPDATED_FIELDS}
+                    attempt_replace_with_import(
+                        pk=current[entry.key], imported=attempt, fields=UPDATED_FIELDS
                     )
                     report.updated += 1
                 else:
@@ -651,14 +652,7 @@ def _attempt(
             attempt.steps = result.api_calls
     if outcome.kind is None:
         # A patch nobody evaluated: it waits for ``run_evaluate``, with no outcome.
-        attempt.status = AttemptStatus.NOT_EVALUATED
-        attempt.failure_reason_id = None
-        attempt.failure_stage = ""
-        attempt.is_infra = False
-        attempt.grade = ""
-        attempt.error_text = outcome.note
-        attempt.error_fingerprint = ""
-        attempt.started_at = attempt.finished_at = None
+        attempt_mark_not_evaluated(attempt, note=outcome.note)
     elif outcome.rule is not None:
         rule = outcome.rule
         attempt.failure_reason_id = rule.reason.value

@@ -17,7 +17,8 @@ from django.conf import settings
 
 from runs import conditions
 from runs.agents.contract import AgentOutcome
-from runs.models import AgentVariant, Attempt, AttemptStatus
+from runs.lifecycle import attempt_finish
+from runs.models import AgentVariant, Attempt
 from runs.pipeline import (
     artifacts,
     change_set,
@@ -100,7 +101,7 @@ class _Execution:
         # code ran, since the git folder is the sandbox's to rewrite afterwards (its refs too).
         self.base_commit = ""
         self.grading: swebench.Grading | None = None
-        self.status = AttemptStatus.FINISHED
+        self.cancelled = False
         self.current: tuple[str, Stage] = ("git_clone", Stage.GIT_CLONE)
         self.sandbox_info: dict[str, Any] = {"backend": backend}
         self.folder: Path | None = None
@@ -114,14 +115,14 @@ class _Execution:
             self.folder = self._attempt_folder()
             self._pipeline(plan_for_task(self.attempt.task, default_image=settings.SANDBOX_IMAGE))
         except _Cancelled:
-            self.status = AttemptStatus.CANCELLED
+            self.cancelled = True
             self._fail(Reason.INTERRUPTED, "cancelled before this stage started")
         except KeyboardInterrupt as exc:
-            self.status = AttemptStatus.CANCELLED
+            self.cancelled = True
             self._fail(Reason.INTERRUPTED, "interrupted (Ctrl+C)")
             interrupt = exc
         except SandboxClosed as exc:  # a kill by us (cancel, shutdown), not a broken sandbox
-            self.status = AttemptStatus.CANCELLED
+            self.cancelled = True
             self._fail(Reason.INTERRUPTED, f"{type(exc).__name__}: {exc}")
         except SandboxError as exc:  # the engine's own error is in the message
             self._fail(Reason.SANDBOX_ERROR, f"{type(exc).__name__}: {exc}")
@@ -491,7 +492,7 @@ class _Execution:
         stats = workspace.patch_stats(self.final_patch or "")
         result = persist.AttemptResult(
             verdict=verdict,
-            status=self.status,
+            cancelled=self.cancelled,
             duration_sec=time.monotonic() - self.started,
             agent=self.agent_outcome,
             final_patch=self.final_patch,
@@ -500,7 +501,7 @@ class _Execution:
             grade=self.grading.grade if self.grading else "",
             test_results=self.grading.test_results if self.grading else {},
         )
-        attempt = persist.attempt_finish(attempt=self.attempt, result=result)
+        attempt = attempt_finish(attempt=self.attempt, result=result)
         if self.folder is not None:
             record = attempt_record(
                 attempt=attempt,

@@ -17,6 +17,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from runs.lifecycle import attempts_cancel_running
 from runs.models import AgentVariant, Attempt, AttemptStatus, RunSource, RunStatus
 from runs.pipeline import artifacts
 from runs.pipeline.adhoc import model_config_for_variant, run_close, run_create
@@ -153,13 +154,7 @@ def suite_validate(
                     progress(ProgressEvent(index, len(to_run), attempt.task.task_id, _row(attempt)))
         except KeyboardInterrupt:
             status = RunStatus.CANCELLED
-            Attempt.objects.filter(run=run, status=AttemptStatus.RUNNING).update(
-                status=AttemptStatus.CANCELLED,
-                failure_reason_id="INTERRUPTED",
-                is_infra=True,
-                finished_at=timezone.now(),
-                error_text="interrupted before it ran",
-            )
+            attempts_cancel_running(run=run, text="interrupted before it ran")
             raise
         finally:
             run_close(run=run, status=status)

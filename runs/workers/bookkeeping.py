@@ -1,7 +1,8 @@
-"""What workers write: the claim, run bookkeeping after each attempt, fail-fast, the reaper.
+"""What workers write around attempts: run bookkeeping after each one, fail-fast, the reaper.
 
 Split from ``runs.services`` (launch and control) because it runs inside worker processes and
-the reaper (``ab reaper``), under row locks, and has its own concurrency rules.
+the reaper (``ab reaper``), under row locks, and has its own concurrency rules. The claim and
+every status change of an attempt are ``runs.lifecycle``'s.
 """
 
 from __future__ import annotations
@@ -19,15 +20,9 @@ from django.db.models import Q
 from django.utils import timezone
 
 from runs.failfast import Breach, Outcome, failfast_settings, find_breach
+from runs.lifecycle import attempt_fail, attempt_requeue, attempts_skip_queued
 from runs.models import RUN_FINAL_STATES, Attempt, AttemptStatus, Run, RunSource, RunStatus
-from runs.services import (
-    NON_FINAL,
-    attempt_archive_try,
-    attempt_reset_to_queued,
-    attempts_enqueue,
-    attempts_remove_containers,
-    run_totals,
-)
+from runs.services import NON_FINAL, attempts_enqueue, attempts_remove_containers, run_totals
 from runs.taxonomy import Reason
 from runs.workers.broker import broker_forget_unacked
 
@@ -87,13 +82,12 @@ def _abort(run: Run, breach: Breach, *, origin: Run | None = None) -> None:
     reason = breach.describe()
     if origin is not None:
         reason = f"propagated from run {origin.public_id}: {reason}"
-    run.attempts.filter(status=AttemptStatus.QUEUED).update(
-        status=AttemptStatus.SKIPPED,
-        failure_reason_id=breach.reason,
-        is_infra=True,
-        error_text=f"[fail-fast] skipped: {reason}",
+    attempts_skip_queued(
+        run=run,
+        reason=breach.reason,
+        text=f"[fail-fast] skipped: {reason}",
         error_kind="permanent" if breach.permanent else "transient",
-        finished_at=now,
+        now=now,
     )
     run.status = RunStatus.ABORTED
     run.fail_fast_reason = reason
@@ -117,22 +111,7 @@ def _finish_if_done(run: Run) -> None:
     run.save(update_fields=fields)
 
 
-# --- Worker side: claim, reap ---------------------------------------------------------------
-
-
-def attempt_claim(*, attempt_id: int, worker: str) -> bool:
-    """Compare-and-set queued -> running. False when another worker (or a cancel) won."""
-    now = timezone.now()
-    claimed = Attempt.objects.filter(
-        id=attempt_id,
-        status=AttemptStatus.QUEUED,
-        run__status__in=[RunStatus.QUEUED, RunStatus.RUNNING],
-    ).update(status=AttemptStatus.RUNNING, worker=worker[:200], started_at=now, heartbeat_at=now)
-    if claimed:
-        Run.objects.filter(attempts__id=attempt_id, status=RunStatus.QUEUED).update(
-            status=RunStatus.RUNNING, started_at=now
-        )
-    return bool(claimed)
+# --- Worker side: reap, hand back ----------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,9 +211,8 @@ def attempts_hand_back(*, worker_node: str) -> list[int]:
 
 
 def _take_back(attempt: Attempt, *, note: str, count: bool) -> None:
-    """Archive the try and reset the attempt to ``queued`` (inside the caller's transaction)."""
-    attempt_archive_try(attempt, note=note)
-    attempt_reset_to_queued(attempt, requeue_count=attempt.requeue_count + (1 if count else 0))
+    """Put the attempt back in the queue (inside the caller's transaction, row locked)."""
+    attempt_requeue(attempt, note=note, requeue_count=attempt.requeue_count + (1 if count else 0))
 
 
 def attempt_remove_workspace(attempt: Attempt) -> None:
@@ -272,31 +250,18 @@ def runs_settle_idle() -> list[int]:
 def _end_worker_lost(
     attempt: Attempt, stale_after: int, *, run_ended: bool = False, text: str = ""
 ) -> None:
-    now = timezone.now()
-    # In a run already cancelled or aborted, a lost attempt is not worth another try.
-    attempt.status = AttemptStatus.CANCELLED if run_ended else AttemptStatus.FINISHED
-    attempt.failure_reason_id = (Reason.INTERRUPTED if run_ended else Reason.SANDBOX_ERROR).value
-    attempt.is_infra = True
-    attempt.error_kind = "transient"
-    attempt.error_text = text or (
+    text = text or (
         f"[worker-lost] worker {attempt.worker or 'unknown'} sent no heartbeat for over "
         f"{stale_after}s, after {attempt.requeue_count} requeue(s)"
     )
-    attempt.error_fingerprint = "[worker-lost]"
-    attempt.finished_at = now
-    if attempt.started_at:
-        attempt.duration_sec = (now - attempt.started_at).total_seconds()
-    attempt.save(
-        update_fields=[
-            "status",
-            "failure_reason",
-            "is_infra",
-            "error_kind",
-            "error_text",
-            "error_fingerprint",
-            "finished_at",
-            "duration_sec",
-        ]
+    # In a run already cancelled or aborted, a lost attempt is not worth another try.
+    attempt_fail(
+        attempt,
+        reason=Reason.INTERRUPTED if run_ended else Reason.SANDBOX_ERROR,
+        cancelled=run_ended,
+        text=text,
+        fingerprint="[worker-lost]",
+        error_kind="transient",
     )
 
 

@@ -30,10 +30,11 @@ from django.utils import timezone
 # Django processes (pages, database commands) never load Celery.
 import benchsite.celery  # noqa: F401
 from benchsite.processes import die_with_parent
+from runs.lifecycle import attempt_blame_the_cancel, attempt_claim, attempt_fail
 from runs.models import Attempt, AttemptStatus, Run, RunStatus
 from runs.services import attempts_remove_containers
 from runs.taxonomy import Reason
-from runs.workers.bookkeeping import attempt_claim, run_attempt_done
+from runs.workers.bookkeeping import run_attempt_done
 from runs.workers.worker_dir import worker_dir_join
 
 log = logging.getLogger(__name__)
@@ -194,7 +195,7 @@ def attempt_run(self, attempt_id: int) -> str:
         heartbeat.stop()
     if not attempt.is_final:
         attempt = _end_unfinished(attempt, worker)
-    _blame_the_cancel(attempt)
+    attempt_blame_the_cancel(attempt)
     _publish_artifacts(attempt)
     _settle(attempt)
     return attempt.status
@@ -228,10 +229,10 @@ def _execute(attempt: Attempt, heartbeat: Heartbeat) -> Attempt:
     except SoftTimeLimitExceeded:
         attempt.refresh_from_db()
         if not attempt.is_final:
-            _end(
+            attempt_fail(
                 attempt,
-                Reason.TIMEOUT,
-                "[timeout] the attempt exceeded its overall time budget (Celery soft limit)",
+                reason=Reason.TIMEOUT,
+                text="[timeout] the attempt exceeded its overall time budget (Celery soft limit)",
                 is_timeout=True,
             )
         return attempt
@@ -239,64 +240,17 @@ def _execute(attempt: Attempt, heartbeat: Heartbeat) -> Attempt:
         log.exception("attempt %s: the pipeline raised", attempt.id)
         attempt.refresh_from_db()
         if not attempt.is_final:
-            _end(attempt, Reason.UNKNOWN, f"[harness] {type(exc).__name__}: {exc}")
+            text = f"[harness] {type(exc).__name__}: {exc}"
+            attempt_fail(attempt, reason=Reason.UNKNOWN, text=text, is_timeout=False)
         return attempt
-
-
-def _blame_the_cancel(attempt: Attempt) -> None:
-    """Cancelling a run removes its containers at once, so an attempt running then usually
-    fails with SANDBOX_ERROR before its next stage checks ``should_cancel``. The cancel caused
-    that failure: record the attempt as cancelled (INTERRUPTED), keeping the error text."""
-    if attempt.status != AttemptStatus.FINISHED or attempt.failure_reason_id not in (
-        Reason.SANDBOX_ERROR.value,
-        Reason.UNKNOWN.value,
-    ):
-        return
-    if not Run.objects.filter(id=attempt.run_id, status=RunStatus.CANCELLED).exists():
-        return
-    attempt.status = AttemptStatus.CANCELLED
-    attempt.error_text = (
-        f"[cancelled] the run was cancelled while this attempt ran; it then ended with "
-        f"{attempt.failure_reason_id}: {attempt.error_text}"
-    )
-    attempt.failure_reason_id = Reason.INTERRUPTED.value
-    attempt.save(update_fields=["status", "failure_reason", "error_text"])
 
 
 def _end_unfinished(attempt: Attempt, worker: str) -> Attempt:
     attempt.refresh_from_db()
     if not attempt.is_final:
-        _end(
-            attempt,
-            Reason.UNKNOWN,
-            f"[harness] the pipeline returned without a final state ({worker})",
-        )
+        text = f"[harness] the pipeline returned without a final state ({worker})"
+        attempt_fail(attempt, reason=Reason.UNKNOWN, text=text, is_timeout=False)
     return attempt
-
-
-def _end(attempt: Attempt, reason: Reason, text: str, *, is_timeout: bool = False) -> None:
-    now = timezone.now()
-    attempt.status = AttemptStatus.FINISHED
-    attempt.failure_reason_id = reason.value
-    attempt.is_infra = reason.is_infrastructure
-    attempt.is_timeout = is_timeout
-    attempt.error_text = text
-    attempt.error_fingerprint = text[:200]
-    attempt.finished_at = now
-    if attempt.started_at:
-        attempt.duration_sec = (now - attempt.started_at).total_seconds()
-    attempt.save(
-        update_fields=[
-            "status",
-            "failure_reason",
-            "is_infra",
-            "is_timeout",
-            "error_text",
-            "error_fingerprint",
-            "finished_at",
-            "duration_sec",
-        ]
-    )
 
 
 def _throttled(beat: Callable[[], None]) -> Callable[[], None]:
