@@ -96,7 +96,21 @@ class AttemptAdmin(admin.ModelAdmin):
     list_select_related = ["task__suite", "model_config", "failure_reason"]
     search_fields = ["public_id", "task__task_id", "error_fingerprint", "model_config__name"]
     raw_id_fields = ["run", "task"]
-    readonly_fields = ["public_id", "queued_at", "started_at", "heartbeat_at", "finished_at"]
+    # The state and verdict are runs.lifecycle's alone (the run actions: cancel, retry,
+    # resume, evaluate): a hand edit here would bypass its compare-and-set and the run's
+    # tallies.
+    readonly_fields = [
+        "public_id",
+        "status",
+        "failure_reason",
+        "failure_stage",
+        "is_infra",
+        "is_timeout",
+        "queued_at",
+        "started_at",
+        "heartbeat_at",
+        "finished_at",
+    ]
     inlines = [AttemptStageInline]
 
 

@@ -385,3 +385,38 @@ def test_a_ctrl_c_cancels_the_running_attempts_of_its_run_only():
     done.refresh_from_db()
     elsewhere.refresh_from_db()
     assert (done.status, elsewhere.status) == (AttemptStatus.FINISHED, AttemptStatus.RUNNING)
+
+
+@pytest.mark.django_db
+def test_the_admin_change_form_cannot_change_an_attempts_state(client, alice):
+    """The AST check cannot see a ModelForm: the admin's attempt form shows the state and the
+    verdict read-only, so a staff edit never bypasses the lifecycle (its actions do that)."""
+    from django.urls import reverse
+
+    suite = make_suite("admin-state", tasks=1)
+    run = make_run(suite, make_model("admin-state"))
+    attempt = make_attempt(run, Task.objects.get(suite=suite), status=AttemptStatus.QUEUED)
+    client.force_login(alice)
+    url = reverse("admin:runs_attempt_change", args=[attempt.pk])
+    form = client.get(url)
+    assert form.status_code == 200
+    assert 'name="status"' not in form.content.decode()
+
+    response = client.post(
+        url,
+        {
+            "run": run.pk,
+            "task": attempt.task_id,
+            "suite": suite.pk,
+            "model_config": run.model_config_id,
+            "sample_index": 0,
+            "task_revision": attempt.task_revision,
+            "status": AttemptStatus.FINISHED,
+            "failure_reason": "",
+            "stages-TOTAL_FORMS": 0,
+            "stages-INITIAL_FORMS": 0,
+        },
+    )
+    assert response.status_code in (200, 302)
+    attempt.refresh_from_db()
+    assert attempt.status == AttemptStatus.QUEUED
