@@ -72,12 +72,14 @@ def attempt_seconds(cli: str, backend: str) -> float:
     os.environ[UPSTREAM_KEY_ENV] = REAL_KEY
     tasks_import(directory=ROOT / "tasks" / "custom-dev" / "toy_fail_pytest" / "task.yaml")
     task = Task.objects.get(task_id="toy_fail_pytest")
-    plan = fix_plan(workdir="/workspace/repo", path="src/toy/calc.py", old=OLD, new=NEW,
-                    test_command=TEST)  # fmt: skip
+    plan = fix_plan(
+        workdir="/workspace/repo", path="src/toy/calc.py", old=OLD, new=NEW, test_command=TEST
+    )
     with plan_provider(plan) as upstream:
         config = cli_model_config(cli, upstream, name=f"bench {cli}")
-        attempt = attempt_execute(attempt_create_adhoc(task=task, model_config=config),
-                                  backend=backend)  # fmt: skip
+        attempt = attempt_execute(
+            attempt_create_adhoc(task=task, model_config=config), backend=backend
+        )
     if attempt.failure_reason_id is not None:
         raise SystemExit(f"{cli} on {backend}: {attempt.error_text}")
     return attempt.stages.get(name="agent_run").duration_sec or 0.0
@@ -115,11 +117,13 @@ def bare_seconds(cli: str) -> float:
         prompt = work / "prompt.txt"
         prompt.write_text(f"Fix the failing tests. Run them with: {TEST}")
         workdir = WORKDIR if in_sandbox else str(repo)
-        plan = fix_plan(workdir=workdir, path="src/toy/calc.py", old=OLD, new=NEW,
-                        test_command=TEST)  # fmt: skip
+        plan = fix_plan(
+            workdir=workdir, path="src/toy/calc.py", old=OLD, new=NEW, test_command=TEST
+        )
         with plan_provider(plan) as upstream:
             values = {
-                "install": f"{MOUNT_ROOT}/{definition.install_dir_name}" if in_sandbox
+                "install": f"{MOUNT_ROOT}/{definition.install_dir_name}"
+                if in_sandbox
                 else str(install),
                 "model": MODEL[cli],
                 "max_turns": 20,
@@ -130,16 +134,25 @@ def bare_seconds(cli: str) -> float:
                 "workdir": workdir,
                 "home": SANDBOX_HOME if in_sandbox else str(home),
                 "bridge": "",
-            }  # fmt: skip
+            }
             argv = [render(t, values) for t in definition.spec.command]
-            env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": values["home"],
-                   "LANG": "C.UTF-8"}  # fmt: skip
+            env = {
+                "PATH": "/usr/local/bin:/usr/bin:/bin",
+                "HOME": values["home"],
+                "LANG": "C.UTF-8",
+            }
             env |= {k: render(v, values) for k, v in definition.spec.env.items()}
             if in_sandbox:
                 argv = _bare_bwrap(
-                    argv, env, repo=repo, home=home, tmp=tmp, install=install,
-                    install_at=values["install"], rootfs=default_rootfs(),
-                )  # fmt: skip
+                    argv,
+                    env,
+                    repo=repo,
+                    home=home,
+                    tmp=tmp,
+                    install=install,
+                    install_at=values["install"],
+                    rootfs=default_rootfs(),
+                )
                 cwd = work
             else:  # mini-swe-agent, as the worker's user (as in an attempt): its local
                 # environment, a python with pytest first on PATH
@@ -149,8 +162,9 @@ def bare_seconds(cli: str) -> float:
                 cwd = repo
             with open(prompt if definition.spec.stdin else os.devnull) as stdin:
                 started = time.monotonic()
-                done = subprocess.run(argv, cwd=cwd, env=env, stdin=stdin, capture_output=True,
-                                      timeout=600)  # fmt: skip
+                done = subprocess.run(
+                    argv, cwd=cwd, env=env, stdin=stdin, capture_output=True, timeout=600
+                )
                 seconds = time.monotonic() - started
         sent = json.dumps([r.json for r in upstream.requests_to(WIRE_PATH[cli])])
         if done.returncode != 0 or NEW not in (repo / "src/toy/calc.py").read_text():
@@ -163,22 +177,58 @@ def bare_seconds(cli: str) -> float:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _bare_bwrap(argv: list[str], env: dict[str, str], *, repo: Path, home: Path, tmp: Path,
-                install: Path, install_at: str, rootfs: Path) -> list[str]:  # fmt: skip
+def _bare_bwrap(
+    argv: list[str],
+    env: dict[str, str],
+    *,
+    repo: Path,
+    home: Path,
+    tmp: Path,
+    install: Path,
+    install_at: str,
+    rootfs: Path,
+) -> list[str]:
     """``argv`` in bubblewrap over the runner rootfs as the sandbox's uid, with the host's
     network (the upstream on its loopback) and none of the harness's other layers."""
     from runs.agents.cli.agent import SANDBOX_HOME
     from sandbox.base import AGENT_UID
 
     args = [
-        "bwrap", "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-        "--die-with-parent", "--uid", str(AGENT_UID), "--gid", str(AGENT_UID),
-        "--ro-bind", str(rootfs), "/", "--proc", "/proc", "--dev", "/dev",
-        "--bind", str(tmp), "/tmp", "--bind", str(home), SANDBOX_HOME,
-        "--bind", str(repo.parent), str(Path(WORKDIR).parent),
-        "--tmpfs", "/mnt", "--ro-bind", str(install.resolve()), install_at,
-        "--chdir", WORKDIR, "--clearenv",
-    ]  # fmt: skip
+        "bwrap",
+        "--unshare-user",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--die-with-parent",
+        "--uid",
+        str(AGENT_UID),
+        "--gid",
+        str(AGENT_UID),
+        "--ro-bind",
+        str(rootfs),
+        "/",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--bind",
+        str(tmp),
+        "/tmp",
+        "--bind",
+        str(home),
+        SANDBOX_HOME,
+        "--bind",
+        str(repo.parent),
+        str(Path(WORKDIR).parent),
+        "--tmpfs",
+        "/mnt",
+        "--ro-bind",
+        str(install.resolve()),
+        install_at,
+        "--chdir",
+        WORKDIR,
+        "--clearenv",
+    ]
     for key, value in env.items():
         args += ["--setenv", key, value]
     return [*args, "--", *argv]
@@ -212,13 +262,17 @@ def cli_rows(runs: int, clis: list[str], backends: list[str]) -> list[CliRow]:
 
 
 def print_cli_rows(rows: list[CliRow]) -> None:
-    print(f"{'cli':16} {'backend':8} {'attempt s (median)':>19} {'bare s (median)':>16} "
-          f"{'ratio':>6}   each attempt / bare")  # fmt: skip
+    print(
+        f"{'cli':16} {'backend':8} {'attempt s (median)':>19} {'bare s (median)':>16} "
+        f"{'ratio':>6}   each attempt / bare"
+    )
     for row in rows:
         each = " ".join(f"{a:.1f}" for a in row.attempt_s) + " / "
         each += " ".join(f"{b:.1f}" for b in row.bare_s)
-        print(f"{row.cli:16} {row.backend:8} {statistics.median(row.attempt_s):19.2f} "
-              f"{statistics.median(row.bare_s):16.2f} {row.ratio:5.2f}x   {each}")  # fmt: skip
+        print(
+            f"{row.cli:16} {row.backend:8} {statistics.median(row.attempt_s):19.2f} "
+            f"{statistics.median(row.bare_s):16.2f} {row.ratio:5.2f}x   {each}"
+        )
 
 
 def main() -> None:
@@ -233,8 +287,10 @@ def main() -> None:
         load_before = os.getloadavg()
         rows = cli_rows(args.runs, args.clis.split(","), args.backends.split(","))
         print_cli_rows(rows)
-        print(f"median of {args.runs}; load average {load_before[0]:.2f} before, "
-              f"{os.getloadavg()[0]:.2f} after ({os.cpu_count()} cores)")  # fmt: skip
+        print(
+            f"median of {args.runs}; load average {load_before[0]:.2f} before, "
+            f"{os.getloadavg()[0]:.2f} after ({os.cpu_count()} cores)"
+        )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -297,8 +297,12 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=200, help="calls per mode and side")
     parser.add_argument("--backends", default="docker,bwrap")
     parser.add_argument("--no-sandbox", action="store_true", help="host clients only")
-    parser.add_argument("--cli-runs", type=int, default=3, help="CLI attempts and bare runs "
-                        "per CLI and backend (0: none)")  # fmt: skip
+    parser.add_argument(
+        "--cli-runs",
+        type=int,
+        default=3,
+        help="CLI attempts and bare runs per CLI and backend (0: none)",
+    )
     parser.add_argument("--clis", default="claude-code,codex,mini-swe-agent")
     parser.add_argument("--serve-upstream", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--client", help=argparse.SUPPRESS)

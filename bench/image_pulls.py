@@ -40,11 +40,16 @@ def main() -> None:
     local = f"agentbench-bench/pull-{uuid.uuid4().hex[:8]}:1"
     # The runner's files as one new layer (docker export | docker import): the engine has no
     # layer of it, so the pull below is cold for all of its bytes.
-    container = subprocess.run(["docker", "create", RUNNER, "true"], capture_output=True,
-                               text=True, check=True).stdout.strip()  # fmt: skip
+    container = subprocess.run(
+        ["docker", "create", RUNNER, "true"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     try:
-        subprocess.run(f"docker export {container} | docker import - {local}", shell=True,
-                       check=True, capture_output=True)  # fmt: skip
+        subprocess.run(
+            f"docker export {container} | docker import - {local}",
+            shell=True,
+            check=True,
+            capture_output=True,
+        )
     finally:
         subprocess.run(["docker", "rm", "-f", container], capture_output=True)
     ROOTS.mkdir(parents=True, exist_ok=True)
@@ -59,8 +64,10 @@ def main() -> None:
             pulled, cold = timed(lambda: ensure_pulled(reference))
             _, warm = timed(lambda: ensure_pulled(reference))
             gb = pulled.size / 1e9
-            print(f"image: {pulled.size / 1e6:.0f} MB unpacked, {pulled.layers} layers "
-                  f"(push {push:.1f} s)")  # fmt: skip
+            print(
+                f"image: {pulled.size / 1e6:.0f} MB unpacked, {pulled.layers} layers "
+                f"(push {push:.1f} s)"
+            )
             print(f"pull cold (local registry): {cold:.1f} s; cached: {warm:.2f} s (no-op)")
             tree, export = timed(lambda: tree_for_image(reference))
             _, again = timed(lambda: tree_for_image(reference))

@@ -86,8 +86,12 @@ print("PAGES", suite.name, ",".join(slugs), attempt.public_id)
 """
     out = subprocess.run(
         [sys.executable, str(ROOT / "manage.py"), "shell", "-c", code],
-        env=env, cwd=ROOT, capture_output=True, text=True, check=True,
-    )  # fmt: skip
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     line = next(x for x in out.stdout.splitlines() if x.startswith("PAGES "))
     _, suite, models, attempt = line.split()
     return {
@@ -141,8 +145,11 @@ class Server:
         log = open(var / f"serve-{self.name}.log", "wb")  # noqa: SIM115
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "benchsite.cli.main", *args, *(["--dev"] if dev else [])],
-            env=ab_env(var, page_cache), cwd=ROOT, stdout=subprocess.PIPE, stderr=log,
-        )  # fmt: skip
+            env=ab_env(var, page_cache),
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=log,
+        )
         for line in self.proc.stdout:  # type: ignore[union-attr]
             if b"AgentBench is up" in line:
                 break
@@ -228,8 +235,11 @@ def main() -> int:
         var = Path(tmp) / "var"
         subprocess.run(
             [sys.executable, "-m", "benchsite.cli.main", "setup-demo"],
-            env=ab_env(var), cwd=ROOT, check=True, capture_output=True,
-        )  # fmt: skip
+            env=ab_env(var),
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+        )
         paths = page_paths(ab_env(var))
         print(f"{args.clients} clients x {seconds:.0f} s per server on {HOST}, SQLite; pages:")
         for name, path in paths.items():

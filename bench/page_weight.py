@@ -40,14 +40,28 @@ def serve(repo: Path, var: Path) -> tuple[subprocess.Popen, str]:
     env |= {"AB_VAR_DIR": str(var), "PYTHONPATH": str(repo)}
     subprocess.run(
         [sys.executable, "-m", "benchsite.cli.main", "setup-demo"],
-        cwd=repo, env=env, check=True, capture_output=True, timeout=600,
-    )  # fmt: skip
+        cwd=repo,
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
     port = free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "benchsite.cli.main", "serve", "--no-worker",
-         "--addr", f"127.0.0.1:{port}"],
-        cwd=repo, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "benchsite.cli.main",
+            "serve",
+            "--no-worker",
+            "--addr",
+            f"127.0.0.1:{port}",
+        ],
+        cwd=repo,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:

@@ -131,11 +131,19 @@ def seed(tasks: int, models: int, samples: int, partial: int = 3) -> dict:
                         # Imported results without an entry: never attempted.
                         batch.append(
                             Attempt(
-                                run=run, task=task, suite=suite, model_config=config,
-                                sample_index=s, status=AttemptStatus.MISSING, cost_usd=None,
-                                tokens_in=None, tokens_out=None, steps=None, tool_calls=None,
+                                run=run,
+                                task=task,
+                                suite=suite,
+                                model_config=config,
+                                sample_index=s,
+                                status=AttemptStatus.MISSING,
+                                cost_usd=None,
+                                tokens_in=None,
+                                tokens_out=None,
+                                steps=None,
+                                tool_calls=None,
                             )
-                        )  # fmt: skip
+                        )
                         continue
                     roll = rng.random()
                     if roll < 0.04:
@@ -280,9 +288,10 @@ def live_writer(data: dict):
 
 TRANSCRIPT_BYTES = 300_000
 REAL_TRAJECTORY = (
-    REPO / "examples/swebench/mini_swe_agent_run/trajs/astropy__astropy-13398"
+    REPO
+    / "examples/swebench/mini_swe_agent_run/trajs/astropy__astropy-13398"
     / "astropy__astropy-13398.traj.json"
-)  # fmt: skip
+)
 
 
 def transcript_page(data: dict, size: int) -> tuple[str, str]:
@@ -340,9 +349,14 @@ def other_suite():
     config = ModelConfig.objects.create(name="other-model", slug="other-model")
     run = Run.objects.create(suite=suite, model_config=config, status=RunStatus.FINISHED)
     return Attempt.objects.create(
-        run=run, task=task, suite=suite, model_config=config, status=AttemptStatus.FINISHED,
-        finished_at=run.created_at, steps=1,
-    )  # fmt: skip
+        run=run,
+        task=task,
+        suite=suite,
+        model_config=config,
+        status=AttemptStatus.FINISHED,
+        finished_at=run.created_at,
+        steps=1,
+    )
 
 
 def _client():
@@ -397,8 +411,12 @@ def run_child(args: list[str]) -> str:
     env.setdefault("PYTHONPYCACHEPREFIX", str(Path(tempfile.gettempdir()) / "ab-bench-pycache"))
     done = subprocess.run(
         [sys.executable, str(Path(__file__).resolve()), *args],
-        capture_output=True, text=True, check=False, cwd=REPO, env=env,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=REPO,
+        env=env,
+    )
     if done.returncode != 0:
         raise SystemExit(f"bench child {args} failed:\n{done.stdout}\n{done.stderr}")
     return done.stdout
@@ -425,8 +443,10 @@ def verified_case(requests: int) -> int:
                         figures[kind].append(tuple(got[kind]))
                 imported |= got["swebench imported"]
                 notice = got["notice"]
-        print(f"CPU medians (wall medians) in ms of {requests} new processes; target "
-              f"<= {VERIFIED_TARGET_MS:.0f} ms CPU")  # fmt: skip
+        print(
+            f"CPU medians (wall medians) in ms of {requests} new processes; target "
+            f"<= {VERIFIED_TARGET_MS:.0f} ms CPU"
+        )
         missed = []
         for kind in VERIFIED_KINDS:
             wall = statistics.median(w for w, _ in figures[kind])

@@ -34,8 +34,13 @@ DEFAULTS = {
 def main() -> int:
     with tempfile.TemporaryDirectory(prefix="ab-recovery-") as tmp:
         stack = create_stack("postgres+redis", Path(tmp), extra_env=DEFAULTS)
-        for key in ("AB_VAR_DIR", "ARTIFACTS_ROOT", "DATABASE_URL", "CELERY_BROKER_URL",
-                    "CELERY_QUEUE"):  # fmt: skip
+        for key in (
+            "AB_VAR_DIR",
+            "ARTIFACTS_ROOT",
+            "DATABASE_URL",
+            "CELERY_BROKER_URL",
+            "CELERY_QUEUE",
+        ):
             os.environ[key] = stack.env[key]
         os.environ |= DEFAULTS | {"DJANGO_SETTINGS_MODULE": "benchsite.settings"}
         import django

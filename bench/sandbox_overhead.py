@@ -234,9 +234,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument(
-        "--backends", type=lambda s: s.split(","), default=["docker", "bwrap"],
+        "--backends",
+        type=lambda s: s.split(","),
+        default=["docker", "bwrap"],
         help="comma-separated: docker,bwrap",
-    )  # fmt: skip
+    )
     args = parser.parse_args(argv)
     rows: list[Row] = []
     for measure in MEASUREMENTS:

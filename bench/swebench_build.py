@@ -64,8 +64,9 @@ def rows(ids: list[str]) -> list[dict]:
     return [by_id[i] for i in ids]
 
 
-def one_run(label: str, instances: list[dict], *, jobs: int, docker: bool, repos: Path,
-            warm_pip: bool) -> tuple[float, list]:  # fmt: skip
+def one_run(
+    label: str, instances: list[dict], *, jobs: int, docker: bool, repos: Path, warm_pip: bool
+) -> tuple[float, list]:
     from sandbox.environments import cache
     from sandbox.environments.build import Builder
     from sandbox.environments.parallel import build_all
@@ -147,8 +148,9 @@ def main() -> int:
     for jobs in (args.jobs_a, args.jobs_b):
         label = f"jobs{jobs}"
         print(f"building {len(instances)} instance(s) cold with --jobs {jobs} ...", flush=True)
-        results[jobs] = one_run(label, instances, jobs=jobs, docker=docker, repos=args.repos,
-                                warm_pip=args.warm_pip)  # fmt: skip
+        results[jobs] = one_run(
+            label, instances, jobs=jobs, docker=docker, repos=args.repos, warm_pip=args.warm_pip
+        )
         print_levels(f"--jobs {jobs}", *results[jobs])
         print(f"load average now: {load()}", flush=True)
     a, b = results[args.jobs_a][0], results[args.jobs_b][0]

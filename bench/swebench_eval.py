@@ -111,15 +111,62 @@ def bare_run(built, command: str, backend: str, testbed: Path) -> float:
 
     path = f"{VENV}/bin:{PATH_ENV}"
     if backend == "docker":
-        cmd = ["docker", "run", "--rm", "--network", "none", "-u", "1000:1000",
-               "-v", f"{testbed}:/testbed", "-w", "/testbed", "-e", f"PATH={path}",
-               "-e", "HOME=/tmp", built.image, "sh", "-c", command]  # fmt: skip
+        cmd = [
+            "docker",
+            "run",
+            "--rm",
+            "--network",
+            "none",
+            "-u",
+            "1000:1000",
+            "-v",
+            f"{testbed}:/testbed",
+            "-w",
+            "/testbed",
+            "-e",
+            f"PATH={path}",
+            "-e",
+            "HOME=/tmp",
+            built.image,
+            "sh",
+            "-c",
+            command,
+        ]
     else:
-        cmd = ["bwrap", "--unshare-all", "--die-with-parent", "--uid", "1000", "--gid", "1000",
-               "--ro-bind", built.rootfs, "/", "--proc", "/proc", "--dev", "/dev",
-               "--tmpfs", "/tmp", "--tmpfs", "/home/agent", "--bind", str(testbed), "/testbed",
-               "--chdir", "/testbed", "--setenv", "PATH", path, "--setenv", "HOME", "/home/agent",
-               "sh", "-c", command]  # fmt: skip
+        cmd = [
+            "bwrap",
+            "--unshare-all",
+            "--die-with-parent",
+            "--uid",
+            "1000",
+            "--gid",
+            "1000",
+            "--ro-bind",
+            built.rootfs,
+            "/",
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--tmpfs",
+            "/tmp",
+            "--tmpfs",
+            "/home/agent",
+            "--bind",
+            str(testbed),
+            "/testbed",
+            "--chdir",
+            "/testbed",
+            "--setenv",
+            "PATH",
+            path,
+            "--setenv",
+            "HOME",
+            "/home/agent",
+            "sh",
+            "-c",
+            command,
+        ]
     started = time.perf_counter()
     subprocess.run(cmd, capture_output=True, check=False)
     return time.perf_counter() - started

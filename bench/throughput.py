@@ -187,8 +187,13 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="ab-throughput-") as tmp:
         stack = create_stack(args.stack, Path(tmp), extra_env={"LOG_LEVEL": "WARNING"})
         # This process uses the stack's database and broker as its own.
-        for key in ("AB_VAR_DIR", "ARTIFACTS_ROOT", "DATABASE_URL", "CELERY_BROKER_URL",
-                    "CELERY_QUEUE"):  # fmt: skip
+        for key in (
+            "AB_VAR_DIR",
+            "ARTIFACTS_ROOT",
+            "DATABASE_URL",
+            "CELERY_BROKER_URL",
+            "CELERY_QUEUE",
+        ):
             if key in stack.env:
                 os.environ[key] = stack.env[key]
         os.environ.setdefault("DJANGO_SETTINGS_MODULE", "benchsite.settings")

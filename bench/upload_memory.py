@@ -67,8 +67,11 @@ def main(argv: list[str] | None = None) -> int:
         for mode, label in (("bytes", "one bytes object (before)"), ("path", "file, line by line")):
             out = subprocess.run(
                 [sys.executable, "-c", READER, str(path), mode],
-                env=env, capture_output=True, text=True, check=True,
-            )  # fmt: skip
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             _count, peak = out.stdout.split()
             print(f"{label:<28}{int(peak):>12}")
     return 0

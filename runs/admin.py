@@ -19,8 +19,14 @@ class FailureReasonAdmin(admin.ModelAdmin):
 @admin.register(ModelConfig)
 class ModelConfigAdmin(admin.ModelAdmin):
     list_display = [
-        "name", "agent_variant", "model_name", "base_url", "max_steps", "condition", "created_at",
-    ]  # fmt: skip
+        "name",
+        "agent_variant",
+        "model_name",
+        "base_url",
+        "max_steps",
+        "condition",
+        "created_at",
+    ]
     # workspace_files is edited as JSON ({path: text}); the model's clean() checks it.
     readonly_fields = ["condition"]
     list_filter = ["agent_variant"]

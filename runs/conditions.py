@@ -29,9 +29,8 @@ MAX_PATH_CHARS = 300
 
 # What a configuration is besides its condition: every field but these.
 NOT_THE_AGENT = frozenset(
-    {"id", "public_id", "name", "slug", "description", "created_at", "workspace_files",
-     "condition"}
-)  # fmt: skip
+    {"id", "public_id", "name", "slug", "description", "created_at", "workspace_files", "condition"}
+)
 
 
 class ConditionError(ValueError):

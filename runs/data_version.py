@@ -178,7 +178,7 @@ def _trigger_sql(vendor: str, table: str) -> list[tuple[str, str]]:
                 ("run_rows", f'AFTER INSERT OR DELETE ON "{table}" {deferred} {fn}', "CONSTRAINT "),
                 ("run_update", f'AFTER UPDATE ON "{table}" {deferred}{when} {fn}', "CONSTRAINT "),
                 ("run_truncate", f'AFTER TRUNCATE ON "{table}" FOR EACH STATEMENT {fn}', ""),
-            ]  # fmt: skip
+            ]
         named_pg = [(_name(table, kind, body), body, c) for kind, body, c in pg]
         return [(name, f'CREATE {c}TRIGGER "{name}" {body}') for name, body, c in named_pg]
     return []

@@ -273,13 +273,15 @@ def attempts_enqueue(attempt_ids: Sequence[int]) -> None:
             # more try on a fresh producer, then the attempts stay queued for the reaper, which
             # re-sends queued attempts whose message is gone.
             log.warning(
-                "sending %d attempt message(s) failed (try %d)", len(unsent), try_number,
+                "sending %d attempt message(s) failed (try %d)",
+                len(unsent),
+                try_number,
                 exc_info=True,
-            )  # fmt: skip
+            )
     log.error(
-        "%d attempt message(s) not sent; the reaper re-sends queued attempts whose message is "
-        "gone", len(unsent),
-    )  # fmt: skip
+        "%d attempt message(s) not sent; the reaper re-sends queued attempts whose message is gone",
+        len(unsent),
+    )
 
 
 # --- Control: cancel, retry, resume ----------------------------------------------------------

@@ -186,5 +186,6 @@ class Sandbox(abc.ABC):
         try:
             self.close()
         except Exception as close_error:
-            log.warning("closing sandbox %s after an error failed too: %s", self.config.name,
-                        close_error)  # fmt: skip
+            log.warning(
+                "closing sandbox %s after an error failed too: %s", self.config.name, close_error
+            )

@@ -279,9 +279,13 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
             **(env or {}),
         }
         args = self._rlimit_prefix(timeout) + self._bwrap_args(
-            argv, cwd=self.config.resolve_cwd(cwd), env=full_env, network=network,
-            blackhole=blackholed, gateway=gateway is not None,
-        )  # fmt: skip
+            argv,
+            cwd=self.config.resolve_cwd(cwd),
+            env=full_env,
+            network=network,
+            blackhole=blackholed,
+            gateway=gateway is not None,
+        )
         if network and not self.config.allow_network:
             raise SandboxError(f"sandbox {self.config.name} was created without network")
         if network:
@@ -443,23 +447,48 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
             "--disable-userns",
             "--die-with-parent",
             "--new-session",
-            "--uid", str(AGENT_UID),
-            "--gid", str(AGENT_UID),
-            "--hostname", "sandbox",
-            "--ro-bind", str(self.rootfs), "/",
-            "--proc", "/proc",
-            "--dev", "/dev",
-        ]  # fmt: skip
+            "--uid",
+            str(AGENT_UID),
+            "--gid",
+            str(AGENT_UID),
+            "--hostname",
+            "sandbox",
+            "--ro-bind",
+            str(self.rootfs),
+            "/",
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+        ]
         args += self._cgroup_view()
         if self._disk is not None:  # on the quota's filesystem instead of in memory
-            args += ["--bind", str(self._disk.tmp), "/tmp",
-                     "--bind", str(self._disk.home), "/home/agent"]  # fmt: skip
+            args += [
+                "--bind",
+                str(self._disk.tmp),
+                "/tmp",
+                "--bind",
+                str(self._disk.home),
+                "/home/agent",
+            ]
         else:
-            args += ["--perms", "1777", "--size", tmp_size, "--tmpfs", "/tmp",
-                     "--size", tmp_size, "--tmpfs", "/home/agent"]  # fmt: skip
+            args += [
+                "--perms",
+                "1777",
+                "--size",
+                tmp_size,
+                "--tmpfs",
+                "/tmp",
+                "--size",
+                tmp_size,
+                "--tmpfs",
+                "/home/agent",
+            ]
         args += [
-            "--bind", str(self._workspace_source), self.config.workspace_path,
-        ]  # fmt: skip
+            "--bind",
+            str(self._workspace_source),
+            self.config.workspace_path,
+        ]
         if self._accounts is not None:
             for host_file, inside in self._accounts.binds.items():
                 args += ["--ro-bind", host_file, inside]

@@ -110,11 +110,31 @@ class SandboxDisk:
             # No journal (a throw-away filesystem), nothing reserved for root, inode tables
             # left to read as the sparse file's zeros (noinit_itable below).
             inodes = ["-N", str(self.inode_count())] if self.files else []
-            _run(["mkfs.ext4", "-q", "-F", "-m", "0", "-O", "^has_journal", *inodes,
-                  "-E", "lazy_itable_init=1,nodiscard", str(self.image)])  # fmt: skip
+            _run(
+                [
+                    "mkfs.ext4",
+                    "-q",
+                    "-F",
+                    "-m",
+                    "0",
+                    "-O",
+                    "^has_journal",
+                    *inodes,
+                    "-E",
+                    "lazy_itable_init=1,nodiscard",
+                    str(self.image),
+                ]
+            )
             self.mountpoint.mkdir(mode=0o755, exist_ok=True)
-            _run(["mount", "-o", "loop,nosuid,nodev,noinit_itable",
-                  str(self.image), str(self.mountpoint)])  # fmt: skip
+            _run(
+                [
+                    "mount",
+                    "-o",
+                    "loop,nosuid,nodev,noinit_itable",
+                    str(self.image),
+                    str(self.mountpoint),
+                ]
+            )
             self.mountpoint.chmod(0o755)
             self.tmp.mkdir(mode=0o1777)
             self.tmp.chmod(0o1777)

@@ -579,8 +579,9 @@ class DockerSandbox(filesystem.HostWorkspaceFiles, Sandbox):
         if isinstance(exc, docker.errors.NotFound):
             return SandboxError(f"[container-gone] {doing}: {_first_line(exc)}")
         if unavailable_reason() is not None:
-            return SandboxError(f"[engine-gone] {doing}: the Docker engine went away: "
-                                f"{_first_line(exc)}")  # fmt: skip
+            return SandboxError(
+                f"[engine-gone] {doing}: the Docker engine went away: {_first_line(exc)}"
+            )
         return SandboxError(f"{doing}: {_first_line(exc)}")
 
     def _kill_groups(self, groups: list[int]) -> None:

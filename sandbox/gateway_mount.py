@@ -84,10 +84,15 @@ class GatewayMount:
         # The rootfs is read-only: the mount points are made in a tmpfs over /run (which every
         # Debian-based tree has; nothing in a sandbox relies on what it holds).
         return [
-            "--tmpfs", "/run",
-            "--ro-bind", str(self.host_dir), MOUNT_POINT,
-            "--ro-bind", str(self.forwarder), FORWARDER_PATH,
-        ]  # fmt: skip
+            "--tmpfs",
+            "/run",
+            "--ro-bind",
+            str(self.host_dir),
+            MOUNT_POINT,
+            "--ro-bind",
+            str(self.forwarder),
+            FORWARDER_PATH,
+        ]
 
 
 def socket_root() -> Path:

@@ -71,15 +71,32 @@ REFUSED = {
 }
 # What each table may hold: honoured keys (anything in REFUSED is checked first).
 _KNOWN = {
-    "": {"version", "schema_version", "source", "metadata", "task", "verifier", "agent",
-         "solution", "environment"},
+    "": {
+        "version",
+        "schema_version",
+        "source",
+        "metadata",
+        "task",
+        "verifier",
+        "agent",
+        "solution",
+        "environment",
+    },
     "task": {"name", "description", "authors", "keywords"},
     "verifier": {"timeout_sec", "env"},
     "agent": {"timeout_sec", "setup_timeout_sec"},
     "solution": {"env"},
-    "environment": {"build_timeout_sec", "docker_image", "cpus", "memory_mb", "storage_mb",
-                    "memory", "storage", "allow_internet"},
-}  # fmt: skip
+    "environment": {
+        "build_timeout_sec",
+        "docker_image",
+        "cpus",
+        "memory_mb",
+        "storage_mb",
+        "memory",
+        "storage",
+        "allow_internet",
+    },
+}
 
 
 @dataclass(frozen=True)
@@ -199,8 +216,11 @@ def load_harbor_task(folder: Path | str) -> HarborTask:
     version = config.get("schema_version", config.get("version", "1.0"))
     if str(version) not in SUPPORTED_VERSIONS:
         name = "schema_version" if "schema_version" in config else "version"
-        problem(CONFIG_NAME, name, f"unsupported version {version!r}; supported: "
-                + ", ".join(SUPPORTED_VERSIONS))  # fmt: skip
+        problem(
+            CONFIG_NAME,
+            name,
+            f"unsupported version {version!r}; supported: " + ", ".join(SUPPORTED_VERSIONS),
+        )
     if (folder / "environment" / "docker-compose.yaml").exists() or (
         folder / "environment" / "docker-compose.yml"
     ).exists():
@@ -221,8 +241,11 @@ def load_harbor_task(folder: Path | str) -> HarborTask:
 
     docker_image = reader.string("environment.docker_image")
     if not docker_image and not (folder / "environment" / "Dockerfile").is_file():
-        problem("environment/Dockerfile", "",
-                "missing: give environment/Dockerfile or [environment] docker_image")  # fmt: skip
+        problem(
+            "environment/Dockerfile",
+            "",
+            "missing: give environment/Dockerfile or [environment] docker_image",
+        )
 
     memory = reader.size_mb("environment.memory_mb", "environment.memory", DEFAULT_MEMORY_MB)
     storage = reader.size_mb("environment.storage_mb", "environment.storage", DEFAULT_STORAGE_MB)
@@ -383,10 +406,12 @@ class _Reader:
         if value is None:
             return {}
         ok = isinstance(value, dict) and all(
-            isinstance(k, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k)
-            and isinstance(v, str | int | float) and not isinstance(v, bool)
+            isinstance(k, str)
+            and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k)
+            and isinstance(v, str | int | float)
+            and not isinstance(v, bool)
             for k, v in value.items()
-        )  # fmt: skip
+        )
         if not ok:
             self.report(dotted, 'must be a table of NAME = "value"')
             return {}

@@ -70,9 +70,16 @@ def seeded(custom_dev, bob):
         for sample in (0, 1):
             reason = Reason.SANDBOX_ERROR.value if (i, sample) == (0, 1) else None
             finished_attempt(
-                runs["alpha"], task, sample, reason, cost_usd=Decimal("0.01"), tokens_in=100,
-                tokens_out=50, duration_sec=2.0 + i, finished_at=when,
-            )  # fmt: skip
+                runs["alpha"],
+                task,
+                sample,
+                reason,
+                cost_usd=Decimal("0.01"),
+                tokens_in=100,
+                tokens_out=50,
+                duration_sec=2.0 + i,
+                finished_at=when,
+            )
     # beta: resolves the first task, fails the others (tests failed, gave up), one LLM error.
     outcomes = [None, Reason.TESTS_FAILED.value, Reason.AGENT_GAVE_UP.value]
     for i, task in enumerate(tasks):
@@ -81,10 +88,18 @@ def seeded(custom_dev, bob):
             if (i, sample) == (1, 1):
                 reason = Reason.LLM_ERROR.value
             finished_attempt(
-                runs["beta"], task, sample, reason, cost_usd=Decimal("0.05"), tokens_in=1000,
-                tokens_out=500, duration_sec=10.0, finished_at=when,
-                error_text="boom" if reason else "", final_patch="--- a\n+++ b\n",
-            )  # fmt: skip
+                runs["beta"],
+                task,
+                sample,
+                reason,
+                cost_usd=Decimal("0.05"),
+                tokens_in=1000,
+                tokens_out=500,
+                duration_sec=10.0,
+                finished_at=when,
+                error_text="boom" if reason else "",
+                final_patch="--- a\n+++ b\n",
+            )
     # gamma: nothing resolved, one sample only.
     for task in tasks:
         finished_attempt(runs["gamma"], task, 0, Reason.TESTS_FAILED.value, finished_at=when)
@@ -119,9 +134,13 @@ def attempt_with_artifacts(seeded, settings, tmp_path):
     attempt.artifacts_dir = f"attempts/{attempt.public_id}"
     attempt.save(update_fields=["artifacts_dir"])
     AttemptStage.objects.create(
-        attempt=attempt, name="tests", order=3, command="pytest", exit_code=1,
+        attempt=attempt,
+        name="tests",
+        order=3,
+        command="pytest",
+        exit_code=1,
         output_path="logs/tests.txt",
-    )  # fmt: skip
+    )
     yield attempt
     storages._storages.pop("artifacts", None)
 

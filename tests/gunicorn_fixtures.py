@@ -105,16 +105,37 @@ def serve(var: Path, **settings: str) -> Iterator[Server]:
         "u = User.objects.create_user('alice', password='x', is_staff=True, is_superuser=True)\n"
         "print(api_token_create(user=u, name='uploads')[1])\n"
     )
-    token = subprocess.run(
-        [*manage, "shell", "-c", script], env=env, check=True, cwd=REPO,
-        capture_output=True, text=True,
-    ).stdout.strip().splitlines()[-1]  # fmt: skip
+    token = (
+        subprocess.run(
+            [*manage, "shell", "-c", script],
+            env=env,
+            check=True,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+        )
+        .stdout.strip()
+        .splitlines()[-1]
+    )
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "benchsite.wsgi:application",
-         "--bind", f"127.0.0.1:{port}", "--workers", "1", "--timeout", "120"],
-        env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "benchsite.wsgi:application",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--workers",
+            "1",
+            "--timeout",
+            "120",
+        ],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120

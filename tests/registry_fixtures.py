@@ -38,9 +38,11 @@ class LocalRegistry:
             done = subprocess.run(["docker", "push", target], capture_output=True, text=True)
             assert done.returncode == 0, done.stderr
             digest = next(
-                word for line in done.stdout.splitlines() for word in line.split()
+                word
+                for line in done.stdout.splitlines()
+                for word in line.split()
                 if word.startswith("sha256:")
-            )  # fmt: skip
+            )
         finally:
             # The push gave the image a RepoDigest under the registry's name: drop both.
             subprocess.run(["docker", "image", "rm", target], capture_output=True)
@@ -68,8 +70,9 @@ def local_registry(folder: Path, *, users: dict[str, str] | None = None) -> Iter
         htpasswd = folder / "htpasswd"
         for number, (user, password) in enumerate(users.items()):
             flags = "-Bbc" if number == 0 else "-Bb"
-            subprocess.run(["htpasswd", flags, str(htpasswd), user, password], check=True,
-                           capture_output=True)  # fmt: skip
+            subprocess.run(
+                ["htpasswd", flags, str(htpasswd), user, password], check=True, capture_output=True
+            )
         lines.append(f"auth: {{htpasswd: {{realm: test, path: {htpasswd}}}}}")
     config = folder / "config.yml"
     config.write_text("\n".join(lines) + "\n")
@@ -116,8 +119,9 @@ def tiny_image(tag: str, folder: Path, marker: str) -> str:
     (tree / "etc/marker").write_text(marker + "\n")
     archive = folder / "tree.tar"
     subprocess.run(["tar", "-C", str(tree), "-cf", str(archive), "."], check=True)
-    done = subprocess.run(["docker", "import", str(archive), tag], capture_output=True,
-                          text=True, check=True)  # fmt: skip
+    done = subprocess.run(
+        ["docker", "import", str(archive), tag], capture_output=True, text=True, check=True
+    )
     return done.stdout.strip()
 
 

@@ -149,9 +149,14 @@ def seed_base(root: Path, *, docker: bool = True) -> cache.Level:
         if not tree.is_dir():
             subprocess.run(["cp", "-al", str(shared_tree), str(tree)], check=True)
         level = cache.Level(
-            shared.name, "base", shared.key, suite=SUITE, recipe=shared.recipe,
-            seconds=shared.seconds, built_at=shared.built_at,
-        )  # fmt: skip
+            shared.name,
+            "base",
+            shared.key,
+            suite=SUITE,
+            recipe=shared.recipe,
+            seconds=shared.seconds,
+            built_at=shared.built_at,
+        )
         if docker:
             level.image = f"{cache.image_repository('base', SUITE)}:{shared.key}"
             subprocess.run(["docker", "tag", shared_image, level.image], check=True)
@@ -172,8 +177,9 @@ def remove_images(root: Path) -> None:
         prefix = cache.image_prefix()
     listed = subprocess.run(
         ["docker", "images", "--format", "{{.Repository}}:{{.Tag}}"],
-        capture_output=True, text=True,
-    ).stdout.split()  # fmt: skip
+        capture_output=True,
+        text=True,
+    ).stdout.split()
     mine = [tag for tag in listed if tag.startswith(prefix + "-")]
     # Children first: instance (eval) images before env images before the base's tag.
     order = {"eval": 0, "env": 1, "base": 2}

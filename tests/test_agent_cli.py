@@ -105,10 +105,18 @@ def test_the_llm_variant_runs_against_an_openai_compatible_server(monkeypatch):
     ]
     with FakeProvider(replies) as server:
         done, attempt = run_agent(
-            "--task", str(TOY_TASK), "--variant", "llm", "--model", "gpt-4o-mini",
-            "--base-url", server.url("/v1"), "--api-key-env", "H3_FAKE_KEY",
+            "--task",
+            str(TOY_TASK),
+            "--variant",
+            "llm",
+            "--model",
+            "gpt-4o-mini",
+            "--base-url",
+            server.url("/v1"),
+            "--api-key-env",
+            "H3_FAKE_KEY",
             "--no-log-llm-messages",
-        )  # fmt: skip
+        )
     assert done.returncode == 0, attempt.error_text
     assert server.requests[0].headers["authorization"] == "Bearer sk-from-env"
     assert (attempt.tokens_in, attempt.tokens_out) == (1300, 130)

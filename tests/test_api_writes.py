@@ -303,15 +303,21 @@ def test_the_write_budget_lives_in_redis_when_cache_url_points_there(
 
 
 def test_a_cli_configuration_must_name_a_known_agent_cli(client, db, staff_auth):
-    payload = {"name": "claude", "agent_variant": "cli", "model_name": "claude-sonnet-4-5",
-               "cli_agent": "claude-code", "max_model_calls": 50,
-               "base_url": "https://api.anthropic.com",
-               "api_key_env": "ANTHROPIC_API_KEY"}  # fmt: skip
+    payload = {
+        "name": "claude",
+        "agent_variant": "cli",
+        "model_name": "claude-sonnet-4-5",
+        "cli_agent": "claude-code",
+        "max_model_calls": 50,
+        "base_url": "https://api.anthropic.com",
+        "api_key_env": "ANTHROPIC_API_KEY",
+    }
     created = post(client, "/api/model-configs", payload, staff_auth)
     assert created.status_code == 201, created.content
     assert (created.json()["cli_agent"], created.json()["max_model_calls"]) == ("claude-code", 50)
-    unknown = post(client, "/api/model-configs", {**payload, "name": "x", "cli_agent": "aider"},
-                   staff_auth)  # fmt: skip
+    unknown = post(
+        client, "/api/model-configs", {**payload, "name": "x", "cli_agent": "aider"}, staff_auth
+    )
     assert unknown.status_code == 400
     error = unknown.json()["errors"][0]
     assert (

@@ -70,8 +70,9 @@ def test_it_lists_links_as_links_and_never_enters_a_folder_through_one(
     store: ArtifactStorage, host: Path
 ) -> None:
     entries = {e.name: e for e in store.entries(WS)}
-    assert entries["leak"] == Entry("leak", "link", len(str(host / "secret.txt")),
-                                    str(host / "secret.txt"))  # fmt: skip
+    assert entries["leak"] == Entry(
+        "leak", "link", len(str(host / "secret.txt")), str(host / "secret.txt")
+    )
     assert entries["into"].kind == "link" and entries["into"].target == str(host)
     assert entries["real.txt"] == Entry("real.txt", "file", 5)
     assert entries["fifo"].kind == "other"

@@ -164,14 +164,25 @@ def test_a_redis_restart_without_persistence_mid_run_loses_no_attempt(
 
 
 def _restart_mid_run(stack, redis_server: PrivateRedis) -> None:
-    out = stack.ab("run-suite", "custom-dev", "--variant", "scripted", "--task", "toy_fail_pytest",
-                   "--samples", str(SAMPLES))  # fmt: skip
+    out = stack.ab(
+        "run-suite",
+        "custom-dev",
+        "--variant",
+        "scripted",
+        "--task",
+        "toy_fail_pytest",
+        "--samples",
+        str(SAMPLES),
+    )
     public_id = out.stdout.split("run ", 1)[1].split(":", 1)[0]
     run = Run.objects.using(stack.alias).get(public_id=public_id)
     attempts = Attempt.objects.using(stack.alias).filter(run_id=run.id)
     stack.start_worker("w1", beat=True)  # a worker and the reaper
-    wait_until(lambda: attempts.filter(status__in=FINAL_STATES).count() >= 1, timeout=240,
-               what="the first attempt to finish")  # fmt: skip
+    wait_until(
+        lambda: attempts.filter(status__in=FINAL_STATES).count() >= 1,
+        timeout=240,
+        what="the first attempt to finish",
+    )
     queued_before = attempts.filter(status=AttemptStatus.QUEUED).count()
     assert queued_before >= 2, "the run ended before the broker could lose anything"
     assert any(
@@ -197,8 +208,11 @@ def _restart_mid_run(stack, redis_server: PrivateRedis) -> None:
     )
     all_final = time.monotonic() - back
     run = Run.objects.using(stack.alias).get(pk=run.pk)
-    wait_until(lambda: Run.objects.using(stack.alias).get(pk=run.pk).finished_at, timeout=60,
-               what="the run's bookkeeping")  # fmt: skip
+    wait_until(
+        lambda: Run.objects.using(stack.alias).get(pk=run.pk).finished_at,
+        timeout=60,
+        what="the run's bookkeeping",
+    )
     run = Run.objects.using(stack.alias).get(pk=run.pk)
     with open("/proc/loadavg") as f:
         load = f.read().split()[0]

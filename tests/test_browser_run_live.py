@@ -35,10 +35,20 @@ def server(stack):
         port = sock.getsockname()[1]
     log = open(stack.var_dir / "web.log", "ab")  # noqa: SIM115 (kept by Popen)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "benchsite.cli.main", "serve", "--no-worker", "--addr",
-         f"127.0.0.1:{port}"],
-        cwd=REPO_ROOT, env=stack.env, stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "benchsite.cli.main",
+            "serve",
+            "--no-worker",
+            "--addr",
+            f"127.0.0.1:{port}",
+        ],
+        cwd=REPO_ROOT,
+        env=stack.env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
     while True:
@@ -57,9 +67,17 @@ def server(stack):
 
 def test_the_run_page_reaches_finished_with_its_table_updated(browser, stack, server):
     out = stack.ab(
-        "run-suite", "custom-dev", "--variant", "scripted", "--samples", "2",
-        "--task", "toy_fail_pytest", "--task", "toy_baseline_passes",
-    )  # fmt: skip
+        "run-suite",
+        "custom-dev",
+        "--variant",
+        "scripted",
+        "--samples",
+        "2",
+        "--task",
+        "toy_fail_pytest",
+        "--task",
+        "toy_baseline_passes",
+    )
     run_id = out.stdout.split("run ", 1)[1].split(":", 1)[0]
     for page in open_page(browser, server):
         page.goto(f"{server}/runs/{run_id}/")

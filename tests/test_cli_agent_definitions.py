@@ -246,9 +246,15 @@ def test_the_last_transient_errors_words_reach_the_attempts_error_text():
 
 def test_it_reads_each_clis_own_usage_report():
     claude = json.dumps(
-        {"type": "result", "usage": {"input_tokens": 4800, "output_tokens": 320},
-         "num_turns": 4, "total_cost_usd": 0.0192, "is_error": False, "result": "done"}
-    )  # fmt: skip
+        {
+            "type": "result",
+            "usage": {"input_tokens": 4800, "output_tokens": 320},
+            "num_turns": 4,
+            "total_cost_usd": 0.0192,
+            "is_error": False,
+            "result": "done",
+        }
+    )
     assert read_summary("claude-json", "noise\n" + claude).to_dict() == {
         "input_tokens": 4800,
         "output_tokens": 320,
@@ -279,9 +285,12 @@ RECORDINGS = Path(__file__).parent / "data" / "model_calls"
 
 @pytest.mark.parametrize(
     ("cli", "api"),
-    [("claude-code", "anthropic-messages"), ("codex", "openai-responses"),
-     ("mini-swe-agent", "openai-chat")],
-)  # fmt: skip
+    [
+        ("claude-code", "anthropic-messages"),
+        ("codex", "openai-responses"),
+        ("mini-swe-agent", "openai-chat"),
+    ],
+)
 def test_the_committed_recordings_are_what_each_cli_sent_scrubbed(cli, api):
     """tests/data/model_calls/<cli>.jsonl: a real run of the CLI on the toy task through the
     gateway (refreshed with AB_RECORD_MODEL_CALLS, see tests/test_cli_agents_e2e.py)."""

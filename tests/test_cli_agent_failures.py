@@ -145,8 +145,7 @@ def test_a_cli_past_its_calls_budget_gave_up_naming_the_budget(artifacts_root, m
     monkeypatch.setenv(UPSTREAM_KEY_ENV, REAL_KEY)
     plan = [Step.read("/workspace/repo/src/toy/calc.py")] * 10  # never finishes by itself
     with plan_provider(plan) as upstream:
-        config = cli_model_config("claude-code", upstream, name="claude 2 calls",
-                                  max_model_calls=2)  # fmt: skip
+        config = cli_model_config("claude-code", upstream, name="claude 2 calls", max_model_calls=2)
         attempt = run_one(config)
         upstream_calls = len(upstream.requests_to("/messages"))
     assert attempt.failure_reason_id == "AGENT_GAVE_UP", attempt.error_text
@@ -190,8 +189,7 @@ def test_a_cli_past_its_time_budget_gave_up_naming_it_and_setup_did_not_count(
     monkeypatch.setenv(UPSTREAM_KEY_ENV, REAL_KEY)
     plan = [Step.read("/workspace/repo/src/toy/calc.py")] * 20  # never finishes by itself
     with plan_provider(plan, delay_sec=4) as upstream:
-        config = cli_model_config("claude-code", upstream, name="claude 10s",
-                                  max_time_sec=budget)  # fmt: skip
+        config = cli_model_config("claude-code", upstream, name="claude 10s", max_time_sec=budget)
         attempt = run_one(config)
         answered = len(upstream.requests_to("/messages"))
     assert attempt.failure_reason_id == "AGENT_GAVE_UP", attempt.error_text

@@ -130,15 +130,22 @@ def test_a_venv_install_refuses_an_added_pth_file_but_not_pythons_own_caches(
     folder = tmp_path / "definitions"
     folder.mkdir()
     install_section = {"kind": "pypi", "package": "six", "version": "1.17.0"}
-    write_definition(folder, "tinypy", install=install_section, runs_in="worker",
-                     command=["{install}/venv/bin/python", "-c", "import six"])  # fmt: skip
+    write_definition(
+        folder,
+        "tinypy",
+        install=install_section,
+        runs_in="worker",
+        command=["{install}/venv/bin/python", "-c", "import six"],
+    )
     monkeypatch.setattr(definitions, "DEFINITIONS_DIR", folder)
     monkeypatch.setenv("AGENT_INSTALL_ROOT", str(tmp_path / "agents"))
     definition = get_definition("tinypy")
     path = ensure_install(definition).path
     (site,) = (path / "venv/lib").glob("python3*/site-packages")
-    assert any(name.endswith("six.py") for name in json.loads(
-        (path / "manifest.json").read_text())["sha256"])  # fmt: skip
+    assert any(
+        name.endswith("six.py")
+        for name in json.loads((path / "manifest.json").read_text())["sha256"]
+    )
     # Python writing its caches at run time is no tampering.
     (site / "__pycache__").mkdir(exist_ok=True)
     (site / "__pycache__" / "late.cpython-311.pyc").write_bytes(b"cache")

@@ -121,8 +121,19 @@ def test_ab_worker_runs_what_run_suite_queued(ab):
         start_new_session=True,
     )
     try:
-        out = ab("run-suite", "custom-dev", "--variant", "nop", "--task", "toy_no_tests",
-                 "--task", "toy_baseline_passes", "--wait", "--poll", "0.5")  # fmt: skip
+        out = ab(
+            "run-suite",
+            "custom-dev",
+            "--variant",
+            "nop",
+            "--task",
+            "toy_no_tests",
+            "--task",
+            "toy_baseline_passes",
+            "--wait",
+            "--poll",
+            "0.5",
+        )
     finally:
         os.killpg(worker.pid, signal.SIGTERM)
         worker.wait(timeout=60)

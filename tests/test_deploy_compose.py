@@ -27,8 +27,10 @@ COMPOSE_FILE = REPO_ROOT / "docker" / "compose.yaml"
 def app_image() -> str:
     out = subprocess.run(
         ["bash", str(REPO_ROOT / "docker" / "app" / "build-offline.sh")],
-        capture_output=True, text=True, timeout=2400,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=2400,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     return out.stdout.strip().splitlines()[-1]
 
@@ -51,8 +53,11 @@ def deployment(app_image):
     def compose(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
         return subprocess.run(
             ["docker-compose", "-p", name, "-f", str(COMPOSE_FILE), *args],
-            env=env, capture_output=True, text=True, timeout=timeout,
-        )  # fmt: skip
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
 
     compose.port = port  # type: ignore[attr-defined]
     compose.password = env["POSTGRES_PASSWORD"]  # type: ignore[attr-defined]
@@ -83,9 +88,22 @@ def test_it_runs_a_suite_on_the_compose_deployment(deployment):
     port = deployment.port
     wait_until(lambda: _healthy(port), timeout=300, what="the web container")
     out = deployment(
-        "exec", "-T", "web", "ab", "run-suite", "custom-dev", "--variant", "scripted",
-        "--task", "toy_fail_pytest", "--samples", "4", "--wait", "--poll", "2",
-    )  # fmt: skip
+        "exec",
+        "-T",
+        "web",
+        "ab",
+        "run-suite",
+        "custom-dev",
+        "--variant",
+        "scripted",
+        "--task",
+        "toy_fail_pytest",
+        "--samples",
+        "4",
+        "--wait",
+        "--poll",
+        "2",
+    )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert out.stdout.rstrip().endswith("finished")
     public_id = out.stdout.split("run ", 1)[1].split(":", 1)[0]
@@ -97,10 +115,22 @@ def test_it_runs_a_suite_on_the_compose_deployment(deployment):
         attempts
     )
     workers = deployment(
-        "exec", "-T", "-e", f"PGPASSWORD={deployment.password}", "db",
-        "psql", "-U", "agentbench", "-h", "127.0.0.1", "-d", "agentbench",
-        "-At", "-c", "select distinct split_part(worker, ':', 1) from runs_attempt",
-    )  # fmt: skip
+        "exec",
+        "-T",
+        "-e",
+        f"PGPASSWORD={deployment.password}",
+        "db",
+        "psql",
+        "-U",
+        "agentbench",
+        "-h",
+        "127.0.0.1",
+        "-d",
+        "agentbench",
+        "-At",
+        "-c",
+        "select distinct split_part(worker, ':', 1) from runs_attempt",
+    )
     assert len(set(workers.stdout.split())) == 2, workers.stdout + workers.stderr
     for attempt in attempts:
         path = f"/api/attempts/{attempt['public_id']}/artifacts/logs/final_test.txt"

@@ -45,9 +45,12 @@ def start(stack, name: str, *args: str, env: dict | None = None) -> subprocess.P
     log = open(stack.var_dir / f"{name}.log", "wb")  # noqa: SIM115 (kept by Popen)
     return subprocess.Popen(
         [sys.executable, "-m", "benchsite.cli.main", *args],
-        cwd=REPO_ROOT, env=stack.env | (env or {}), stdout=log, stderr=subprocess.STDOUT,
+        cwd=REPO_ROOT,
+        env=stack.env | (env or {}),
+        stdout=log,
+        stderr=subprocess.STDOUT,
         start_new_session=True,
-    )  # fmt: skip
+    )
 
 
 def get(url: str) -> tuple[int, bytes]:
@@ -73,8 +76,11 @@ def test_it_runs_a_suite_across_two_workers_and_serves_their_artifacts_from_the_
         public_id = out.stdout.split("run ", 1)[1].split(":", 1)[0]
         run = Run.objects.using(stack.alias).get(public_id=public_id)
         attempts = Attempt.objects.using(stack.alias).filter(run_id=run.id)
-        wait_until(lambda: not attempts.exclude(status__in=FINAL_STATES).exists(),
-                   timeout=600, what="the run's attempts")  # fmt: skip
+        wait_until(
+            lambda: not attempts.exclude(status__in=FINAL_STATES).exists(),
+            timeout=600,
+            what="the run's attempts",
+        )
         for name, proc in processes.items():
             children[name] = descendants(proc.pid)
 

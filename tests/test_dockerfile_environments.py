@@ -57,8 +57,11 @@ def test_a_second_build_of_the_same_context_is_a_no_op(own_cache, context):
     assert second.build_seconds == first.build_seconds  # the cold build's, from its record
     log = Path(first.log_path).read_text()
     assert "COPY hello.txt /opt/hello.txt" in log and "Successfully tagged" in log
-    shown = subprocess.run(["docker", "run", "--rm", first.tag, "cat", "/opt/hello.txt"],
-                           capture_output=True, text=True)  # fmt: skip
+    shown = subprocess.run(
+        ["docker", "run", "--rm", first.tag, "cat", "/opt/hello.txt"],
+        capture_output=True,
+        text=True,
+    )
     assert shown.stdout == (context / "hello.txt").read_text()
 
 

@@ -112,23 +112,40 @@ def endless_stream(api: str) -> fake.Reply:
                 "usage": {"input_tokens": 100, "output_tokens": 1},
             },
         }
-        block = {"type": "content_block_start", "index": 0,
-                 "content_block": {"type": "text", "text": ""}}  # fmt: skip
-        delta = {"type": "content_block_delta", "index": 0,
-                 "delta": {"type": "text_delta", "text": FILLER}}  # fmt: skip
+        block = {
+            "type": "content_block_start",
+            "index": 0,
+            "content_block": {"type": "text", "text": ""},
+        }
+        delta = {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "text_delta", "text": FILLER},
+        }
         events = [
             fake.sse(start, "message_start"),
             fake.sse(block, "content_block_start"),
             *[fake.sse(delta, "content_block_delta")] * CHUNKS,
         ]
     elif api == "responses":
-        delta = {"type": "response.output_text.delta", "item_id": "msg_1", "output_index": 0,
-                 "content_index": 0, "delta": FILLER, "sequence_number": 1}  # fmt: skip
+        delta = {
+            "type": "response.output_text.delta",
+            "item_id": "msg_1",
+            "output_index": 0,
+            "content_index": 0,
+            "delta": FILLER,
+            "sequence_number": 1,
+        }
         events = [fake.sse(delta, "response.output_text.delta")] * CHUNKS
     else:
         choice = {"index": 0, "delta": {"content": FILLER}, "finish_reason": None}
-        chunk = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": "gpt-4o",
-                 "choices": [choice]}  # fmt: skip
+        chunk = {
+            "id": "c1",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": "gpt-4o",
+            "choices": [choice],
+        }
         events = [fake.sse(chunk)] * CHUNKS
     return fake.Reply(events=events, api=api, headers={"content-type": "text/event-stream"})
 

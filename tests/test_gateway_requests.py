@@ -355,8 +355,9 @@ def test_twenty_parallel_32_mib_requests_stay_under_a_gigabyte(tmp_path: Path) -
         for thread in threads:
             thread.join()
         status_text, _ = probe.communicate("", timeout=60)
-    peak_kb = int(next(line for line in status_text.splitlines() if line.startswith("VmHWM:"))
-                  .split()[1])  # fmt: skip
+    peak_kb = int(
+        next(line for line in status_text.splitlines() if line.startswith("VmHWM:")).split()[1]
+    )
     print(f"the gateway process peaked at {peak_kb // 1024} MiB")
     assert statuses == [200] * 20
     assert peak_kb < 1024 * 1024, f"the gateway process peaked at {peak_kb // 1024} MiB"

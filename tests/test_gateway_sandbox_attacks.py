@@ -46,10 +46,16 @@ BODY = json.dumps({"model": "claude-sonnet-4", "max_tokens": 10, "messages": []}
 FLOOD = 64 * 1024 * 1024
 
 
-def raw(target: str, *, method: str = "POST", host: str = "127.0.0.1", chunked: bool = False,
-        token: str) -> str:  # fmt: skip
-    lines = [f"{method} {target} HTTP/1.1", f"Host: {host}", f"x-api-key: {token}",
-             "anthropic-version: 2023-06-01", "Content-Type: application/json"]  # fmt: skip
+def raw(
+    target: str, *, method: str = "POST", host: str = "127.0.0.1", chunked: bool = False, token: str
+) -> str:
+    lines = [
+        f"{method} {target} HTTP/1.1",
+        f"Host: {host}",
+        f"x-api-key: {token}",
+        "anthropic-version: 2023-06-01",
+        "Content-Type: application/json",
+    ]
     if chunked:
         lines.append("Transfer-Encoding: chunked")
         body = "-1\r\n"

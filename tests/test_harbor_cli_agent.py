@@ -26,8 +26,12 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "harbor"
 OLD = '    counts = Counter(re.findall(r"[A-Za-z]+", text))'
 NEW = '    counts = Counter(re.findall(r"[a-z]+", text.lower()))'
 
-pytestmark = [pytest.mark.django_db, pytest.mark.docker, pytest.mark.slow,
-              pytest.mark.xdist_group("harbor-builds")]  # fmt: skip
+pytestmark = [
+    pytest.mark.django_db,
+    pytest.mark.docker,
+    pytest.mark.slow,
+    pytest.mark.xdist_group("harbor-builds"),
+]
 
 
 @pytest.mark.parametrize("backend", backend_params())
@@ -42,8 +46,13 @@ def test_mini_swe_agent_fixes_a_harbor_task_through_the_gateway(
     monkeypatch.setenv(UPSTREAM_KEY_ENV, REAL_KEY)
     tasks_import(directory=EXAMPLES, rules=PathRules.local(EXAMPLES))
     task = Task.objects.get(suite__name="harbor", task_id="py-wordfreq")
-    plan = fix_plan(workdir="/app", path="wordfreq.py", old=OLD, new=NEW,
-                    test_command="python3 -c 'import wordfreq'")  # fmt: skip
+    plan = fix_plan(
+        workdir="/app",
+        path="wordfreq.py",
+        old=OLD,
+        new=NEW,
+        test_command="python3 -c 'import wordfreq'",
+    )
 
     with plan_provider(plan) as upstream:
         config = cli_model_config("mini-swe-agent", upstream)

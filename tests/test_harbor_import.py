@@ -138,8 +138,10 @@ def test_check_tasks_names_the_problems_and_import_stores_nothing(tmp_path, db):
 
     check = subprocess.run(
         [sys.executable, "-m", "benchsite.cli.main", "check-tasks", str(good.parent)],
-        capture_output=True, text=True, cwd=REPO,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     assert check.returncode == 1
     assert f"{config}: extra: unknown key" in check.stdout
 

@@ -65,9 +65,11 @@ def test_allow_internet_gives_the_internet_never_the_host(
     tmp_path, backend, allow, artifacts_root, fake_internet: FakeInternet, listener: Listener
 ):
     env = {
-        "INTERNET_HOST": fake_internet.address, "INTERNET_PORT": str(fake_internet.port),
-        "HOST_ADDRESS": host_address_for(backend), "HOST_PORT": str(listener.port),
-    }  # fmt: skip
+        "INTERNET_HOST": fake_internet.address,
+        "INTERNET_PORT": str(fake_internet.port),
+        "HOST_ADDRESS": host_address_for(backend),
+        "HOST_PORT": str(listener.port),
+    }
     task = _task(tmp_path, allow=allow, env=env)
 
     attempt = run_attempt(task, variant="nop", backend=backend)

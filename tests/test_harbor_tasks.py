@@ -97,8 +97,7 @@ def _variant(tmp_path: Path, *, test_sh: str | None = None, dockerfile: str | No
         ("#!/bin/bash\necho lots > /logs/verifier/reward.txt\n", "[verifier-bad-reward]"),
     ],
 )
-def test_a_verifier_that_gives_no_reward_is_infrastructure(tmp_path, artifacts_root, test_sh,
-                                                            tag):  # fmt: skip
+def test_a_verifier_that_gives_no_reward_is_infrastructure(tmp_path, artifacts_root, test_sh, tag):
     _, task = _variant(tmp_path, test_sh=test_sh)
 
     attempt = run_attempt(task, variant="oracle", backend="docker")
@@ -122,8 +121,11 @@ def test_a_multi_metric_reward_is_kept_whole_with_each_test(artifacts_root, admi
     assert "agentbench/env-dockerfile:" in task_page  # the last build: found or built
 
     assert attempt.test_results["REWARD"] == {
-        "reward": "0", "tests_passed": "2", "tests_total": "4", "pass_fraction": "0.5",
-    }  # fmt: skip
+        "reward": "0",
+        "tests_passed": "2",
+        "tests_total": "4",
+        "pass_fraction": "0.5",
+    }
     tests = attempt.test_results["TESTS"]
     assert tests["test_wordfreq::test_ignores_case"] == "failed"
     assert tests["test_wordfreq::test_counts_words"] == "passed"
@@ -164,8 +166,12 @@ def _ab(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
     env.pop("DATABASE_URL", None)
     return subprocess.run(
         [sys.executable, "-m", "benchsite.cli.main", *args],
-        capture_output=True, text=True, cwd=EXAMPLES.parent.parent, env=env, timeout=1200,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd=EXAMPLES.parent.parent,
+        env=env,
+        timeout=1200,
+    )
 
 
 def test_validate_suite_runs_each_oracle_and_nop_and_prints_the_table(tmp_path):
@@ -174,17 +180,22 @@ def test_validate_suite_runs_each_oracle_and_nop_and_prints_the_table(tmp_path):
     assert "created   harbor/go-median" in imported.stdout
     built = _ab("build-environments", "harbor", tmp_path=tmp_path)
     assert built.returncode == 0, built.stdout + built.stderr
-    assert re.search(r"^py-wordfreq: (found built|built in [\d.]+s): agentbench/env-dockerfile:",
-                     built.stdout, re.MULTILINE), built.stdout  # fmt: skip
+    assert re.search(
+        r"^py-wordfreq: (found built|built in [\d.]+s): agentbench/env-dockerfile:",
+        built.stdout,
+        re.MULTILINE,
+    ), built.stdout
     assert "3 ready, 0 failed of 3 task(s)" in built.stdout
 
-    out = _ab("validate-suite", "harbor", "--variant", "oracle", "--backend", "docker",
-              tmp_path=tmp_path)  # fmt: skip
+    out = _ab(
+        "validate-suite", "harbor", "--variant", "oracle", "--backend", "docker", tmp_path=tmp_path
+    )
 
     assert out.returncode == 0, out.stdout + out.stderr
     for task_id in ("go-median", "node-slugify", "py-wordfreq"):
-        assert re.search(rf"^{task_id}\s+valid\s+success\s+TESTS_FAILED\b", out.stdout,
-                         re.MULTILINE), out.stdout  # fmt: skip
+        assert re.search(
+            rf"^{task_id}\s+valid\s+success\s+TESTS_FAILED\b", out.stdout, re.MULTILINE
+        ), out.stdout
     assert "3 valid, 0 invalid, 0 not buildable, 0 without a solution of 3 task(s)" in out.stdout
     with sqlite3.connect(tmp_path / "var" / "db.sqlite3") as db:
         stored = db.execute(

@@ -25,9 +25,13 @@ def healthz(tmp_path, **env: str) -> tuple[int, dict]:
     base = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_URL", "CELERY_"))}
     out = subprocess.run(
         [sys.executable, "manage.py", "shell", "-c", PROBE],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, check=True,
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
         env=base | {"AB_VAR_DIR": str(tmp_path), "REQUEST_LOG_LEVEL": "WARNING"} | env,
-    )  # fmt: skip
+    )
     status, body = out.stdout.strip().splitlines()[-1].split(" ", 1)
     return int(status), json.loads(body)
 

@@ -33,13 +33,18 @@ def build_image(tag: str, lines: list[str]) -> str:
     """``docker build`` ``tag`` from a Dockerfile of ``lines``; returns the image ID."""
     dockerfile = "\n".join(lines) + "\n"
     subprocess.run(
-        ["docker", "build", "-q", "-t", tag, "-"], input=dockerfile, text=True, check=True,
+        ["docker", "build", "-q", "-t", tag, "-"],
+        input=dockerfile,
+        text=True,
+        check=True,
         capture_output=True,
-    )  # fmt: skip
+    )
     done = subprocess.run(
         ["docker", "image", "inspect", "--format", "{{.Id}}", tag],
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return done.stdout.strip()
 
 
@@ -185,10 +190,12 @@ def test_a_task_naming_its_image_runs_on_it_on_both_backends(
     tag, _ = own_image
     commit = git_repo(
         tmp_path / "repo",
-        {"test_x.py": "import os\n\ndef test_x():\n"
-                      "    assert open('/etc/image-marker').read() == 'from-the-image\\n'\n"
-                      "    assert os.environ['IMAGE_TREE_MARKER'] == 'set-by-the-image'\n"},
-    )  # fmt: skip
+        {
+            "test_x.py": "import os\n\ndef test_x():\n"
+            "    assert open('/etc/image-marker').read() == 'from-the-image\\n'\n"
+            "    assert os.environ['IMAGE_TREE_MARKER'] == 'set-by-the-image'\n"
+        },
+    )
     task_id = f"own_image_{backend}"
     write_task(
         tmp_path / "tasks",

@@ -189,23 +189,31 @@ def _write(root: Path, files: dict[str, str]) -> None:
 
 
 def test_it_names_a_two_file_loop_made_by_an_import_inside_a_function(tmp_path):
-    _write(tmp_path, {
-        "runs/__init__.py": "",
-        "runs/a.py": "from runs.b import thing\n",
-        "runs/b.py": "def thing():\n    from runs import a\n",
-        "runs/c.py": "import typing\nif typing.TYPE_CHECKING:\n    from runs import a\n",
-    })  # fmt: skip
+    _write(
+        tmp_path,
+        {
+            "runs/__init__.py": "",
+            "runs/a.py": "from runs.b import thing\n",
+            "runs/b.py": "def thing():\n    from runs import a\n",
+            "runs/c.py": "import typing\nif typing.TYPE_CHECKING:\n    from runs import a\n",
+        },
+    )
     graph = _graph(tmp_path)
     assert graph["runs.c"] == set()  # a type-only import is no runtime edge
     assert _find_cycle(graph) == ["runs.a", "runs.b", "runs.a"]
 
 
 def test_it_sees_tasks_app_importing_runs_inside_a_function(tmp_path):
-    _write(tmp_path, {
-        "runs/__init__.py": "", "runs/models.py": "import tasks_app.models\n",
-        "tasks_app/__init__.py": "", "tasks_app/models.py": "",
-        "tasks_app/views.py": "def page():\n    from runs.models import Run\n",
-    })  # fmt: skip
+    _write(
+        tmp_path,
+        {
+            "runs/__init__.py": "",
+            "runs/models.py": "import tasks_app.models\n",
+            "tasks_app/__init__.py": "",
+            "tasks_app/models.py": "",
+            "tasks_app/views.py": "def page():\n    from runs.models import Run\n",
+        },
+    )
     edges = _app_edges(_graph(tmp_path, type_checking=True))
     assert edges[("tasks_app", "runs")] == ["tasks_app.views -> runs.models"]
     assert _find_cycle({"tasks_app": {"runs"}, "runs": {"tasks_app"}}) == [
@@ -249,8 +257,11 @@ def test_the_builder_loads_no_django():
     # The blocker is not vacuous: a module that needs Django fails under it.
     refused = subprocess.run(
         [sys.executable, "-c", blocker + "import tasks_app.swebench.importer"],
-        capture_output=True, text=True, cwd=ROOT, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
     assert refused.returncode != 0 and "blocked: " in refused.stderr
 
 
@@ -258,41 +269,114 @@ def test_the_builder_loads_no_django():
 # too): the rules the package docstrings state. A role is a folder of runs/, tasks_app/ or
 # benchsite/; "core" is runs' top-level modules (models, services, taxonomy, ...).
 FORBIDDEN = {
-    "runs.results": {"runs.web", "runs.api", "runs.cli", "runs.workers", "runs.pipeline",
-                     "runs.demo", "runs.agents", "runs.services", "runs.gateway",
-                     "runs.imports"},
-    "runs.web": {"runs.api", "runs.cli", "runs.workers", "runs.pipeline", "runs.demo",
-                 "runs.gateway", "runs.imports"},
-    "runs.api": {"runs.web", "runs.cli", "runs.workers", "runs.pipeline", "runs.demo",
-                 "runs.gateway", "runs.imports"},
+    "runs.results": {
+        "runs.web",
+        "runs.api",
+        "runs.cli",
+        "runs.workers",
+        "runs.pipeline",
+        "runs.demo",
+        "runs.agents",
+        "runs.services",
+        "runs.gateway",
+        "runs.imports",
+    },
+    "runs.web": {
+        "runs.api",
+        "runs.cli",
+        "runs.workers",
+        "runs.pipeline",
+        "runs.demo",
+        "runs.gateway",
+        "runs.imports",
+    },
+    "runs.api": {
+        "runs.web",
+        "runs.cli",
+        "runs.workers",
+        "runs.pipeline",
+        "runs.demo",
+        "runs.gateway",
+        "runs.imports",
+    },
     "runs.cli": {"runs.web", "runs.imports"},
     "runs.workers": {"runs.web", "runs.api", "runs.cli", "runs.demo", "runs.imports"},
-    "runs.pipeline": {"runs.web", "runs.api", "runs.cli", "runs.workers", "runs.demo",
-                      "runs.imports"},
+    "runs.pipeline": {
+        "runs.web",
+        "runs.api",
+        "runs.cli",
+        "runs.workers",
+        "runs.demo",
+        "runs.imports",
+    },
     "runs.demo": {"runs.web", "runs.api", "runs.cli", "runs.workers", "runs.pipeline"},
-    "runs.agents": {"runs.web", "runs.api", "runs.cli", "runs.workers", "runs.pipeline",
-                    "runs.demo", "runs.results", "runs.models", "runs.services",
-                    "runs.imports"},
+    "runs.agents": {
+        "runs.web",
+        "runs.api",
+        "runs.cli",
+        "runs.workers",
+        "runs.pipeline",
+        "runs.demo",
+        "runs.results",
+        "runs.models",
+        "runs.services",
+        "runs.imports",
+    },
     # The gateway imports nothing of the agents (CLI agents run through it, one way).
-    "runs.gateway": {"runs.web", "runs.api", "runs.cli", "runs.workers", "runs.pipeline",
-                     "runs.demo", "runs.results", "runs.models", "runs.services",
-                     "runs.agents", "runs.imports"},
+    "runs.gateway": {
+        "runs.web",
+        "runs.api",
+        "runs.cli",
+        "runs.workers",
+        "runs.pipeline",
+        "runs.demo",
+        "runs.results",
+        "runs.models",
+        "runs.services",
+        "runs.agents",
+        "runs.imports",
+    },
     # Results produced elsewhere, with their doors (api, admin, cli): never the other doors.
     "runs.imports": {"runs.web", "runs.api", "runs.demo", "runs.pipeline", "runs.workers"},
     # Pure: reads stored files into turns, whatever imports it (pages, API, imports).
-    "runs.transcript": {"runs.web", "runs.api", "runs.cli", "runs.workers", "runs.pipeline",
-                        "runs.demo", "runs.agents", "runs.results", "runs.models",
-                        "runs.services", "runs.artifacts", "runs.model_configs",
-                        "runs.data_version", "runs.imports", "tasks_app", "benchsite"},
+    "runs.transcript": {
+        "runs.web",
+        "runs.api",
+        "runs.cli",
+        "runs.workers",
+        "runs.pipeline",
+        "runs.demo",
+        "runs.agents",
+        "runs.results",
+        "runs.models",
+        "runs.services",
+        "runs.artifacts",
+        "runs.model_configs",
+        "runs.data_version",
+        "runs.imports",
+        "tasks_app",
+        "benchsite",
+    },
     "core": {"runs.web", "runs.api", "runs.cli", "runs.workers", "runs.demo", "runs.imports"},
     "benchsite.accounts": {"runs", "tasks_app"},
     "tasks_app": {"runs"},
     # No Django, not even inside a function (the subprocess test sees module-level loads).
     "sandbox": {"runs", "tasks_app", "benchsite", "django"},
-}  # fmt: skip
-CORE = {"runs.models", "runs.services", "runs.taxonomy", "runs.failfast", "runs.llm_errors",
-        "runs.pricing", "runs.artifacts", "runs.artifact_storage", "runs.transcript",
-        "runs.model_configs", "runs.data_version", "runs.conditions"}  # fmt: skip
+}
+CORE = {
+    "runs.models",
+    "runs.services",
+    "runs.taxonomy",
+    "runs.failfast",
+    "runs.llm_errors",
+    "runs.pricing",
+    "runs.artifacts",
+    "runs.artifact_storage",
+    "runs.transcript",
+    "runs.model_configs",
+    "runs.data_version",
+    "runs.conditions",
+}
 
 
 def _role(module: str) -> str | None:

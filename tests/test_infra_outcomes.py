@@ -75,8 +75,9 @@ def reason_of(result, stage: Stage = Stage.FINAL_TEST) -> tuple[Reason | None, s
 def test_each_kind_of_kill_maps_to_its_own_outcome(backend: str, tmp_path: Path) -> None:
     with open_sandbox(config(tmp_path), backend) as sb:
         timeout = sb.exec("sleep 30", timeout=1)
-        oom = sb.exec(["python3", "-c", "b = []\nwhile True: b.append(bytearray(2**24))"],
-                      timeout=30)  # fmt: skip
+        oom = sb.exec(
+            ["python3", "-c", "b = []\nwhile True: b.append(bytearray(2**24))"], timeout=30
+        )
         own_kill = sb.exec("kill -9 $$", timeout=30)
     assert reason_of(timeout) == (Reason.TIMEOUT, "")
     assert reason_of(timeout, Stage.SETUP)[0] is Reason.SETUP_TIMEOUT
@@ -267,8 +268,11 @@ def test_the_reaper_removes_workspaces_of_finished_attempts_only(
     task = Task.objects.get(task_id="leftover_ws")
     config = model_config_for_variant("baseline")
     workspaces = {}
-    for name, status in [("finished", AttemptStatus.FINISHED), ("kept", AttemptStatus.FINISHED),
-                         ("running", AttemptStatus.RUNNING)]:  # fmt: skip
+    for name, status in [
+        ("finished", AttemptStatus.FINISHED),
+        ("kept", AttemptStatus.FINISHED),
+        ("running", AttemptStatus.RUNNING),
+    ]:
         attempt = attempt_create_adhoc(task=task, model_config=config)
         folder = artifacts_root / f"run-{name}" / "leftover_ws__0"
         (folder / "workspace" / "repo").mkdir(parents=True)

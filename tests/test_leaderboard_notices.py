@@ -48,11 +48,13 @@ def env_suite():
         task.spec = {"repo": "pydicom/pydicom", "version": "1.3" if approximate else "2.1"}
         task.python_asked, task.python_used = ("3.6", "3.9") if approximate else ("3.8", "3.8")
         task.save()
-    published = make_run(suite, make_model("published", AgentVariant.EXTERNAL),
-                         source=RunSource.PUBLISHED)  # fmt: skip
+    published = make_run(
+        suite, make_model("published", AgentVariant.EXTERNAL), source=RunSource.PUBLISHED
+    )
     for task in tasks(suite):
-        make_attempt(published, task, None, cost_usd=None, tokens_in=None, tokens_out=None,
-                     duration_sec=None)  # fmt: skip
+        make_attempt(
+            published, task, None, cost_usd=None, tokens_in=None, tokens_out=None, duration_sec=None
+        )
     return suite
 
 
@@ -201,9 +203,14 @@ def test_the_leaderboard_request_does_not_import_the_official_harness(tmp_path):
         "REQUEST_LOG_LEVEL": "WARNING",
     }
     done = subprocess.run(
-        [sys.executable, "-c", CHILD], env=env, cwd=REPO_ROOT, capture_output=True, text=True,
-        timeout=600, check=False,
-    )  # fmt: skip
+        [sys.executable, "-c", CHILD],
+        env=env,
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     got = json.loads(done.stdout.strip().splitlines()[-1])
     assert got["notice"] and got["python"]

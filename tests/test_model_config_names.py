@@ -16,9 +16,16 @@ pytestmark = pytest.mark.django_db
 
 
 def suite_args(**given) -> argparse.Namespace:
-    fields = {"config": "", "variant": "cli", "cli": "codex", "model": "gpt-5-codex",
-              "base_url": "", "api_key_env": "OPENAI_API_KEY", "max_calls": None,
-              "max_time_sec": None} | given  # fmt: skip
+    fields = {
+        "config": "",
+        "variant": "cli",
+        "cli": "codex",
+        "model": "gpt-5-codex",
+        "base_url": "",
+        "api_key_env": "OPENAI_API_KEY",
+        "max_calls": None,
+        "max_time_sec": None,
+    } | given
     return argparse.Namespace(**fields)
 
 
@@ -48,9 +55,15 @@ def test_run_suite_names_the_cli_and_its_model_and_keeps_endpoints_apart():
 def test_run_agent_names_its_configuration_without_the_url():
     url = "http://127.0.0.1:18801/v1"
     args = argparse.Namespace(
-        cli="codex", model="gpt-5-codex", base_url=url, api_key_env="OPENAI_API_KEY",
-        max_calls=None, strict_patch=False, max_steps=None, max_time_sec=None,
+        cli="codex",
+        model="gpt-5-codex",
+        base_url=url,
+        api_key_env="OPENAI_API_KEY",
+        max_calls=None,
+        strict_patch=False,
+        max_steps=None,
+        max_time_sec=None,
         log_llm_messages=None,
-    )  # fmt: skip
+    )
     config = agent_commands._model_config(args, "cli")
     assert config.name == f"cli:codex gpt-5-codex ({endpoint_tag(url)})"

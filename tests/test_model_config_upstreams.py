@@ -167,8 +167,9 @@ def test_the_admin_names_the_refused_field_to_a_superuser_and_audits_a_change(al
     page = Client()
     page.force_login(alice)
     add = reverse("admin:runs_modelconfig_add")
-    refused = page.post(add, admin_form(base_url="https://api.anthropic.com",
-                                        api_key_env="DJANGO_SECRET_KEY"))  # fmt: skip
+    refused = page.post(
+        add, admin_form(base_url="https://api.anthropic.com", api_key_env="DJANGO_SECRET_KEY")
+    )
     assert refused.status_code == 200
     errors = refused.context["adminform"].form.errors
     assert list(errors) == ["api_key_env"] and "the site's own secrets" in errors["api_key_env"][0]
@@ -192,9 +193,18 @@ def test_the_admin_names_the_refused_field_to_a_superuser_and_audits_a_change(al
 
 def test_the_command_line_refuses_a_secret_variable_naming_the_field():
     refused = ab_main(
-        "run-agent", "--task", str(TOY_TASK), "--variant", "llm", "--model", "gpt-4o",
-        "--base-url", "https://api.openai.com/v1", "--api-key-env", "DJANGO_SECRET_KEY",
-    )  # fmt: skip
+        "run-agent",
+        "--task",
+        str(TOY_TASK),
+        "--variant",
+        "llm",
+        "--model",
+        "gpt-4o",
+        "--base-url",
+        "https://api.openai.com/v1",
+        "--api-key-env",
+        "DJANGO_SECRET_KEY",
+    )
     assert refused.returncode == 1
     err = refused.stderr
     assert "api_key_env: 'DJANGO_SECRET_KEY' holds one of the site's own secrets" in err
@@ -244,9 +254,12 @@ def test_a_stored_row_naming_a_secret_never_sends_it(settings, tmp_path, monkeyp
     monkeypatch.setenv("AB_TEST_SITE_SECRET", SECRET)
     with FakeProvider([text("done")]) as server:
         config = ModelConfig.objects.create(
-            name="llm stored", agent_variant="llm", model_name="gpt-4o-mini",
-            base_url=server.url("/v1"), api_key_env="H3_FAKE_KEY",
-        )  # fmt: skip
+            name="llm stored",
+            agent_variant="llm",
+            model_name="gpt-4o-mini",
+            base_url=server.url("/v1"),
+            api_key_env="H3_FAKE_KEY",
+        )
         raw_sql_update(config, api_key_env="AB_TEST_SITE_SECRET")
         attempt = run_one(config)
         assert server.requests == []  # the model was never called: no key went anywhere
@@ -266,10 +279,13 @@ def test_a_cli_attempt_to_an_unlisted_upstream_never_opens_its_gateway(
     monkeypatch.setenv(UPSTREAM_KEY_ENV, REAL_KEY)
     with plan_provider([Step.finish()]) as upstream:
         config = ModelConfig.objects.create(
-            name="claude stored", agent_variant="cli", cli_agent="claude-code",
-            model_name="claude-sonnet-4-5", base_url=upstream.url(),
+            name="claude stored",
+            agent_variant="cli",
+            cli_agent="claude-code",
+            model_name="claude-sonnet-4-5",
+            base_url=upstream.url(),
             api_key_env=UPSTREAM_KEY_ENV,
-        )  # fmt: skip
+        )
         # The operator takes loopback off the list after the row was stored.
         settings.GATEWAY_UPSTREAMS = ["api.anthropic.com"]
         settings.LLM_BASE_URL = "https://api.openai.com/v1"
@@ -289,9 +305,12 @@ def test_the_gateway_refuses_to_open_for_a_variable_or_upstream_not_listed(tmp_p
         ("https://attacker.example", "ANTHROPIC_API_KEY", "base_url"),
     ]:
         config = GatewayConfig(
-            upstream_base_url=base_url, upstream_api_key=SECRET, api_key_env=key_env,
-            upstream_policy=policy, record_path=tmp_path / "calls.jsonl",
-        )  # fmt: skip
+            upstream_base_url=base_url,
+            upstream_api_key=SECRET,
+            api_key_env=key_env,
+            upstream_policy=policy,
+            record_path=tmp_path / "calls.jsonl",
+        )
         with pytest.raises(UpstreamRefused) as refused, open_gateway(config):
             pass
         assert refused.value.field == field

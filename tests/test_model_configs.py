@@ -71,6 +71,7 @@ def test_the_api_and_the_admin_refuse_it_too(client, alice, staff_auth):
     form = form_class(data={**fields, **COSTED})
     assert not form.is_valid()
     assert "max_cost_usd" in form.errors, form.errors
-    priced = form_class(data={**fields, **COSTED, "price_input_per_mtok": "1",
-                              "price_output_per_mtok": "2"})  # fmt: skip
+    priced = form_class(
+        data={**fields, **COSTED, "price_input_per_mtok": "1", "price_output_per_mtok": "2"}
+    )
     assert priced.is_valid(), priced.errors

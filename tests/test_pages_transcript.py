@@ -287,8 +287,11 @@ def test_our_llm_agents_conversation_reads_with_tokens_per_turn_and_the_applied_
     assert read.tool_calls[0].name == "read_file"
     assert "return total(values) // len(values)" in read.tool_calls[0].result.text
     assert (read.tokens_in, read.tokens_out, patch.tokens_in, patch.tokens_out) == (
-        120, 15, 300, 60,
-    )  # fmt: skip
+        120,
+        15,
+        300,
+        60,
+    )
     call = patch.tool_calls[0]
     assert call.name == "apply_patch" and call.patch_file == "diffs/step_0002.patch"
     assert "+    return total(values) / len(values)" in call.patch

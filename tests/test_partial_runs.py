@@ -267,10 +267,15 @@ def test_the_api_uploads_take_the_same_rule_and_a_date(
 
     done = client.post(
         "/api/imports/results",
-        {"suite": "v", "model": "m", "file": named("run.zip", content), "skip_bad": "true",
-         "date": "2025-11-18"},
+        {
+            "suite": "v",
+            "model": "m",
+            "file": named("run.zip", content),
+            "skip_bad": "true",
+            "date": "2025-11-18",
+        },
         **staff_auth,
-    )  # fmt: skip
+    )
     assert done.status_code == 200, done.content
     body = done.json()
     assert any("odd.json" in line for line in body["skipped_files"])
@@ -296,9 +301,14 @@ def test_the_admin_results_upload_takes_skip_bad_and_a_date(client, alice, tmp_p
     (folder / "odd.json").write_text('{"what": "is this"}')
     body = client.post(
         "/admin/swebench/results/",
-        {"file": named("run.zip", zipped(folder)), "suite": "v", "model": "m",
-         "skip_bad": "on", "date": "2025-11-18"},
-    ).content.decode()  # fmt: skip
+        {
+            "file": named("run.zip", zipped(folder)),
+            "suite": "v",
+            "model": "m",
+            "skip_bad": "on",
+            "date": "2025-11-18",
+        },
+    ).content.decode()
     run = Run.objects.get(model_config__name="m")
     assert run.date_source == RunDateSource.GIVEN and run.imported_by == alice
     assert "odd.json" in body and "5/20 resolved (25.0%)" in body
@@ -343,21 +353,36 @@ def test_the_migration_turns_flagged_missing_rows_into_the_missing_state():
     ]
     model = Model.objects.create(name="paper", slug="paper", agent_variant="external")
     run = Run.objects.create(
-        suite=suite, model_config=model, source="published", status="finished",
-        config_snapshot={"kind": "run_folder", "source_path": "/data/run",
-                         "metadata": {"date": "2025-11-18"}},
-    )  # fmt: skip
+        suite=suite,
+        model_config=model,
+        source="published",
+        status="finished",
+        config_snapshot={
+            "kind": "run_folder",
+            "source_path": "/data/run",
+            "metadata": {"date": "2025-11-18"},
+        },
+    )
     when = dt.datetime(2026, 1, 2, tzinfo=dt.UTC)
     common = {"run": run, "suite": suite, "model_config": model, "status": "finished"}
     Attempt.objects.create(task=tasks[0], finished_at=when, **common)
     Attempt.objects.create(
-        task=tasks[1], failure_reason_id="TESTS_FAILED", failure_stage="final_test",
-        grade="NO", finished_at=when, **common,
-    )  # fmt: skip
+        task=tasks[1],
+        failure_reason_id="TESTS_FAILED",
+        failure_stage="final_test",
+        grade="NO",
+        finished_at=when,
+        **common,
+    )
     Attempt.objects.create(
-        task=tasks[2], failure_reason_id="TESTS_FAILED", failure_stage="final_test",
-        grade="NO", is_missing=True, finished_at=when, **common,
-    )  # fmt: skip
+        task=tasks[2],
+        failure_reason_id="TESTS_FAILED",
+        failure_stage="final_test",
+        grade="NO",
+        is_missing=True,
+        finished_at=when,
+        **common,
+    )
 
     executor = MigrationExecutor(connection)
     latest = executor.loader.graph.leaf_nodes()
@@ -369,8 +394,11 @@ def test_the_migration_turns_flagged_missing_rows_into_the_missing_state():
     }
     gone = rows["o__o-2"]
     assert (gone.status, gone.failure_reason_id, gone.failure_stage, gone.grade) == (
-        "missing", None, "", ""
-    )  # fmt: skip
+        "missing",
+        None,
+        "",
+        "",
+    )
     assert gone.finished_at is None and gone.cost_usd is None
     # Report-only attempts (every usage figure 0) now say they recorded none.
     assert rows["o__o-1"].cost_usd is None and rows["o__o-1"].tokens_in is None

@@ -40,8 +40,13 @@ def test_the_oracle_solves_the_toy_task_and_the_patch_is_kept(backend, artifacts
     stages = list(attempt.stages.order_by("order").values_list("name", flat=True))
     # No flakiness re-run outside baseline validation: the agent attempt stays lean.
     assert stages == [
-        "git_clone", "git_checkout", "setup", "baseline_run", "agent_run", "final_test",
-    ]  # fmt: skip
+        "git_clone",
+        "git_checkout",
+        "setup",
+        "baseline_run",
+        "agent_run",
+        "final_test",
+    ]
     assert "+    return total(values) / len(values)" in attempt.final_patch
     assert attempt.steps is None  # the oracle calls no model
     assert attempt.lines_changed == 2
@@ -134,8 +139,10 @@ def test_a_cancel_between_stages_ends_the_attempt_cancelled(artifacts_root):
     assert attempt.failure_stage == "setup"
     assert attempt.is_infra is True
     assert list(attempt.stages.values_list("name", flat=True)) == [
-        "git_clone", "git_checkout", "setup",
-    ]  # fmt: skip
+        "git_clone",
+        "git_checkout",
+        "setup",
+    ]
     assert not (attempt_folder(attempt) / "workspace").exists()
     assert run_json(attempt)["outcome"]["status"] == "cancelled"
 

@@ -96,10 +96,17 @@ def test_validate_suite_runs_every_task_and_writes_a_run_folder(tmp_path):
     out_dir = tmp_path / "validation"
 
     out = ab(
-        "validate-suite", "custom-dev", "--tasks", str(TASKS_DIR), "--out", str(out_dir),
-        "--backend", "bwrap", var_dir=tmp_path / "var",
+        "validate-suite",
+        "custom-dev",
+        "--tasks",
+        str(TASKS_DIR),
+        "--out",
+        str(out_dir),
+        "--backend",
+        "bwrap",
+        var_dir=tmp_path / "var",
         env={"ARTIFACTS_ROOT": str(tmp_path / "artifacts")},
-    )  # fmt: skip
+    )
 
     assert out.returncode == 0, out.stdout + out.stderr
     # Progress as it goes, then the summary table.
@@ -125,8 +132,10 @@ def test_validate_suite_runs_every_task_and_writes_a_run_folder(tmp_path):
     assert {t["task_id"]: t["verdict"] for t in summary["tasks"]} == expected
     # An invalid task explains itself: the first error of its logs.
     notes = {t["task_id"]: t["note"] for t in summary["tasks"]}
-    assert "first error (logs/setup.txt): ModuleNotFoundError: No module named " \
-           "'toy_helpers_that_do_not_exist'" in notes["toy_setup_fails"], notes  # fmt: skip
+    assert (
+        "first error (logs/setup.txt): ModuleNotFoundError: No module named "
+        "'toy_helpers_that_do_not_exist'" in notes["toy_setup_fails"]
+    ), notes
     assert (run_dir / "toy_setup_fails__0" / "logs" / "setup.txt").exists()
     stored = dict(
         query(

@@ -31,10 +31,21 @@ def two_commit_repo(folder: Path) -> str:
     first = git_repo(folder, {"version.txt": "first\n"})
     (folder / "version.txt").write_text("second\n")
     subprocess.run(
-        ["git", "-C", str(folder), "-c", "user.name=t", "-c", "user.email=t@e.invalid",
-         "commit", "-q", "-am", "second"],
+        [
+            "git",
+            "-C",
+            str(folder),
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@e.invalid",
+            "commit",
+            "-q",
+            "-am",
+            "second",
+        ],
         check=True,
-    )  # fmt: skip
+    )
     return first
 
 

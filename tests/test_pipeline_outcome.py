@@ -80,8 +80,17 @@ def test_a_pre_agent_failure_is_infrastructure_whatever_its_code():
 
 
 def test_timeouts_and_empty_runs_are_tagged():
-    timed_out = decide([stage("setup", Stage.SETUP, Reason.SETUP_TIMEOUT, code=124,
-                              note="[timeout] setup exceeded 3s")])  # fmt: skip
+    timed_out = decide(
+        [
+            stage(
+                "setup",
+                Stage.SETUP,
+                Reason.SETUP_TIMEOUT,
+                code=124,
+                note="[timeout] setup exceeded 3s",
+            )
+        ]
+    )
     empty = decide([stage("agent_run", Stage.AGENT_RUN, Reason.LLM_ERROR)], empty_run=True)
 
     assert timed_out.is_timeout and timed_out.error_text.startswith("[timeout] SETUP_TIMEOUT")
@@ -127,8 +136,10 @@ def test_an_llm_agent_without_tokens_is_an_empty_run_but_a_scripted_one_is_not()
     scripted = agent_stage_result(outcome(), agent_name="s", variant="scripted", elapsed=2.5)
     quick = agent_stage_result(
         AgentOutcome(reason=None, stop="done", duration_sec=0.2),
-        agent_name="llm", variant="llm", elapsed=0.2,
-    )  # fmt: skip
+        agent_name="llm",
+        variant="llm",
+        elapsed=0.2,
+    )
 
     assert llm.reason is Reason.LLM_ERROR and llm.note.startswith("[empty-run]")
     assert scripted.reason is Reason.TESTS_FAILED
@@ -147,9 +158,12 @@ def test_an_llm_agent_that_acted_is_not_an_empty_run_without_usage_figures():
 
 def test_an_agent_timeout_is_a_tagged_timeout():
     outcome = AgentOutcome(
-        reason=Reason.AGENT_GAVE_UP, stop="time_budget", is_timeout=True, tokens_in=5,
+        reason=Reason.AGENT_GAVE_UP,
+        stop="time_budget",
+        is_timeout=True,
+        tokens_in=5,
         duration_sec=30.0,
-    )  # fmt: skip
+    )
 
     result = agent_stage_result(outcome, agent_name="llm", variant="llm", elapsed=30.0)
     verdict = decide([result])

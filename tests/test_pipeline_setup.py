@@ -39,8 +39,9 @@ def make_wheel(path: Path) -> None:
 
 
 @pytest.mark.parametrize("workdir", ["/workspace/repo", "/workspace"])
-def test_a_pip_install_in_setup_is_importable_in_the_tests(workdir, tmp_path, backend,
-                                                           artifacts_root):  # fmt: skip
+def test_a_pip_install_in_setup_is_importable_in_the_tests(
+    workdir, tmp_path, backend, artifacts_root
+):
     repo = tmp_path / "repo"
     repo.mkdir()
     make_wheel(repo / WHEEL)

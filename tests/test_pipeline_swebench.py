@@ -108,8 +108,10 @@ def test_the_gold_patch_resolves_the_instance(instance_image, settings, tmp_path
     assert sorted(attempt.test_results["FAIL_TO_PASS"]["success"]) == sorted(FAIL_TO_PASS)
     assert attempt.test_results["PASS_TO_PASS"]["failure"] == []
     assert list(attempt.stages.order_by("order").values_list("name", flat=True)) == [
-        "export_testbed", "agent_run", "final_test",
-    ]  # fmt: skip
+        "export_testbed",
+        "agent_run",
+        "final_test",
+    ]
     # The agent's patch is its own change: the instance's test patch is not part of it.
     assert attempt.files_touched == ["src/toy/calc.py"]
     assert "test_extra" not in attempt.final_patch

@@ -53,10 +53,16 @@ def test_a_pass_reaps_only_while_it_holds_the_lease(db, custom_dev, settings, tm
     run = Run.objects.create(suite=custom_dev, model_config=config, samples=1)
     stale = timezone.now() - dt.timedelta(hours=1)
     attempt = Attempt.objects.create(
-        run=run, task=custom_dev.tasks.first(), suite=custom_dev, model_config=config,
-        status=AttemptStatus.RUNNING, started_at=stale, heartbeat_at=stale, worker="gone@h:1",
+        run=run,
+        task=custom_dev.tasks.first(),
+        suite=custom_dev,
+        model_config=config,
+        status=AttemptStatus.RUNNING,
+        started_at=stale,
+        heartbeat_at=stale,
+        worker="gone@h:1",
         requeue_count=1,
-    )  # fmt: skip
+    )
     assert lease_acquire(REAP_LEASE, "other:1", ttl_sec=30)
     reaper_pass(holder="me:2", ttl_sec=30)
     attempt.refresh_from_db()
@@ -80,18 +86,25 @@ def test_the_leftovers_pass_removes_the_sandbox_files_of_final_attempts_only(
     now = timezone.now()
     done, running = (
         Attempt.objects.create(
-            run=run, task=task, suite=custom_dev, model_config=config, sample_index=i,
-            status=status, finished_at=now if status == AttemptStatus.FINISHED else None,
+            run=run,
+            task=task,
+            suite=custom_dev,
+            model_config=config,
+            sample_index=i,
+            status=status,
+            finished_at=now if status == AttemptStatus.FINISHED else None,
         )
         for i, status in enumerate((AttemptStatus.FINISHED, AttemptStatus.RUNNING))
-    )  # fmt: skip
+    )
     unknown = uuid.uuid4()  # an attempt of another database on this machine
     folders = {
         key: ACCOUNTS_ROOT / attempt_sandbox_name(public_id)
         for key, public_id in (
-            ("done", done.public_id), ("running", running.public_id), ("unknown", unknown)
+            ("done", done.public_id),
+            ("running", running.public_id),
+            ("unknown", unknown),
         )
-    }  # fmt: skip
+    }
     try:
         for folder in folders.values():
             folder.mkdir(parents=True)
@@ -145,9 +158,14 @@ def test_a_handed_back_try_is_archived_without_an_outcome_it_never_had(
     config = ModelConfig.objects.create(name="scripted", agent_variant="scripted")
     run = Run.objects.create(suite=custom_dev, model_config=config, samples=1)
     attempt = Attempt.objects.create(
-        run=run, task=custom_dev.tasks.first(), suite=custom_dev, model_config=config,
-        status=AttemptStatus.RUNNING, started_at=timezone.now(), worker="w1@h:42",
-    )  # fmt: skip
+        run=run,
+        task=custom_dev.tasks.first(),
+        suite=custom_dev,
+        model_config=config,
+        status=AttemptStatus.RUNNING,
+        started_at=timezone.now(),
+        worker="w1@h:42",
+    )
     assert attempts_hand_back(worker_node="w1@h") == [attempt.id]
     outcome = attempt.stages.get(name="try 1: outcome")
     assert "previous status running, reason none (stopped before an outcome)" in outcome.command

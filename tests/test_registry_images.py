@@ -51,8 +51,13 @@ def seeded(tmp_path_factory):
             f"FROM {RUNNER}\nUSER root\nRUN echo marked-{run} > /etc/registry-marker\n"
             "ENV REGISTRY_MARKER=from-the-registry\nUSER agent\n"
         )
-        subprocess.run(["docker", "build", "-q", "-t", f"{local}:runner", "-"],
-                       input=dockerfile, text=True, check=True, capture_output=True)  # fmt: skip
+        subprocess.run(
+            ["docker", "build", "-q", "-t", f"{local}:runner", "-"],
+            input=dockerfile,
+            text=True,
+            check=True,
+            capture_output=True,
+        )
         digests = {
             "tiny": reg.push(f"{local}:tiny", "tiny/ok:1"),
             "mirror": reg.push(f"{local}:tiny", "agentbench-test/ok:1"),
@@ -71,8 +76,9 @@ def _remove_pulled(host: str) -> None:
     """Every image the tests pulled from ``host`` (by its names there)."""
     listed = subprocess.run(
         ["docker", "images", "--format", "{{.Repository}}:{{.Tag}} {{.ID}}"],
-        capture_output=True, text=True,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+    )
     for line in listed.stdout.splitlines():
         name, image_id = line.split()
         if name.startswith(f"{host}/"):
@@ -97,10 +103,12 @@ def forget(reference: str) -> None:
 def task_yaml(folder: Path, task_id: str, image: str, suite: str) -> None:
     commit = git_repo(
         folder / f"repo-{task_id}",
-        {"test_x.py": "import os\n\ndef test_x():\n"
-                      "    assert os.environ['REGISTRY_MARKER'] == 'from-the-registry'\n"
-                      "    assert open('/etc/registry-marker').read().startswith('marked-')\n"},
-    )  # fmt: skip
+        {
+            "test_x.py": "import os\n\ndef test_x():\n"
+            "    assert os.environ['REGISTRY_MARKER'] == 'from-the-registry'\n"
+            "    assert open('/etc/registry-marker').read().startswith('marked-')\n"
+        },
+    )
     write_task(
         folder / "tasks",
         task_id,
@@ -149,8 +157,12 @@ def test_ab_pull_images_pulls_by_tag_and_the_task_page_and_api_say_what(
 
 
 def task_image_id(reference: str) -> str:
-    done = subprocess.run(["docker", "image", "inspect", "--format", "{{.Id}}", reference],
-                          capture_output=True, text=True, check=True)  # fmt: skip
+    done = subprocess.run(
+        ["docker", "image", "inspect", "--format", "{{.Id}}", reference],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return done.stdout.strip()
 
 
@@ -205,8 +217,10 @@ def test_each_failed_pull_ends_with_its_named_reason(
         ensure_pulled(reference, retries=1)
     assert caught.value.reason == case, str(caught.value)
     assert str(caught.value).startswith(f"[{case}] ")
-    assert subprocess.run(["docker", "image", "inspect", reference],
-                          capture_output=True).returncode != 0  # fmt: skip
+    assert (
+        subprocess.run(["docker", "image", "inspect", reference], capture_output=True).returncode
+        != 0
+    )
 
 
 @pytest.mark.django_db

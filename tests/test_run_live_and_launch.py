@@ -126,9 +126,10 @@ def test_the_admins_launched_message_links_to_each_run(
     ModelConfig.objects.create(name="<b>nop</b>", agent_variant="nop")
     client.force_login(alice)
     url = reverse("admin:runs_modelconfig_changelist")
-    selected = {"action": "launch_runs", ACTION_CHECKBOX_NAME: list(
-        ModelConfig.objects.values_list("pk", flat=True)
-    )}  # fmt: skip
+    selected = {
+        "action": "launch_runs",
+        ACTION_CHECKBOX_NAME: list(ModelConfig.objects.values_list("pk", flat=True)),
+    }
     with django_capture_on_commit_callbacks(execute=True):
         response = client.post(
             url, selected | {"apply": "Launch", "suite": custom_dev.pk, "samples": 1}, follow=True

@@ -324,8 +324,10 @@ def test_after_any_write_the_stored_row_is_not_used(client, capsys, board):
             )
 
     after("save()", save)
-    after("queryset.update()", lambda: Attempt.objects.filter(pk=victim.pk).update(
-        failure_reason=None))  # fmt: skip
+    after(
+        "queryset.update()",
+        lambda: Attempt.objects.filter(pk=victim.pk).update(failure_reason=None),
+    )
     after("bulk_create", bulk_create)
     after("a deleted attempt", lambda: Attempt.objects.filter(sample_index=1).delete())
     after("raw SQL", raw_sql)
@@ -348,9 +350,11 @@ def test_a_corrupt_foreign_or_wrong_length_row_is_read_again_from_the_attempts(
     tallies = bytes(rows[live.pk, "tallies"].payload)
     # One resolved count more in the last task's row: decoded, that would be a wrong figure.
     at = len(tallies) - 8 * (len(run_tallies.COUNTS) - 1)
-    bumped = tallies[:at] + (int.from_bytes(tallies[at : at + 8], "little") + 1).to_bytes(
-        8, "little"
-    ) + tallies[at + 8 :]  # fmt: skip
+    bumped = (
+        tallies[:at]
+        + (int.from_bytes(tallies[at : at + 8], "little") + 1).to_bytes(8, "little")
+        + tallies[at + 8 :]
+    )
     spoiled = {
         (live.pk, "tallies"): bumped,
         (live.pk, "usage"): bytes(rows[live.pk, "usage"].payload)[:-8],  # wrong length

@@ -267,21 +267,39 @@ def test_a_worker_killed_mid_cli_attempt_leaves_no_gateway_socket(cli_stack):
         test_command="PYTHONPATH=src python -m pytest -q tests/test_calc.py",
     )
     with plan_provider(plan, delay_sec=600) as upstream:  # the first try's call hangs
-        run = launch(stack, "--task", "toy_fail_pytest", "--variant", "cli", "--cli",
-                     "claude-code", "--model", MODEL["claude-code"], "--base-url",
-                     upstream.url(), "--api-key-env", "AB_TEST_UPSTREAM_KEY")  # fmt: skip
+        run = launch(
+            stack,
+            "--task",
+            "toy_fail_pytest",
+            "--variant",
+            "cli",
+            "--cli",
+            "claude-code",
+            "--model",
+            MODEL["claude-code"],
+            "--base-url",
+            upstream.url(),
+            "--api-key-env",
+            "AB_TEST_UPSTREAM_KEY",
+        )
         (attempt,) = attempts(stack, run)
         doomed = stack.start_worker("doomed")
-        wait_until(lambda: upstream.requests_to("/messages"), timeout=300,
-                   what="Claude Code's first model call")  # fmt: skip
+        wait_until(
+            lambda: upstream.requests_to("/messages"),
+            timeout=300,
+            what="Claude Code's first model call",
+        )
         (killed_try,) = [p for p in root.iterdir() if p.name.startswith(f"{attempt.public_id}.")]
         stack.kill_worker(doomed)  # SIGKILL to the main process and its pool children
         assert (killed_try / "gateway.sock").exists()  # left behind, nobody listening
         upstream.delay_sec = 0
         stack.start_worker("rescuer", beat=True)  # with the reaper
         run = wait_final(stack, run)
-        wait_until(lambda: not killed_try.exists(), timeout=120,
-                   what="the reaper to remove the killed try's socket folder")  # fmt: skip
+        wait_until(
+            lambda: not killed_try.exists(),
+            timeout=120,
+            what="the reaper to remove the killed try's socket folder",
+        )
     attempt = Attempt.objects.using(stack.alias).get(pk=attempt.pk)
     assert attempt.requeue_count == 1 and attempt.worker.startswith("rescuer@")
     assert attempt.failure_reason_id is None, attempt.error_text  # the second try fixed it

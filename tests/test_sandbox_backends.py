@@ -274,8 +274,11 @@ def test_bwrap_limits_live_in_a_per_sandbox_cgroup(tmp_path: Path) -> None:
         dirs = cgroup_dirs(cfg.name)
         pids = next(d for d in dirs if (d / "pids.max").exists())
         assert (pids / "pids.max").read_text().strip() == "64"
-        memory = next(d for d in dirs if {"memory.max", "memory.limit_in_bytes"} & {
-            p.name for p in d.iterdir()})  # fmt: skip
+        memory = next(
+            d
+            for d in dirs
+            if {"memory.max", "memory.limit_in_bytes"} & {p.name for p in d.iterdir()}
+        )
         limit = memory / (
             "memory.max" if sb.limits_mode == "cgroup-v2" else "memory.limit_in_bytes"
         )

@@ -85,8 +85,11 @@ def leftovers(sandbox: Sandbox) -> list[str]:
             client.close()
     name = f"ab-{sandbox.config.name}"
     found = [str(p) for p in Path("/sys/fs/cgroup").glob(f"*/agentbench/{name}")]
-    found += [f"mount {line.split()[1]}" for line in Path("/proc/self/mounts").read_text()
-              .splitlines() if line.split()[1].endswith(f"/{name}")]  # fmt: skip
+    found += [
+        f"mount {line.split()[1]}"
+        for line in Path("/proc/self/mounts").read_text().splitlines()
+        if line.split()[1].endswith(f"/{name}")
+    ]
     found += [f"pid {pid}" for pid in host_processes_with(name)]
     return found
 
@@ -212,8 +215,9 @@ def test_a_disk_quota_stops_writes_to_the_workspace_and_tmp(make_sandbox: MakeSa
     (sb.config.workspace / "kept.txt").write_text("before\n")
     with sb:
         assert sb.disk_quota.startswith("ext4 image of 64 MiB"), sb.disk_quota
-        ok = sb.exec("cat kept.txt; echo after >> kept.txt; head -c 1000000 /dev/zero > /tmp/t",
-                     timeout=20)  # fmt: skip
+        ok = sb.exec(
+            "cat kept.txt; echo after >> kept.txt; head -c 1000000 /dev/zero > /tmp/t", timeout=20
+        )
         assert ok.ok and ok.stdout == "before\n" and not ok.disk_full, ok.stderr
         image = next(Path("/var/lib/agentbench/sandbox-disks").glob(f"*{sb.config.name}.img"))
         for target in ("/workspace/big", "/tmp/big", "/home/agent/big"):

@@ -86,10 +86,23 @@ def close(a, b) -> bool:
 
 
 FIELDS = (
-    "rate", "ci_low", "ci_high", "resolved", "tasks", "pending", "pass_at_k", "attempted_rate",
-    "attempted_ci_low", "attempted_ci_high", "attempted_tasks", "missing", "pass_hat_k",
-    "pass_hat_k_ci_low", "pass_hat_k_ci_high", "disagreeing_tasks",
-)  # fmt: skip
+    "rate",
+    "ci_low",
+    "ci_high",
+    "resolved",
+    "tasks",
+    "pending",
+    "pass_at_k",
+    "attempted_rate",
+    "attempted_ci_low",
+    "attempted_ci_high",
+    "attempted_tasks",
+    "missing",
+    "pass_hat_k",
+    "pass_hat_k_ci_low",
+    "pass_hat_k_ci_high",
+    "disagreeing_tasks",
+)
 # Usage per attempt that ran, and how the page shows each.
 USAGE = {
     "mean_cost_usd": usd,
@@ -230,7 +243,7 @@ def check_pairs(client, suite: Suite, board, want: dict) -> None:
         for summary in comparison.summaries:
             card = re.search(
                 rf'<div class="card summary" data-key="{re.escape(summary.entry.key)}">(.*?)'
-                r'</div></div>',
+                r"</div></div>",
                 body,
                 re.S,
             ).group(1)
@@ -336,15 +349,20 @@ def test_a_partial_run_reads_the_same_on_every_surface(client, capsys, partial_s
     api = client.get("/api/leaderboard", {"suite": suite.name}).json()["rows"]
     got = next(r for r in api if r["key"] == key)
     assert (got["rate"], got["attempted_rate"], got["missing"], got["attempts"]) == (
-        0.25, 0.5, 10, 10,
-    )  # fmt: skip
+        0.25,
+        0.5,
+        10,
+        10,
+    )
     assert (got["p_value_vs_leader"], got["paired_vs_leader"]) == (1.0, 10)
     assert (got["status"], got["tied_with_leader"], got["rank"]) == ("partial", False, row.rank)
     text = client.get("/api/leaderboard.csv", {"suite": suite.name}).content.decode()
     got_csv = next(r for r in csv.DictReader(io.StringIO(text)) if r["key"] == key)
     assert (got_csv["attempted_pct"], got_csv["resolved_pct"], got_csv["missing"]) == (
-        "50.0", "25.0", "10",
-    )  # fmt: skip
+        "50.0",
+        "25.0",
+        "10",
+    )
     capsys.readouterr()
     assert ab(["leaderboard", suite.name]) == 0
     line = next(ln for ln in capsys.readouterr().out.splitlines() if f" {key[:44]} " in ln)

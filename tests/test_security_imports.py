@@ -116,9 +116,12 @@ def test_a_cost_of_1e308_is_refused_naming_the_file_and_field(server: Server) ->
     assert "1e+308" in document
     response = post_run(server, run_zip(document))
     assert_refused_and_gone(
-        server, response, f"run/{TASK}.atif.json", "field final_metrics.total_cost_usd",
+        server,
+        response,
+        f"run/{TASK}.atif.json",
+        "field final_metrics.total_cost_usd",
         "1e+308 is not a cost in USD",
-    )  # fmt: skip
+    )
     # The pages that answered 500 for everyone answer.
     for page in ("/api/attempts", "/admin/runs/attempt/", "/api/model-configs"):
         assert server.get(page).status_code == 200, page

@@ -83,9 +83,14 @@ def refused(server: Server, archive: bytes, name: str = "tasks.zip") -> dict:
 def test_a_reference_solution_naming_a_host_file_is_refused(server: Server) -> None:
     body = refused(
         server,
-        zip_of({"t/task.yaml": task_yaml("t", "https://example.org/r.git",
-                                         "reference_solution: ../../../../etc/shadow\n")}),
-    )  # fmt: skip
+        zip_of(
+            {
+                "t/task.yaml": task_yaml(
+                    "t", "https://example.org/r.git", "reference_solution: ../../../../etc/shadow\n"
+                )
+            }
+        ),
+    )
     (error,) = body["errors"]
     assert error["field"] == "reference_solution"
     assert error["location"].startswith("t/task.yaml:")
@@ -141,8 +146,9 @@ def test_a_bundle_inside_the_upload_imports_and_nothing_else_may_point_into_it(
     server: Server, host_repo: Path, tmp_path: Path
 ) -> None:
     bundle = tmp_path / "repo.bundle"
-    subprocess.run(["git", "-C", str(host_repo), "bundle", "create", "-q", str(bundle), "main"],
-                   check=True)  # fmt: skip
+    subprocess.run(
+        ["git", "-C", str(host_repo), "bundle", "create", "-q", str(bundle), "main"], check=True
+    )
     files = {
         "t/task.yaml": task_yaml("good", "../repo.bundle", "reference_solution: gold.patch\n"),
         "t/gold.patch": "diff --git a/x b/x\n",

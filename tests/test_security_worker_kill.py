@@ -103,8 +103,11 @@ def test_a_worker_folder_stays_while_any_process_of_its_worker_holds_its_lock(se
         assert (folder / "tmp" / "ab-git-x").is_dir()
 
         os.kill(celery_pid, signal.SIGKILL)  # now every process of that worker is gone
-        wait_until(lambda: not Path(f"/proc/{celery_pid}").exists() or _zombie(celery_pid),
-                   timeout=30, what="the Celery stand-in to die")  # fmt: skip
+        wait_until(
+            lambda: not Path(f"/proc/{celery_pid}").exists() or _zombie(celery_pid),
+            timeout=30,
+            what="the Celery stand-in to die",
+        )
         assert leftovers_remove().worker_dirs == [folder.name]
         assert not folder.exists()
     finally:
@@ -186,14 +189,18 @@ def test_kill_9_of_a_workers_group_requeues_its_attempt_and_loses_nothing(stack)
     os.killpg(first.pid, signal.SIGKILL)  # kill -9 of `ab worker`'s process group
     first.wait(timeout=30)
     # Nothing of that worker runs on unsupervised (it was a warm stop: the attempt ran on).
-    wait_until(lambda: not any(_alive(pid) for pid in celery), timeout=30,
-               what="the Celery processes to die with `ab worker`")  # fmt: skip
+    wait_until(
+        lambda: not any(_alive(pid) for pid in celery),
+        timeout=30,
+        what="the Celery processes to die with `ab worker`",
+    )
 
     # Another worker on the machine: its reaper requeues the attempt (heartbeat stale),
     # its leftovers pass removes the dead worker's folder, and the attempt runs again.
     second = start_ab_worker(stack, "second")
-    wait_until(lambda: not folder.exists(), timeout=120,
-               what="the dead worker's folder to be removed")  # fmt: skip
+    wait_until(
+        lambda: not folder.exists(), timeout=120, what="the dead worker's folder to be removed"
+    )
     attempt = wait_until(
         lambda: (row := fresh(stack, attempt)).status in FINAL_STATES and row,
         timeout=300,

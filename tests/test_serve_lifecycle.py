@@ -48,9 +48,13 @@ def start_ab(stack, *args: str, shell_background: bool = False, env: dict | None
         quoted = " ".join(f"'{a}'" for a in argv)
         argv = ["bash", "-c", f"{quoted} & echo $! > {stack.var_dir / 'ab.pid'}; wait"]
     proc = subprocess.Popen(
-        argv, cwd=REPO_ROOT, env=stack.env | (env or {}), stdout=out, stderr=err,
+        argv,
+        cwd=REPO_ROOT,
+        env=stack.env | (env or {}),
+        stdout=out,
+        stderr=err,
         start_new_session=True,
-    )  # fmt: skip
+    )
     if shell_background:
         pid = int(wait_until(lambda: _read(stack.var_dir / "ab.pid"), timeout=30, what="pid"))
     else:
@@ -96,8 +100,11 @@ def still_running(processes: dict[int, str]) -> dict[int, str]:
 
 
 def wait_exit(proc: subprocess.Popen, pid: int, timeout: float = 90) -> None:
-    wait_until(lambda: not Path(f"/proc/{pid}").exists() or _is_zombie(pid), timeout=timeout,
-               what=f"ab (pid {pid}) to exit")  # fmt: skip
+    wait_until(
+        lambda: not Path(f"/proc/{pid}").exists() or _is_zombie(pid),
+        timeout=timeout,
+        what=f"ab (pid {pid}) to exit",
+    )
     proc.wait(timeout=timeout)
 
 
@@ -112,8 +119,11 @@ def test_it_serves_with_gunicorn_prints_the_url_last_and_stops_everything_on_sig
     port = free_port()
     proc, pid = start_ab(stack, "serve", "--addr", f"127.0.0.1:{port}")
     try:
-        wait_until(lambda: "AgentBench is up" in _read(stack.var_dir / "ab.out"), timeout=180,
-                   what="the banner")  # fmt: skip
+        wait_until(
+            lambda: "AgentBench is up" in _read(stack.var_dir / "ab.out"),
+            timeout=180,
+            what="the banner",
+        )
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=10) as response:
             assert response.status == 200
             health = json.loads(response.read())
@@ -153,8 +163,11 @@ def test_it_stops_a_backgrounded_ab_serve_on_sigint(stack):
         stack, "serve", "--addr", f"127.0.0.1:{port}", "--dev", shell_background=True
     )
     try:
-        wait_until(lambda: "AgentBench is up" in _read(stack.var_dir / "ab.out"), timeout=180,
-                   what="the banner")  # fmt: skip
+        wait_until(
+            lambda: "AgentBench is up" in _read(stack.var_dir / "ab.out"),
+            timeout=180,
+            what="the banner",
+        )
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=10) as response:
             assert "WSGIServer" in response.headers["Server"]  # --dev: Django's own server
         children = descendants(pid)
@@ -203,8 +216,11 @@ def test_it_hands_back_a_running_attempt_from_a_clean_workspace_when_stopped(sta
     assert (workspace.parent / "logs").is_dir() or (workspace.parent / "run.json").exists()
 
     stack.start_worker("w2")
-    wait_until(lambda: Attempt.objects.using(stack.alias).get(pk=attempt.pk).is_final,
-               timeout=180, what="the handed-back attempt to finish")  # fmt: skip
+    wait_until(
+        lambda: Attempt.objects.using(stack.alias).get(pk=attempt.pk).is_final,
+        timeout=180,
+        what="the handed-back attempt to finish",
+    )
     attempt.refresh_from_db()
     assert attempt.failure_reason_id == "SETUP_TIMEOUT"
     assert attempt.artifacts_dir.endswith("__try2")

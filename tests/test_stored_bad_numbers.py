@@ -28,14 +28,23 @@ pytestmark = pytest.mark.django_db
 
 # Each broken attempt's columns, as SQL literals (1e999 is an infinity in SQLite).
 BROKEN = [
-    {"cost_usd": "1e308", "tokens_in": "9223372036854775807", "duration_sec": "1e999",
-     "steps": "9223372036854775807"},
-    {"cost_usd": "-5000", "tokens_in": "1e30", "duration_sec": "-1e999", "steps": "1e30",
-     "tool_calls": "9223372036854775807"},
+    {
+        "cost_usd": "1e308",
+        "tokens_in": "9223372036854775807",
+        "duration_sec": "1e999",
+        "steps": "9223372036854775807",
+    },
+    {
+        "cost_usd": "-5000",
+        "tokens_in": "1e30",
+        "duration_sec": "-1e999",
+        "steps": "1e30",
+        "tool_calls": "9223372036854775807",
+    },
     {"cost_usd": "1e999", "tokens_out": "9223372036854775807", "duration_sec": "1e308"},
     {"cost_usd": "-1e999", "duration_sec": "-5"},
     {"cost_usd": "1e30", "tokens_in": "1e999"},
-]  # fmt: skip
+]
 # What must never be shown: the broken values in any notation.
 # Not inside a hex word: the pages carry UUIDs, and "...-1e18-..." in one is no number.
 SHOWN_NEVER = re.compile(
@@ -53,9 +62,14 @@ def broken(alice):
     run = make_run(suite, make_model("broken-numbers"))
     attempts = [make_attempt(run, task, steps=2) for task in tasks[:5]]
     make_attempt(
-        run, tasks[5], cost_usd=Decimal("0.25"), tokens_in=2000, tokens_out=200, steps=4,
+        run,
+        tasks[5],
+        cost_usd=Decimal("0.25"),
+        tokens_in=2000,
+        tokens_out=200,
+        steps=4,
         duration_sec=30.0,
-    )  # fmt: skip
+    )
     sound = make_run(suite, make_model("sound"))
     for task in tasks:
         make_attempt(sound, task, "TESTS_FAILED", steps=3)
@@ -135,8 +149,14 @@ def test_the_results_pages_count_only_valid_values(client, broken):
                 client.force_login(who)
             page = client.get(reverse(name, args=[suite.name]) + "?" + query)
             _shows_no_broken_value(_body(page))
-    for path in ("leaderboard", "leaderboard.csv", f"compare?{both}", "compare.csv?" + both,
-                 "taxonomy", "taxonomy.csv"):  # fmt: skip
+    for path in (
+        "leaderboard",
+        "leaderboard.csv",
+        f"compare?{both}",
+        "compare.csv?" + both,
+        "taxonomy",
+        "taxonomy.csv",
+    ):
         sep = "&" if "?" in path else "?"
         _shows_no_broken_value(_body(client.get(f"/api/{path}{sep}suite={suite.name}")))
 

@@ -65,8 +65,12 @@ OTHER_PROCESS = textwrap.dedent(
 def other_process(*args: str, **kwargs) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-c", OTHER_PROCESS, *args],
-        cwd=REPO_ROOT, text=True, stdout=subprocess.PIPE, stdin=subprocess.PIPE, **kwargs,
-    )  # fmt: skip
+        cwd=REPO_ROOT,
+        text=True,
+        stdout=subprocess.PIPE,
+        stdin=subprocess.PIPE,
+        **kwargs,
+    )
 
 
 @pytest.fixture
@@ -272,8 +276,13 @@ def test_du_shows_each_level_and_prune_removes_stale_levels_and_unnamed_images(
     # An image no level names (its key is nobody's), and what a killed build leaves.
     orphan = f"{cache.image_repository('instance', 'agentbench-test__gone')}:0123456789abcdef"
     dockerfile = f"FROM {second.image}\nLABEL {docker_images.LABEL}=0123456789abcdef\n"
-    subprocess.run(["docker", "build", "-q", "-t", orphan, "-"], input=dockerfile, text=True,
-                   check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        ["docker", "build", "-q", "-t", orphan, "-"],
+        input=dockerfile,
+        text=True,
+        check=True,
+        capture_output=True,
+    )
     work = root / "trees" / f".{second.name}.leftover"
     work.mkdir()
 

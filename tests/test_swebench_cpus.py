@@ -69,8 +69,12 @@ def test_needs_more_cores_than_the_host_has():
     if cgroup_cpus() < HOST_CPUS + 1:
         pytest.skip("Need {more} or more cores for test to be meaningful")
 """
-SKIP_LINE = PROBES.splitlines().index("        pytest.skip(\"Need {more} or more cores for "
-                                      "test to be meaningful\")") + 1  # fmt: skip
+SKIP_LINE = (
+    PROBES.splitlines().index(
+        '        pytest.skip("Need {more} or more cores for test to be meaningful")'
+    )
+    + 1
+)
 GOLD = """diff --git a/tiny.py b/tiny.py
 --- a/tiny.py
 +++ b/tiny.py
@@ -119,8 +123,15 @@ def test_it_reads_the_skip_message_of_a_skipped_test_from_pytests_summary():
         "SKIPPED [1] other.py:9: no display\n"
     )
 
-    found = skipped_tests(log, ["test_cpus.py::test_b", "test_cpus.py::test_value",
-                                "other.py::test_c", "missing.py::test_d"])  # fmt: skip
+    found = skipped_tests(
+        log,
+        [
+            "test_cpus.py::test_b",
+            "test_cpus.py::test_value",
+            "other.py::test_c",
+            "missing.py::test_d",
+        ],
+    )
 
     assert found == {
         "test_cpus.py::test_b": "test_cpus.py:30: Need 3 or more cores for test to be meaningful",
@@ -145,14 +156,19 @@ def test_the_final_tests_see_the_hosts_cpus_and_a_skipped_test_is_named_on_both_
     repos = tmp_path / "repos"
     commits = tiny_repos(repos, committed_at="2023-12-15T00:00:00Z")
     row = {
-        "instance_id": INSTANCE, "repo": TINY_REPO, "version": "3.0",
-        "base_commit": commits[0], "environment_setup_commit": commits[0],
-        "created_at": "2024-01-01T00:00:00Z", "patch": GOLD,
+        "instance_id": INSTANCE,
+        "repo": TINY_REPO,
+        "version": "3.0",
+        "base_commit": commits[0],
+        "environment_setup_commit": commits[0],
+        "created_at": "2024-01-01T00:00:00Z",
+        "patch": GOLD,
         "test_patch": new_file_patch("test_cpus.py", PROBES.format(host=HOST, more=HOST + 1)),
-        "problem_statement": "make VALUE 3", "hints_text": "",
+        "problem_statement": "make VALUE 3",
+        "hints_text": "",
         "FAIL_TO_PASS": json.dumps(["test_cpus.py::test_value", SKIPPED_TEST]),
         "PASS_TO_PASS": json.dumps([CGROUP_TEST]),
-    }  # fmt: skip
+    }
     swebench_import(source=write_jsonl(tmp_path / "cpus.jsonl", [row]), suite_name="tiny-cpus")
     root = new_root()
     monkeypatch.setenv("SWEBENCH_CACHE_DIR", str(root))

@@ -61,11 +61,23 @@ def test_it_serves_only_the_files_uploaded_before_the_date(tmp_path):
     2018-12-10), not 1.13.0 (2019-11-05) or anything later."""
     with DatedIndex() as index:
         done = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--isolated", "--no-deps",
-             "--no-cache-dir", "-d", str(tmp_path), "--index-url",
-             index.url("2019-06-01T00:00:00Z"), "six"],
-            capture_output=True, text=True,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--isolated",
+                "--no-deps",
+                "--no-cache-dir",
+                "-d",
+                str(tmp_path),
+                "--index-url",
+                index.url("2019-06-01T00:00:00Z"),
+                "six",
+            ],
+            capture_output=True,
+            text=True,
+        )
 
     assert done.returncode == 0, done.stderr
     assert [p.name for p in tmp_path.iterdir()] == ["six-1.12.0-py2.py3-none-any.whl"]
@@ -125,8 +137,9 @@ def test_it_dates_a_level_by_its_anchor_its_exact_pins_and_its_python_floor():
     )
     assert floored[0] == "2021-03-15T00:00:00Z" and "Python 3.9" in floored[1]
     assert envspec.exact_pins(["pip install 'tox==4.16.0' Jinja2==3.0.3 numpy==1.2.* a>=1"]) == [
-        ("tox", "4.16.0"), ("Jinja2", "3.0.3"),
-    ]  # fmt: skip
+        ("tox", "4.16.0"),
+        ("Jinja2", "3.0.3"),
+    ]
 
 
 def test_it_keys_a_level_by_its_date(cache):
@@ -162,9 +175,16 @@ def test_an_instance_installs_no_earlier_than_its_env_level(cache):
 
 @pytest.mark.parametrize(
     ("asked", "used"),
-    [("3.9", "3.9"), ("3.11", "3.11"), ("3.5", "3.9"), ("3.6", "3.9"), ("3.8", "3.9"),
-     ("3.10", "3.11"), ("3.12", "3.13")],
-)  # fmt: skip
+    [
+        ("3.9", "3.9"),
+        ("3.11", "3.11"),
+        ("3.5", "3.9"),
+        ("3.6", "3.9"),
+        ("3.8", "3.9"),
+        ("3.10", "3.11"),
+        ("3.12", "3.13"),
+    ],
+)
 def test_it_uses_the_asked_python_or_the_nearest_newer_one(asked, used):
     assert envspec.interpreter_for(asked) == (used, envspec.SUITES[used])
 
@@ -183,8 +203,10 @@ def test_it_builds_an_instance_asking_for_python_3_6_as_an_approximate_environme
     recipe = envspec.instance_recipe(row("pydicom__pydicom-901"), RepoSource(SHARED_REPOS))
 
     assert (recipe.env.python_asked, recipe.env.python, recipe.env.suite) == (
-        "3.6", "3.9", "bullseye",
-    )  # fmt: skip
+        "3.6",
+        "3.9",
+        "bullseye",
+    )
     assert recipe.env.approximate
     assert recipe.env.commands[0] == "python3.9 -m venv /opt/venv"
     assert envspec.environment_label("pydicom/pydicom", "1.3") == "env-approximate"
@@ -221,25 +243,41 @@ def test_it_translates_xarrays_environment_yml_into_a_pip_install(cache):
     # The official pip_packages after, as the harness runs them; their pins date the env. On
     # Python 3.11 (approximate) each exact pin is taken as its release series: pandas 1.5.3
     # needs numpy 1.23.2+ on 3.11, the specification pins numpy 1.23.0 (for 3.10).
-    assert env.commands[-1].endswith("'numpy~=1.23.0' 'packaging~=23.1' 'pandas~=1.5.3' "
-                                     "'pytest~=7.4.0' 'python-dateutil~=2.8.2' 'pytz~=2023.3' "
-                                     "'six~=1.16.0' 'scipy~=1.11.1' 'setuptools~=68.0.0' "
-                                     "'dask~=2022.8.1'")  # fmt: skip
-    assert "Python 3.11 for 3.10: exact pins taken as their release series (numpy==1.23.0 -> " \
-           "numpy~=1.23.0, " in env.note  # fmt: skip
+    assert env.commands[-1].endswith(
+        "'numpy~=1.23.0' 'packaging~=23.1' 'pandas~=1.5.3' "
+        "'pytest~=7.4.0' 'python-dateutil~=2.8.2' 'pytz~=2023.3' "
+        "'six~=1.16.0' 'scipy~=1.11.1' 'setuptools~=68.0.0' "
+        "'dask~=2022.8.1'"
+    )
+    assert (
+        "Python 3.11 for 3.10: exact pins taken as their release series (numpy==1.23.0 -> "
+        "numpy~=1.23.0, " in env.note
+    )
     assert env.date == "2023-06-28T22:30:21Z"
     assert env.date_why == "the upload of scipy==1.11.1, which the specification pins"
 
 
 def test_it_drops_channels_and_build_strings_with_a_note():
     translated = conda.translate_names(
-        ["conda-forge::scipy", "numpy=1.23=py310h_0", "pandas 1.5 py310_0", "pip", "hdf5",
-         "matplotlib-base>=3.5", "cdms2", "pytorch"]
-    )  # fmt: skip
+        [
+            "conda-forge::scipy",
+            "numpy=1.23=py310h_0",
+            "pandas 1.5 py310_0",
+            "pip",
+            "hdf5",
+            "matplotlib-base>=3.5",
+            "cdms2",
+            "pytorch",
+        ]
+    )
 
     assert translated.requirements == [
-        "scipy", "numpy==1.23.*", "pandas==1.5.*", "matplotlib>=3.5", "torch",
-    ]  # fmt: skip
+        "scipy",
+        "numpy==1.23.*",
+        "pandas==1.5.*",
+        "matplotlib>=3.5",
+        "torch",
+    ]
     assert translated.missing == [
         "cdms2 (not on PyPI: published on conda-forge only (and retired in 2023))"
     ]
@@ -292,20 +330,38 @@ def test_an_approximate_instance_whose_gold_patch_fails_is_not_buildable_and_say
 
     suite = make_suite("approx-judge", tasks=1)
     task = Task.objects.get(suite=suite)
-    gold = make_attempt(make_run(suite, make_model("oracle")), task, "TESTS_FAILED", grade="NO",
-                        test_results={"FAIL_TO_PASS": {"failure": ["t::a"]}})  # fmt: skip
+    gold = make_attempt(
+        make_run(suite, make_model("oracle")),
+        task,
+        "TESTS_FAILED",
+        grade="NO",
+        test_results={"FAIL_TO_PASS": {"failure": ["t::a"]}},
+    )
     write_artifact(gold, "logs/final_test.txt", CONFTEST_LOG.encode())
     empty = make_attempt(make_run(suite, make_model("nop")), task, "TESTS_FAILED", grade="NO")
     built = BuiltInstance(
-        instance_id=task.task_id, key="k", base_commit="c", rootfs="/x", python="3.11",
-        python_asked="3.10", date="2022-11-01T00:00:00Z", env_date="2023-06-28T21:43:45Z",
+        instance_id=task.task_id,
+        key="k",
+        base_commit="c",
+        rootfs="/x",
+        python="3.11",
+        python_asked="3.10",
+        date="2022-11-01T00:00:00Z",
+        env_date="2023-06-28T21:43:45Z",
         note="conda packages left out (not on PyPI): cdms2 (conda-forge only)",
-    )  # fmt: skip
+    )
 
     row = judge(task, gold, empty, build=BuildOutcome(task.task_id, "cached", built=built))
-    exact = judge(task, gold, empty, build=BuildOutcome(
-        task.task_id, "cached", built=BuiltInstance(**{**built.__dict__, "python_asked": "3.11"})
-    ))  # fmt: skip
+    exact = judge(
+        task,
+        gold,
+        empty,
+        build=BuildOutcome(
+            task.task_id,
+            "cached",
+            built=BuiltInstance(**{**built.__dict__, "python_asked": "3.11"}),
+        ),
+    )
 
     assert row.status == "not_buildable" and exact.status == "invalid"
     assert row.reason == (
@@ -326,8 +382,9 @@ CONFTEST_LOG = (
 def _approximate_suite() -> tuple:
     """Three tasks resolved by one run; the last on an approximate environment (pydicom 1.3
     asks for Python 3.6, built on 3.9)."""
-    suite = make_suite("approx-board", tasks=3, labels={0: ["swebench", "env-exact"],
-                                                        1: ["swebench", "env-exact"]})  # fmt: skip
+    suite = make_suite(
+        "approx-board", tasks=3, labels={0: ["swebench", "env-exact"], 1: ["swebench", "env-exact"]}
+    )
     approx = Task.objects.for_suite(suite).order_by("task_id")[2]
     approx.labels = ["swebench", "env-approximate"]
     approx.spec = {"repo": "pydicom/pydicom", "version": "1.3"}
@@ -342,12 +399,24 @@ def test_an_approximate_instance_whose_gold_patch_fails_here_is_left_out(client)
     suite, approx = _approximate_suite()
 
     unvalidated = leaderboard_rows(suite=suite)[0]
-    GoldValidation.objects.create(task=approx, backend="docker", status="valid",
-                                  gold_grade="FULL", empty_grade="NO",
-                                  python_asked="3.6", python_used="3.9")  # fmt: skip
+    GoldValidation.objects.create(
+        task=approx,
+        backend="docker",
+        status="valid",
+        gold_grade="FULL",
+        empty_grade="NO",
+        python_asked="3.6",
+        python_used="3.9",
+    )
     valid = leaderboard_rows(suite=suite)[0]
-    GoldValidation.objects.create(task=approx, backend="bwrap", status="not_buildable",
-                                  gold_grade="NO", empty_grade="NO", reason="gold NO")  # fmt: skip
+    GoldValidation.objects.create(
+        task=approx,
+        backend="bwrap",
+        status="not_buildable",
+        gold_grade="NO",
+        empty_grade="NO",
+        reason="gold NO",
+    )
     failed_elsewhere = leaderboard_rows(suite=suite)[0]
     exact_only = leaderboard_rows(suite=suite, labels=["env-exact"])[0]
 
@@ -361,10 +430,16 @@ def test_an_approximate_instance_whose_gold_patch_fails_here_is_left_out(client)
 @pytest.mark.django_db
 def test_the_leaderboard_the_task_page_and_the_api_name_the_python_asked_and_used(client):
     suite, approx = _approximate_suite()
-    GoldValidation.objects.create(task=approx, backend="docker", status="valid",
-                                  gold_grade="FULL", empty_grade="NO", python_asked="3.6",
-                                  python_used="3.9", installs_as_of="env 2021-03-15T00:00:00Z, "
-                                  "instance 2021-03-15T00:00:00Z")  # fmt: skip
+    GoldValidation.objects.create(
+        task=approx,
+        backend="docker",
+        status="valid",
+        gold_grade="FULL",
+        empty_grade="NO",
+        python_asked="3.6",
+        python_used="3.9",
+        installs_as_of="env 2021-03-15T00:00:00Z, instance 2021-03-15T00:00:00Z",
+    )
 
     board = client.get(f"/suites/{suite.name}/leaderboard/").content.decode()
     exact = client.get(f"/suites/{suite.name}/leaderboard/?labels=env-exact")
@@ -418,9 +493,12 @@ def _pin_probe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     folder, commit = _bare_repo(tmp_path, "marshmallow-code__marshmallow", files)
     # An id of its own: the cache records one build per instance id.
     instance = dict(
-        row("marshmallow-code__marshmallow-1359"), instance_id="agentbench__pinprobe-1",
-        base_commit=commit, environment_setup_commit=commit, created_at="2023-01-01T00:00:00Z",
-    )  # fmt: skip
+        row("marshmallow-code__marshmallow-1359"),
+        instance_id="agentbench__pinprobe-1",
+        base_commit=commit,
+        environment_setup_commit=commit,
+        created_at="2023-01-01T00:00:00Z",
+    )
     monkeypatch.setitem(
         envspec.PIP_PINS, "marshmallow-code/marshmallow", [("setuptools<60", "the test's pin")]
     )
@@ -448,8 +526,11 @@ def _bare_repo(tmp_path: Path, stem: str, files: dict[str, str]) -> tuple[Path, 
         (work / name).write_text(text)
     git = ["git", "-C", str(work), "-c", "user.name=t", "-c", "user.email=t@t"]
     # A fixed date: the same commit id on every run, so a second run finds its levels cached.
-    dated = {**os.environ, "GIT_AUTHOR_DATE": "2024-06-01T00:00:00Z",
-             "GIT_COMMITTER_DATE": "2024-06-01T00:00:00Z"}  # fmt: skip
+    dated = {
+        **os.environ,
+        "GIT_AUTHOR_DATE": "2024-06-01T00:00:00Z",
+        "GIT_COMMITTER_DATE": "2024-06-01T00:00:00Z",
+    }
     subprocess.run([*git, "init", "-q"], check=True)
     subprocess.run([*git, "add", "."], check=True)
     subprocess.run([*git, "commit", "-qm", "probe"], check=True, env=dated)
@@ -458,8 +539,9 @@ def _bare_repo(tmp_path: Path, stem: str, files: dict[str, str]) -> tuple[Path, 
     ).stdout.strip()
     folder = tmp_path / "repos"
     folder.mkdir()
-    subprocess.run(["git", "clone", "-q", "--bare", str(work), str(folder / f"{stem}.git")],
-                   check=True)  # fmt: skip
+    subprocess.run(
+        ["git", "clone", "-q", "--bare", str(work), str(folder / f"{stem}.git")], check=True
+    )
     return folder, commit
 
 
@@ -489,19 +571,34 @@ def test_an_approximate_and_a_conda_instance_build_and_validate_on_both_backends
     assert labels[APPROXIMATE][-1] == labels[CONDA_YML][-1] == "env-approximate"
 
     for backend in ("docker", "bwrap"):
-        code = main(["validate-suite", "envs-e2e", "--variant", "oracle", "--backend", backend,
-                     "--repos", str(SHARED_REPOS)])  # fmt: skip
+        code = main(
+            [
+                "validate-suite",
+                "envs-e2e",
+                "--variant",
+                "oracle",
+                "--backend",
+                backend,
+                "--repos",
+                str(SHARED_REPOS),
+            ]
+        )
         out = capsys.readouterr().out
         assert code == 0, out
         # Whatever the order the builds end in.
-        assert re.search(rf"build \[[12]/2\] {APPROXIMATE}: \S+ \[Python 3\.9 for 3\.6 "
-                         r"\(approximate\)", out), out  # fmt: skip
+        assert re.search(
+            rf"build \[[12]/2\] {APPROXIMATE}: \S+ \[Python 3\.9 for 3\.6 "
+            r"\(approximate\)",
+            out,
+        ), out
         assert "[Python 3.11 for 3.10 (approximate), installs as of 2023-06-28 (env)" in out
         assert "cdms2 (not on PyPI" in out, out  # the conda translation's note
         # The summary table's column for them (swebench-scale's validate-suite).
         assert re.search(r"^approximate-valid +2$", out, re.MULTILINE), out
-        assert f"2 valid (2 on an approximate environment), 0 invalid, 0 not buildable of 2 " \
-               f"instance(s) on {backend}" in out, out  # fmt: skip
+        assert (
+            f"2 valid (2 on an approximate environment), 0 invalid, 0 not buildable of 2 "
+            f"instance(s) on {backend}" in out
+        ), out
         for instance_id, asked, used in ((APPROXIMATE, "3.6", "3.9"), (CONDA_YML, "3.10", "3.11")):
             found = GoldValidation.objects.get(task__task_id=instance_id, backend=backend)
             assert (found.status, found.python_asked, found.python_used) == ("valid", asked, used)

@@ -54,10 +54,20 @@ def git_server(tmp_path_factory):
         subprocess.run(["git", "-C", str(bare), "config", key, "true"], check=True)
     port = free_port()
     daemon = subprocess.Popen(
-        ["git", "daemon", "--export-all", f"--base-path={served}", "--listen=127.0.0.1",
-         f"--port={port}", "--reuseaddr", str(served)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            "git",
+            "daemon",
+            "--export-all",
+            f"--base-path={served}",
+            "--listen=127.0.0.1",
+            f"--port={port}",
+            "--reuseaddr",
+            str(served),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     base = f"git://127.0.0.1:{port}/"
     try:
         for _ in range(100):  # until it listens (readiness, not a timing assertion)
@@ -228,8 +238,7 @@ def test_an_instance_with_no_archive_builds_from_the_network_and_is_gold_valid(
         (MARSHMALLOW, row["environment_setup_commit"]),
     }
     for backend in ("docker", "bwrap"):
-        code = main(["validate-suite", "lite-fetched", "--variant", "oracle",
-                     "--backend", backend])  # fmt: skip
+        code = main(["validate-suite", "lite-fetched", "--variant", "oracle", "--backend", backend])
         out = capsys.readouterr().out
         assert code == 0, out
         assert f"[1/1] {INSTANCE}: valid" in out, out

@@ -25,8 +25,17 @@ pytestmark = pytest.mark.docker
 
 LONG = "deep/" * 30 + "a-file-with-a-name-longer-than-a-ustar-header-holds.txt"
 # Docker makes these in every container it exports ...
-ENGINE_MADE = {".dockerenv", "dev", "proc", "sys", "etc/hostname", "etc/hosts", "etc/resolv.conf",
-               "etc/mtab", "testbed"}  # fmt: skip
+ENGINE_MADE = {
+    ".dockerenv",
+    "dev",
+    "proc",
+    "sys",
+    "etc/hostname",
+    "etc/hosts",
+    "etc/resolv.conf",
+    "etc/mtab",
+    "testbed",
+}
 # (and the working folder, /testbed)
 
 
@@ -172,10 +181,13 @@ def test_an_upper_image_is_its_tree_in_a_layer_of_the_changes(
         assert added == sum(sizes) + 17
 
         (below,), (image,) = (
-            json.loads(subprocess.run(["docker", "image", "inspect", ref], capture_output=True,
-                                      text=True, check=True).stdout)
+            json.loads(
+                subprocess.run(
+                    ["docker", "image", "inspect", ref], capture_output=True, text=True, check=True
+                ).stdout
+            )
             for ref in (base, top)
-        )  # fmt: skip
+        )
         layers, lower_layers = image["RootFS"]["Layers"], below["RootFS"]["Layers"]
         assert layers[: len(lower_layers)] == lower_layers
         if way == "load":

@@ -155,15 +155,20 @@ def test_the_final_tests_see_a_network_that_drops_everything_on_both_backends(
     ]
     probes = PROBES.format(targets=targets, internet=(fake_internet.address, fake_internet.port))
     row = {
-        "instance_id": INSTANCE, "repo": TINY_REPO, "version": "3.0",
-        "base_commit": commits[0], "environment_setup_commit": commits[0],
-        "created_at": "2024-01-01T00:00:00Z", "patch": GOLD,
+        "instance_id": INSTANCE,
+        "repo": TINY_REPO,
+        "version": "3.0",
+        "base_commit": commits[0],
+        "environment_setup_commit": commits[0],
+        "created_at": "2024-01-01T00:00:00Z",
+        "patch": GOLD,
         "test_patch": new_file_patch("test_network.py", probes)
         + new_file_patch("test_links.py", LINKS),
-        "problem_statement": "make VALUE 3", "hints_text": "",
+        "problem_statement": "make VALUE 3",
+        "hints_text": "",
         "FAIL_TO_PASS": json.dumps(["test_network.py::test_value"]),
         "PASS_TO_PASS": json.dumps([*TIMEOUT_TESTS, LINK_TEST, INTERNET_TEST]),
-    }  # fmt: skip
+    }
     swebench_import(source=write_jsonl(tmp_path / "net.jsonl", [row]), suite_name="tiny-net")
     root = new_root()
     monkeypatch.setenv("SWEBENCH_CACHE_DIR", str(root))

@@ -210,8 +210,9 @@ def legacy_instance(path: Path) -> tuple[str, str, str]:
     iid = path.name.split(".", 1)[0]
     owner, rest = iid.split("__", 1)
     repo = f"{owner}/{rest.rsplit('-', 1)[0]}"
-    version = re.search(rf"{re.escape(owner)}__{re.escape(rest.rsplit('-', 1)[0])}__([\d.]+)",
-                        path.read_text()).group(1)  # fmt: skip
+    version = re.search(
+        rf"{re.escape(owner)}__{re.escape(rest.rsplit('-', 1)[0])}__([\d.]+)", path.read_text()
+    ).group(1)
     return iid, repo, version
 
 
@@ -265,8 +266,9 @@ def assert_same_lists(ours: dict, theirs: dict, statuses: dict[str, str]) -> Non
         for side in ("success", "failure"):
             expected = list(theirs[name][side])
             if side == skipped_goes_to:
-                expected = [t for t in ours[name][side] if statuses.get(t) == "SKIPPED" or t in
-                            expected]  # fmt: skip
+                expected = [
+                    t for t in ours[name][side] if statuses.get(t) == "SKIPPED" or t in expected
+                ]
             assert ours[name][side] == expected, (name, side)
 
 
@@ -276,8 +278,13 @@ def assert_same_lists(ours: dict, theirs: dict, statuses: dict[str, str]) -> Non
 def report_cases() -> list[tuple[str, dict, Path]]:
     cases = []
     for row in shared_rows(VERIFIED):
-        cases.append(("sample", row, SHARED_SWEBENCH / "sample_reports" /
-                      f"{row['instance_id']}.report.json"))  # fmt: skip
+        cases.append(
+            (
+                "sample",
+                row,
+                SHARED_SWEBENCH / "sample_reports" / f"{row['instance_id']}.report.json",
+            )
+        )
     for row in shared_rows(MINI_RUN / "instances.jsonl"):
         cases.append(("mini", row, MINI_RUN / "logs" / row["instance_id"] / "report.json"))
     return cases

@@ -61,8 +61,10 @@ pytestmark = [pytest.mark.docker, pytest.mark.bwrap, pytest.mark.django_db]
 def new_file_patch(name: str, text: str) -> str:
     lines = text.splitlines()
     body = "".join(f"+{line}\n" for line in lines)
-    return (f"diff --git a/{name} b/{name}\nnew file mode 100644\n--- /dev/null\n"
-            f"+++ b/{name}\n@@ -0,0 +1,{len(lines)} @@\n{body}")  # fmt: skip
+    return (
+        f"diff --git a/{name} b/{name}\nnew file mode 100644\n--- /dev/null\n"
+        f"+++ b/{name}\n@@ -0,0 +1,{len(lines)} @@\n{body}"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -72,10 +74,19 @@ def official(tmp_path_factory):
     commits = tiny_repos(folder / "repos")
     context = folder / "context"
     context.mkdir()
-    subprocess.run(["git", "clone", "-q", str(folder / "repos/agentbench-test__tiny.git"),
-                    str(context / "testbed")], check=True)  # fmt: skip
-    subprocess.run(["git", "-C", str(context / "testbed"), "checkout", "-q", commits[0]],
-                   check=True)  # fmt: skip
+    subprocess.run(
+        [
+            "git",
+            "clone",
+            "-q",
+            str(folder / "repos/agentbench-test__tiny.git"),
+            str(context / "testbed"),
+        ],
+        check=True,
+    )
+    subprocess.run(
+        ["git", "-C", str(context / "testbed"), "checkout", "-q", commits[0]], check=True
+    )
     (context / "activate").write_text(ACTIVATE)
     # The env's own pytest entry point, as an installed package would have it.
     (context / "pytest").write_text(
@@ -92,27 +103,35 @@ def official(tmp_path_factory):
         "RUN git config --global --add safe.directory /testbed\nWORKDIR /testbed\n"
     )
     local = f"agentbench-test/official-{uuid.uuid4().hex[:8]}:1"
-    subprocess.run(["docker", "build", "-q", "-t", local, str(context)], check=True,
-                   capture_output=True)  # fmt: skip
+    subprocess.run(
+        ["docker", "build", "-q", "-t", local, str(context)], check=True, capture_output=True
+    )
     name = official_image_name(INSTANCE)
     assert name == "swebench/sweb.eval.x86_64.agentbench-test_1776_tiny-official-1:latest"
     row = {
-        "instance_id": INSTANCE, "repo": TINY_REPO, "version": "3.0",
-        "base_commit": commits[0], "environment_setup_commit": commits[0],
-        "created_at": "2024-01-01T00:00:00Z", "patch": GOLD,
+        "instance_id": INSTANCE,
+        "repo": TINY_REPO,
+        "version": "3.0",
+        "base_commit": commits[0],
+        "environment_setup_commit": commits[0],
+        "created_at": "2024-01-01T00:00:00Z",
+        "patch": GOLD,
         "test_patch": new_file_patch("test_official.py", TEST_FILE),
-        "problem_statement": "make VALUE 3", "hints_text": "",
+        "problem_statement": "make VALUE 3",
+        "hints_text": "",
         "FAIL_TO_PASS": json.dumps(["test_official.py::test_value"]),
         "PASS_TO_PASS": json.dumps(["test_official.py::test_env"]),
-    }  # fmt: skip
+    }
     with local_registry(folder / "registry") as reg:
         digest = reg.push(local, name)
         subprocess.run(["docker", "image", "rm", local], capture_output=True)
         try:
             yield reg, row, digest
         finally:
-            for ref in (f"{reg.host}/{name}", f"{reg.host}/{name.split(':')[0]}@"
-                        f"{digest.split('@')[1]}"):  # fmt: skip
+            for ref in (
+                f"{reg.host}/{name}",
+                f"{reg.host}/{name.split(':')[0]}@{digest.split('@')[1]}",
+            ):
                 subprocess.run(["docker", "image", "rm", "--force", ref], capture_output=True)
 
 

@@ -95,10 +95,17 @@ def test_it_takes_a_bare_repository_folder_as_well(tmp_path, cache):
     folder.mkdir()
     archive_copy, _ = RepoSource(REPOS).bare_repo(MARSHMALLOW)
     subprocess.run(
-        ["git", "clone", "-q", "--bare", "--mirror", str(archive_copy),
-         str(folder / "marshmallow-code__marshmallow.git")],
+        [
+            "git",
+            "clone",
+            "-q",
+            "--bare",
+            "--mirror",
+            str(archive_copy),
+            str(folder / "marshmallow-code__marshmallow.git"),
+        ],
         check=True,
-    )  # fmt: skip
+    )
 
     bare, repo_id = RepoSource(folder).bare_repo(MARSHMALLOW)
 
@@ -140,8 +147,12 @@ def test_it_reads_requirements_from_the_archive_as_the_official_helper_reads_git
         "requirements.txt": "click>=7.1\n# comment\ncolorama>=0.3\n",
     }
     folder, commit = _git_repo_with(tmp_path, files)
-    instance = {"instance_id": "sqlfluff__sqlfluff-1", "repo": "sqlfluff/sqlfluff",
-                "environment_setup_commit": commit, "base_commit": commit}  # fmt: skip
+    instance = {
+        "instance_id": "sqlfluff__sqlfluff-1",
+        "repo": "sqlfluff/sqlfluff",
+        "environment_setup_commit": commit,
+        "base_commit": commit,
+    }
 
     ours = envspec.requirements_from_archive(instance, commit, RepoSource(folder))
 
@@ -171,9 +182,13 @@ def test_it_leaves_tasks_found_invalid_out_of_leaderboard_rates():
     before = leaderboard_rows(suite=suite)[0]
     invalid = Task.objects.for_suite(suite).order_by("task_id")[2]
     GoldValidation.objects.create(
-        task=invalid, backend="docker", status=GoldValidationStatus.INVALID,
-        gold_grade="NO", empty_grade="NO", reason="gold patch grades NO: t1",
-    )  # fmt: skip
+        task=invalid,
+        backend="docker",
+        status=GoldValidationStatus.INVALID,
+        gold_grade="NO",
+        empty_grade="NO",
+        reason="gold patch grades NO: t1",
+    )
 
     after = leaderboard_rows(suite=suite)[0]
 
@@ -188,10 +203,14 @@ def test_it_says_on_the_leaderboard_and_the_task_page_which_instances_are_left_o
     outcomes(make_run(suite, make_model("alpha")), [[None], [None]])
     invalid = Task.objects.for_suite(suite).order_by("task_id")[1]
     GoldValidation.objects.create(
-        task=invalid, backend="bwrap", status=GoldValidationStatus.INVALID,
-        gold_grade="PARTIAL", empty_grade="NO", failing_tests=["tests/t.py::<b>x</b>"],
+        task=invalid,
+        backend="bwrap",
+        status=GoldValidationStatus.INVALID,
+        gold_grade="PARTIAL",
+        empty_grade="NO",
+        failing_tests=["tests/t.py::<b>x</b>"],
         reason="gold patch grades PARTIAL",
-    )  # fmt: skip
+    )
 
     board = client.get(f"/suites/{suite.name}/leaderboard/").content.decode()
     task_page = client.get(f"/suites/{suite.name}/tasks/{invalid.task_id}/").content.decode()
@@ -237,18 +256,44 @@ def test_it_builds_an_instance_offline_and_validates_it_on_both_backends(
     # the cutoff (2021-03-15, Python 3.9's floor), 6.2.2 (2021-01-25) the newest before it.
     built = built_instance(INSTANCE)
     version = ["/opt/venv/bin/python", "-c", "import pytest; print(pytest.__version__)"]
-    in_image = subprocess.run(["docker", "run", "--rm", "--network", "none", built.image,
-                               *version], capture_output=True, text=True)  # fmt: skip
-    in_tree = subprocess.run(["bwrap", "--ro-bind", built.rootfs, "/", "--proc", "/proc",
-                              "--dev", "/dev", "--unshare-net", *version],
-                             capture_output=True, text=True)  # fmt: skip
+    in_image = subprocess.run(
+        ["docker", "run", "--rm", "--network", "none", built.image, *version],
+        capture_output=True,
+        text=True,
+    )
+    in_tree = subprocess.run(
+        [
+            "bwrap",
+            "--ro-bind",
+            built.rootfs,
+            "/",
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--unshare-net",
+            *version,
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert (in_image.stdout.strip(), in_tree.stdout.strip()) == ("6.2.2", "6.2.2"), (
         in_image.stderr + in_tree.stderr
     )
 
     for backend in ("docker", "bwrap"):
-        code = main(["validate-suite", "lite-offline", "--variant", "oracle",
-                     "--backend", backend, "--repos", str(REPOS)])  # fmt: skip
+        code = main(
+            [
+                "validate-suite",
+                "lite-offline",
+                "--variant",
+                "oracle",
+                "--backend",
+                backend,
+                "--repos",
+                str(REPOS),
+            ]
+        )
         out = capsys.readouterr().out
         assert code == 0, out
         assert f"[1/2] {INSTANCE}: valid" in out, out
@@ -271,8 +316,20 @@ def test_it_builds_an_instance_offline_and_validates_it_on_both_backends(
         json.dumps({"instance_id": INSTANCE, "model_patch": gold, "model_name_or_path": "g"}) + "\n"
     )
     settings.SANDBOX_BACKEND = "bwrap"
-    assert main(["import-predictions", str(predictions), "--suite", "lite-offline",
-                 "--model", "gold-as-prediction", "--run"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "import-predictions",
+                str(predictions),
+                "--suite",
+                "lite-offline",
+                "--model",
+                "gold-as-prediction",
+                "--run",
+            ]
+        )
+        == 0
+    )
     assert f"{INSTANCE}: resolved (grade FULL)" in capsys.readouterr().out
 
     # An LLM agent (the real openai client against the local fake server) on the instance:
@@ -280,9 +337,12 @@ def test_it_builds_an_instance_offline_and_validates_it_on_both_backends(
     task = Task.objects.get(suite__name="lite-offline", task_id=INSTANCE)
     with FakeProvider([tool_call("apply_patch", {"unified_diff": gold})]) as server:
         config = model_config_for_variant(
-            "llm", name="fake-llm", model_name="fake-model", base_url=server.url("/v1"),
+            "llm",
+            name="fake-llm",
+            model_name="fake-model",
+            base_url=server.url("/v1"),
             api_key_env="AB_TEST_FAKE_KEY",
-        )  # fmt: skip
+        )
         attempt = attempt_execute(
             attempt_create_adhoc(task=task, model_config=config), backend="docker"
         )

@@ -210,9 +210,16 @@ def test_ab_import_predictions_run_prints_progress(instance, tmp_path):
     preds.write_text(json.dumps(predictions_for(instance)[:2]))
 
     out = ab(
-        "import-predictions", str(preds), "--suite", "toy", "--model", "toy-agent", "--run",
-        var_dir=var, env={"SANDBOX_BACKEND": "docker"},
-    )  # fmt: skip
+        "import-predictions",
+        str(preds),
+        "--suite",
+        "toy",
+        "--model",
+        "toy-agent",
+        "--run",
+        var_dir=var,
+        env={"SANDBOX_BACKEND": "docker"},
+    )
 
     assert out.returncode == 0, out.stderr
     assert "[1/2] toy-org__toy-1: resolved (grade FULL)" in out.stdout

@@ -41,23 +41,40 @@ def test_the_summary_counts_verdicts_and_groups_alike_reasons():
         rows=[
             GoldRow("a__a-1", "valid", "built"),
             GoldRow("a__a-2", "valid", "cached", python_asked="3.10", python_used="3.11"),
-            GoldRow("b__b-1", "invalid", "built", failing_tests=["t.py::x", "t.py::y"],
-                    reason="gold patch grades NO: t.py::x, t.py::y"),
-            GoldRow("b__b-2", "invalid", "built", failing_tests=["t.py::z"],
-                    reason="gold patch grades NO: t.py::z"),
+            GoldRow(
+                "b__b-1",
+                "invalid",
+                "built",
+                failing_tests=["t.py::x", "t.py::y"],
+                reason="gold patch grades NO: t.py::x, t.py::y",
+            ),
+            GoldRow(
+                "b__b-2",
+                "invalid",
+                "built",
+                failing_tests=["t.py::z"],
+                reason="gold patch grades NO: t.py::z",
+            ),
             GoldRow("c__c-1", "not_buildable", "not buildable", reason=python.format("3.6")),
             GoldRow("c__c-2", "not_buildable", "not buildable", reason=python.format("3.6")),
-            GoldRow("d__d-1", "not_buildable", "failed",
-                    reason="failed: instance d__d-1: repository d/d is not in /repos"),
+            GoldRow(
+                "d__d-1",
+                "not_buildable",
+                "failed",
+                reason="failed: instance d__d-1: repository d/d is not in /repos",
+            ),
         ],
-    )  # fmt: skip
+    )
 
     lines = summary_table(report)
 
     counts = {line[:20].strip(): line[20:].strip() for line in lines[1:5]}
     assert counts == {
-        "valid": "1", "approximate-valid": "1", "invalid": "2", "not buildable": "3",
-    }  # fmt: skip
+        "valid": "1",
+        "approximate-valid": "1",
+        "invalid": "2",
+        "not buildable": "3",
+    }
     why = [line for line in lines if line.startswith(("invalid:", "not buildable:"))]
     assert why[0].startswith("invalid: gold patch grades NO ") and why[0].endswith(
         "2  b__b-1, b__b-2"
@@ -74,17 +91,24 @@ def test_the_summary_counts_verdicts_and_groups_alike_reasons():
 def test_an_approximate_build_makes_a_valid_instance_approximate_valid():
     # The hook: swebench-envs' build records the Python asked for beside the one used.
     built = BuiltInstance(
-        instance_id="x__x-1", key="k", base_commit="c", rootfs="/r", python="3.11",
+        instance_id="x__x-1",
+        key="k",
+        base_commit="c",
+        rootfs="/r",
+        python="3.11",
         python_asked="3.10",
-    )  # fmt: skip
+    )
     assert built.approximate
-    row = GoldRow("x__x-1", "valid", "cached", python_asked=built.python_asked,
-                  python_used=built.python)  # fmt: skip
+    row = GoldRow(
+        "x__x-1", "valid", "cached", python_asked=built.python_asked, python_used=built.python
+    )
     assert row.verdict == "approximate-valid"
     exact = GoldRow("x__x-2", "valid", "cached", python_asked="3.9", python_used="3.9")
     assert exact.verdict == "valid"
-    assert GoldRow("x__x-1", "invalid", "cached", python_asked="3.10",
-                   python_used="3.11").verdict == "invalid"  # fmt: skip
+    assert (
+        GoldRow("x__x-1", "invalid", "cached", python_asked="3.10", python_used="3.11").verdict
+        == "invalid"
+    )
 
 
 def test_it_names_only_the_failing_tests_whose_own_output_shows_a_network_error():
@@ -123,9 +147,13 @@ def test_a_run_summary_scores_as_the_leaderboard_does_leaving_invalid_instances_
     before = run_summary(run)
     invalid = Task.objects.for_suite(suite).order_by("task_id")[1]
     GoldValidation.objects.create(
-        task=invalid, backend="docker", status=GoldValidationStatus.INVALID,
-        gold_grade="NO", empty_grade="NO", reason="gold patch grades NO",
-    )  # fmt: skip
+        task=invalid,
+        backend="docker",
+        status=GoldValidationStatus.INVALID,
+        gold_grade="NO",
+        empty_grade="NO",
+        reason="gold patch grades NO",
+    )
 
     after = run_summary(run)
 
@@ -155,21 +183,41 @@ def test_gold_validation_and_predictions_run_through_the_workers_and_end_with_a_
         )
         stack.ab("import-swebench", str(dataset), "--suite", "lite-workers")
         validated = stack.ab(
-            "validate-suite", "lite-workers", "--variant", "oracle", "--backend", "docker",
-            "--repos", str(REPOS), "--jobs", "2", "--worker", "--concurrency", "2",
+            "validate-suite",
+            "lite-workers",
+            "--variant",
+            "oracle",
+            "--backend",
+            "docker",
+            "--repos",
+            str(REPOS),
+            "--jobs",
+            "2",
+            "--worker",
+            "--concurrency",
+            "2",
             timeout=3600,
-        ).stdout  # fmt: skip
+        ).stdout
         gold = {VALID: next(r for r in rows(LITE_DEV) if r["instance_id"] == VALID)["patch"]}
         predictions = tmp_path / "preds.jsonl"
         predictions.write_text(
-            json.dumps({"instance_id": VALID, "model_patch": gold[VALID],
-                        "model_name_or_path": "gold"}) + "\n"
-        )  # fmt: skip
+            json.dumps(
+                {"instance_id": VALID, "model_patch": gold[VALID], "model_name_or_path": "gold"}
+            )
+            + "\n"
+        )
         predicted = stack.ab(
-            "import-predictions", str(predictions), "--suite", "lite-workers",
-            "--model", "gold-as-predictions", "--worker", "--concurrency", "2",
+            "import-predictions",
+            str(predictions),
+            "--suite",
+            "lite-workers",
+            "--model",
+            "gold-as-predictions",
+            "--worker",
+            "--concurrency",
+            "2",
             timeout=1800,
-        ).stdout  # fmt: skip
+        ).stdout
         alias = stack.connect()
         from runs.models import Attempt
 
@@ -201,8 +249,11 @@ def test_gold_validation_and_predictions_run_through_the_workers_and_end_with_a_
     folder = Path(re.search(r"^run folder: (.*)$", validated, re.MULTILINE).group(1))
     report = json.loads((folder / "gold_validation.json").read_text())
     assert report["counts"] == {
-        "valid": 1, "approximate-valid": 0, "invalid": 0, "not_buildable": 1,
-    }  # fmt: skip
+        "valid": 1,
+        "approximate-valid": 0,
+        "invalid": 0,
+        "not_buildable": 1,
+    }
     # Three attempts on the instance (gold, empty, the prediction), each claimed by a worker.
     assert len(workers) >= 1 and "" not in workers
     assert (VALID, "docker", "valid") in stored and (
@@ -226,9 +277,15 @@ def test_an_instance_record_with_fields_this_build_does_not_know_is_still_read(
     monkeypatch.setenv("SWEBENCH_CACHE_DIR", str(tmp_path))
     (tmp_path / "tree" / "testbed").mkdir(parents=True)
     (tmp_path / "instances").mkdir()
-    record = {"instance_id": "x__x-1", "key": "k", "base_commit": "c",
-              "rootfs": str(tmp_path / "tree"), "python": "3.11", "python_asked": "3.10",
-              "date": "2020-11-15T00:00:00Z"}  # fmt: skip
+    record = {
+        "instance_id": "x__x-1",
+        "key": "k",
+        "base_commit": "c",
+        "rootfs": str(tmp_path / "tree"),
+        "python": "3.11",
+        "python_asked": "3.10",
+        "date": "2020-11-15T00:00:00Z",
+    }
     (tmp_path / "instances" / "x__x-1.json").write_text(json.dumps(record))
 
     built = built_instance("x__x-1")

@@ -49,8 +49,9 @@ def test_it_loads_the_example_toy_task():
 
 
 def test_it_resolves_a_relative_repo_url_against_the_task_file(tmp_path):
-    task = load_task_file(write(tmp_path, GOOD.replace("repo.bundle", "../repo")),
-                          rules=PathRules.local(tmp_path))  # fmt: skip
+    task = load_task_file(
+        write(tmp_path, GOOD.replace("repo.bundle", "../repo")), rules=PathRules.local(tmp_path)
+    )
     assert task.repo_url == str((tmp_path / "repo").resolve())
 
 
@@ -246,8 +247,9 @@ def test_a_shipped_task_file_alone_may_name_a_sibling_tasks_solution():
 
 
 def test_the_shipped_examples_may_name_the_repositorys_examples(tmp_path):
-    task = load_task_file(TASKS_DIR / "custom-dev/toy_fail_pytest/task.yaml",
-                          rules=PathRules.local(TASKS_DIR))  # fmt: skip
+    task = load_task_file(
+        TASKS_DIR / "custom-dev/toy_fail_pytest/task.yaml", rules=PathRules.local(TASKS_DIR)
+    )
     assert task.repo_url == str((REPO_ROOT / "examples/toy_repo.bundle").resolve())
 
 

@@ -81,10 +81,12 @@ def test_it_builds_the_context_and_runs_on_its_image(tmp_path, backend, artifact
     _context(tmp_path)
     import_tasks(tmp_path / "tasks", also=[BUNDLE.parent, tmp_path])
 
-    first = run_attempt(get_task("toy_in_dockerfile", "dockerfile-env"), variant="oracle",
-                        backend=backend)  # fmt: skip
-    again = run_attempt(get_task("toy_in_dockerfile", "dockerfile-env"), variant="oracle",
-                        backend=backend)  # fmt: skip
+    first = run_attempt(
+        get_task("toy_in_dockerfile", "dockerfile-env"), variant="oracle", backend=backend
+    )
+    again = run_attempt(
+        get_task("toy_in_dockerfile", "dockerfile-env"), variant="oracle", backend=backend
+    )
 
     for attempt in (first, again):
         assert attempt.status == AttemptStatus.FINISHED

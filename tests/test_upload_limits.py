@@ -185,9 +185,10 @@ def open_spool_files(server: Server) -> list[str]:
             targets.append(os.readlink(fd))
     # gunicorn keeps its worker heartbeat file there too (wgunicorn-*): not an upload.
     return [
-        t for t in targets
+        t
+        for t in targets
         if t.startswith(str(server.spool)) and not Path(t).name.startswith("wgunicorn-")
-    ]  # fmt: skip
+    ]
 
 
 def open_files(server: Server) -> int:
@@ -215,11 +216,14 @@ def spooled_files(server: Server) -> list[str]:
         [("file", "well-over.jsonl", 3 * LEAK_LIMIT)],  # refused by its length
         # Several files, together over the limit (and under the length check): the first two
         # are complete when the third passes it.
-        [("file", "one.jsonl", 3 * MB), ("extra", "two.jsonl", 3 * MB),
-         ("more", "three.jsonl", 5 * MB // 2)],
+        [
+            ("file", "one.jsonl", 3 * MB),
+            ("extra", "two.jsonl", 3 * MB),
+            ("more", "three.jsonl", 5 * MB // 2),
+        ],
     ],
     ids=["just-over", "under-length-check", "well-over", "several-files"],
-)  # fmt: skip
+)
 def test_a_refused_upload_leaves_no_temporary_file_open_or_on_disk(
     small_limit_server: Server, files: list[tuple[str, str, int]]
 ) -> None:

@@ -67,9 +67,12 @@ def start_ab_worker(stack, name: str, env: dict | None = None) -> subprocess.Pop
     log = open(stack.var_dir / f"ab-worker-{name}.log", "ab")  # noqa: SIM115 (kept by Popen)
     proc = subprocess.Popen(
         [sys.executable, "-m", "benchsite.cli.main", "worker", "--hostname", f"{name}@%h"],
-        cwd=REPO_ROOT, env=stack.env | (env or {}), stdout=log, stderr=subprocess.STDOUT,
+        cwd=REPO_ROOT,
+        env=stack.env | (env or {}),
+        stdout=log,
+        stderr=subprocess.STDOUT,
         start_new_session=True,
-    )  # fmt: skip
+    )
     stack.ab_workers.append(proc)
     return proc
 
@@ -124,8 +127,11 @@ def assert_nothing_left_of(attempt: Attempt) -> None:
     wait_until(lambda: not containers_of(attempt), timeout=60, what="the container to go")
     # The reaper removes the host files just after it commits the attempt's end (the
     # container goes on that commit), so they may outlive the container by a moment.
-    wait_until(lambda: not sandbox_files(attempt) and not quota_mounts(attempt), timeout=30,
-               what="the sandbox's host files and quota mounts to go")  # fmt: skip
+    wait_until(
+        lambda: not sandbox_files(attempt) and not quota_mounts(attempt),
+        timeout=30,
+        what="the sandbox's host files and quota mounts to go",
+    )
 
 
 def stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 120) -> None:
@@ -173,8 +179,11 @@ def test_nothing_of_a_killed_worker_or_a_handed_back_attempt_is_left(stack):
     # A new worker on the machine: its reaper takes the attempt back (one requeue) and
     # removes the dead worker's folder; the attempt starts again on it.
     second = start_ab_worker(stack, "second", env={"WORKER_SHUTDOWN_GRACE_SEC": "0"})
-    wait_until(lambda: not first_folders[0].exists(), timeout=120,
-               what="the dead worker's folder to be removed")  # fmt: skip
+    wait_until(
+        lambda: not first_folders[0].exists(),
+        timeout=120,
+        what="the dead worker's folder to be removed",
+    )
     attempt = wait_mid_attempt(stack, attempt, "second")
     assert attempt.requeue_count == 1
     outcome = attempt.stages.using(stack.alias).get(name="try 1: outcome")

@@ -73,11 +73,27 @@ PAGE_WRITES: dict[str, Action] = {
 }
 # Pages that write nothing to our tables whoever posts to them.
 PAGE_READS = {
-    "healthz", "favicon.ico", "account-login", "account-logout", "home", "suite-detail",
-    "task-detail", "run-detail", "run-progress", "attempt-detail", "attempt-vs",
-    "attempt-artifact", "attempt-patch", "suite-leaderboard", "suite-compare", "suite-taxonomy",
-    "suite-taxonomy-chart", "suite-attempts", "attempt-atif", "model-config-detail",
-}  # fmt: skip
+    "healthz",
+    "favicon.ico",
+    "account-login",
+    "account-logout",
+    "home",
+    "suite-detail",
+    "task-detail",
+    "run-detail",
+    "run-progress",
+    "attempt-detail",
+    "attempt-vs",
+    "attempt-artifact",
+    "attempt-patch",
+    "suite-leaderboard",
+    "suite-compare",
+    "suite-taxonomy",
+    "suite-taxonomy-chart",
+    "suite-attempts",
+    "attempt-atif",
+    "model-config-detail",
+}
 # The pages of the staff admin (django.contrib.admin), refused to everyone but staff.
 ADMIN_NAMESPACE = "admin"
 
@@ -359,9 +375,11 @@ def test_only_a_superuser_sets_where_a_configurations_key_goes(client, world, dj
         body = {"name": f"up-{persona}", "agent_variant": "llm", "model_name": "gpt-4o"} | upstream
         before = state()
         response = client.post(
-            "/api/model-configs", json.dumps(body), content_type="application/json",
+            "/api/model-configs",
+            json.dumps(body),
+            content_type="application/json",
             **headers[persona],
-        )  # fmt: skip
+        )
         assert response.status_code == status, (persona, response.content[:300])
         assert (state() != before) == (status == 201), persona
     refusal = AuditEvent.objects.get(action=ACCESS_DENIED, actor=erin)
@@ -427,8 +445,10 @@ def _page_request(world: World, name: str, persona: str) -> tuple[str, dict]:
     if name == "swebench-predictions-upload":
         line = json.dumps({"instance_id": lite[0], "model_patch": "diff --git a/x b/x\n"})
         return reverse(name), {
-            "suite": "lite-dev", "model": model, "file": upload("p.jsonl", line.encode())
-        }  # fmt: skip
+            "suite": "lite-dev",
+            "model": model,
+            "file": upload("p.jsonl", line.encode()),
+        }
     if name == "swebench-results-upload":
         report = json.dumps({"resolved_ids": lite[:2], "submitted_ids": lite[:3]}).encode()
         return reverse(name), {
@@ -475,11 +495,16 @@ def _sample_path(route: str, world: World) -> str:
 
     attempt = Attempt.objects.filter(run=world.seeded["runs"]["beta"]).first()
     samples = {
-        "public_id": str(world.active_run.public_id), "a": str(attempt.public_id),
-        "b": str(attempt.public_id), "name": "custom-dev", "suite": "custom-dev",
-        "task_id": world.seeded["tasks"][0].task_id, "which": "final", "path": "logs/x.txt",
+        "public_id": str(world.active_run.public_id),
+        "a": str(attempt.public_id),
+        "b": str(attempt.public_id),
+        "name": "custom-dev",
+        "suite": "custom-dev",
+        "task_id": world.seeded["tasks"][0].task_id,
+        "which": "final",
+        "path": "logs/x.txt",
         "slug": attempt.model_config.slug,
-    }  # fmt: skip
+    }
     if route.startswith("attempts/"):
         samples["public_id"] = str(attempt.public_id)
     return "/" + re.sub(r"<(?:\w+:)?(\w+)>", lambda m: samples[m.group(1)], route)

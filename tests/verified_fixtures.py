@@ -122,10 +122,14 @@ def seed_verified(*, tasks: int = TASKS, seed: int = 29) -> dict:
     task_rows = list(Task.objects.filter(suite=suite).order_by("task_id"))
     names = [OWN, PARTIAL, *PUBLISHED]
     configs = ModelConfig.objects.bulk_create(
-        ModelConfig(name=n, slug=n.lower().replace(" ", "-").replace("(", "").replace(")", ""),
-                    agent_variant=AgentVariant.LLM, model_name=n)
+        ModelConfig(
+            name=n,
+            slug=n.lower().replace(" ", "-").replace("(", "").replace(")", ""),
+            agent_variant=AgentVariant.LLM,
+            model_name=n,
+        )
         for n in names
-    )  # fmt: skip
+    )
     runs = Run.objects.bulk_create(
         Run(
             suite=suite,
@@ -145,10 +149,19 @@ def seed_verified(*, tasks: int = TASKS, seed: int = 29) -> dict:
         for t, task in enumerate(task_rows):
             if n == PARTIAL and t >= PARTIAL_TASKS:
                 attempts.append(
-                    Attempt(run=run, task=task, suite=suite, model_config=run.model_config,
-                            status=AttemptStatus.MISSING, cost_usd=None, tokens_in=None,
-                            tokens_out=None, steps=None, duration_sec=None)
-                )  # fmt: skip
+                    Attempt(
+                        run=run,
+                        task=task,
+                        suite=suite,
+                        model_config=run.model_config,
+                        status=AttemptStatus.MISSING,
+                        cost_usd=None,
+                        tokens_in=None,
+                        tokens_out=None,
+                        steps=None,
+                        duration_sec=None,
+                    )
+                )
                 continue
             resolved = rng.random() < skill
             attempts.append(

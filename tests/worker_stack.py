@@ -282,8 +282,19 @@ class PrivateRedis:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self) -> None:
-        argv = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                "--appendonly", "no", "--dir", str(self.directory)]  # fmt: skip
+        argv = [
+            "redis-server",
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(self.directory),
+        ]
         log = open(self.directory / "redis.log", "ab")  # noqa: SIM115 (kept by Popen)
         self.proc = subprocess.Popen(
             argv, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent

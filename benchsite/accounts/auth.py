@@ -137,8 +137,18 @@ PUBLIC_READ = [token_auth, session_auth, AnonymousRead("leaderboards", _leaderbo
 ARTIFACT_READ = [token_auth, session_auth, AnonymousRead("artifacts", _artifacts_allowed)]
 
 
-_PERIODS = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3600,
-            "hour": 3600, "d": 86400, "day": 86400}  # fmt: skip
+_PERIODS = {
+    "s": 1,
+    "sec": 1,
+    "second": 1,
+    "m": 60,
+    "min": 60,
+    "minute": 60,
+    "h": 3600,
+    "hour": 3600,
+    "d": 86400,
+    "day": 86400,
+}
 
 
 def parse_rate(rate: str) -> tuple[int, int]:

@@ -71,13 +71,35 @@ def _ref(model: ModelConfig) -> dict:
 # A score's columns: the figures every export shares (runs.results.scoring, one list).
 SCORE_CSV = (*SCORE_FIGURES, "complete")
 LEADERBOARD_CSV = (
-    "rank", "status", "key", "kind", "model", "slug", "run", "date", "imported_on",
-    "agent_variant", "published", "reference", *SCORE_CSV, "resolved_pct", "ci_low_pct",
-    "ci_high_pct", "attempted_pct", "mean_cost_usd", "total_cost_usd", "cost_per_resolved_usd",
-    "mean_tokens", "mean_calls", "mean_wall_sec",
-    "leader", "tied_with_leader", "p_value_vs_leader", "paired_vs_leader",
+    "rank",
+    "status",
+    "key",
+    "kind",
+    "model",
+    "slug",
+    "run",
+    "date",
+    "imported_on",
+    "agent_variant",
+    "published",
+    "reference",
+    *SCORE_CSV,
+    "resolved_pct",
+    "ci_low_pct",
+    "ci_high_pct",
+    "attempted_pct",
+    "mean_cost_usd",
+    "total_cost_usd",
+    "cost_per_resolved_usd",
+    "mean_tokens",
+    "mean_calls",
+    "mean_wall_sec",
+    "leader",
+    "tied_with_leader",
+    "p_value_vs_leader",
+    "paired_vs_leader",
     "coverage_differs_from_leader",
-)  # fmt: skip
+)
 
 
 def _pct(value: float | None) -> float | None:
@@ -168,13 +190,35 @@ def _leaderboard(query: LeaderboardQuery) -> Leaderboard:
 def _leaderboard_csv_row(r: LeaderboardRow) -> list:
     score = score_record(r.score)
     return [
-        r.rank, r.status, r.key, r.kind, r.name, r.slug, r.run.public_id if r.run else None,
-        r.date, r.imported_on, r.agent_variant, r.is_published, r.is_reference,
-        *(score[k] for k in SCORE_CSV), _pct(r.rate), _pct(r.ci_low), _pct(r.ci_high),
-        _pct(r.attempted_rate), r.mean_cost_usd, r.total_cost_usd, r.cost_per_resolved_usd,
-        r.mean_tokens, r.mean_calls, r.mean_wall_sec, r.is_leader, r.tied_with_leader,
-        r.p_value_vs_leader, r.paired_vs_leader, r.coverage_differs_from_leader,
-    ]  # fmt: skip
+        r.rank,
+        r.status,
+        r.key,
+        r.kind,
+        r.name,
+        r.slug,
+        r.run.public_id if r.run else None,
+        r.date,
+        r.imported_on,
+        r.agent_variant,
+        r.is_published,
+        r.is_reference,
+        *(score[k] for k in SCORE_CSV),
+        _pct(r.rate),
+        _pct(r.ci_low),
+        _pct(r.ci_high),
+        _pct(r.attempted_rate),
+        r.mean_cost_usd,
+        r.total_cost_usd,
+        r.cost_per_resolved_usd,
+        r.mean_tokens,
+        r.mean_calls,
+        r.mean_wall_sec,
+        r.is_leader,
+        r.tied_with_leader,
+        r.p_value_vs_leader,
+        r.paired_vs_leader,
+        r.coverage_differs_from_leader,
+    ]
 
 
 def _leaderboard_csv(board: Leaderboard) -> HttpResponse:
@@ -388,9 +432,15 @@ def _taxonomy(query: TaxonomyQuery) -> TaxonomyBreakdown:
 def _taxonomy_csv(breakdown: TaxonomyBreakdown) -> HttpResponse:
     codes = [r.code for r in breakdown.reasons]
     header = [
-        "model", "rate", "score_resolved", "score_tasks", "attempted_rate", "attempted_tasks",
-        "pending", "resolved",
-    ]  # fmt: skip
+        "model",
+        "rate",
+        "score_resolved",
+        "score_tasks",
+        "attempted_rate",
+        "attempted_tasks",
+        "pending",
+        "resolved",
+    ]
     figures = ("rate", "resolved", "tasks", "attempted_rate", "attempted_tasks", "pending")
     # Missing instances are no failure reason: a column of their own, out of ``total``.
     return csv_response(

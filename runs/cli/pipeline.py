@@ -47,11 +47,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     _backend_arg(p)
     p.add_argument(
-        "--variant", choices=("baseline", "oracle"), default="baseline",
+        "--variant",
+        choices=("baseline", "oracle"),
+        default="baseline",
         help="baseline: task.yaml tasks must fail before a fix; oracle: an imported SWE-bench "
         "suite is built, then each instance must grade FULL with its gold patch and NO "
         "with no patch (a Harbor suite: its solve.sh must succeed and the no-op agent fail)",
-    )  # fmt: skip
+    )
     from tasks_app.cli.swebench_build import instance_args, jobs_arg
 
     instance_args(p)
@@ -70,17 +72,22 @@ def register(sub: argparse._SubParsersAction) -> None:
 def workers_args(p: argparse.ArgumentParser, *, what: str) -> None:
     """--enqueue / --worker / --concurrency / --poll: run ``what`` through the workers."""
     p.add_argument(
-        "--enqueue", action="store_true",
+        "--enqueue",
+        action="store_true",
         help=f"send {what} to the workers (ab worker, ab serve) and wait for them",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--worker", action="store_true",
+        "--worker",
+        action="store_true",
         help="start a local worker for the duration of the command (implies --enqueue)",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--concurrency", type=int, default=None, metavar="N",
+        "--concurrency",
+        type=int,
+        default=None,
+        metavar="N",
         help="attempts the --worker runs at once (default: CELERY_WORKER_CONCURRENCY)",
-    )  # fmt: skip
+    )
     p.add_argument("--poll", type=float, default=5.0, help="seconds between progress lines")
 
 
@@ -123,8 +130,9 @@ def _backend_arg(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_run_task(args: argparse.Namespace) -> int:
-    attempt = run_task_baseline(args.task_file, out=args.out, backend=args.backend,
-                                keep_workspace=args.keep_workspace)  # fmt: skip
+    attempt = run_task_baseline(
+        args.task_file, out=args.out, backend=args.backend, keep_workspace=args.keep_workspace
+    )
     _print_attempt(attempt)
     return 0 if attempt.resolved else 1
 
@@ -170,10 +178,14 @@ def _print_attempt(attempt) -> None:
 
     print(f"task {attempt.suite.name}/{attempt.task.task_id}  (attempt {attempt.public_id})")
     rows = [
-        (s.name, "" if s.exit_code is None else str(s.exit_code), f"{s.duration_sec or 0:.2f}s",
-         s.output_path)
+        (
+            s.name,
+            "" if s.exit_code is None else str(s.exit_code),
+            f"{s.duration_sec or 0:.2f}s",
+            s.output_path,
+        )
         for s in attempt.stages.order_by("order")
-    ]  # fmt: skip
+    ]
     _table(("stage", "exit", "time", "log"), rows)
     if attempt.resolved:
         print("result: OK (valid baseline: the tests fail before any fix)")
@@ -227,11 +239,17 @@ def cmd_validate_suite(args: argparse.Namespace) -> int:
     _table(
         ("task", "result", "stage", "flaky", "time", "why"),
         [
-            (r.task_id, r.verdict, r.stage, "yes" if r.flaky_baseline else "",
-             f"{r.duration_sec:.1f}s", r.note[:140] if not r.valid else "")
+            (
+                r.task_id,
+                r.verdict,
+                r.stage,
+                "yes" if r.flaky_baseline else "",
+                f"{r.duration_sec:.1f}s",
+                r.note[:140] if not r.valid else "",
+            )
             for r in report.rows
         ],
-    )  # fmt: skip
+    )
     print(report.summary())
     print(f"run folder: {report.run_dir}")
     return 0
@@ -269,19 +287,25 @@ def _validate_swebench_gold(args: argparse.Namespace) -> int:
         if args.worker and worker is None:
             # Its attempts run on the backend asked for, whatever SANDBOX_BACKEND says.
             worker = LocalWorker(
-                Supervisor(), concurrency=args.concurrency,
+                Supervisor(),
+                concurrency=args.concurrency,
                 env={"SANDBOX_BACKEND": backend},
-            )  # fmt: skip
+            )
         wait_for_attempts(ids, poll=args.poll, quiet=True)
 
     try:
         report = gold_validate(
-            suite_name=args.suite, builder=builder, backend=backend,
-            instance_ids=args.instance, out=args.out, progress=progress, jobs=args.jobs,
+            suite_name=args.suite,
+            builder=builder,
+            backend=backend,
+            instance_ids=args.instance,
+            out=args.out,
+            progress=progress,
+            jobs=args.jobs,
             workers=through if through_workers else None,
             # Instances in flight at once: enough to keep every worker process busy.
             window=2 * (args.concurrency or settings.CELERY_WORKER_CONCURRENCY),
-        )  # fmt: skip
+        )
     except NotSwebenchSuite as exc:
         raise CommandError(str(exc)) from exc
     finally:
@@ -292,11 +316,18 @@ def _validate_swebench_gold(args: argparse.Namespace) -> int:
     _table(
         ("instance", "verdict", "python", "gold", "empty", "time", "reason"),
         [
-            (r.instance_id, r.verdict, _python(r), r.gold_grade or "-", r.empty_grade or "-",
-             f"{r.seconds:.0f}s", r.reason[:160])
+            (
+                r.instance_id,
+                r.verdict,
+                _python(r),
+                r.gold_grade or "-",
+                r.empty_grade or "-",
+                f"{r.seconds:.0f}s",
+                r.reason[:160],
+            )
             for r in report.rows
         ],
-    )  # fmt: skip
+    )
     print()
     print("\n".join(summary_table(report)))
     print(report.summary())
@@ -319,15 +350,27 @@ def _validate_harbor_gold(args: argparse.Namespace) -> int:
         print(f"[{index}/{total}] {row.task_id}: {row.status}{why}", flush=True)
 
     report = harbor_validate(
-        suite_name=args.suite, backend=backend, task_ids=args.instance, out=args.out,
+        suite_name=args.suite,
+        backend=backend,
+        task_ids=args.instance,
+        out=args.out,
         progress=progress,
-    )  # fmt: skip
+    )
     print()
     _table(
         ("task", "verdict", "oracle", "nop", "time", "reason"),
-        [(r.task_id, r.status, r.oracle or "-", r.nop or "-", f"{r.seconds:.0f}s",
-          r.reason[:160]) for r in report.rows],
-    )  # fmt: skip
+        [
+            (
+                r.task_id,
+                r.status,
+                r.oracle or "-",
+                r.nop or "-",
+                f"{r.seconds:.0f}s",
+                r.reason[:160],
+            )
+            for r in report.rows
+        ],
+    )
     print(report.summary())
     for folder in report.run_dirs:
         print(f"run folder: {folder}")

@@ -32,17 +32,22 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--enqueue", action="store_true", help="send the attempts to the workers instead"
     )
     p.add_argument(
-        "--wait", action="store_true",
+        "--wait",
+        action="store_true",
         help="with --enqueue: wait until every attempt is done, then print the summary",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--worker", action="store_true",
+        "--worker",
+        action="store_true",
         help="start a local worker for the duration of the command (implies --enqueue --wait)",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--concurrency", type=int, default=None, metavar="N",
+        "--concurrency",
+        type=int,
+        default=None,
+        metavar="N",
         help="attempts the --worker runs at once (default: CELERY_WORKER_CONCURRENCY)",
-    )  # fmt: skip
+    )
     p.add_argument("--poll", type=float, default=5.0, help="seconds between progress lines")
     p.set_defaults(handler=cmd_import_predictions)
 

@@ -39,8 +39,15 @@ _WIDE4 = re.compile(rb"[\xf0-\xf4]")
 _WIDE2 = re.compile(rb"[\xc4-\xef]")
 # What each parser event costs once built (CPython 3.11, 64-bit), beyond a text's own size:
 # the object, its slot in its container, a dict entry per key.
-_COST = {"start_map": 64, "start_array": 56, "map_key": 48, "string": 8, "number": 32,
-         "boolean": 8, "null": 8}  # fmt: skip
+_COST = {
+    "start_map": 64,
+    "start_array": 56,
+    "map_key": 48,
+    "string": 8,
+    "number": 32,
+    "boolean": 8,
+    "null": 8,
+}
 
 
 class JsonFileError(ValueError):

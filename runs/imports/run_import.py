@@ -72,11 +72,28 @@ TRIAL_VERDICTS = (TrajFormat.INSPECT, TrajFormat.ATIF)
 # Outcomes of the exit-status rules replace only these: a result the agent's stop explains.
 AGENT_EXPLAINED = frozenset({Kind.UNRESOLVED, Kind.EMPTY_PATCH, Kind.NO_GENERATION})
 UPDATED_FIELDS = (
-    "status", "failure_reason_id", "failure_stage", "is_infra", "is_timeout",
-    "final_patch", "lines_changed", "error_text", "error_fingerprint", "test_results", "grade",
-    "cost_usd", "tool_calls", "steps", "tokens_in", "tokens_out", "duration_sec",
-    "artifacts_dir", "task_revision", "started_at", "finished_at",
-)  # fmt: skip
+    "status",
+    "failure_reason_id",
+    "failure_stage",
+    "is_infra",
+    "is_timeout",
+    "final_patch",
+    "lines_changed",
+    "error_text",
+    "error_fingerprint",
+    "test_results",
+    "grade",
+    "cost_usd",
+    "tool_calls",
+    "steps",
+    "tokens_in",
+    "tokens_out",
+    "duration_sec",
+    "artifacts_dir",
+    "task_revision",
+    "started_at",
+    "finished_at",
+)
 
 
 @dataclass
@@ -496,10 +513,15 @@ def _write(
             run.imported_by = created_by if getattr(created_by, "pk", None) else None
             run.save(
                 update_fields=[
-                    "config_snapshot", "started_at", "finished_at", "date_source", "source_path",
-                    "imported_at", "imported_by",
+                    "config_snapshot",
+                    "started_at",
+                    "finished_at",
+                    "date_source",
+                    "source_path",
+                    "imported_at",
+                    "imported_by",
                 ]
-            )  # fmt: skip
+            )
             run_refresh_totals(run)
     except BaseException:
         # Nothing of a write that failed stays: the files copied for it go too.

@@ -74,10 +74,14 @@ def forward(apps, schema_editor):
             )
         run.save(
             update_fields=[
-                "source_path", "imported_at", "imported_by", "date_source", "started_at",
+                "source_path",
+                "imported_at",
+                "imported_by",
+                "date_source",
+                "started_at",
                 "finished_at",
             ]
-        )  # fmt: skip
+        )
     _check_now(schema_editor)
 
 
@@ -97,13 +101,34 @@ def backward(apps, schema_editor):
 
 
 COVER = [
-    "suite", "status", "model_config", "task", "is_infra", "failure_reason", "sample_index",
-    "run", "finished_at", "cost_usd", "tokens_in", "tokens_out", "steps", "duration_sec",
-]  # fmt: skip
+    "suite",
+    "status",
+    "model_config",
+    "task",
+    "is_infra",
+    "failure_reason",
+    "sample_index",
+    "run",
+    "finished_at",
+    "cost_usd",
+    "tokens_in",
+    "tokens_out",
+    "steps",
+    "duration_sec",
+]
 RUN_RESULTS = [
-    "suite", "run", "task", "status", "is_infra", "failure_reason", "cost_usd", "tokens_in",
-    "tokens_out", "steps", "duration_sec",
-]  # fmt: skip
+    "suite",
+    "run",
+    "task",
+    "status",
+    "is_infra",
+    "failure_reason",
+    "cost_usd",
+    "tokens_in",
+    "tokens_out",
+    "steps",
+    "duration_sec",
+]
 
 
 class Migration(migrations.Migration):

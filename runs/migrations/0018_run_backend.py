@@ -4,20 +4,40 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('runs', '0017_run_tally'),
+        ("runs", "0017_run_tally"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='run',
-            name='backend',
-            field=models.CharField(blank=True, choices=[('', "the worker's default"), ('docker', 'Docker'), ('bwrap', 'bubblewrap')], default='', max_length=10),
+            model_name="run",
+            name="backend",
+            field=models.CharField(
+                blank=True,
+                choices=[
+                    ("", "the worker's default"),
+                    ("docker", "Docker"),
+                    ("bwrap", "bubblewrap"),
+                ],
+                default="",
+                max_length=10,
+            ),
         ),
         migrations.AlterField(
-            model_name='run',
-            name='date_source',
-            field=models.CharField(choices=[('harness', "this harness's clock"), ('metadata', "the folder's metadata.yaml"), ('inspect', "the Inspect log's timestamps"), ('trajectories', "the trajectories' timestamps"), ('filename', 'the date its file or folder is named with'), ('given', '--date, given on import'), ('unknown', 'unknown (the import time)')], default='harness', max_length=20),
+            model_name="run",
+            name="date_source",
+            field=models.CharField(
+                choices=[
+                    ("harness", "this harness's clock"),
+                    ("metadata", "the folder's metadata.yaml"),
+                    ("inspect", "the Inspect log's timestamps"),
+                    ("trajectories", "the trajectories' timestamps"),
+                    ("filename", "the date its file or folder is named with"),
+                    ("given", "--date, given on import"),
+                    ("unknown", "unknown (the import time)"),
+                ],
+                default="harness",
+                max_length=20,
+            ),
         ),
     ]

@@ -122,8 +122,9 @@ def run_agent_stage(
     started = time.monotonic()
     outcome = agent.run(ctx)
     elapsed = time.monotonic() - started
-    return agent_stage_result(outcome, agent_name=agent.name, variant=config.agent_variant,
-                              elapsed=elapsed), outcome  # fmt: skip
+    return agent_stage_result(
+        outcome, agent_name=agent.name, variant=config.agent_variant, elapsed=elapsed
+    ), outcome
 
 
 def agent_stage_result(
@@ -134,10 +135,16 @@ def agent_stage_result(
     stage = StageResult("agent_run", Stage.AGENT_RUN, extra_duration_sec=duration)
     if outcome.command:  # an agent CLI: its process is the stage's command
         stage.runs.append(
-            CommandRun(outcome.command, -1 if outcome.exit_code is None else outcome.exit_code,
-                       outcome.stdout, outcome.stderr, 0.0, outcome.is_timeout,
-                       where="worker" if outcome.cli.get("runs_in") == "worker" else "sandbox")
-        )  # fmt: skip
+            CommandRun(
+                outcome.command,
+                -1 if outcome.exit_code is None else outcome.exit_code,
+                outcome.stdout,
+                outcome.stderr,
+                0.0,
+                outcome.is_timeout,
+                where="worker" if outcome.cli.get("runs_in") == "worker" else "sandbox",
+            )
+        )
     stage.reason = outcome.reason
     stage.note = outcome.error_text
     if outcome.is_timeout:

@@ -33,9 +33,17 @@ def build_stage(
     try:
         image = build()
     except dockerfile.DockerfileBuildError as exc:
-        stage.runs.append(CommandRun(command, 1, "", str(exc), time.monotonic() - started,
-                                     timed_out=exc.reason == dockerfile.BUILD_TIMEOUT,
-                                     where="host"))  # fmt: skip
+        stage.runs.append(
+            CommandRun(
+                command,
+                1,
+                "",
+                str(exc),
+                time.monotonic() - started,
+                timed_out=exc.reason == dockerfile.BUILD_TIMEOUT,
+                where="host",
+            )
+        )
         if exc.reason == dockerfile.BUILD_TIMEOUT:
             stage.reason, stage.note = Reason.SETUP_TIMEOUT, f"[timeout] {exc}"
         elif exc.reason == dockerfile.ENGINE_UNAVAILABLE:
@@ -44,8 +52,16 @@ def build_stage(
             stage.reason, stage.note = Reason.SETUP_FAILED, str(exc)
         return stage, None, exc.log_path
     what = "found built (no-op)" if image.reused else f"built in {image.build_seconds:g}s"
-    stage.runs.append(CommandRun(command, 0, f"{image.tag} {what}\nlog: {image.log_path}\n", "",
-                                 time.monotonic() - started, where="host"))  # fmt: skip
+    stage.runs.append(
+        CommandRun(
+            command,
+            0,
+            f"{image.tag} {what}\nlog: {image.log_path}\n",
+            "",
+            time.monotonic() - started,
+            where="host",
+        )
+    )
     return stage, image, Path(image.log_path)
 
 

@@ -181,8 +181,11 @@ class _Execution:
             artifacts.write_text(self.folder, environment_build.BUILD_LOG, text)
         if self._record(stage).reason is not None or image is None:
             return
-        self.sandbox_info["environment"] = {"dockerfile_key": image.key, "image": image.tag,
-                                            "reused": image.reused}  # fmt: skip
+        self.sandbox_info["environment"] = {
+            "dockerfile_key": image.key,
+            "image": image.tag,
+            "reused": image.reused,
+        }
         with dockerfile.in_use(image.key):
             built = dataclasses.replace(plan, image=image.tag, dockerfile_context="")
             with images.built_image(built, backend=self.backend) as ready:
@@ -211,14 +214,24 @@ class _Execution:
             return
         self._checkpoint("setup", Stage.SETUP)
         # An agent CLI's install and gateway must exist before its sandbox (both are mounted).
-        cli = cli_resources_for(self.attempt.model_config, artifacts_dir=self.folder,
-                                task_max_steps=self.attempt.task.max_steps,
-                                owner=str(self.attempt.public_id))  # fmt: skip
+        cli = cli_resources_for(
+            self.attempt.model_config,
+            artifacts_dir=self.folder,
+            task_max_steps=self.attempt.task.max_steps,
+            owner=str(self.attempt.public_id),
+        )
         with cli as cli_res:
             self._sandboxed(plan, ws, repo_dir, excludes, code_inside, cli_res)
 
-    def _sandboxed(self, plan: TaskPlan, ws: Path, repo_dir: Path, excludes: list[str],
-                   code_inside: bool, cli: CliResources | None) -> None:  # fmt: skip
+    def _sandboxed(
+        self,
+        plan: TaskPlan,
+        ws: Path,
+        repo_dir: Path,
+        excludes: list[str],
+        code_inside: bool,
+        cli: CliResources | None,
+    ) -> None:
         assert self.folder is not None
         config = self._sandbox_config(plan, ws)
         if cli is not None:

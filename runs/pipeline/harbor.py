@@ -70,8 +70,9 @@ def run(ex: _Execution, plan) -> None:
     ex._checkpoint("environment_build", Stage.SETUP)
     changed = _changed(folder, spec)
     if changed:
-        ex._record(StageResult("environment_build", Stage.SETUP, reason=Reason.SETUP_FAILED,
-                               note=changed))  # fmt: skip
+        ex._record(
+            StageResult("environment_build", Stage.SETUP, reason=Reason.SETUP_FAILED, note=changed)
+        )
         return
     stage, image, log_path = build_stage(spec)
     if log_path is not None:  # the engine's whole output, beside the stage's summary
@@ -81,11 +82,13 @@ def run(ex: _Execution, plan) -> None:
         return
     with dockerfile.in_use(image.key):
         workdir = image_workdir(image.tag)
-        plan = dataclasses.replace(plan, image=image.tag, workdir=workdir,
-                                   workspace_path=workdir)  # fmt: skip
-        ex.sandbox_info["environment"] = {"dockerfile_key": image.key, "image": image.tag,
-                                          "reused": image.reused,
-                                          "build_seconds": image.build_seconds}  # fmt: skip
+        plan = dataclasses.replace(plan, image=image.tag, workdir=workdir, workspace_path=workdir)
+        ex.sandbox_info["environment"] = {
+            "dockerfile_key": image.key,
+            "image": image.tag,
+            "reused": image.reused,
+            "build_seconds": image.build_seconds,
+        }
         # On bubblewrap: the image's root-filesystem tree, leased for the attempt.
         with images.built_image(plan, backend=ex.backend) as ready:
             _in_image(ex, ready, spec, folder)
@@ -109,9 +112,12 @@ def _in_image(ex: _Execution, plan, spec: dict, folder: Path) -> None:
 def _sandboxed(ex: _Execution, plan, spec: dict, folder: Path, ws: Path, base: _Snapshot) -> None:
     assert ex.folder is not None
     ex._checkpoint("setup", Stage.SETUP)
-    cli = cli_resources_for(ex.attempt.model_config, artifacts_dir=ex.folder,
-                            task_max_steps=ex.attempt.task.max_steps,
-                            owner=str(ex.attempt.public_id))  # fmt: skip
+    cli = cli_resources_for(
+        ex.attempt.model_config,
+        artifacts_dir=ex.folder,
+        task_max_steps=ex.attempt.task.max_steps,
+        owner=str(ex.attempt.public_id),
+    )
     with cli as cli_res:
         config = sandbox_config(ex._sandbox_config(plan, ws), spec)
         if cli_res is not None:
@@ -123,16 +129,28 @@ def _sandboxed(ex: _Execution, plan, spec: dict, folder: Path, ws: Path, base: _
             if sandbox.backend == "bwrap" and sandbox.disk_quota.startswith("none"):
                 # Without a quota's filesystem each bubblewrap command gets a fresh /tmp: what
                 # the agent left in /logs/agent, and /tests, would be gone by the next one.
-                ex._record(StageResult("setup", Stage.SETUP, reason=Reason.SANDBOX_ERROR,
-                                       note="[no-disk-quota] a Harbor task on bubblewrap needs "
-                                       "the sandbox's disk quota (SANDBOX_DISK_MB) for a /tmp "
-                                       f"that lasts: {sandbox.disk_quota}"))  # fmt: skip
+                ex._record(
+                    StageResult(
+                        "setup",
+                        Stage.SETUP,
+                        reason=Reason.SANDBOX_ERROR,
+                        note="[no-disk-quota] a Harbor task on bubblewrap needs "
+                        "the sandbox's disk quota (SANDBOX_DISK_MB) for a /tmp "
+                        f"that lasts: {sandbox.disk_quota}",
+                    )
+                )
                 return
-            ex.sandbox_info |= {"backend": sandbox.backend, "image": config.image,
-                                "name": config.name, "workspace_path": config.workspace_path,
-                                "workdir": plan.workdir, "disk_quota": sandbox.disk_quota,
-                                "cpus": config.cpus, "memory_mb": config.memory_mb,
-                                "allow_internet": config.allow_network}  # fmt: skip
+            ex.sandbox_info |= {
+                "backend": sandbox.backend,
+                "image": config.image,
+                "name": config.name,
+                "workspace_path": config.workspace_path,
+                "workdir": plan.workdir,
+                "disk_quota": sandbox.disk_quota,
+                "cpus": config.cpus,
+                "memory_mb": config.memory_mb,
+                "allow_internet": config.allow_network,
+            }
             prepare = _prepare(sandbox, plan)
             if prepare is not None:
                 ex._record(prepare)
@@ -146,12 +164,16 @@ def _sandboxed(ex: _Execution, plan, spec: dict, folder: Path, ws: Path, base: _
                 ex._checkpoint("agent_run", Stage.AGENT_RUN)
                 with ticking(ex.heartbeat, settings.ATTEMPT_HEARTBEAT_SEC):
                     agent_stage, ex.agent_outcome = run_agent_stage(
-                        sandbox=sandbox, plan=plan, config=ex.attempt.model_config,
-                        task_max_steps=ex.attempt.task.max_steps, artifacts_dir=ex.folder,
-                        prediction_patch=ex._prediction(), cli=cli_res,
+                        sandbox=sandbox,
+                        plan=plan,
+                        config=ex.attempt.model_config,
+                        task_max_steps=ex.attempt.task.max_steps,
+                        artifacts_dir=ex.folder,
+                        prediction_patch=ex._prediction(),
+                        cli=cli_res,
                         task_view=task_view(plan, spec, oracle=oracle),
                         max_time_sec=float(spec.get("agent_timeout_sec") or 0) or None,
-                    )  # fmt: skip
+                    )
                 if agent_stage is not None:
                     ex._record(agent_stage)
             ex.final_patch = base.diff()
@@ -180,17 +202,20 @@ def build_stage(
         context,
         timeout_sec=timeout,
         build=lambda: harbor_image.build(
-            spec["folder"], docker_image=docker_image, timeout_sec=timeout,
+            spec["folder"],
+            docker_image=docker_image,
+            timeout_sec=timeout,
             max_bytes=eviction.max_bytes_from_env(),
         ),
-    )  # fmt: skip
+    )
 
 
 def image_workdir(tag: str) -> str:
     done = subprocess.run(
         ["docker", "image", "inspect", "--format", "{{ .Config.WorkingDir }}", tag],
-        capture_output=True, text=True,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+    )
     workdir = done.stdout.strip().rstrip("/")
     return workdir if workdir.startswith("/") else DEFAULT_WORKDIR
 
@@ -266,13 +291,18 @@ def _changed(folder: Path, spec: dict) -> str:
 
 
 def _prepare(sandbox, plan) -> StageResult | None:
-    dirs = " ".join(f"{HARNESS_DIR}/{d}" for d in ("logs/agent", "logs/verifier", "tests",
-                                                     "solution"))  # fmt: skip
+    dirs = " ".join(
+        f"{HARNESS_DIR}/{d}" for d in ("logs/agent", "logs/verifier", "tests", "solution")
+    )
     result = sandbox.exec(f"mkdir -p {dirs}", timeout=60, cwd=plan.workdir)
     if result.ok:
         return None
-    stage = StageResult("setup", Stage.SETUP, reason=Reason.SETUP_FAILED,
-                        note=f"cannot make the harness's folders under {HARNESS_DIR}")  # fmt: skip
+    stage = StageResult(
+        "setup",
+        Stage.SETUP,
+        reason=Reason.SETUP_FAILED,
+        note=f"cannot make the harness's folders under {HARNESS_DIR}",
+    )
     stage.runs.append(CommandRun.of("mkdir -p " + dirs, result))
     return stage
 
@@ -289,15 +319,17 @@ def _copy_in(sandbox, plan, host_dir: Path, target: str) -> None:
     result = sandbox.exec(
         f"rm -rf {target} && mkdir -p {target} && tar -xzf {inside} -C {target} "
         f"--no-same-owner; code=$?; rm -f {inside}; exit $code",
-        timeout=120, cwd=plan.workdir,
-    )  # fmt: skip
+        timeout=120,
+        cwd=plan.workdir,
+    )
     if not result.ok:
         raise RuntimeError(f"cannot copy {host_dir} to {target}: {result.stderr.strip()[:500]}")
 
 
 def _cat(sandbox, plan, path: str) -> str | None:
-    result = sandbox.exec(["sh", "-c", 'test -f "$1" && cat "$1"', "sh", path], timeout=60,
-                          cwd=plan.workdir)  # fmt: skip
+    result = sandbox.exec(
+        ["sh", "-c", 'test -f "$1" && cat "$1"', "sh", path], timeout=60, cwd=plan.workdir
+    )
     return result.stdout if result.ok else None
 
 
@@ -305,13 +337,20 @@ def verifier_stage(sandbox, plan, spec: dict, folder: Path) -> tuple[StageResult
     stage = StageResult("final_test", Stage.FINAL_TEST)
     timeout = float(spec.get("verifier_timeout_sec") or harbor_format.DEFAULT_TIMEOUT_SEC)
     # What the agent may have left in /logs/verifier or /tests is not the verifier's.
-    sandbox.exec(f"rm -rf {HARNESS_DIR}/logs/verifier && mkdir -p {HARNESS_DIR}/logs/verifier",
-                 timeout=60, cwd=plan.workdir)  # fmt: skip
+    sandbox.exec(
+        f"rm -rf {HARNESS_DIR}/logs/verifier && mkdir -p {HARNESS_DIR}/logs/verifier",
+        timeout=60,
+        cwd=plan.workdir,
+    )
     _copy_in(sandbox, plan, folder / "tests", f"{HARNESS_DIR}/tests")
     command = f"bash {harbor_format.TESTS_DIR}/test.sh"
-    result = sandbox.exec(command, timeout=timeout, cwd=plan.workdir,
-                          env=dict(spec.get("verifier_env") or {}),
-                          network=bool(spec.get("allow_internet")))  # fmt: skip
+    result = sandbox.exec(
+        command,
+        timeout=timeout,
+        cwd=plan.workdir,
+        env=dict(spec.get("verifier_env") or {}),
+        network=bool(spec.get("allow_internet")),
+    )
     stage.runs.append(CommandRun.of(command, result))
     logs = f"{harbor_format.LOGS_DIR}/verifier"
     reward = harbor_verdict.read_reward(
@@ -332,8 +371,9 @@ def _keep_logs(sandbox, plan, attempt_folder: Path) -> None:
     """/logs/agent and /logs/verifier as the attempt's logs/agent/ and logs/verifier/."""
     name = f".harbor-logs-{uuid.uuid4().hex}.tgz"
     inside = f"{plan.workspace_path}/{name}"
-    packed = sandbox.exec(f"tar -czf {inside} -C {HARNESS_DIR}/logs agent verifier",
-                          timeout=120, cwd=plan.workdir)  # fmt: skip
+    packed = sandbox.exec(
+        f"tar -czf {inside} -C {HARNESS_DIR}/logs agent verifier", timeout=120, cwd=plan.workdir
+    )
     try:
         if not packed.ok:
             return
@@ -346,7 +386,7 @@ def _keep_logs(sandbox, plan, attempt_folder: Path) -> None:
             "logs/harbor-logs-not-kept.txt",
             f"/logs was {len(data)} bytes packed, over {LOGS_KEPT_MAX_BYTES}",
         )
-        return  # fmt: skip
+        return
     target = attempt_folder / "logs"
     target.mkdir(parents=True, exist_ok=True)
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
@@ -371,15 +411,31 @@ class _Snapshot:
 
     def _git(self, *args: str) -> subprocess.CompletedProcess:
         return subprocess.run(
-            ["git", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false",
-             "-c", f"safe.directory={self.work_tree}", f"--git-dir={self.git_dir}",
-             f"--work-tree={self.work_tree}", *args],
-            capture_output=True, text=True, timeout=300,
-            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.git_dir),
-                 "GIT_CONFIG_NOSYSTEM": "1", "GIT_AUTHOR_NAME": "agentbench",
-                 "GIT_AUTHOR_EMAIL": "agentbench@localhost", "GIT_COMMITTER_NAME": "agentbench",
-                 "GIT_COMMITTER_EMAIL": "agentbench@localhost"},
-        )  # fmt: skip
+            [
+                "git",
+                "-c",
+                "core.hooksPath=/dev/null",
+                "-c",
+                "core.fsmonitor=false",
+                "-c",
+                f"safe.directory={self.work_tree}",
+                f"--git-dir={self.git_dir}",
+                f"--work-tree={self.work_tree}",
+                *args,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={
+                "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                "HOME": str(self.git_dir),
+                "GIT_CONFIG_NOSYSTEM": "1",
+                "GIT_AUTHOR_NAME": "agentbench",
+                "GIT_AUTHOR_EMAIL": "agentbench@localhost",
+                "GIT_COMMITTER_NAME": "agentbench",
+                "GIT_COMMITTER_EMAIL": "agentbench@localhost",
+            },
+        )
 
     def take(self) -> None:
         if self._git("init", "-q").returncode != 0:
@@ -391,6 +447,7 @@ class _Snapshot:
         if not self.ok:
             return ""
         self._git("add", "-A", ".")
-        done = self._git("diff", "--cached", "--binary", "--no-color", "--no-ext-diff",
-                         "--no-textconv", "HEAD")  # fmt: skip
+        done = self._git(
+            "diff", "--cached", "--binary", "--no-color", "--no-ext-diff", "--no-textconv", "HEAD"
+        )
         return done.stdout if done.returncode == 0 else ""

@@ -85,8 +85,9 @@ def harbor_validate(
         tasks = [t for t in tasks if t.task_id in set(task_ids)]
     report = HarborReport(suite=suite_name, backend=backend)
     runnable = [t for t in tasks if t.spec.get("has_solution")]
-    report.rows += [HarborRow(t.task_id, NO_SOLUTION, reason=NO_SOLUTION) for t in tasks
-                    if t not in runnable]  # fmt: skip
+    report.rows += [
+        HarborRow(t.task_id, NO_SOLUTION, reason=NO_SOLUTION) for t in tasks if t not in runnable
+    ]
     with artifacts.root_override(out):
         runs = {v: _run(suite, v, runnable) for v in (AgentVariant.ORACLE, AgentVariant.NOP)}
         try:
@@ -119,10 +120,15 @@ def _run(suite: Suite, variant: str, tasks: list[Task]) -> Run:
 def _attempt(run: Run, task: Task, backend: str) -> Attempt:
     now = timezone.now()
     attempt = Attempt.objects.create(
-        run=run, task=task, suite=run.suite, model_config=run.model_config,
-        task_revision=task.revision, status=AttemptStatus.RUNNING, started_at=now,
+        run=run,
+        task=task,
+        suite=run.suite,
+        model_config=run.model_config,
+        task_revision=task.revision,
+        status=AttemptStatus.RUNNING,
+        started_at=now,
         heartbeat_at=now,
-    )  # fmt: skip
+    )
     return attempt_execute(attempt, backend=backend)
 
 

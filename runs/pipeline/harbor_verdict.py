@@ -64,17 +64,22 @@ def read_reward(txt: str | None, js: str | None) -> Reward:
         except ValueError as exc:
             return Reward(None, source=REWARD_JSON, problem=f"{REWARD_JSON} is not JSON: {exc}")
         if not isinstance(data, dict) or not data:
-            return Reward(None, source=REWARD_JSON,
-                          problem=f"{REWARD_JSON} must be an object of named numbers")  # fmt: skip
+            return Reward(
+                None,
+                source=REWARD_JSON,
+                problem=f"{REWARD_JSON} must be an object of named numbers",
+            )
         metrics: dict[str, float] = {}
         for name, value in data.items():
             number = (
                 value if isinstance(value, int | float) and not isinstance(value, bool) else None
             )
             if number is None or not math.isfinite(number):
-                return Reward(None, source=REWARD_JSON,
-                              problem=f"{REWARD_JSON}: metric {name!r} is not a number: "
-                              f"{value!r}")  # fmt: skip
+                return Reward(
+                    None,
+                    source=REWARD_JSON,
+                    problem=f"{REWARD_JSON}: metric {name!r} is not a number: {value!r}",
+                )
             metrics[str(name)] = float(number)
         deciding = metrics.get("reward", next(iter(metrics.values())))
         return Reward(deciding, metrics, source=REWARD_JSON)

@@ -140,9 +140,11 @@ def suite_validate(
         run, attempts = _prepare(suite, loaded, include_flaky=include_flaky)
         folder = artifacts.run_dir(run)
         report = SuiteValidationReport(
-            suite=suite, run_public_id=str(run.public_id), run_dir=folder,
+            suite=suite,
+            run_public_id=str(run.public_id),
+            run_dir=folder,
             include_flaky=include_flaky,
-        )  # fmt: skip
+        )
         to_run = [a for a in attempts if a.status == AttemptStatus.RUNNING]
         status = RunStatus.FINISHED
         try:

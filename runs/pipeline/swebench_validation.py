@@ -187,10 +187,12 @@ def gold_validate(
                     builds.done_with()
                     error = first_error(build.log_tail) if build.status == "failed" else ""
                     row = GoldRow(
-                        task.task_id, GoldValidationStatus.NOT_BUILDABLE, build.status,
+                        task.task_id,
+                        GoldValidationStatus.NOT_BUILDABLE,
+                        build.status,
                         reason=f"{build.status}: {build.reason}"
                         + (f" (first error: {error})" if error else ""),
-                    )  # fmt: skip
+                    )
                     record(index, task, row, backend)
                     continue
                 if workers is None:
@@ -199,9 +201,13 @@ def gold_validate(
                     settle(_InFlight(index, task, build, gold, empty, lease))
                     continue
                 item = _InFlight(
-                    index, task, build, _attempt(gold_run, task, queued=True),
-                    _attempt(empty_run, task, queued=True), lease,
-                )  # fmt: skip
+                    index,
+                    task,
+                    build,
+                    _attempt(gold_run, task, queued=True),
+                    _attempt(empty_run, task, queued=True),
+                    lease,
+                )
                 attempts_enqueue([item.gold.id, item.empty.id])
                 in_flight.append(item)
                 while len(in_flight) >= in_flight_max:
@@ -274,9 +280,12 @@ class _Builds:
 
         try:
             build_all(
-                self.builder, [t.spec for t in self.tasks], jobs=self.jobs,
-                on_outcome=self._built, slots=self.slots,
-            )  # fmt: skip
+                self.builder,
+                [t.spec for t in self.tasks],
+                jobs=self.jobs,
+                on_outcome=self._built,
+                slots=self.slots,
+            )
         except BaseException as exc:  # handed to the validation, which raises it
             with self.cond:
                 self.error = exc

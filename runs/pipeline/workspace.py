@@ -35,16 +35,25 @@ CACHE_EXCLUDES = (
 )
 
 _GIT_CONFIG = (
-    "-c", "core.hooksPath=/dev/null",
-    "-c", "core.fsmonitor=false",
-    "-c", "core.autocrlf=false",
-    "-c", "safe.directory=*",
-    "-c", "protocol.ext.allow=never",
-    "-c", "submodule.recurse=false",
-    "-c", "advice.detachedHead=false",
-    "-c", "user.name=AgentBench",
-    "-c", "user.email=harness@agentbench.invalid",
-)  # fmt: skip
+    "-c",
+    "core.hooksPath=/dev/null",
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "core.autocrlf=false",
+    "-c",
+    "safe.directory=*",
+    "-c",
+    "protocol.ext.allow=never",
+    "-c",
+    "submodule.recurse=false",
+    "-c",
+    "advice.detachedHead=false",
+    "-c",
+    "user.name=AgentBench",
+    "-c",
+    "user.email=harness@agentbench.invalid",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,8 +227,9 @@ def _harness_git(repo: Path) -> Iterator[dict[str, str]]:
         }
 
 
-def _stage_all(repo: Path, commit: str, env: dict[str, str], excludes: Sequence[str],
-               timeout: float) -> HostResult | None:  # fmt: skip
+def _stage_all(
+    repo: Path, commit: str, env: dict[str, str], excludes: Sequence[str], timeout: float
+) -> HostResult | None:
     """Our index holds ``commit`` and then the whole working tree; a failed step's result."""
     for args in (("read-tree", commit), ("add", "--all", "--", ".", *excludes)):
         step = git(repo, *args, timeout=timeout, env=env)
@@ -238,9 +248,18 @@ def changed_paths(
         if failed is not None:
             return failed
         return git(
-            repo, "diff", "--cached", "--name-only", "--no-renames", commit, "--", ".", *excludes,
-            timeout=timeout, env=env,
-        )  # fmt: skip
+            repo,
+            "diff",
+            "--cached",
+            "--name-only",
+            "--no-renames",
+            commit,
+            "--",
+            ".",
+            *excludes,
+            timeout=timeout,
+            env=env,
+        )
 
 
 def diff_against(

@@ -57,11 +57,28 @@ DEFAULT_PAGE_SIZE = 100
 
 # What the list reads of an attempt: no patch, logs or test results.
 LIST_FIELDS = (
-    "id", "public_id", "sample_index", "status", "is_infra", "failure_reason_id", "cost_usd",
-    "tokens_in", "tokens_out", "steps", "tool_calls", "duration_sec", "grade", "finished_at",
-    "run__public_id", "task__task_id", "task__suite_id", "model_config__name",
-    "model_config__slug", "failure_reason__code", "failure_reason__description",
-)  # fmt: skip
+    "id",
+    "public_id",
+    "sample_index",
+    "status",
+    "is_infra",
+    "failure_reason_id",
+    "cost_usd",
+    "tokens_in",
+    "tokens_out",
+    "steps",
+    "tool_calls",
+    "duration_sec",
+    "grade",
+    "finished_at",
+    "run__public_id",
+    "task__task_id",
+    "task__suite_id",
+    "model_config__name",
+    "model_config__slug",
+    "failure_reason__code",
+    "failure_reason__description",
+)
 
 
 class FilterError(ValueError):
@@ -466,10 +483,25 @@ def page_size(raw: str, default: int = DEFAULT_PAGE_SIZE) -> int:
 
 
 EXPORT_COLUMNS = (
-    "task_id", "model", "run", "sample", "status", "outcome", "reason", "grade", "cost_usd",
-    "tokens_in", "tokens_out", "steps", "tool_calls", "duration_sec", "finished_at", "error",
-    "attempt", "url",
-)  # fmt: skip
+    "task_id",
+    "model",
+    "run",
+    "sample",
+    "status",
+    "outcome",
+    "reason",
+    "grade",
+    "cost_usd",
+    "tokens_in",
+    "tokens_out",
+    "steps",
+    "tool_calls",
+    "duration_sec",
+    "finished_at",
+    "error",
+    "attempt",
+    "url",
+)
 
 
 def export_records(attempts: Iterable[Attempt], attempt_url: str) -> Iterable[dict]:

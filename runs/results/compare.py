@@ -270,10 +270,15 @@ def _attach_attempts(
         selected_attempts(suite=results.suite, labels=labels, run_ids=list(columns))
         .order_by()
         .values_list(
-            "task_id", "run_id", "public_id", "sample_index", "status", "failure_reason_id",
+            "task_id",
+            "run_id",
+            "public_id",
+            "sample_index",
+            "status",
+            "failure_reason_id",
             "is_infra",
         )
-    )  # fmt: skip
+    )
     # Read with the cursor, not the queryset: a 500-task comparison links thousands of
     # attempts, and building a UUID object per id (to print it again) dominated this read.
     sql, params = query.query.sql_with_params()

@@ -40,8 +40,14 @@ SORT_KEYS = (
     "cost_per_resolved",
 )
 ASCENDING_BY_DEFAULT = (
-    "name", "mean_cost", "mean_calls", "mean_wall", "cost_per_resolved", "infra", "pending",
-)  # fmt: skip
+    "name",
+    "mean_cost",
+    "mean_calls",
+    "mean_wall",
+    "cost_per_resolved",
+    "infra",
+    "pending",
+)
 
 
 @dataclass

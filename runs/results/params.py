@@ -14,15 +14,37 @@ import datetime as dt
 from collections.abc import Iterable, Mapping
 
 LEADERBOARD = (
-    "view", "runs", "labels", "date_from", "date_to", "include_undated", "sort", "order",
+    "view",
+    "runs",
+    "labels",
+    "date_from",
+    "date_to",
+    "include_undated",
+    "sort",
+    "order",
     "format",
-)  # fmt: skip
+)
 COMPARE = ("models", "labels", "only", "format")
 TAXONOMY = ("models", "include_undated", "format")
 ATTEMPTS = (
-    "models", "runs", "labels", "repo", "outcome", "reason", "status", "task", "q",
-    "is_infra", "resolved", "attempted", "sort", "order", "page", "page_size", "format",
-)  # fmt: skip
+    "models",
+    "runs",
+    "labels",
+    "repo",
+    "outcome",
+    "reason",
+    "status",
+    "task",
+    "q",
+    "is_infra",
+    "resolved",
+    "attempted",
+    "sort",
+    "order",
+    "page",
+    "page_size",
+    "format",
+)
 # The attempt list's filter and order without its paging and format: what an attempt page's
 # previous / next links carry.
 ATTEMPT_FILTER = tuple(p for p in ATTEMPTS if p not in ("page", "page_size", "format"))

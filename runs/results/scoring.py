@@ -124,9 +124,13 @@ class Tallies(Generic[K]):
             at = index.position.get(key)
             if at is not None:
                 out.counts[:, at] = (
-                    tally.scored, tally.resolved, tally.excluded, tally.pending,
-                    tally.not_evaluated, tally.missing,
-                )  # fmt: skip
+                    tally.scored,
+                    tally.resolved,
+                    tally.excluded,
+                    tally.pending,
+                    tally.not_evaluated,
+                    tally.missing,
+                )
         return out
 
     def __add__(self, other: Tallies[K]) -> Tallies[K]:
@@ -716,12 +720,32 @@ def attempt_outcome(status: str, *, is_infra: bool, resolved: bool) -> str:
 
 
 SCORE_FIGURES = (
-    "rate", "resolved", "tasks", "ci_low", "ci_high", "k", "pass_at_k", "pass_hat_k",
-    "pass_hat_k_ci_low", "pass_hat_k_ci_high", "disagreeing_tasks", "whole_suite",
-    "attempts", "scored", "resolved_attempts", "excluded", "pending", "not_evaluated",
-    "missing", "attempted_rate", "attempted_resolved", "attempted_tasks", "attempted_ci_low",
-    "attempted_ci_high", "missing_attempts",
-)  # fmt: skip
+    "rate",
+    "resolved",
+    "tasks",
+    "ci_low",
+    "ci_high",
+    "k",
+    "pass_at_k",
+    "pass_hat_k",
+    "pass_hat_k_ci_low",
+    "pass_hat_k_ci_high",
+    "disagreeing_tasks",
+    "whole_suite",
+    "attempts",
+    "scored",
+    "resolved_attempts",
+    "excluded",
+    "pending",
+    "not_evaluated",
+    "missing",
+    "attempted_rate",
+    "attempted_resolved",
+    "attempted_tasks",
+    "attempted_ci_low",
+    "attempted_ci_high",
+    "missing_attempts",
+)
 
 
 def score_record(s: Score) -> dict:

@@ -427,9 +427,16 @@ def read_results(
 _USAGE_CODEC = tally_store.NumbersCodec(Usage)
 
 _RUN_FIELDS = (
-    "id", "public_id", "model_config_id", "samples", "source", "status", "created_at",
-    "finished_at", "date_source",
-)  # fmt: skip
+    "id",
+    "public_id",
+    "model_config_id",
+    "samples",
+    "source",
+    "status",
+    "created_at",
+    "finished_at",
+    "date_source",
+)
 
 
 def _read_tallies(
@@ -551,7 +558,13 @@ def _usage(attempts: QuerySet[Attempt]) -> dict[int, Usage]:
     out = {}
     for run_id, cost, costed, tokens, tokened, calls, called, wall, walled in rows:
         out[run_id] = Usage(
-            float(cost or 0), costed, int(tokens or 0), tokened, int(calls or 0), called,
-            float(wall or 0), walled,
-        )  # fmt: skip
+            float(cost or 0),
+            costed,
+            int(tokens or 0),
+            tokened,
+            int(calls or 0),
+            called,
+            float(wall or 0),
+            walled,
+        )
     return out

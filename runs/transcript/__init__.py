@@ -80,13 +80,38 @@ SOURCE_TITLES = {
 }
 
 __all__ = [
-    "ATIF", "EVENTS", "FILES", "FOLD_CHARS", "FOLD_LINES", "INSPECT_SAMPLE", "LLM_MESSAGES",
-    "MAX_BLOCK_CHARS", "MAX_FILE_BYTES", "MODEL_CALLS", "SOURCE_TITLES", "SWE_AGENT_TRAJ",
-    "TRAJ_JSON", "Block", "Reader", "ToolCall", "Transcript", "TranscriptError", "Turn",
-    "block", "full_blocks", "load", "mini_swe_agent_command", "parse_atif", "parse_events",
-    "parse_inspect_sample", "parse_llm_messages", "parse_mini_swe_agent", "parse_model_calls",
-    "parse_swe_agent", "to_atif",
-]  # fmt: skip
+    "ATIF",
+    "EVENTS",
+    "FILES",
+    "FOLD_CHARS",
+    "FOLD_LINES",
+    "INSPECT_SAMPLE",
+    "LLM_MESSAGES",
+    "MAX_BLOCK_CHARS",
+    "MAX_FILE_BYTES",
+    "MODEL_CALLS",
+    "SOURCE_TITLES",
+    "SWE_AGENT_TRAJ",
+    "TRAJ_JSON",
+    "Block",
+    "Reader",
+    "ToolCall",
+    "Transcript",
+    "TranscriptError",
+    "Turn",
+    "block",
+    "full_blocks",
+    "load",
+    "mini_swe_agent_command",
+    "parse_atif",
+    "parse_events",
+    "parse_inspect_sample",
+    "parse_llm_messages",
+    "parse_mini_swe_agent",
+    "parse_model_calls",
+    "parse_swe_agent",
+    "to_atif",
+]
 
 
 def load(read: Reader) -> Transcript | None:

@@ -130,9 +130,14 @@ def _step(step_id: int, turn: Turn) -> dict:
         return _agent_step(step_id, turn)
     if turn.role in ("system", "user") and not turn.is_error and not turn.title:
         return {"step_id": step_id, "source": turn.role, "message": turn.text.text}
-    marks = {"role": turn.role, "title": turn.title, "is_error": turn.is_error or None,
-             "tokens_in": turn.tokens_in, "tokens_out": turn.tokens_out,
-             "cost_usd": turn.cost_usd}  # fmt: skip
+    marks = {
+        "role": turn.role,
+        "title": turn.title,
+        "is_error": turn.is_error or None,
+        "tokens_in": turn.tokens_in,
+        "tokens_out": turn.tokens_out,
+        "cost_usd": turn.cost_usd,
+    }
     if turn.role == "tool":
         step = _system(step_id, "", marks)
         step["observation"] = {"results": [{"content": turn.text.text}]}
@@ -141,8 +146,12 @@ def _step(step_id: int, turn: Turn) -> dict:
 
 
 def _system(step_id: int, message: str, marks: dict) -> dict:
-    return {"step_id": step_id, "source": "system", "message": message,
-            "extra": {OURS: _drop_none(marks)}}  # fmt: skip
+    return {
+        "step_id": step_id,
+        "source": "system",
+        "message": message,
+        "extra": {OURS: _drop_none(marks)},
+    }
 
 
 def _agent_step(step_id: int, turn: Turn) -> dict:
@@ -166,8 +175,11 @@ def _agent_step(step_id: int, turn: Turn) -> dict:
             # Text arguments (a bash command): ATIF wants an object; the mark says to show
             # the text again on the way back.
             arguments, marks["arguments_text"] = {"input": call.arguments.text}, True
-        entry: dict[str, Any] = {"tool_call_id": call_id, "function_name": call.name,
-                                 "arguments": arguments}  # fmt: skip
+        entry: dict[str, Any] = {
+            "tool_call_id": call_id,
+            "function_name": call.name,
+            "arguments": arguments,
+        }
         if _drop_none(marks):
             entry["extra"] = {OURS: _drop_none(marks)}
         calls.append(entry)
@@ -180,8 +192,13 @@ def _agent_step(step_id: int, turn: Turn) -> dict:
         step["tool_calls"] = calls
     if results:
         step["observation"] = {"results": results}
-    metrics = _drop_none({"prompt_tokens": turn.tokens_in, "completion_tokens": turn.tokens_out,
-                          "cost_usd": turn.cost_usd})  # fmt: skip
+    metrics = _drop_none(
+        {
+            "prompt_tokens": turn.tokens_in,
+            "completion_tokens": turn.tokens_out,
+            "cost_usd": turn.cost_usd,
+        }
+    )
     if metrics:
         step["metrics"] = metrics
     if turn.is_error:

@@ -328,8 +328,9 @@ class _Builder:
                 found.result = block(result.text)
                 found.is_error = result.is_error
             else:
-                self.transcript.add("tool", result.text, title=result.call_id,
-                                    is_error=result.is_error)  # fmt: skip
+                self.transcript.add(
+                    "tool", result.text, title=result.call_id, is_error=result.is_error
+                )
         if msg.role == "user" and self.last_bash is not None and msg.text and not msg.results:
             # A text agent's command output comes back as the next user message.
             self.last_bash.result = block(msg.text)
@@ -363,8 +364,10 @@ class _Builder:
             turn.tool_calls.append(self.last_bash)
         if call is not None:
             turn.tokens_in, turn.tokens_out, turn.cost_usd = (
-                call.tokens_in, call.tokens_out, call.cost_usd
-            )  # fmt: skip
+                call.tokens_in,
+                call.tokens_out,
+                call.cost_usd,
+            )
             turn.title = call.model or (call.reply.model if call.reply else "")
 
     def _failed(self, call: Call) -> bool:
@@ -400,9 +403,15 @@ class _Builder:
             "\n".join(dict.fromkeys(t for t in (call.error, reply_error, body_error) if t))
             or f"HTTP {status}"
         )
-        self.transcript.add("event", f"call {call.n}: {detail}", title=title, is_error=True,
-                            tokens_in=call.tokens_in, tokens_out=call.tokens_out,
-                            cost_usd=call.cost_usd)  # fmt: skip
+        self.transcript.add(
+            "event",
+            f"call {call.n}: {detail}",
+            title=title,
+            is_error=True,
+            tokens_in=call.tokens_in,
+            tokens_out=call.tokens_out,
+            cost_usd=call.cost_usd,
+        )
         return True
 
     def _side(self, call: Call) -> None:
@@ -415,10 +424,14 @@ class _Builder:
             reply = call.reply.message
             answer = reply.text or ", ".join(c.name for c in reply.calls)
         text = f"asked: {asked}\n\nanswered: {answer}" if answer else f"asked: {asked}"
-        self.transcript.add("event", text, title=f"side call {call.n}" + (
-            f" ({call.model})" if call.model else ""),
-            tokens_in=call.tokens_in, tokens_out=call.tokens_out, cost_usd=call.cost_usd,
-        )  # fmt: skip
+        self.transcript.add(
+            "event",
+            text,
+            title=f"side call {call.n}" + (f" ({call.model})" if call.model else ""),
+            tokens_in=call.tokens_in,
+            tokens_out=call.tokens_out,
+            cost_usd=call.cost_usd,
+        )
         self._failed(call)
 
 

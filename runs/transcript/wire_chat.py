@@ -89,8 +89,9 @@ def _stream(text: str) -> Reply:
         content.append(as_text(delta.get("content")))
         reasoning.append(as_text(delta.get("reasoning_content") or delta.get("reasoning")))
         for piece in objects(delta.get("tool_calls")):
-            call = calls.setdefault(integer(piece.get("index")) or 0, {"id": "", "name": "",
-                                                                      "arguments": ""})  # fmt: skip
+            call = calls.setdefault(
+                integer(piece.get("index")) or 0, {"id": "", "name": "", "arguments": ""}
+            )
             function = obj(piece.get("function"))
             call["id"] = call["id"] or as_text(piece.get("id"))
             call["name"] += as_text(function.get("name"))

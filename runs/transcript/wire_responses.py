@@ -44,8 +44,12 @@ def _group(items: list[dict]) -> list[Msg]:
         kind = item.get("type") or "message"
         role = str(item.get("role") or "")
         if kind == "message" and role != "assistant":
-            found.append(Msg("system" if role in ("system", "developer") else "user",
-                             content_text(item.get("content"))))  # fmt: skip
+            found.append(
+                Msg(
+                    "system" if role in ("system", "developer") else "user",
+                    content_text(item.get("content")),
+                )
+            )
             continue
         if kind in _OUTPUTS:
             if not found or found[-1].role != "tool":
@@ -79,8 +83,11 @@ def _add_item(msg: Msg, item: dict, kind: str) -> None:
     elif kind == "local_shell_call":
         msg.calls.append(WireCall(_call_id(item), "local_shell", obj(item.get("action"))))
     else:  # web_search_call and friends: named, not parsed
-        msg.calls.append(WireCall(_call_id(item), kind, {k: v for k, v in item.items()
-                                                         if k not in ("type", "id")}))  # fmt: skip
+        msg.calls.append(
+            WireCall(
+                _call_id(item), kind, {k: v for k, v in item.items() if k not in ("type", "id")}
+            )
+        )
 
 
 def _call_id(item: dict) -> str:
@@ -136,8 +143,10 @@ def _stream(text: str) -> Reply:
         elif kind == "response.output_text.delta":
             item = items.setdefault(index or 0, {"type": "message", "role": "assistant"})
             item["_text"] = item.get("_text", "") + as_text(data.get("delta"))
-        elif kind in ("response.function_call_arguments.delta",
-                      "response.custom_tool_call_input.delta"):  # fmt: skip
+        elif kind in (
+            "response.function_call_arguments.delta",
+            "response.custom_tool_call_input.delta",
+        ):
             item = items.setdefault(index or 0, {"type": "function_call"})
             field = "input" if item.get("type") == "custom_tool_call" else "arguments"
             item[field] = as_text(item.get(field)) + as_text(data.get("delta"))

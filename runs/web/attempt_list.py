@@ -50,10 +50,16 @@ OUTCOME_WORDS = {
     "pending": "pending",
 }
 COLUMNS = (
-    ("task", "Task"), ("model", "Model"), ("sample", "Sample"), ("outcome", "Outcome"),
-    ("reason", "Reason"), ("cost", "Cost"), ("tokens", "Tokens"), ("wall", "Wall"),
+    ("task", "Task"),
+    ("model", "Model"),
+    ("sample", "Sample"),
+    ("outcome", "Outcome"),
+    ("reason", "Reason"),
+    ("cost", "Cost"),
+    ("tokens", "Tokens"),
+    ("wall", "Wall"),
     ("finished", "Finished"),
-)  # fmt: skip
+)
 _ZERO = uuid.UUID(int=0)
 
 

@@ -122,9 +122,13 @@ def _test_rows(test_results: dict) -> list[tuple[str, str, str]]:
 OTHERS_SHOWN = 30
 # What the list shows: the outcome badge (Attempt.outcome) reads status, is_infra and the reason.
 OTHER_FIELDS = (
-    "public_id", "sample_index", "status", "is_infra", "failure_reason_id",
+    "public_id",
+    "sample_index",
+    "status",
+    "is_infra",
+    "failure_reason_id",
     "model_config__name",
-)  # fmt: skip
+)
 
 
 def _others(attempt: Attempt) -> list[Attempt]:

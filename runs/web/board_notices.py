@@ -76,10 +76,16 @@ def approximate_notice(board: Leaderboard) -> ApproximateNotice | None:
         )
         .order_by("task_id")
         .values_list(
-            "pk", "task_id", "repo_commit", "python_asked", "python_used", "v_asked", "v_used",
+            "pk",
+            "task_id",
+            "repo_commit",
+            "python_asked",
+            "python_used",
+            "v_asked",
+            "v_used",
             "gold_valid",
         )
-    )  # fmt: skip
+    )
     from sandbox.environments.build import built_instance
 
     out = []

@@ -109,9 +109,13 @@ def _actions(request: HttpRequest, run: Run, progress: dict) -> list[tuple[str, 
         ("run-cancel", Action.RUN_CANCEL, "Cancel", not run.is_final),
         ("run-retry", Action.RUN_RETRY, f"Retry failed ({retryable})", retryable),
         ("run-resume", Action.RUN_RESUME, f"Resume ({queued} queued)", queued),
-        ("run-evaluate", Action.RUN_EVALUATE, f"Evaluate ({progress['not_evaluated']})",
-         progress["not_evaluated"]),
-    ]  # fmt: skip
+        (
+            "run-evaluate",
+            Action.RUN_EVALUATE,
+            f"Evaluate ({progress['not_evaluated']})",
+            progress["not_evaluated"],
+        ),
+    ]
     return [
         (label, reverse(name, args=[run.public_id]))
         for name, action, label, can in wanted

@@ -56,9 +56,13 @@ class LeftoverReport:
     @property
     def found_any(self) -> bool:
         return bool(
-            self.containers or self.export_containers or self.workspaces or self.sandbox_files
-            or self.gateway_sockets or self.worker_dirs
-        )  # fmt: skip
+            self.containers
+            or self.export_containers
+            or self.workspaces
+            or self.sandbox_files
+            or self.gateway_sockets
+            or self.worker_dirs
+        )
 
 
 def leftovers_remove() -> LeftoverReport:

@@ -210,8 +210,9 @@ def _settle(attempt: Attempt, tries: int = 3) -> None:
             run_attempt_done(attempt=attempt)
             return
         except DatabaseError:
-            log.warning("run bookkeeping of attempt %s failed (try %s)", attempt.id, number,
-                        exc_info=True)  # fmt: skip
+            log.warning(
+                "run bookkeeping of attempt %s failed (try %s)", attempt.id, number, exc_info=True
+            )
             time.sleep(0.2 * number)
 
 

@@ -335,10 +335,20 @@ class Builder:
         )
         work.with_suffix(".log").unlink(missing_ok=True)
         trees.run(
-            ["chroot", str(work), "useradd", "--uid", str(trees.AGENT_UID), "--user-group",
-             "--create-home", "--shell", "/bin/bash", "agent"],
+            [
+                "chroot",
+                str(work),
+                "useradd",
+                "--uid",
+                str(trees.AGENT_UID),
+                "--user-group",
+                "--create-home",
+                "--shell",
+                "/bin/bash",
+                "agent",
+            ],
             what="useradd agent",
-        )  # fmt: skip
+        )
         (work / "workspace").mkdir(exist_ok=True)
         os.chown(work / "workspace", trees.AGENT_UID, trees.AGENT_UID)
         # Docker and bubblewrap mount their own resolv.conf/hosts over these.
@@ -375,11 +385,17 @@ class Builder:
             run.seconds["env"] = round(time.monotonic() - started, 1) if built else 0.0
             self._level_record(
                 cache.Level(
-                    name, "env", key, parent=base_tree.name, image=tag if self.docker else "",
-                    repo=recipe.repo, version=recipe.version, suite=recipe.suite,
+                    name,
+                    "env",
+                    key,
+                    parent=base_tree.name,
+                    image=tag if self.docker else "",
+                    repo=recipe.repo,
+                    version=recipe.version,
+                    suite=recipe.suite,
                 ),
                 run.seconds["env"],
-            )  # fmt: skip
+            )
         if built:
             eviction.make_room(max_bytes=self.max_bytes, report=self.report)
         return tree, tag
@@ -435,18 +451,25 @@ class Builder:
             run.seconds["instance"] = round(time.monotonic() - started, 1) if built else 0.0
             self._level_record(
                 cache.Level(
-                    name, "instance", key, parent=env_tree.name,
-                    image=tag if self.docker else "", instance_id=recipe.instance_id,
-                    repo=recipe.repo, version=recipe.env.version, suite=recipe.env.suite,
+                    name,
+                    "instance",
+                    key,
+                    parent=env_tree.name,
+                    image=tag if self.docker else "",
+                    instance_id=recipe.instance_id,
+                    repo=recipe.repo,
+                    version=recipe.env.version,
+                    suite=recipe.env.suite,
                 ),
                 run.seconds["instance"],
-            )  # fmt: skip
+            )
         if built:
             eviction.make_room(max_bytes=self.max_bytes, report=self.report)
         dirty = subprocess.run(
             ["git", "-C", str(tree / "testbed"), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True, text=True,
-        ).stdout.strip()  # fmt: skip
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
         if dirty:
             note = f"the install changed tracked files: {dirty.splitlines()[:3]}"
         return BuiltInstance(

@@ -24,10 +24,17 @@ LABEL = "agentbench.swebench.key"
 def image_key(tag: str) -> str | None:
     """The build key an image was labelled with, or None when there is no such image."""
     done = subprocess.run(
-        ["docker", "image", "inspect", "--format", f'{{{{ index .Config.Labels "{LABEL}" }}}}',
-         tag],
-        capture_output=True, text=True,
-    )  # fmt: skip
+        [
+            "docker",
+            "image",
+            "inspect",
+            "--format",
+            f'{{{{ index .Config.Labels "{LABEL}" }}}}',
+            tag,
+        ],
+        capture_output=True,
+        text=True,
+    )
     return done.stdout.strip() if done.returncode == 0 else None
 
 
@@ -50,8 +57,9 @@ def image_size(tag: str) -> int | None:
     """The bytes of all of ``tag``'s layers (``docker image inspect``'s Size), or None."""
     done = subprocess.run(
         ["docker", "image", "inspect", "--format", "{{ .Size }}", tag],
-        capture_output=True, text=True,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+    )
     return int(done.stdout.strip()) if done.returncode == 0 and done.stdout.strip() else None
 
 
@@ -60,8 +68,9 @@ def level_images() -> list[ImageInfo] | None:
     answers."""
     listed = subprocess.run(
         ["docker", "images", "--quiet", "--no-trunc", "--filter", f"label={LABEL}"],
-        capture_output=True, text=True,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+    )
     if listed.returncode != 0:
         return None
     ids = sorted(set(listed.stdout.split()))
@@ -149,8 +158,9 @@ def build_layer(lower: Path, upper: Path, parent_tag: str, tag: str, key: str) -
         ["docker", "image", "inspect", parent_tag], capture_output=True, text=True
     )
     if parent.returncode != 0:
-        raise BuildStepError(f"no image {parent_tag} below {tag}: {parent.stderr.strip()}",
-                             parent.stderr)  # fmt: skip
+        raise BuildStepError(
+            f"no image {parent_tag} below {tag}: {parent.stderr.strip()}", parent.stderr
+        )
     changed, removed = image_layers.tree_diff(lower, upper)
     # Beside the tree (the same file system; /tmp may be small), named like a build's work
     # folder so ``ab swebench prune`` removes one a killed build left.

@@ -200,8 +200,9 @@ def build(
         try:
             if max_bytes is not None:
                 eviction.make_room(max_bytes=max_bytes, need=_estimate())
-            built = _build(context, key=key, tag=tag, text=text, timeout_sec=timeout_sec,
-                           network=network)  # fmt: skip
+            built = _build(
+                context, key=key, tag=tag, text=text, timeout_sec=timeout_sec, network=network
+            )
             if max_bytes is not None:
                 _keep_within(built, max_bytes)
         except DockerfileBuildError as exc:
@@ -259,8 +260,18 @@ def _build(
     folder = folder_for(key)
     folder.mkdir(parents=True, exist_ok=True)
     log_path = folder / LOG_NAME
-    command = ["docker", "build", "--rm", "--force-rm", "-f", "-", "-t", tag,
-               "--label", f"{LABEL}={key}"]  # fmt: skip
+    command = [
+        "docker",
+        "build",
+        "--rm",
+        "--force-rm",
+        "-f",
+        "-",
+        "-t",
+        tag,
+        "--label",
+        f"{LABEL}={key}",
+    ]
     if network:
         command += ["--network", network]
     command.append(str(context))
@@ -313,10 +324,17 @@ def _build(
 def _label(tag: str) -> str:
     """The context key ``tag`` was built from ("" when there is no such image)."""
     done = subprocess.run(
-        ["docker", "image", "inspect", "--format", f'{{{{ index .Config.Labels "{LABEL}" }}}}',
-         tag],
-        capture_output=True, text=True,
-    )  # fmt: skip
+        [
+            "docker",
+            "image",
+            "inspect",
+            "--format",
+            f'{{{{ index .Config.Labels "{LABEL}" }}}}',
+            tag,
+        ],
+        capture_output=True,
+        text=True,
+    )
     return done.stdout.strip() if done.returncode == 0 else ""
 
 
@@ -342,10 +360,18 @@ def stored_images() -> list[_Stored]:
     """The Dockerfile images this cache root built that the engine holds, with their bytes
     and their last use."""
     done = subprocess.run(
-        ["docker", "image", "ls", "--filter", f"label={LABEL}",
-         "--format", "{{ .Repository }}:{{ .Tag }}"],
-        capture_output=True, text=True,
-    )  # fmt: skip
+        [
+            "docker",
+            "image",
+            "ls",
+            "--filter",
+            f"label={LABEL}",
+            "--format",
+            "{{ .Repository }}:{{ .Tag }}",
+        ],
+        capture_output=True,
+        text=True,
+    )
     found = []
     for tag in done.stdout.split():
         key = _label(tag)

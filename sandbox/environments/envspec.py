@@ -363,9 +363,12 @@ def env_recipe(
         )
     commit_date = source.commit_date(repo, env_commit, instance_id=instance["instance_id"])
     date, why = dated(
-        commit_date, "the environment_setup_commit's date", python, exact_pins(named),
+        commit_date,
+        "the environment_setup_commit's date",
+        python,
+        exact_pins(named),
         uploaded or default_upload_times(),
-    )  # fmt: skip
+    )
     return EnvRecipe(
         repo=repo,
         version=version,
@@ -413,9 +416,11 @@ def instance_recipe(
     uploaded = uploaded or default_upload_times()
     env = env_recipe(instance, source, uploaded)
     source.check_commit(
-        instance["repo"], instance["base_commit"], instance_id=instance["instance_id"],
+        instance["repo"],
+        instance["base_commit"],
+        instance_id=instance["instance_id"],
         what="base_commit",
-    )  # fmt: skip
+    )
     commands: list[str] = []
     if instance["repo"] in MAP_REPO_TO_INSTALL:
         commands.append(MAP_REPO_TO_INSTALL[instance["repo"]])

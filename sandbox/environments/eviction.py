@@ -410,9 +410,11 @@ def _stale_levels(snap: Snapshot, recipe: int) -> dict[str, tuple[Level, str]]:
             newer = [
                 lv
                 for lv in kept
-                if lv.kind == "base" and lv is not level and lv.suite == level.suite
+                if lv.kind == "base"
+                and lv is not level
+                and lv.suite == level.suite
                 and any(o.parent == lv.name for o in kept)
-            ]  # fmt: skip
+            ]
             if newer:
                 why = f"nothing stands on it; {newer[0].name} serves its suite"
                 stale[level.name] = (level, why)

@@ -41,8 +41,9 @@ def build(
     if docker_image:
         context.mkdir(parents=True, exist_ok=True)
         (context / "Dockerfile").write_text(f"FROM {docker_image}\n")
-    return dockerfile.build(context, timeout_sec=timeout_sec, extra=EXTRA_LAYER,
-                            max_bytes=max_bytes)  # fmt: skip
+    return dockerfile.build(
+        context, timeout_sec=timeout_sec, extra=EXTRA_LAYER, max_bytes=max_bytes
+    )
 
 
 def last_build(folder: Path | str, docker_image: str = "") -> dict | None:

@@ -96,10 +96,20 @@ def write_layer(upper: Path, changed: list[str], removed: list[str], layer: Path
     ``removed``. Returns the bytes of the regular files in it."""
     listing = b"".join(os.fsencode(rel) + b"\0" for rel in changed)
     done = subprocess.run(
-        ["tar", "--create", f"--file={layer}", "--format=gnu", "--numeric-owner",
-         "--no-recursion", "--null", f"--directory={upper}", "--files-from=-"],
-        input=listing, capture_output=True,
-    )  # fmt: skip
+        [
+            "tar",
+            "--create",
+            f"--file={layer}",
+            "--format=gnu",
+            "--numeric-owner",
+            "--no-recursion",
+            "--null",
+            f"--directory={upper}",
+            "--files-from=-",
+        ],
+        input=listing,
+        capture_output=True,
+    )
     if done.returncode != 0:
         words = done.stderr.decode(errors="replace")
         raise BuildStepError(f"tar of the layer of {upper.name} failed: {words.strip()}", words)
@@ -175,9 +185,11 @@ def build_on(
     with open(context, "rb") as handle:
         done = subprocess.run(
             ["docker", "build", "-q", "--rm", "-t", tag, "-"],
-            stdin=handle, capture_output=True, text=True,
+            stdin=handle,
+            capture_output=True,
+            text=True,
             env={**os.environ, "DOCKER_BUILDKIT": "0"},
-        )  # fmt: skip
+        )
     if done.returncode != 0:
         words = done.stderr.strip()[-800:]
         raise BuildStepError(f"docker build {tag} failed: {words}", done.stderr)

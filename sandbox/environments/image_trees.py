@@ -177,10 +177,23 @@ def export_into(image_id: str, dest: Path) -> None:
     from sandbox.docker_engine import EXPORT_LABEL, MANAGED_LABEL
 
     created = subprocess.run(
-        ["docker", "create", "--network", "none", "--label", f"{MANAGED_LABEL}=1",
-         "--label", f"{EXPORT_LABEL}={os.getpid()}", "--entrypoint", "", image_id, "true"],
-        capture_output=True, text=True,
-    )  # fmt: skip
+        [
+            "docker",
+            "create",
+            "--network",
+            "none",
+            "--label",
+            f"{MANAGED_LABEL}=1",
+            "--label",
+            f"{EXPORT_LABEL}={os.getpid()}",
+            "--entrypoint",
+            "",
+            image_id,
+            "true",
+        ],
+        capture_output=True,
+        text=True,
+    )
     if created.returncode != 0:
         raise ImageTreeError("export failed", f"docker create {image_id}: {created.stderr.strip()}")
     container = created.stdout.strip()
@@ -190,10 +203,20 @@ def export_into(image_id: str, dest: Path) -> None:
                 ["docker", "export", container], stdout=subprocess.PIPE, stderr=complaints
             )
             untar = subprocess.run(
-                ["tar", "--extract", "--numeric-owner", "--same-owner", "--preserve-permissions",
-                 f"--directory={dest}", "--file=-"],
-                stdin=export.stdout, capture_output=True, text=True, timeout=EXPORT_TIMEOUT_SEC,
-            )  # fmt: skip
+                [
+                    "tar",
+                    "--extract",
+                    "--numeric-owner",
+                    "--same-owner",
+                    "--preserve-permissions",
+                    f"--directory={dest}",
+                    "--file=-",
+                ],
+                stdin=export.stdout,
+                capture_output=True,
+                text=True,
+                timeout=EXPORT_TIMEOUT_SEC,
+            )
             assert export.stdout is not None
             export.stdout.close()
             export.wait()

@@ -200,9 +200,11 @@ def build_all(
                 else:
                     # What this instance alone needed and never reached stays unbuilt.
                     others = {
-                        n for i, names in levels.items() if i != instance_id and i not in outcomes
+                        n
+                        for i, names in levels.items()
+                        if i != instance_id and i not in outcomes
                         for n in names
-                    }  # fmt: skip
+                    }
                     progress.drop([n for n in levels[instance_id] if n not in others])
                 outcomes[instance_id] = outcome
                 if on_outcome is not None:

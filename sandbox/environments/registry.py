@@ -36,21 +36,59 @@ OVER_BUDGET = "over the disk budget"
 UNREACHABLE = "registry unreachable"
 BAD_REFERENCE = "bad reference"
 FAILED = "pull failed"
-REASONS = (NOT_FOUND, UNAUTHORIZED, WRONG_ARCHITECTURE, OVER_BUDGET, UNREACHABLE, BAD_REFERENCE,
-           FAILED)  # fmt: skip
+REASONS = (
+    NOT_FOUND,
+    UNAUTHORIZED,
+    WRONG_ARCHITECTURE,
+    OVER_BUDGET,
+    UNREACHABLE,
+    BAD_REFERENCE,
+    FAILED,
+)
 
 # The engine's words for each reason (Docker Hub, registry:2 and the engine's own).
 _PATTERNS = (
-    (UNAUTHORIZED, ("unauthorized", "authentication required", "no basic auth credentials",
-                    "denied", "forbidden")),
-    (NOT_FOUND, ("manifest unknown", "not found", "name unknown", "no such image",
-                 "does not exist")),
-    (WRONG_ARCHITECTURE, ("no matching manifest", "does not match the detected host platform",
-                          "cannot be used on this platform")),
-    (UNREACHABLE, ("connection refused", "no such host", "i/o timeout", "timeout",
-                   "connection reset", "eof", "tls handshake", "502 ", "503 ", "504 ",
-                   "toomanyrequests", "temporary failure", "server misbehaving")),
-)  # fmt: skip
+    (
+        UNAUTHORIZED,
+        (
+            "unauthorized",
+            "authentication required",
+            "no basic auth credentials",
+            "denied",
+            "forbidden",
+        ),
+    ),
+    (
+        NOT_FOUND,
+        ("manifest unknown", "not found", "name unknown", "no such image", "does not exist"),
+    ),
+    (
+        WRONG_ARCHITECTURE,
+        (
+            "no matching manifest",
+            "does not match the detected host platform",
+            "cannot be used on this platform",
+        ),
+    ),
+    (
+        UNREACHABLE,
+        (
+            "connection refused",
+            "no such host",
+            "i/o timeout",
+            "timeout",
+            "connection reset",
+            "eof",
+            "tls handshake",
+            "502 ",
+            "503 ",
+            "504 ",
+            "toomanyrequests",
+            "temporary failure",
+            "server misbehaving",
+        ),
+    ),
+)
 # Worth another try: the registry or the path to it may come back.
 TRANSIENT = frozenset({UNREACHABLE})
 _REFERENCE = re.compile(
@@ -83,8 +121,10 @@ class Reference:
     def parse(cls, text: str) -> Reference:
         match = _REFERENCE.match(text.strip())
         if not match:
-            raise PullError(BAD_REFERENCE, f"{text!r} is not an image reference (name:tag or "
-                                           "name@sha256:<64 hex>)")  # fmt: skip
+            raise PullError(
+                BAD_REFERENCE,
+                f"{text!r} is not an image reference (name:tag or name@sha256:<64 hex>)",
+            )
         registry = match["registry"]
         repository = match["repository"]
         # "owner/name": the first part is a registry only when it looks like a host.
@@ -237,8 +277,9 @@ def ensure_image(
             if found is not None:
                 _check_architecture(client, found, reference)
                 return _pulled(reference, name, found, pulled_at=0.0)
-        return _pull(client, ref, reference, progress=progress, room=room, mapping=mapping,
-                     retries=retries)  # fmt: skip
+        return _pull(
+            client, ref, reference, progress=progress, room=room, mapping=mapping, retries=retries
+        )
     finally:
         if own:
             client.close()
@@ -350,9 +391,12 @@ def _stream(
             if room is not None and free is not None and announced > free:
                 free = room(announced)
                 if announced > free:
-                    raise PullError(OVER_BUDGET, f"{source}'s layers are {announced} bytes "
-                                                 f"compressed, over the {free} bytes free "
-                                                 "under the disk budget")  # fmt: skip
+                    raise PullError(
+                        OVER_BUDGET,
+                        f"{source}'s layers are {announced} bytes "
+                        f"compressed, over the {free} bytes free "
+                        "under the disk budget",
+                    )
             state.layers, state.layers_done = len(totals), len(finished)
             state.bytes_total, state.bytes_done = announced, sum(done.values())
             state.status = status or state.status
@@ -387,8 +431,10 @@ def _check_budget(image: dict, room: Callable[[int], int] | None, name: str) -> 
         return
     free = room(size)
     if size > free:
-        raise PullError(OVER_BUDGET, f"{name} takes {size} bytes unpacked, over the "
-                                     f"{free} bytes free under the disk budget")  # fmt: skip
+        raise PullError(
+            OVER_BUDGET,
+            f"{name} takes {size} bytes unpacked, over the {free} bytes free under the disk budget",
+        )
 
 
 def _remove(client: Any, image_id: str) -> None:

@@ -200,11 +200,17 @@ def fetch_commit(repo: str, commit: str, *, base: str, max_unpacked_bytes: int) 
             # is a repositories folder an offline machine can be given as it is.
             subprocess.run(
                 ["tar", "-czf", str(archive), "-C", str(work), f"{stem}.git"],
-                check=True, capture_output=True,
-            )  # fmt: skip
+                check=True,
+                capture_output=True,
+            )
             digest = _sha256(archive)
-            record = {"repo": repo, "commit": commit, "url": url, "archive_sha256": digest,
-                      "fetched_at": time.time()}  # fmt: skip
+            record = {
+                "repo": repo,
+                "commit": commit,
+                "url": url,
+                "archive_sha256": digest,
+                "fetched_at": time.time(),
+            }
             (work / RECORD).write_text(json.dumps(record, indent=2))
             _check_size(work, max_unpacked_bytes, repo, commit)
             work.chmod(0o755)
@@ -226,8 +232,15 @@ def _fetch_into(work: Path, repo: str, commit: str, url: str) -> None:
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": os.environ.get("HOME", "/root"),
     }
-    for proxy in ("https_proxy", "HTTPS_PROXY", "http_proxy", "HTTP_PROXY", "no_proxy",
-                  "NO_PROXY", "GIT_SSL_CAINFO"):  # fmt: skip
+    for proxy in (
+        "https_proxy",
+        "HTTPS_PROXY",
+        "http_proxy",
+        "HTTP_PROXY",
+        "no_proxy",
+        "NO_PROXY",
+        "GIT_SSL_CAINFO",
+    ):
         if proxy in os.environ:
             env[proxy] = os.environ[proxy]
     steps = [
@@ -248,8 +261,11 @@ def _fetch_into(work: Path, repo: str, commit: str, url: str) -> None:
             raise FetchError(repo, commit, url, error)
     # The fetched ref goes; the commit stays reachable through a tag of its own, so git's
     # housekeeping never drops it.
-    subprocess.run(["git", "-C", str(bare), "tag", f"fetched-{commit[:12]}", commit],
-                   capture_output=True, check=True)  # fmt: skip
+    subprocess.run(
+        ["git", "-C", str(bare), "tag", f"fetched-{commit[:12]}", commit],
+        capture_output=True,
+        check=True,
+    )
     subprocess.run(["git", "-C", str(bare), "remote", "remove", "origin"], capture_output=True)
 
 

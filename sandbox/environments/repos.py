@@ -124,8 +124,9 @@ class RepoSource:
         bare = self.check_commit(repo, commit, instance_id=instance_id, what="commit")
         shown = subprocess.run(
             ["git", "-C", str(bare), "log", "-1", "--format=%cI", commit],
-            capture_output=True, text=True,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+        )
         if shown.returncode != 0 or not shown.stdout.strip():
             raise RepoError(f"instance {instance_id}: no date for {repo} commit {commit}")
         return shown.stdout.strip()

@@ -67,10 +67,10 @@ def real_copy(src: Path, dest: Path) -> None:
 def debootstrap(tree: Path, suite: str, packages: str, mirror: str, *, log: Path) -> None:
     with open(log, "w") as out:
         done = subprocess.run(
-            ["debootstrap", "--variant=minbase", f"--include={packages}", suite, str(tree),
-             mirror],
-            stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            ["debootstrap", "--variant=minbase", f"--include={packages}", suite, str(tree), mirror],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     if done.returncode != 0:
         raise BuildStepError(f"debootstrap {suite} failed", log.read_text(errors="replace"))
 
@@ -90,17 +90,27 @@ def run_in_tree(
     BuildStepError with it when the script fails."""
     args = [
         "bwrap",
-        "--bind", str(tree), "/",
-        "--proc", "/proc",
-        "--dev", "/dev",
-        "--tmpfs", "/tmp",
-        "--ro-bind", "/etc/resolv.conf", "/etc/resolv.conf",
-        "--ro-bind", str(HOST_CA), CA_IN_TREE,
+        "--bind",
+        str(tree),
+        "/",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--tmpfs",
+        "/tmp",
+        "--ro-bind",
+        "/etc/resolv.conf",
+        "/etc/resolv.conf",
+        "--ro-bind",
+        str(HOST_CA),
+        CA_IN_TREE,
         "--die-with-parent",
         "--unshare-pid",
-        "--chdir", cwd,
+        "--chdir",
+        cwd,
         "--clearenv",
-    ]  # fmt: skip
+    ]
     if pip_cache is not None:
         pip_cache.mkdir(parents=True, exist_ok=True)
         args += ["--bind", str(pip_cache), "/root/.cache/pip"]

@@ -19,8 +19,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="build (or find built) the Dockerfile environments of a suite's Harbor tasks",
     )
     p.add_argument("suite")
-    p.add_argument("--task", action="append", default=None, metavar="ID",
-                   help="only this task (repeatable)")  # fmt: skip
+    p.add_argument(
+        "--task", action="append", default=None, metavar="ID", help="only this task (repeatable)"
+    )
     p.set_defaults(handler=cmd_build_environments)
 
 
@@ -44,15 +45,21 @@ def cmd_build_environments(args: argparse.Namespace) -> int:
         spec = task.spec
         timeout = float(spec.get("build_timeout_sec") or DEFAULT_TIMEOUT_SEC)
         try:
-            image = harbor_image.build(Path(spec["folder"]),
-                                       docker_image=spec.get("docker_image") or "",
-                                       timeout_sec=timeout, max_bytes=budget)  # fmt: skip
+            image = harbor_image.build(
+                Path(spec["folder"]),
+                docker_image=spec.get("docker_image") or "",
+                timeout_sec=timeout,
+                max_bytes=budget,
+            )
         except dockerfile.DockerfileBuildError as exc:
             failed += 1
             print(f"{task.task_id}: {exc}", flush=True)
             continue
         what = "found built" if image.reused else f"built in {image.build_seconds:.1f}s"
-        print(f"{task.task_id}: {what}: {image.tag} ({eviction.human(image.bytes)}); "
-              f"log: {image.log_path}", flush=True)  # fmt: skip
+        print(
+            f"{task.task_id}: {what}: {image.tag} ({eviction.human(image.bytes)}); "
+            f"log: {image.log_path}",
+            flush=True,
+        )
     print(f"{len(tasks) - failed} ready, {failed} failed of {len(tasks)} task(s)")
     return 1 if failed else 0

@@ -59,8 +59,10 @@ def cmd_pull_images(args: argparse.Namespace) -> int:
             if pulled.seconds or pulled.layers
             else "already on the engine"
         )
-        print(f"{task.task_id}: {task.docker_image} -> {pulled.repo_digest or pulled.image_id} "
-              f"({how})")  # fmt: skip
+        print(
+            f"{task.task_id}: {task.docker_image} -> {pulled.repo_digest or pulled.image_id} "
+            f"({how})"
+        )
     return 1 if failed else 0
 
 

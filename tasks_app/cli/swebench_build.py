@@ -33,10 +33,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("suite", help="an imported SWE-bench suite (ab import-swebench)")
     instance_args(b)
     b.add_argument(
-        "--backend", choices=BUILD_BACKENDS, default=None,
+        "--backend",
+        choices=BUILD_BACKENDS,
+        default=None,
         help="docker: the rootfs trees and the Docker images; bwrap: the trees only "
         "(default: SANDBOX_BACKEND; auto = docker when its engine answers)",
-    )  # fmt: skip
+    )
     jobs_arg(b)
     from tasks_app.cli.swebench_images import source_args
 
@@ -50,24 +52,33 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def jobs_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--jobs", type=int, default=os.cpu_count() or 1, metavar="N",
+        "--jobs",
+        type=int,
+        default=os.cpu_count() or 1,
+        metavar="N",
         help="levels built at once (default: the cores, %(default)s); an env level several "
         "instances share is built once while they wait for it",
-    )  # fmt: skip
+    )
 
 
 def instance_args(p: argparse.ArgumentParser) -> None:
     """--instance, --repos and --backend, shared with validate-suite --variant oracle."""
     p.add_argument(
-        "--instance", action="append", default=None, metavar="ID",
+        "--instance",
+        action="append",
+        default=None,
+        metavar="ID",
         help="only this instance (repeatable; default: every instance of the suite)",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--repos", type=Path, default=None, metavar="DIR",
+        "--repos",
+        type=Path,
+        default=None,
+        metavar="DIR",
         help="folder of <owner>__<name>.git.tar.gz archives or .git bare repositories "
         "(default: SWEBENCH_REPOS); a repository it lacks is fetched by commit from "
         "SWEBENCH_GIT_BASE",
-    )  # fmt: skip
+    )
 
 
 def resolve_backend(name: str | None) -> str:
@@ -174,8 +185,10 @@ def cmd_build(args: argparse.Namespace) -> int:
             if failed:
                 counts["not pulled"] = len(failed)
             summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()) if n)
-            print(f"{len(tasks)} instance(s) for {backend}: {summary} "
-                  f"in {time.monotonic() - started:.0f}s")  # fmt: skip
+            print(
+                f"{len(tasks)} instance(s) for {backend}: {summary} "
+                f"in {time.monotonic() - started:.0f}s"
+            )
             return 1 if failed else 0
         print(f"auto: building {len(failed)} instance(s) offline", flush=True)
         tasks = [task for task, _ in failed]
@@ -200,9 +213,12 @@ def cmd_build(args: argparse.Namespace) -> int:
 
     try:
         build_all(
-            builder, [t.spec for t in tasks], jobs=args.jobs, on_outcome=outcome_line,
+            builder,
+            [t.spec for t in tasks],
+            jobs=args.jobs,
+            on_outcome=outcome_line,
             on_progress=on_progress,
-        )  # fmt: skip
+        )
     finally:
         builder.close()  # the dated index it served
     _Progress.clear()

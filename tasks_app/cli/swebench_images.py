@@ -15,15 +15,21 @@ def source_args(p: argparse.ArgumentParser) -> None:
     from sandbox.environments.official_images import DEFAULT_NAMESPACE, DEFAULT_TAG
 
     p.add_argument(
-        "--source", choices=SOURCES, default="offline",
+        "--source",
+        choices=SOURCES,
+        default="offline",
         help="offline: build the environment here (default); image: the official instance "
         "image from its registry (REGISTRY_MIRRORS applies); auto: the official image when "
         "the registry gives it, else the offline build",
-    )  # fmt: skip
-    p.add_argument("--namespace", default=DEFAULT_NAMESPACE,
-                   help="the official images' namespace (default: %(default)s)")  # fmt: skip
-    p.add_argument("--tag", default=DEFAULT_TAG,
-                   help="the official images' tag (default: %(default)s)")  # fmt: skip
+    )
+    p.add_argument(
+        "--namespace",
+        default=DEFAULT_NAMESPACE,
+        help="the official images' namespace (default: %(default)s)",
+    )
+    p.add_argument(
+        "--tag", default=DEFAULT_TAG, help="the official images' tag (default: %(default)s)"
+    )
 
 
 def pull_official(args: argparse.Namespace, tasks: list, backend: str) -> tuple[list, list]:
@@ -51,6 +57,9 @@ def pull_official(args: argparse.Namespace, tasks: list, backend: str) -> tuple[
         record_official(task.task_id, name, pulled)
         done.append(task)
         how = f"pulled from {pulled.source}" if pulled.layers else "on the engine"
-        print(f"[{index}/{len(tasks)}] {task.task_id}: image {name} -> "
-              f"{pulled.repo_digest or pulled.image_id} ({how})", flush=True)  # fmt: skip
+        print(
+            f"[{index}/{len(tasks)}] {task.task_id}: image {name} -> "
+            f"{pulled.repo_digest or pulled.image_id} ({how})",
+            flush=True,
+        )
     return done, failed

@@ -16,6 +16,10 @@ for i in range(2):
     outputs += [call, done]
 model = get_model("mockllm/model", custom_outputs=outputs)
 eval(
-    swe_tools(), model=model, log_dir="json-logs", log_format="json", display="plain",
+    swe_tools(),
+    model=model,
+    log_dir="json-logs",
+    log_format="json",
+    display="plain",
     max_samples=1,
-)  # fmt: skip
+)

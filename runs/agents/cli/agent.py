@@ -266,8 +266,9 @@ class CliAgent:
 
     # -- inside the sandbox ------------------------------------------------------------------
 
-    def _run_in_sandbox(self, ctx: AgentContext, definition: AgentDefinition,
-                        values: dict[str, Any]) -> CliRun:  # fmt: skip
+    def _run_in_sandbox(
+        self, ctx: AgentContext, definition: AgentDefinition, values: dict[str, Any]
+    ) -> CliRun:
         res = self.resources
         sb = ctx.sandbox
         values |= {
@@ -315,8 +316,9 @@ class CliAgent:
 
     # -- on the worker, commands in the sandbox ----------------------------------------------
 
-    def _run_on_worker(self, ctx: AgentContext, definition: AgentDefinition,
-                       values: dict[str, Any]) -> CliRun:  # fmt: skip
+    def _run_on_worker(
+        self, ctx: AgentContext, definition: AgentDefinition, values: dict[str, Any]
+    ) -> CliRun:
         res = self.resources
         assert res.install is not None
         with tempfile.TemporaryDirectory(prefix="ab-cli-") as tmp:
