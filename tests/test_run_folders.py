@@ -24,19 +24,33 @@ def root(settings, tmp_path):
 def race(monkeypatch, runs: list[Run]) -> list:
     """``run_dir`` of each run in its own thread, all held together just before each stores
     its folder's name: every check or claim has happened, none has been stored yet."""
-    barrier = threading.Barrier(len(runs), timeout=30)
-    real = artifacts.relative
+    barrier = threading.Barrier(len(runs), timeout=60)
+    # Past the barrier the threads store one at a time: the test database is SQLite in
+    # memory with a shared cache, whose table locks fail at once instead of waiting (a file
+    # database or PostgreSQL would wait). The race under test is over by then: every check
+    # or claim of a folder happened before the barrier.
+    turn = threading.Lock()
+    real_relative, real_folder_of = artifacts.relative, artifacts.folder_of
 
     def held(path):
         barrier.wait()
-        return real(path)
+        turn.acquire()
+        return real_relative(path)
+
+    def stored(artifacts_dir):
+        if turn.locked():  # only the thread holding it gets here
+            turn.release()
+        return real_folder_of(artifacts_dir)
 
     monkeypatch.setattr(artifacts, "relative", held)
+    monkeypatch.setattr(artifacts, "folder_of", stored)
     out: list = [None] * len(runs)
 
     def one(i: int, run: Run) -> None:
         try:
             out[i] = artifacts.run_dir(run)
+        except BaseException as exc:  # reported by the test, not lost in the thread
+            out[i] = exc
         finally:
             connection.close()
 
@@ -44,7 +58,9 @@ def race(monkeypatch, runs: list[Run]) -> list:
     for t in threads:
         t.start()
     for t in threads:
-        t.join(60)
+        t.join(120)
+    errors = [o for o in out if isinstance(o, BaseException)]
+    assert not errors, errors
     return out
 
 

@@ -149,7 +149,9 @@ class _Execution:
             return self._dockerfile_stages(plan)
         if not plan.is_swebench:
             # A task's own image: pulled when missing, leased for the attempt, on bubblewrap
-            # run from its tree.
+            # run from its tree. A failure there is the environment's, as opening the sandbox
+            # on a missing image was (stage "setup"), before any clone.
+            self.current = ("image", Stage.SETUP)
             with images.task_image(
                 plan,
                 task=self.attempt.task,
