@@ -649,7 +649,9 @@ def remove_stale_containers(label_filter: dict[str, str]) -> int:
     client = _client()
     removed = 0
     try:
-        for container in client.containers.list(all=True, filters={"label": labels}):
+        for container in client.containers.list(
+            all=True, filters={"label": labels}, ignore_removed=True
+        ):
             with contextlib.suppress(docker.errors.NotFound):
                 container.remove(force=True)
                 removed += 1
@@ -667,7 +669,9 @@ def managed_label_values(label: str) -> set[str]:
         return set()
     client = _client()
     try:
-        found = client.containers.list(all=True, filters={"label": [f"{MANAGED_LABEL}=1", label]})
+        found = client.containers.list(
+            all=True, filters={"label": [f"{MANAGED_LABEL}=1", label]}, ignore_removed=True
+        )
         return {c.labels[label] for c in found if label in c.labels}
     finally:
         client.close()

@@ -54,7 +54,9 @@ def leftover_containers(attempt) -> list:
     client = docker.from_env()
     try:
         return client.containers.list(
-            all=True, filters={"label": f"agentbench.attempt={attempt.public_id}"}
+            all=True,
+            filters={"label": f"agentbench.attempt={attempt.public_id}"},
+            ignore_removed=True,
         )
     finally:
         client.close()

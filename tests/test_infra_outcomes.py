@@ -206,7 +206,7 @@ def test_an_engine_gone_mid_attempt_is_a_sandbox_error_and_leaves_no_container(
     def containers() -> list:
         client = private_dockerd.client()
         try:
-            return client.containers.list(all=True, filters={"label": label})
+            return client.containers.list(all=True, filters={"label": label}, ignore_removed=True)
         finally:
             client.close()
 

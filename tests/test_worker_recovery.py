@@ -93,7 +93,9 @@ def containers_of(attempt: Attempt) -> list:
     client = docker.from_env()
     try:
         return client.containers.list(
-            all=True, filters={"label": f"agentbench.attempt={attempt.public_id}"}
+            all=True,
+            filters={"label": f"agentbench.attempt={attempt.public_id}"},
+            ignore_removed=True,
         )
     finally:
         client.close()
@@ -221,7 +223,9 @@ def _remove_leftovers(stack) -> None:
     try:
         for public_id, artifacts_dir in rows:
             for container in client.containers.list(
-                all=True, filters={"label": f"agentbench.attempt={public_id}"}
+                all=True,
+                filters={"label": f"agentbench.attempt={public_id}"},
+                ignore_removed=True,
             ):
                 container.remove(force=True)
             workspace = Path(stack.env["ARTIFACTS_ROOT"]) / artifacts_dir / "workspace"
