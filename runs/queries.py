@@ -1,7 +1,7 @@
-"""The results' query parameters as schemas: the leaderboard's and the taxonomy's, read by
-the API (``runs.api``, which answers a bad value 422) and by the pages
-(``runs.web.query.page_query``, which shows it with status 400), so both take the same names,
-defaults and checks, and word a bad value alike.
+"""The results' query parameters as schemas: the leaderboard's, the comparison's, the
+taxonomy's and the attempt list's, read by the API (``runs.api``, which answers a bad value
+422) and by the pages (``runs.web.query.page_query``, which shows it with status 400), so both
+take the same names, defaults and checks, and word a bad value alike.
 """
 
 from __future__ import annotations
@@ -13,8 +13,12 @@ from ninja import Field, Schema
 from pydantic import ValidationError, WrapValidator
 from pydantic_core import PydanticCustomError
 
-from benchsite.api.common import Text
+from benchsite.api.common import MAX_PAGE, MAX_PAGE_SIZE, Text
+from runs.models import AttemptStatus
+from runs.results.attempt_list import SORTS, AttemptFilters
 from runs.results.leaderboard import SORT_KEYS
+from runs.results.params import split_values
+from runs.results.selection import OUTCOMES
 
 LAST_DATE = dt.date(9999, 12, 30)
 ListParam = list[Text]
@@ -70,5 +74,84 @@ class TaxonomyQuery(Schema):
     models: Text | None = Field(None, description="comma-separated; default every model")
     include_undated: bool = Field(
         False, description="points for runs of unknown date too (at their import time)"
+    )
+    format: Literal["json", "csv"] = "json"
+
+
+def _old_name(new: str) -> Any:
+    """A deprecated alias of ``new``: read, marked deprecated in the OpenAPI schema."""
+    return Field(
+        None,
+        json_schema_extra=DEPRECATED,
+        description=f"deprecated: the old name of `{new}` (the pages redirect it; use `{new}`)",
+    )
+
+
+class AttemptListQuery(Schema):
+    """The attempt list's parameters: the names of ``runs.results.params.ATTEMPTS`` (the
+    page ``/suites/<name>/attempts/`` takes the same), plus ``suite`` and the old names."""
+
+    suite: Text | None = None
+    models: ListParam = Field([], description="configuration names, slugs or ids" + LIST_NOTE)
+    runs: ListParam = Field([], description="run id prefixes, 8+ characters" + LIST_NOTE)
+    labels: ListParam = Field([], description="tasks carrying every label" + LIST_NOTE)
+    repo: Text | None = Field(None, description="the task's repository, e.g. django/django")
+    outcome: Literal[OUTCOMES] | None = Field(  # type: ignore[valid-type]
+        None, description="as the score counts it (the pages' badge)"
+    )
+    reason: Text | None = Field(None, description="a failure reason code")
+    status: AttemptStatus | None = None
+    task: Text | None = Field(None, description="one task id, exactly")
+    q: Text | None = Field(
+        None, max_length=200, description="text in the task id (and the error, for readers)"
+    )
+    is_infra: bool | None = None
+    resolved: bool | None = None
+    attempted: bool | None = Field(
+        None, description="true: attempts that were made; false: a partial run's not attempted"
+    )
+    sort: Literal[tuple(SORTS)] = "task"  # type: ignore[valid-type]
+    order: Literal["asc", "desc"] | None = Field(None, description="default: the sort's own")
+    page: int = Field(1, ge=1, le=MAX_PAGE)
+    page_size: int = Field(50, ge=1, le=MAX_PAGE_SIZE)
+    format: Literal["json", "csv"] = Field(
+        "json", description="csv: every attempt of the filter, streamed (as the page's CSV)"
+    )
+    model: Text | None = _old_name("models")
+    run: Text | None = _old_name("runs")
+    failure_reason: Text | None = _old_name("reason")
+    task_id: Text | None = _old_name("task")
+
+    def filters(self) -> AttemptFilters:
+        """The selection these parameters ask for (an old name read as its new one); whether
+        a model or run exists is ``attempt_selection``'s to say."""
+        return AttemptFilters(
+            models=tuple(split_values([*self.models, self.model or ""])),
+            runs=tuple(split_values([*self.runs, self.run or ""])),
+            labels=tuple(split_values(self.labels)),
+            repo=self.repo or "",
+            outcome=self.outcome or "",
+            reason=self.reason or self.failure_reason or "",
+            status=self.status or "",
+            task=self.task or self.task_id or "",
+            q=self.q or "",
+            is_infra=self.is_infra,
+            resolved=self.resolved,
+            attempted=self.attempted,
+            sort=self.sort,
+            order=self.order or "",
+        )
+
+
+class CompareQuery(Schema):
+    suite: Text = Field(min_length=1, max_length=100)
+    models: Text = Field(
+        min_length=1,
+        description="comma-separated configurations (name, slug or public id: all its runs) or"
+        " single runs (slug@run-id); the first is A",
+    )
+    labels: ListParam = Field([], description="tasks carrying every label" + LIST_NOTE)
+    only: Literal["differ"] | None = Field(
+        None, description="differ: only tasks whose outcomes differ"
     )
     format: Literal["json", "csv"] = "json"

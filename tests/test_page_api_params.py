@@ -95,3 +95,53 @@ def test_the_taxonomy_page_reads_its_parameters_with_the_apis_schema(client, see
     page = client.get(reverse("suite-taxonomy", args=[suite]) + "?include_undated=maybe")
     assert page.status_code == 400
     assert page.context["errors"] == [f"include_undated: {error['message']}"]
+
+
+ATTEMPT_LIST_BAD = [
+    ("outcome", "lost"),
+    ("sort", "colour"),
+    ("order", "up"),
+    ("page_size", "9999"),
+    ("page_size", "ten"),
+    ("is_infra", "maybe"),
+    ("q", "x" * 201),
+]
+
+
+@pytest.mark.parametrize(("name", "value"), ATTEMPT_LIST_BAD)
+def test_the_attempt_list_page_words_a_bad_value_as_the_api(client, seeded, name, value):
+    suite = seeded["suite"].name
+    api = client.get(f"/api/attempts?suite={suite}&{name}={value}")
+    assert api.status_code == 422
+    (error,) = api.json()["errors"]
+    assert error["field"] == name
+    page = client.get(reverse("suite-attempts", args=[suite]) + f"?{name}={value}")
+    assert page.status_code == 400
+    assert page.context["errors"] == [f"{name}: {error['message']}"]
+    assert page.context["page"] is None
+
+
+@pytest.mark.parametrize(
+    "query", ["", "outcome=resolved", "sort=outcome&order=desc", "labels=python", "page_size=2"]
+)
+def test_the_attempt_list_page_and_api_select_alike(client, seeded, query):
+    suite = seeded["suite"].name
+    page = client.get(reverse("suite-attempts", args=[suite]) + "?" + query)
+    assert page.status_code == 200, page.context["errors"]
+    shown = [str(a.public_id) for a in page.context["page"]]
+    api = client.get(f"/api/attempts?suite={suite}&page_size={len(shown) or 1}&{query}")
+    assert api.status_code == 200, api.json()
+    assert [a["public_id"] for a in api.json()["items"]] == shown
+    if query == "":
+        assert shown  # the seeded attempts: not two empty lists
+
+
+def test_the_compare_page_words_a_bad_value_as_the_api(client, seeded):
+    suite = seeded["suite"].name
+    models = ",".join(c.slug for c in list(seeded["models"].values())[:2])
+    api = client.get(f"/api/compare?suite={suite}&models={models}&only=same")
+    assert api.status_code == 422
+    (error,) = api.json()["errors"]
+    page = client.get(reverse("suite-compare", args=[suite]) + f"?models={models}&only=same")
+    assert page.status_code == 400
+    assert page.content.decode() == f"only: {error['message']}"

@@ -44,13 +44,11 @@ from runs.model_configs import model_config_by_ref, model_config_create
 from runs.models import Attempt, FailureReason, ModelConfig, Run
 from runs.results.attempt_list import (
     EXPORT_COLUMNS,
-    AttemptFilters,
     FilterError,
     attempt_selection,
     export_records,
     list_rows,
 )
-from runs.results.params import split_values
 from runs.services import LaunchError
 from tasks_app.models import Suite
 
@@ -270,22 +268,7 @@ def attempt_list(request: HttpRequest, query: Query[AttemptListQuery]):
     suite = suite_or_404(query.suite) if query.suite else None
     readable = can_read_artifacts(request.user)
     try:
-        filters = AttemptFilters(
-            models=tuple(split_values([*query.models, query.model or ""])),
-            runs=tuple(split_values([*query.runs, query.run or ""])),
-            labels=tuple(split_values(query.labels)),
-            repo=query.repo or "",
-            outcome=query.outcome or "",
-            reason=query.reason or query.failure_reason or "",
-            status=query.status or "",
-            task=query.task or query.task_id or "",
-            q=query.q or "",
-            is_infra=query.is_infra,
-            resolved=query.resolved,
-            attempted=query.attempted,
-            sort=query.sort,
-            order=query.order or "",
-        )
+        filters = query.filters()
         attempts = attempt_selection(suite=suite, filters=filters, read_errors=readable)
         if query.format == "csv":
             detail = reverse("attempt-detail", args=[_ZERO]).replace(str(_ZERO), "{}")

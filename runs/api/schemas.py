@@ -6,22 +6,21 @@ import datetime as dt
 import json
 import uuid
 from decimal import Decimal
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from django.urls import reverse
 from ninja import Field, FilterLookup, FilterSchema, Schema
 from pydantic import AfterValidator
 
-from benchsite.api.common import MAX_PAGE, MAX_PAGE_SIZE, Text
+from benchsite.api.common import Text
 from runs import artifacts
-from runs.models import AgentVariant, AttemptStatus, RunSource, RunStatus
-from runs.queries import (
-    DEPRECATED,
+from runs.models import AgentVariant, RunSource, RunStatus
+from runs.queries import (  # noqa: F401  (the API's schemas, read by the pages too)
     LIST_NOTE,
+    AttemptListQuery,
+    CompareQuery,
     ListParam,
 )
-from runs.results.attempt_list import SORTS
-from runs.results.selection import OUTCOMES
 
 INT32 = 2**31 - 1
 INT63 = 2**63 - 1
@@ -349,51 +348,6 @@ def artifact_url(attempt, name: str) -> str:
     return reverse("api:attempt_artifact", kwargs={"public_id": attempt.public_id, "path": name})
 
 
-def _old_name(new: str) -> Any:
-    """A deprecated alias of ``new``: read, marked deprecated in the OpenAPI schema."""
-    return Field(
-        None,
-        json_schema_extra=DEPRECATED,
-        description=f"deprecated: the old name of `{new}` (the pages redirect it; use `{new}`)",
-    )
-
-
-class AttemptListQuery(Schema):
-    """The attempt list's parameters: the names of ``runs.results.params.ATTEMPTS`` (the
-    page ``/suites/<name>/attempts/`` takes the same), plus ``suite`` and the old names."""
-
-    suite: Text | None = None
-    models: ListParam = Field([], description="configuration names, slugs or ids" + LIST_NOTE)
-    runs: ListParam = Field([], description="run id prefixes, 8+ characters" + LIST_NOTE)
-    labels: ListParam = Field([], description="tasks carrying every label" + LIST_NOTE)
-    repo: Text | None = Field(None, description="the task's repository, e.g. django/django")
-    outcome: Literal[OUTCOMES] | None = Field(  # type: ignore[valid-type]
-        None, description="as the score counts it (the pages' badge)"
-    )
-    reason: Text | None = Field(None, description="a failure reason code")
-    status: AttemptStatus | None = None
-    task: Text | None = Field(None, description="one task id, exactly")
-    q: Text | None = Field(
-        None, max_length=200, description="text in the task id (and the error, for readers)"
-    )
-    is_infra: bool | None = None
-    resolved: bool | None = None
-    attempted: bool | None = Field(
-        None, description="true: attempts that were made; false: a partial run's not attempted"
-    )
-    sort: Literal[tuple(SORTS)] = "task"  # type: ignore[valid-type]
-    order: Literal["asc", "desc"] | None = Field(None, description="default: the sort's own")
-    page: int = Field(1, ge=1, le=MAX_PAGE)
-    page_size: int = Field(50, ge=1, le=MAX_PAGE_SIZE)
-    format: Literal["json", "csv"] = Field(
-        "json", description="csv: every attempt of the filter, streamed (as the page's CSV)"
-    )
-    model: Text | None = _old_name("models")
-    run: Text | None = _old_name("runs")
-    failure_reason: Text | None = _old_name("reason")
-    task_id: Text | None = _old_name("task")
-
-
 class AttemptPageOut(Schema):
     items: list[AttemptOut]
     count: int
@@ -513,20 +467,6 @@ class LeaderboardOut(Schema):
     date_from: dt.date | None
     date_to: dt.date | None
     rows: list[LeaderboardRowOut] = Field(description="competing rows, then the references")
-
-
-class CompareQuery(Schema):
-    suite: Text = Field(min_length=1, max_length=100)
-    models: Text = Field(
-        min_length=1,
-        description="comma-separated configurations (name, slug or public id: all its runs) or"
-        " single runs (slug@run-id); the first is A",
-    )
-    labels: ListParam = Field([], description="tasks carrying every label" + LIST_NOTE)
-    only: Literal["differ"] | None = Field(
-        None, description="differ: only tasks whose outcomes differ"
-    )
-    format: Literal["json", "csv"] = "json"
 
 
 class CompareEntryOut(Schema):

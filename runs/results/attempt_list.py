@@ -9,7 +9,7 @@ filters are ``runs.results.params.ATTEMPTS``; ``AttemptFilters`` has a field for
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -27,7 +27,6 @@ from django.db.models import (
 from django.db.models.functions import Substr
 
 from runs.models import Attempt, AttemptStatus, FailureReason, ModelConfig, Run
-from runs.results.params import ATTEMPT_FILTER, flag, split_values
 from runs.results.selection import OUTCOMES, outcome_filter, repo_of
 from tasks_app.models import Suite, Task
 
@@ -51,7 +50,6 @@ TIE_BREAKERS = ("task__task_id", "model_config__name", "sample_index", "id")
 OUTCOME_ORDER = ("resolved", "failed", "infra", "missing", "not_evaluated", "pending")
 ERROR_SHOWN_CHARS = 200  # the list shows (and exports) the error's start
 
-MAX_PAGE_SIZE = 500
 PAGE_SIZES = (25, 50, 100, 200, 500)
 DEFAULT_PAGE_SIZE = 100
 
@@ -144,57 +142,6 @@ class AttemptFilters:
             for f in fields(self)
             if f.name not in ("sort", "order")
         )
-
-
-def filters_from(params: Mapping[str, Sequence[str]]) -> AttemptFilters:
-    """Filters from query parameters (a name to its values, as ``QueryDict.lists()`` gives);
-    raises ``FilterError`` naming the first bad one. Checks values, not whether a model or run
-    exists (``attempt_selection`` does that)."""
-
-    def one(name: str) -> str:
-        values = [v for v in params.get(name, ()) if v.strip()]
-        return values[-1].strip() if values else ""
-
-    def several(name: str) -> tuple[str, ...]:
-        return tuple(split_values(params.get(name, ())))
-
-    def boolean(name: str) -> bool | None:
-        raw = one(name)
-        if not raw:
-            return None
-        value = flag(raw)
-        if value is None:
-            raise FilterError(name, f"expected true or false, got {raw!r}")
-        return value
-
-    for name in ATTEMPT_FILTER:
-        for value in params.get(name, ()):
-            if "\x00" in value:
-                raise FilterError(name, "must not contain NUL characters")
-    sort = one("sort") or DEFAULT_SORT
-    if sort not in SORTS:
-        raise FilterError("sort", f"expected one of {', '.join(SORTS)}, got {sort!r}")
-    order = one("order").lower()
-    if order not in ("", "asc", "desc"):
-        raise FilterError("order", f"expected asc or desc, got {order!r}")
-    filters = AttemptFilters(
-        models=several("models"),
-        runs=several("runs"),
-        labels=several("labels"),
-        repo=one("repo"),
-        outcome=one("outcome"),
-        reason=one("reason"),
-        status=one("status"),
-        task=one("task"),
-        q=one("q")[:200],
-        is_infra=boolean("is_infra"),
-        resolved=boolean("resolved"),
-        attempted=boolean("attempted"),
-        sort=sort,
-        order=order,
-    )
-    check(filters)
-    return filters
 
 
 def check(filters: AttemptFilters) -> None:
@@ -467,19 +414,6 @@ def without(filters: AttemptFilters, *names: str) -> AttemptFilters:
     """``filters`` with ``names`` cleared (e.g. the outcome, for the outcome counts)."""
     blank = AttemptFilters()
     return replace(filters, **{n: getattr(blank, n) for n in names})
-
-
-def page_size(raw: str, default: int = DEFAULT_PAGE_SIZE) -> int:
-    """A page size from a parameter: 1 to ``MAX_PAGE_SIZE``; ``FilterError`` otherwise."""
-    if not raw.strip():
-        return default
-    try:
-        size = int(raw)
-    except ValueError:
-        raise FilterError("page_size", f"expected a number, got {raw!r}") from None
-    if not 1 <= size <= MAX_PAGE_SIZE:
-        raise FilterError("page_size", f"expected 1 to {MAX_PAGE_SIZE}, got {size}")
-    return size
 
 
 EXPORT_COLUMNS = (

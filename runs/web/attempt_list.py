@@ -29,15 +29,13 @@ from runs.results.attempt_list import (
     counted,
     export_records,
     filtered,
-    filters_from,
     list_rows,
     outcome_counts,
-    page_size,
     suite_repos,
     without,
 )
 from runs.results.params import ATTEMPTS
-from runs.web.query import old_names_redirect, unknown_params
+from runs.web.query import attempt_list_query, old_names_redirect, unknown_params
 from runs.web.results import _suite_for, suite_labels
 from tasks_app.models import Suite
 
@@ -73,8 +71,7 @@ def suite_attempts(request: HttpRequest, name: str) -> HttpResponseBase:
     notices = unknown_params(request, ATTEMPTS)
     fmt = request.GET.get("format", "")
     try:
-        filters = filters_from(dict(request.GET.lists()))
-        size = page_size(request.GET.get("page_size", ""))
+        filters, size = attempt_list_query(request)
         if fmt and fmt not in FORMATS:
             raise FilterError("format", f"expected csv or json, got {fmt!r}")
         readable = can_read_artifacts(request.user)

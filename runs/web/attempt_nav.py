@@ -16,11 +16,10 @@ from runs.results.attempt_list import (
     DEFAULT_PAGE_SIZE,
     AttemptFilters,
     FilterError,
-    filters_from,
     neighbours,
-    page_size,
 )
 from runs.results.params import ATTEMPT_FILTER
+from runs.web.query import attempt_list_query
 
 # What an attempt page takes: the list's filter and order, its page size, the patch view.
 NAV_PARAMS = (*ATTEMPT_FILTER, "page_size", "view")
@@ -46,8 +45,8 @@ def navigation(request: HttpRequest, attempt: Attempt, *, read_errors: bool) -> 
     from_list = any(name in request.GET for name in ATTEMPT_FILTER)
     short = str(attempt.run.public_id)[:8]
     try:
-        filters = filters_from(dict(request.GET.lists())) if from_list else None
-        size = page_size(request.GET.get("page_size", ""))
+        listed, size = attempt_list_query(request)
+        filters = listed if from_list else None
     except FilterError as exc:
         return Navigation(scope="list", error=str(exc))
     sized = [("page_size", str(size))] if size != DEFAULT_PAGE_SIZE else []

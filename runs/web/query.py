@@ -12,7 +12,9 @@ from django.http import HttpRequest, HttpResponsePermanentRedirect
 from ninja import Schema
 from pydantic import ValidationError
 
-from runs.results.params import LISTS, canonical_query, unknown, unknown_notice
+from runs.queries import AttemptListQuery
+from runs.results.attempt_list import DEFAULT_PAGE_SIZE, AttemptFilters, FilterError, check
+from runs.results.params import ATTEMPT_FILTER, LISTS, canonical_query, unknown, unknown_notice
 
 SchemaT = TypeVar("SchemaT", bound=Schema)
 
@@ -74,3 +76,21 @@ def page_query(
             errors.append(f"{name}: {error['msg']}")
             data.pop(name, None)
     return schema.model_validate(data)
+
+
+def attempt_list_query(request: HttpRequest) -> tuple[AttemptFilters, int]:
+    """The attempt list's filter and page size as the page's URL gives them, read with the
+    API's ``AttemptListQuery`` (an attempt page's previous / next reads the same names).
+    Raises ``FilterError`` naming the first bad value, in the API's words."""
+    errors: list[str] = []
+    query = page_query(
+        request, AttemptListQuery, (*ATTEMPT_FILTER, "page_size"), fixed={}, errors=errors
+    )
+    if errors:
+        field, _, message = errors[0].partition(": ")
+        raise FilterError(field, message)
+    filters = query.filters()
+    check(filters)
+    # The page shows 100 rows unless told (the API answers 50): each keeps its default.
+    given = "page_size" in query.model_fields_set
+    return filters, query.page_size if given else DEFAULT_PAGE_SIZE

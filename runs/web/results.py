@@ -18,7 +18,7 @@ from django.utils.safestring import SafeString, mark_safe
 from benchsite.accounts.access import can_read_leaderboards
 from runs.exports import FORMATS
 from runs.models import ModelConfig, Run, RunDateSource
-from runs.queries import LeaderboardQuery, TaxonomyQuery
+from runs.queries import CompareQuery, LeaderboardQuery, TaxonomyQuery
 from runs.results import params
 from runs.results.attempt_list import FilterError as AttemptFilterError
 from runs.results.attempt_list import model_ids
@@ -58,11 +58,6 @@ def _suite_for(request: HttpRequest, name: str) -> Suite | HttpResponse:
     if not can_read_leaderboards(request.user):
         return redirect_to_login(request.get_full_path())
     return get_object_or_404(Suite, name=name)
-
-
-def _labels(request: HttpRequest) -> list[str]:
-    """``labels``, repeated (the form's checkboxes) or comma-separated."""
-    return split_values(request.GET.getlist("labels"))
 
 
 def _to_api(request: HttpRequest, suite: Suite, url_name: str) -> HttpResponse | None:
@@ -272,7 +267,6 @@ def compare(request: HttpRequest, name: str) -> HttpResponse:
         return moved
     notices = unknown_params(request, params.COMPARE)
     keys = split_values(request.GET.getlist("models"))
-    labels = _labels(request)
     if len(keys) < 2:
         return render(
             request,
@@ -284,14 +278,14 @@ def compare(request: HttpRequest, name: str) -> HttpResponse:
                 "notices": notices,
             },
         )
-    only = request.GET.get("only", "")
+    errors: list[str] = []
+    read = page_query(request, CompareQuery, params.COMPARE, fixed={"suite": name}, errors=errors)
+    only, labels = read.only or "", split_values(read.labels)
     fmt = request.GET.get("format", "")
-    for field, value, allowed in (("only", only, ("differ",)), ("format", fmt, FORMATS)):
-        if value and value not in allowed:
-            return HttpResponseBadRequest(
-                f"{field}: expected {' or '.join(allowed)}, got {value!r}",
-                content_type="text/plain; charset=utf-8",
-            )
+    if fmt and fmt not in FORMATS:
+        errors.append(f"format: expected {' or '.join(FORMATS)}, got {fmt!r}")
+    if errors:
+        return HttpResponseBadRequest("; ".join(errors), content_type="text/plain; charset=utf-8")
     try:
         comparison = compare_models(suite=suite, keys=keys, labels=labels)
     except SelectionError as exc:
