@@ -10,6 +10,7 @@ raises before and leaves nothing to record). A dry run stores nothing and is not
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,25 +21,30 @@ from benchsite.accounts.services import audit_event_record
 from runs.imports import predictions, results, run_import, uploads
 
 
-def _record(
+def _audited(
     action: Action,
-    report: Any,
+    service: Callable[..., Any],
     *,
     file: str,
-    suite: str,
     actor,
     door: Door,
     request: HttpRequest | None,
-) -> None:
-    audit_event_record(
-        actor=actor,
-        action=action,
-        door=door,
-        objects=[report.run_id],
-        object_type="runs.run",
-        request=request,
-        details={"file": file, "suite": suite, "summary": report.summary()},
-    )
+    options: dict[str, Any],
+) -> Any:
+    """``service(created_by=actor, **options)``, and its audit event once it committed (a dry
+    run stores nothing: nothing to record)."""
+    report = service(created_by=actor, **options)
+    if not getattr(report, "dry_run", False):
+        audit_event_record(
+            actor=actor,
+            action=action,
+            door=door,
+            objects=[report.run_id],
+            object_type="runs.run",
+            request=request,
+            details={"file": file, "suite": options["suite_name"], "summary": report.summary()},
+        )
+    return report
 
 
 def _file_name(options: dict, key: str) -> str:
@@ -49,68 +55,61 @@ def predictions_import(
     *, actor, door: Door, request: HttpRequest | None = None, **options: Any
 ) -> predictions.PredictionsReport:
     """``runs.imports.predictions.predictions_import`` (same options), audited."""
-    report = predictions.predictions_import(created_by=actor, **options)
-    _record(
+    file = _file_name(options, "source")
+    return _audited(
         Action.PREDICTIONS_IMPORT,
-        report,
-        file=_file_name(options, "source"),
-        suite=options["suite_name"],
+        predictions.predictions_import,
+        file=file,
         actor=actor,
         door=door,
         request=request,
+        options=options,
     )
-    return report
 
 
 def results_import(
     *, actor, door: Door, request: HttpRequest | None = None, **options: Any
 ) -> results.ResultsReport:
     """``runs.imports.results.results_import`` (same options), audited."""
-    report = results.results_import(created_by=actor, **options)
-    _record(
+    file = _file_name(options, "source")
+    return _audited(
         Action.RESULTS_IMPORT,
-        report,
-        file=_file_name(options, "source"),
-        suite=options["suite_name"],
+        results.results_import,
+        file=file,
         actor=actor,
         door=door,
         request=request,
+        options=options,
     )
-    return report
 
 
 def run_import_upload(
     *, actor, door: Door, request: HttpRequest | None = None, **options: Any
 ) -> run_import.RunImportReport:
     """An uploaded run folder (``runs.imports.uploads.run_import_upload``), audited."""
-    report = uploads.run_import_upload(created_by=actor, **options)
-    if not report.dry_run:
-        name = Path(options["upload"].name or "upload").name
-        _record(
-            Action.RUN_IMPORT,
-            report,
-            file=name,
-            suite=options["suite_name"],
-            actor=actor,
-            door=door,
-            request=request,
-        )
-    return report
+    file = Path(options["upload"].name or "upload").name
+    return _audited(
+        Action.RUN_IMPORT,
+        uploads.run_import_upload,
+        file=file,
+        actor=actor,
+        door=door,
+        request=request,
+        options=options,
+    )
 
 
 def run_folder_import(
     *, actor, door: Door, request: HttpRequest | None = None, **options: Any
 ) -> run_import.RunImportReport:
     """A run folder on disk (``runs.imports.run_import.run_folder_import``), audited."""
-    report = run_import.run_folder_import(created_by=actor, **options)
-    if not report.dry_run:
-        _record(
-            Action.RUN_IMPORT,
-            report,
-            file=_file_name(options, "path"),
-            suite=options["suite_name"],
-            actor=actor,
-            door=door,
-            request=request,
-        )
-    return report
+    file = _file_name(options, "path")
+    return _audited(
+        Action.RUN_IMPORT,
+        run_import.run_folder_import,
+        file=file,
+        actor=actor,
+        door=door,
+        request=request,
+        options=options,
+    )
