@@ -409,6 +409,25 @@ def test_it_cannot_write_outside_the_workspace(sb: Sandbox) -> None:
     assert not Path("/tmp", name).exists()  # the sandbox's /tmp is its own tmpfs
 
 
+def test_it_cannot_change_its_own_cgroup_limits(sb: Sandbox) -> None:
+    # Suites size themselves from the cgroup they see (pylint reads cpu.max): bubblewrap binds
+    # the sandbox's own group in read-only, Docker gives a container its own, read-only too.
+    # Whatever is seen, nothing inside may raise a limit or leave the group.
+    files = "cpu.max memory.max pids.max cgroup.procs cpu/cpu.cfs_quota_us pids/pids.max"
+    script = (
+        "seen=0; for f in " + files + "; do p=/sys/fs/cgroup/$f; [ -e $p ] || continue; "
+        "seen=1; if echo max > $p 2>/dev/null || echo -1 > $p 2>/dev/null; "
+        'then echo "wrote $p"; fi; done; echo "seen=$seen"; '
+        "touch /sys/fs/cgroup/ab-escape 2>/dev/null && echo wrote-new-file; "
+        "mkdir /sys/fs/cgroup/ab-child 2>/dev/null && echo made-child-group; true"
+    )
+    result = sb.exec(script, timeout=20)
+    assert result.ok, result.stderr
+    assert "wrote" not in result.stdout and "made-child-group" not in result.stdout, result.stdout
+    # The limits are there to be read (what the view is for): a file a suite reads exists.
+    assert "seen=1" in result.stdout, result.stdout
+
+
 def test_it_stops_a_fork_bomb_with_the_pid_limit(sb: Sandbox) -> None:
     forker = (
         "import os, time\n"
