@@ -177,6 +177,10 @@ SANDBOX_BACKEND = envstr("SANDBOX_BACKEND", "auto")  # auto | docker | bwrap
 SANDBOX_IMAGE = envstr("SANDBOX_IMAGE", "agentbench/py-runner:0.1.0")
 SANDBOX_MEMORY_MB = envint("SANDBOX_MEMORY_MB", 2048)
 SANDBOX_CPUS = envfloat("SANDBOX_CPUS", 1.0)
+# The most a task may ask for itself (a Harbor task's memory_mb and storage_mb): more is
+# refused at import, and at run time if the limit was lowered since ([resource-cap]).
+SANDBOX_MAX_MEMORY_MB = envint("SANDBOX_MAX_MEMORY_MB", 16384)
+SANDBOX_MAX_DISK_MB = envint("SANDBOX_MAX_DISK_MB", 102400)
 SANDBOX_PIDS_LIMIT = envint("SANDBOX_PIDS_LIMIT", 256)
 SANDBOX_OUTPUT_CAP_BYTES = envint("SANDBOX_OUTPUT_CAP_BYTES", 1_000_000)
 # Disk quota per sandbox (workspace, /tmp and home share it; sandbox/disk.py); 0 turns it off.

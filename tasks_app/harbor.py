@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
+
 from tasks_app.spec import PathRules, SpecProblem, TaskSpecError
 
 CONFIG_NAME = "task.toml"
@@ -249,6 +251,8 @@ def load_harbor_task(folder: Path | str) -> HarborTask:
 
     memory = reader.size_mb("environment.memory_mb", "environment.memory", DEFAULT_MEMORY_MB)
     storage = reader.size_mb("environment.storage_mb", "environment.storage", DEFAULT_STORAGE_MB)
+    for dotted, over in over_caps({"memory_mb": memory, "storage_mb": storage}):
+        reader.report(f"environment.{dotted}", over)
     metadata: dict[str, Any] = _table(config, "metadata")
     task_table: dict[str, Any] = _table(config, "task")
     task = HarborTask(
@@ -334,6 +338,22 @@ def _labels(metadata: dict[str, Any], task_table: dict[str, Any]) -> list[str]:
         if isinstance(value, str) and value and value not in labels:
             labels.append(value)
     return labels
+
+
+def over_caps(spec: dict[str, Any]) -> list[tuple[str, str]]:
+    """(field, why) for each resource ``spec`` asks for beyond this installation's limits
+    (``SANDBOX_MAX_MEMORY_MB``, ``SANDBOX_MAX_DISK_MB``): a task may not take a host's
+    whole memory or disk by asking for it."""
+    caps = {
+        "memory_mb": ("SANDBOX_MAX_MEMORY_MB", settings.SANDBOX_MAX_MEMORY_MB),
+        "storage_mb": ("SANDBOX_MAX_DISK_MB", settings.SANDBOX_MAX_DISK_MB),
+    }
+    found = []
+    for name, (setting, cap) in caps.items():
+        asked = int(spec.get(name) or 0)
+        if cap and asked > cap:
+            found.append((name, f"{asked} MB is over this installation's {setting} ({cap} MB)"))
+    return found
 
 
 class _Reader:

@@ -66,6 +66,16 @@ def test_it_reads_every_honoured_field_of_the_examples():
         (("cpus = 1", 'cpus = "two"'), "environment.cpus", "positive number"),
         (("timeout_sec = 300.0", "timeout_sec = -1"), "agent.timeout_sec", "seconds"),
         (('version = "1.0"', 'version = "9.9"'), "version", "unsupported version"),
+        (
+            ("memory_mb = 1024", "memory_mb = 1048576"),
+            "environment.memory_mb",
+            "over this installation's SANDBOX_MAX_MEMORY_MB (16384 MB)",
+        ),
+        (
+            ("storage_mb = 1024", 'storage = "1T"'),
+            "environment.storage_mb",
+            "over this installation's SANDBOX_MAX_DISK_MB (102400 MB)",
+        ),
     ],
 )
 def test_it_refuses_a_field_by_name(tmp_path, toml_extra, field, words):

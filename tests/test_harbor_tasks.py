@@ -158,6 +158,24 @@ def test_a_folder_changed_since_its_import_is_refused(tmp_path, artifacts_root):
     assert "[task-changed]" in attempt.error_text
 
 
+def test_a_task_over_a_limit_lowered_since_its_import_is_refused(
+    tmp_path, artifacts_root, settings
+):
+    _, task = _variant(tmp_path)
+    settings.SANDBOX_MAX_MEMORY_MB = 512  # the task asks for 1024
+
+    attempt = run_attempt(task, variant="nop", backend="docker")
+
+    assert attempt.failure_reason_id == "SETUP_FAILED"
+    assert attempt.is_infra is True
+    assert (
+        "[resource-cap] the task's memory_mb: 1024 MB is over this installation's "
+        "SANDBOX_MAX_MEMORY_MB (512 MB)" in attempt.error_text
+    )
+    names = list(attempt.stages.order_by("order").values_list("name", flat=True))
+    assert names == ["environment_build"]  # nothing built, nothing ran
+
+
 def _ab(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
     env = os.environ | {
         "AB_VAR_DIR": str(tmp_path / "var"),

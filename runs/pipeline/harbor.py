@@ -68,7 +68,9 @@ def run(ex: _Execution, plan) -> None:
     spec = plan.harbor
     folder = Path(spec["folder"])
     ex._checkpoint("environment_build", Stage.SETUP)
-    changed = _changed(folder, spec)
+    changed = _changed(folder, spec) or "; ".join(
+        f"[resource-cap] the task's {name}: {why}" for name, why in harbor_format.over_caps(spec)
+    )
     if changed:
         ex._record(
             StageResult("environment_build", Stage.SETUP, reason=Reason.SETUP_FAILED, note=changed)
