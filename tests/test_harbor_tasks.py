@@ -67,6 +67,9 @@ def test_it_solves_each_example_with_its_oracle_and_fails_it_with_nop(
     record = json.loads((folder / "run.json").read_text())
     assert record["sandbox"]["backend"] == backend
     assert record["sandbox"]["workdir"] == "/app"
+    # task.toml's resources, as the sandbox got them (cpus at most the host's).
+    assert record["sandbox"]["memory_mb"] == 1024
+    assert record["sandbox"]["cpus"] == min(1.0, float(os.cpu_count() or 1))
 
     untouched = run_attempt(task, variant="nop", backend=backend)
 

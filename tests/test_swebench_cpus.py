@@ -25,6 +25,7 @@ from sandbox.environments.repos import RepoSource
 from tasks_app.models import GoldValidation, Task
 from tasks_app.spec import EnvironmentSpec
 from tasks_app.swebench.importer import swebench_import
+from tests.pipeline_fixtures import attempt_folder
 from tests.swebench_cache_fixtures import (
     TINY_REPO,
     TINY_SPECS,
@@ -197,5 +198,8 @@ def test_the_final_tests_see_the_hosts_cpus_and_a_skipped_test_is_named_on_both_
             f"{SKIPPED_TEST}"
         ), (backend, row_.reason)
         assert "first error" not in row_.reason, row_.reason
+        # The attempt's record says which CPUs its tests were given.
+        record = json.loads((attempt_folder(gold) / "run.json").read_text())
+        assert record["sandbox"]["cpus"] == float(HOST), (backend, record["sandbox"])
         stored = GoldValidation.objects.get(task=task, backend=backend)
         assert stored.reason == row_.reason and stored.failing_tests == [SKIPPED_TEST]

@@ -249,6 +249,9 @@ class _Execution:
                 "workspace_path": config.workspace_path,
                 "workdir": plan.workdir,
                 "disk_quota": sandbox.disk_quota,
+                # What the tests could size themselves from (SWE-bench: the host's CPUs).
+                "cpus": config.cpus,
+                "memory_mb": config.memory_mb,
             }
             if code_inside:
                 if not self._get_code(plan, ws, repo_dir):

@@ -128,6 +128,13 @@ def _sandboxed(ex: _Execution, plan, spec: dict, folder: Path, ws: Path, base: _
 
         rootfs = Path(plan.image_tree) if plan.image_tree else None
         with open_sandbox(config, backend=ex.backend, bwrap_rootfs=rootfs) as sandbox:
+            ex.sandbox_info |= {
+                "backend": sandbox.backend,
+                "cpus": config.cpus,
+                "memory_mb": config.memory_mb,
+                "disk_quota": sandbox.disk_quota,
+                "network": "internet" if config.allow_network else "none",
+            }
             if sandbox.backend == "bwrap" and sandbox.disk_quota.startswith("none"):
                 # Without a quota's filesystem each bubblewrap command gets a fresh /tmp: what
                 # the agent left in /logs/agent, and /tests, would be gone by the next one.
