@@ -22,7 +22,7 @@ Pure: no Django. The package is imported when first needed (about 2 s).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import SimpleNamespace
 from typing import Any, Final
 
@@ -38,6 +38,7 @@ LANGUAGE_NAMES: Final = {
     "php": "PHP",
     "rb": "Ruby",
 }
+Parser = Callable[[str, Any], dict[str, str]]
 # What the eval script is told the environment is called, and where the repository is.
 ENV_NAME: Final = "testbed"
 
@@ -60,6 +61,14 @@ def language_of(repo: str) -> str:
 
 def is_python(repo: str) -> bool:
     return language_of(repo) == PYTHON
+
+
+def parser_for(repo: str) -> Parser:
+    """The official parser of ``repo``; ``parse_log_pytest`` for a repo it does not list."""
+    from swebench.harness.log_parsers import MAP_REPO_TO_PARSER
+    from swebench.harness.log_parsers.python import parse_log_pytest
+
+    return MAP_REPO_TO_PARSER.get(repo, parse_log_pytest)
 
 
 def parser_spec(*, repo: str, instance_id: str = "", version: str = "") -> Any:
@@ -107,8 +116,6 @@ def repo_problems(row: Mapping[str, Any], *, own_image: bool) -> list[tuple[str,
                     f"no version {version!r}, so no eval script (it lists {listed}, ...)",
                 )
             ]
-    from tasks_app.swebench.parsers import parser_for
-
     spec = parser_spec(repo=repo, instance_id=str(row["instance_id"]), version=version)
     try:
         parser_for(repo)("", spec)

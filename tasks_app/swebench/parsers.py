@@ -21,10 +21,10 @@ grade. Where ours differed, the official reading was kept (README, "SWE-bench", 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Final
+from typing import Final
 
 from tasks_app.swebench.eval_script import END_MARKER, START_MARKER
+from tasks_app.swebench.languages import parser_for, parser_spec
 
 PASSED: Final = "PASSED"
 FAILED: Final = "FAILED"
@@ -34,7 +34,6 @@ XFAIL: Final = "XFAIL"
 STATUSES: Final = (PASSED, FAILED, SKIPPED, ERROR, XFAIL)
 
 StatusMap = dict[str, str]
-Parser = Callable[[str, Any], StatusMap]
 
 __all__ = [
     "END_MARKER",
@@ -48,22 +47,12 @@ __all__ = [
 ]
 
 
-def parser_for(repo: str) -> Parser:
-    """The official parser of ``repo``; ``parse_log_pytest`` for a repo it does not list."""
-    from swebench.harness.log_parsers import MAP_REPO_TO_PARSER
-    from swebench.harness.log_parsers.python import parse_log_pytest
-
-    return MAP_REPO_TO_PARSER.get(repo, parse_log_pytest)
-
-
 def parse_log(text: str, repo: str, *, instance_id: str = "", version: str = "") -> StatusMap:
     """Statuses of the tests in ``text``, all of it, with the repo's official parser.
 
     The parsers get the ``TestSpec`` fields they read (jekyll's and immutable-js's pick a
     runner by ``instance_id``: ``languages.repo_problems`` refuses at import one they cannot).
     """
-    from tasks_app.swebench.languages import parser_spec
-
     spec = parser_spec(repo=repo, instance_id=instance_id, version=version)
     return dict(parser_for(repo)(text, spec))
 
