@@ -65,7 +65,9 @@ def row(repo: str, version: str, **changes: str) -> dict:
 
 
 def first_version(repo: str) -> str:
-    return next(v for v, s in MAP_REPO_VERSION_TO_SPECS[repo].items() if s.get("test_cmd"))
+    """Its first version with a test command (dbt-core lists none: its first)."""
+    versions = MAP_REPO_VERSION_TO_SPECS[repo]
+    return next((v for v, s in versions.items() if s.get("test_cmd")), next(iter(versions)))
 
 
 # --- Import -----------------------------------------------------------------------------------
@@ -73,7 +75,7 @@ def first_version(repo: str) -> str:
 
 def test_every_repository_the_package_knows_imports_in_its_language():
     repos = sorted(MAP_REPO_TO_EXT)
-    rows = [row(repo, first_version(repo)) for repo in repos if repo != "dbt-labs/dbt-core"]
+    rows = [row(repo, first_version(repo)) for repo in repos]
     instances, problems = check_instances([Record(f"line {i}", r) for i, r in enumerate(rows)])
 
     assert problems == []
