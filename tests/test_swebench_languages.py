@@ -399,3 +399,43 @@ def test_the_cheap_runners_still_print_what_was_recorded(repo, project, log, com
     recorded = parse_test_output((LOGS / f"{log}.log").read_text(), repo, instance_id=instance_id)
     assert recorded and "FAILED" in recorded.values() and "PASSED" in recorded.values()
     assert parse_test_output(live, repo, instance_id=instance_id) == recorded
+
+
+# --- Through the pipeline ---------------------------------------------------------------------
+
+
+def test_the_pipeline_runs_and_grades_a_jekyll_instance_the_packages_way():
+    from runs.pipeline import swebench
+    from runs.pipeline.plan import TaskPlan
+    from runs.pipeline.stages import CommandRun, StageResult
+    from runs.taxonomy import Stage
+
+    case = next(c for c in CASES if c.repo == "jekyll/jekyll")
+    plan = TaskPlan(
+        task_id=case.instance_id,
+        repo_url="https://github.com/jekyll/jekyll",
+        commit=BASE,
+        image="",
+        workdir="/testbed",
+        workspace_path="/testbed",
+        test_command="",
+        timeout_sec=60,
+        is_swebench=True,
+        fail_to_pass=(case.good,),
+        pass_to_pass=(case.bad,),
+        swebench_repo=case.repo,
+        swebench_version=case.version,
+        test_patch=TEST_PATCH,
+    )
+    data = row(case.repo, case.version, instance_id=case.instance_id)
+    assert swebench.eval_script_for(plan) == make_test_spec(data).eval_script
+
+    final = StageResult("final_test", Stage.FINAL_TEST)
+    log = (LOGS / f"{case.log}.log").read_text()
+    final.runs.append(CommandRun("bash eval.sh", 0, log, "", 1.0))
+    grading = swebench.grade(final, plan, agent_patch="x")
+
+    # The passing test is fixed, the failing one was kept passing: NO, as the package says.
+    assert grading.test_results["FAIL_TO_PASS"] == {"success": [case.good], "failure": []}
+    assert grading.test_results["PASS_TO_PASS"] == {"success": [], "failure": [case.bad]}
+    assert (grading.grade, grading.resolved) == ("NO", False)
