@@ -18,10 +18,13 @@ as_root() {
 # docker-compose: tests/test_deploy_compose.py runs docker/compose.yaml.
 # docker-registry, apache2-utils (htpasswd): tests/registry_fixtures.py serves images on loopback.
 # gcc, libc6-dev: the model gateway's forwarder, a static binary built from sandbox/.
+# golang-go, php-cli, phpunit, ruby, ruby-minitest, ruby-test-unit: tests/test_swebench_languages.py
+# runs the cheap SWE-bench Multilingual test runners live (Go, PHP, Ruby).
 SYSTEM_PACKAGES=(git ripgrep bubblewrap docker.io debootstrap redis-server postgresql
                  docker-registry apache2-utils
                  chromium chromium-driver procps iproute2 slirp4netns iptables docker-compose
-                 e2fsprogs util-linux mount gcc libc6-dev)
+                 e2fsprogs util-linux mount gcc libc6-dev
+                 golang-go php-cli phpunit ruby ruby-minitest ruby-test-unit)
 
 ensure_system_packages() {
   local missing=()

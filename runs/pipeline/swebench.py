@@ -152,6 +152,7 @@ def eval_script_for(plan: TaskPlan) -> str:
         base_commit=plan.commit,
         test_patch=plan.test_patch,
         test_command=plan.test_command,
+        instance_id=plan.task_id,
     )
 
 
@@ -235,6 +236,8 @@ def grade(final: StageResult, plan: TaskPlan, *, agent_patch: str) -> Grading:
         fail_to_pass=list(plan.fail_to_pass),
         pass_to_pass=list(plan.pass_to_pass),
         repo=plan.swebench_repo,
+        instance_id=plan.task_id,
+        version=plan.swebench_version,
     )
     grading = Grading(
         grade=str(result.grade), resolved=result.resolved, test_results=result.test_results

@@ -168,11 +168,18 @@ def base_key(suite: str) -> str:
 
 
 def official_spec(repo: str, version: str) -> dict[str, Any]:
-    from swebench.harness.constants import MAP_REPO_VERSION_TO_SPECS
+    from swebench.harness.constants import MAP_REPO_TO_EXT, MAP_REPO_VERSION_TO_SPECS
 
     specs = MAP_REPO_VERSION_TO_SPECS.get(repo)
     if specs is None:
         raise NotBuildable(f"the official harness has no specification for repository {repo}")
+    language = MAP_REPO_TO_EXT.get(repo, "py")
+    if language != "py":
+        # Only Python environments are built here; the others run on their official images.
+        raise NotBuildable(
+            f"{repo} is a {language} repository: only Python instances build offline "
+            "(use its official image: ab swebench build --source image)"
+        )
     spec = specs.get(version)
     if spec is None:
         raise NotBuildable(f"the official harness has no specification for {repo} {version}")

@@ -28,6 +28,11 @@ Two differences from the official script, both on purpose (the tests assert exac
 An instance whose (repo, version) the specification does not list (a custom dataset) gets the
 same steps with the task's own test command and no eval commands or reinstall.
 
+Any other language (Go, Java, JavaScript/TypeScript, Rust, C/C++, PHP, Ruby: ``languages``)
+runs the package's own script unchanged (``make_eval_script_list``, joined as
+``TestSpec.eval_script`` joins it): those images are only the official ones, which it was
+written for. Its ``git apply`` is ``--verbose --reject``.
+
 Pure: no Django. The official package is imported when a script is made, not at import.
 """
 
@@ -51,7 +56,7 @@ HEADER: Final = ("#!/bin/bash", "set -uxo pipefail")
 
 _DIFF_TARGET = re.compile(r"diff --git a/.* b/(.*)")
 # With ``set -x`` bash traces each command to stderr as "+ command".
-_APPLY_TRACE = "+ git apply -v -"
+_APPLY_TRACES = ("+ git apply -v -", "+ git apply --verbose --reject -")
 
 
 def official_specs(repo: str, version: str) -> dict[str, Any]:
@@ -113,10 +118,48 @@ def eval_script_lines(
     ]
 
 
-def eval_script(
-    *, repo: str, version: str, base_commit: str, test_patch: str, test_command: str = ""
+def official_eval_script(
+    *, instance_id: str, repo: str, version: str, base_commit: str, test_patch: str
 ) -> str:
-    """The whole script, as the official ``TestSpec.eval_script`` joins it."""
+    """The package's own eval script of a non-Python instance, unchanged."""
+    from swebench.harness.constants import MAP_REPO_VERSION_TO_SPECS
+    from swebench.harness.test_spec.create_scripts import make_eval_script_list
+
+    from tasks_app.swebench.languages import ENV_NAME
+
+    instance = {
+        "instance_id": instance_id,
+        "repo": repo,
+        "version": version,
+        "base_commit": base_commit,
+        "test_patch": test_patch,
+    }
+    specs = MAP_REPO_VERSION_TO_SPECS[repo][version]
+    lines = make_eval_script_list(instance, specs, ENV_NAME, TESTBED, base_commit, test_patch)
+    return "\n".join([*HEADER, *lines]) + "\n"
+
+
+def eval_script(
+    *,
+    repo: str,
+    version: str,
+    base_commit: str,
+    test_patch: str,
+    test_command: str = "",
+    instance_id: str = "",
+) -> str:
+    """The whole script, as the official ``TestSpec.eval_script`` joins it: the package's own
+    for a non-Python repository, ours (``eval_script_lines``) for a Python one."""
+    from tasks_app.swebench.languages import is_python
+
+    if not is_python(repo):
+        return official_eval_script(
+            instance_id=instance_id,
+            repo=repo,
+            version=version,
+            base_commit=base_commit,
+            test_patch=test_patch,
+        )
     lines = eval_script_lines(
         repo=repo,
         version=version,
@@ -136,7 +179,7 @@ def patch_apply_failed(output: str) -> bool:
     """Whether the script's ``git apply`` of the test patch failed (the official script goes
     on to run the tests anyway): git's "error: ..." lines between its trace and the start
     marker's."""
-    start = output.find(_APPLY_TRACE)
+    start = min((i for i in map(output.find, _APPLY_TRACES) if i != -1), default=-1)
     if start == -1:
         return False
     end = output.find(START_MARKER, start)

@@ -124,7 +124,7 @@ class Instance:
             # The instance image already holds the repo and its environment.
             "setup_commands": [],
             "setup_network": False,
-            "test_command": command_for(row["repo"], row["version"], row["test_patch"]),
+            "test_command": _test_command(row),
             "labels": self.labels(),
             "problem_statement": row["problem_statement"],
             "hints_text": row.get("hints_text") or "",
@@ -136,6 +136,16 @@ class Instance:
             "instance_version": row["version"],
             "difficulty": row.get("difficulty") or "",
         }
+
+
+def _test_command(row: dict[str, Any]) -> str:
+    """The official test command(s): a Python repo's on its test files, with the environment
+    activated (``test_commands``); another language's as its specification lists them."""
+    from tasks_app.swebench.languages import is_python, official_test_commands
+
+    if is_python(row["repo"]):
+        return command_for(row["repo"], row["version"], row["test_patch"])
+    return "; ".join(official_test_commands(row["repo"], row["version"]))
 
 
 def check_instance(record: Record) -> tuple[Instance | None, list[Problem]]:
@@ -170,6 +180,13 @@ def check_instance(record: Record) -> tuple[Instance | None, list[Problem]]:
             lists[name] = decode_test_list(row[name])
         except ValueError as exc:
             problems.append(Problem(where, str(exc), name))
+    if problems:
+        return None, problems
+    from tasks_app.swebench.languages import repo_problems
+
+    own_image = any(row.get(f) for f in IMAGE_FIELDS)
+    for name, message in repo_problems(row, own_image=own_image):
+        problems.append(Problem(where, message, name))
     if problems:
         return None, problems
     instance = Instance(

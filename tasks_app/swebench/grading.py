@@ -11,6 +11,8 @@ The rules are the official harness's (``get_eval_tests_report`` / ``get_resoluti
 * FULL: every FAIL_TO_PASS and PASS_TO_PASS test succeeds (an empty list counts as all);
   PARTIAL: some but not all FAIL_TO_PASS succeed and every PASS_TO_PASS does; NO otherwise.
 * resolved only for FULL.
+* the repositories the package grades "fail only" (``FAIL_ONLY_REPOS``: Chart.js, p5.js,
+  marked, whose parsers read failures alone): a test fails only when FAILED, else succeeds.
 
 The SKIPPED rules are swebench 5.x's. The pinned 4.1.0 puts a SKIPPED test in neither list,
 so a patch that makes every FAIL_TO_PASS test skip grades FULL there and NO here; for
@@ -83,9 +85,21 @@ def grade_test_results(test_results: dict[str, dict[str, list[str]]]) -> GradeRe
 
 
 def grade_status_map(
-    statuses: StatusMap, *, fail_to_pass: Iterable[str], pass_to_pass: Iterable[str]
+    statuses: StatusMap,
+    *,
+    fail_to_pass: Iterable[str],
+    pass_to_pass: Iterable[str],
+    fail_only: bool = False,
 ) -> GradeResult:
-    """Grade per-test statuses against an instance's two test lists."""
+    """Grade per-test statuses against an instance's two test lists (``fail_only``: the
+    package's rule for ``FAIL_ONLY_REPOS``)."""
+    if fail_only:
+        return grade_test_results(
+            {
+                FAIL_TO_PASS: _split_fail_only(fail_to_pass, statuses),
+                PASS_TO_PASS: _split_fail_only(pass_to_pass, statuses),
+            }
+        )
     results = {
         FAIL_TO_PASS: _split(
             fail_to_pass, statuses, kept=(PASSED, XFAIL), failed=(FAILED, ERROR, SKIPPED)
@@ -115,16 +129,39 @@ def _split(
     return {"success": success, "failure": failure}
 
 
+def _split_fail_only(tests: Iterable[str], statuses: StatusMap) -> dict:
+    names = list(tests)
+    return {
+        "success": [test for test in names if statuses.get(test) != FAILED],
+        "failure": [test for test in names if statuses.get(test) == FAILED],
+    }
+
+
 def grade_attempt_output(
-    output: str, *, fail_to_pass: list[str], pass_to_pass: list[str], repo: str
+    output: str,
+    *,
+    fail_to_pass: list[str],
+    pass_to_pass: list[str],
+    repo: str,
+    instance_id: str = "",
+    version: str = "",
 ) -> GradeResult:
-    """Grade the output of an eval script (the pipeline calls this after the final tests).
+    """Grade the output of an eval script (the pipeline calls this after the final tests),
+    read by the official parser of ``repo``, whatever its language.
 
     Output with no test section (a marker missing: the script was cut short) has no
     statuses, so every test fails, as in the official harness.
     """
-    statuses = parse_test_output(output, repo) or {}
-    return grade_status_map(statuses, fail_to_pass=fail_to_pass, pass_to_pass=pass_to_pass)
+    from swebench.harness.constants import FAIL_ONLY_REPOS
+
+    statuses = parse_test_output(output, repo, instance_id=instance_id, version=version)
+    return grade_status_map(
+        statuses or {},
+        fail_to_pass=fail_to_pass,
+        pass_to_pass=pass_to_pass,
+        # Without a test section the package reports nothing applied: unresolved, even here.
+        fail_only=repo in FAIL_ONLY_REPOS and statuses is not None,
+    )
 
 
 def grade_from_tests_status(tests_status: Mapping[str, Any]) -> GradeResult:

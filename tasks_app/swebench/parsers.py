@@ -1,8 +1,9 @@
 """Test-log parsers: a log in, ``{test name: status}`` out. Pure functions, no Django.
 
 The parsing is the official harness's (swebench 4.1.0, pinned in pyproject.toml): the repo's
-parser from ``swebench.harness.log_parsers.MAP_REPO_TO_PARSER`` (``parse_log_pytest`` for a
-repo it does not list), on the text between the markers, read as ``get_logs_eval`` reads it.
+parser from ``swebench.harness.log_parsers.MAP_REPO_TO_PARSER``, for every language the package
+ships (``languages``; ``parse_log_pytest`` for a repo it does not list), on the text between
+the markers, read as ``get_logs_eval`` reads it.
 FAIL_TO_PASS / PASS_TO_PASS were made with these parsers, so any other reading could change a
 grade. Where ours differed, the official reading was kept (README, "SWE-bench", has the table):
 
@@ -20,10 +21,10 @@ grade. Where ours differed, the official reading was kept (README, "SWE-bench", 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Final
+from typing import Final
 
 from tasks_app.swebench.eval_script import END_MARKER, START_MARKER
+from tasks_app.swebench.languages import parser_for, parser_spec
 
 PASSED: Final = "PASSED"
 FAILED: Final = "FAILED"
@@ -33,7 +34,6 @@ XFAIL: Final = "XFAIL"
 STATUSES: Final = (PASSED, FAILED, SKIPPED, ERROR, XFAIL)
 
 StatusMap = dict[str, str]
-Parser = Callable[[str, Any], StatusMap]
 
 __all__ = [
     "END_MARKER",
@@ -47,20 +47,14 @@ __all__ = [
 ]
 
 
-def parser_for(repo: str) -> Parser:
-    """The official parser of ``repo``; ``parse_log_pytest`` for a repo it does not list."""
-    from swebench.harness.log_parsers import MAP_REPO_TO_PARSER
-    from swebench.harness.log_parsers.python import parse_log_pytest
-
-    return MAP_REPO_TO_PARSER.get(repo, parse_log_pytest)
-
-
-def parse_log(text: str, repo: str) -> StatusMap:
+def parse_log(text: str, repo: str, *, instance_id: str = "", version: str = "") -> StatusMap:
     """Statuses of the tests in ``text``, all of it, with the repo's official parser.
 
-    The Python parsers never read their ``test_spec`` argument; None stands for it.
+    The parsers get the ``TestSpec`` fields they read (jekyll's and immutable-js's pick a
+    runner by ``instance_id``: ``languages.repo_problems`` refuses at import one they cannot).
     """
-    return dict(parser_for(repo)(text, None))
+    spec = parser_spec(repo=repo, instance_id=instance_id, version=version)
+    return dict(parser_for(repo)(text, spec))
 
 
 def marked_section(log: str) -> str | None:
@@ -82,11 +76,14 @@ def marked_section(log: str) -> str | None:
     return log.split(START_MARKER)[1].split(END_MARKER)[0]
 
 
-def parse_test_output(log: str, repo: str) -> StatusMap | None:
+def parse_test_output(
+    log: str, repo: str, *, instance_id: str = "", version: str = ""
+) -> StatusMap | None:
     """Statuses of an eval script's output, as ``get_logs_eval`` reads them; None when the log
     has no test section. A section with no results falls back to the whole log: some runners
     write their report to a stream that lands outside the markers."""
     section = marked_section(log)
     if section is None:
         return None
-    return parse_log(section, repo) or parse_log(log, repo)
+    who = {"instance_id": instance_id, "version": version}
+    return parse_log(section, repo, **who) or parse_log(log, repo, **who)

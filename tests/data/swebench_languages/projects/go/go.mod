@@ -1,0 +1,3 @@
+module example.org/tiny
+
+go 1.19

@@ -1,0 +1,3 @@
+package tiny
+
+func Add(a, b int) int { return a + b }

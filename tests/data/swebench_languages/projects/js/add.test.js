@@ -1,0 +1,13 @@
+const add = (a, b) => a + b;
+
+describe("add", () => {
+  test("adds good", () => {
+    expect(add(1, 2)).toBe(3);
+  });
+
+  test("adds bad", () => {
+    expect(add(2, 2)).toBe(5);
+  });
+
+  test.skip("adds skipped", () => {});
+});
