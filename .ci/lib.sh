@@ -19,7 +19,7 @@ as_root() {
 # docker-registry, apache2-utils (htpasswd): tests/registry_fixtures.py serves images on loopback.
 # gcc, libc6-dev: the model gateway's forwarder, a static binary built from sandbox/.
 SYSTEM_PACKAGES=(git ripgrep bubblewrap docker.io debootstrap redis-server postgresql
-                 docker-registry apache2-utils
+                 docker-registry apache2-utils skopeo umoci
                  chromium chromium-driver procps iproute2 slirp4netns iptables docker-compose
                  e2fsprogs util-linux mount gcc libc6-dev)
 

@@ -25,11 +25,16 @@ def task_image_pull(
     task: Task,
     reference: str = "",
     progress: Callable[[registry.Progress], None] | None = None,
+    fetch: Callable[..., registry.Pulled] | None = None,
 ) -> registry.Pulled:
     """The task's image (``reference``, by default ``docker_image``) on the engine, pulled
-    when missing, and its record on the task. Raises registry.PullError naming the reason
-    (also kept in ``image_status``)."""
+    when missing, and its record on the task. ``fetch``: how (default
+    ``pulled.ensure_pulled``, the engine; ``oci_trees.pull_tree`` makes the bubblewrap tree
+    straight from the registry). Raises registry.PullError naming the reason (also kept in
+    ``image_status``)."""
     from sandbox.environments.pulled import ensure_pulled
+
+    fetch = fetch or ensure_pulled
 
     last = [0.0]
 
@@ -42,7 +47,7 @@ def task_image_pull(
             Task.objects.filter(pk=task.pk).update(image_status=state.line()[:500])
 
     try:
-        pulled = ensure_pulled(reference or task.docker_image, progress=report)
+        pulled = fetch(reference or task.docker_image, progress=report)
     except registry.PullError as exc:
         Task.objects.filter(pk=task.pk).update(image_status=f"pull failed: {exc}"[:500])
         raise
