@@ -276,3 +276,86 @@ def test_an_attempt_on_a_pulled_image_runs_on_both_backends_and_records_its_dige
         kinds = {lv.name: lv for lv in cache.all_levels()}
         level = kinds[level_name(task_image_id(image))]
         assert level.tree.is_dir() and level.repo_digest == digests["runner"]
+
+
+# --- Without the engine: skopeo and umoci make the tree (sandbox/environments/oci_trees.py) ---
+
+
+def on_engine(reference: str) -> bool:
+    done = subprocess.run(["docker", "image", "inspect", reference], capture_output=True)
+    return done.returncode == 0
+
+
+@pytest.mark.bwrap
+@pytest.mark.django_db
+def test_with_the_engine_path_off_an_attempt_runs_on_bubblewrap_from_the_registrys_tree(
+    seeded, root: Path, artifacts_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from runs.pipeline.adhoc import attempt_create_adhoc, model_config_for_variant
+    from runs.pipeline.execute import attempt_execute
+    from sandbox.environments import oci_trees
+    from tasks_app.models import Task
+
+    reg, digests, _ = seeded
+    image = f"{reg.host}/runner/marked:1"
+    forget(image)
+    monkeypatch.setenv(oci_trees.SOURCE_ENV, "registry")
+    task_yaml(tmp_path, "tree_from_registry", image, "registry-tree")
+    import_tasks(tmp_path / "tasks", also=[tmp_path])
+    task = Task.objects.get(task_id="tree_from_registry")
+    attempt = attempt_create_adhoc(task=task, model_config=model_config_for_variant("baseline"))
+    attempt = attempt_execute(attempt, backend="bwrap")
+    # The task's tests pass in the tree (the image's file and its ENV): a passing baseline.
+    assert attempt.failure_reason_id == "BASELINE_NOT_FAILING", attempt.error_text
+    assert attempt.image_digest == digests["runner"]
+    task.refresh_from_db()
+    assert task.image_digest == digests["runner"] and task.image_source == image
+    # The engine was never asked: it still lacks the image, and the level says "registry".
+    assert not on_engine(image)
+    [level] = [lv for lv in cache.all_levels() if lv.kind == "image"]
+    assert level.via == oci_trees.VIA and level.repo_digest == digests["runner"]
+    assert "REGISTRY_MARKER=from-the-registry" in level.image_config["Env"]
+    assert (level.tree / "etc/registry-marker").read_text().startswith("marked-")
+    assert (level.tree / "workspace").is_dir() and (level.tree / "etc/passwd").exists()
+
+
+def test_a_tree_from_the_registry_goes_through_the_mirror_and_is_made_once(
+    seeded, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sandbox.environments import oci_trees
+
+    reg, digests, run = seeded
+    monkeypatch.setenv(registry.MIRRORS_ENV, f"docker.io={reg.host}")
+    seen: list[registry.Progress] = []
+    pulled = oci_trees.pull_tree("agentbench-test/ok:1", progress=seen.append)
+    assert pulled.source == f"{reg.host}/agentbench-test/ok:1"
+    assert pulled.repo_digest == digests["mirror"] and pulled.owned and pulled.layers == 1
+    assert seen and seen[-1].layers_done == 1 and seen[-1].bytes_done == seen[-1].bytes_total
+    tree = oci_trees.tree_of(pulled.image_id)
+    assert (tree.path / "etc/marker").read_text() == f"tiny-{run}\n"
+    assert tree.path.name == level_name(pulled.image_id)
+    inode = tree.path.stat().st_ino
+    again = oci_trees.pull_tree("agentbench-test/ok:1")
+    assert again.seconds == 0.0 and not again.owned and again.image_id == pulled.image_id
+    assert oci_trees.tree_of(again.image_id).path.stat().st_ino == inode
+    # Never the engine's to remove: prune leaves it (the engine does not hold it).
+    assert not [i for i in eviction.prune(dry_run=True, recipe=0) if i.kind == "image"]
+
+
+@pytest.mark.parametrize("case", ["not found", "unauthorized", "wrong architecture"])
+def test_a_tree_from_the_registry_fails_with_the_engine_paths_reasons(
+    seeded, guarded, root: Path, case: str
+) -> None:
+    from sandbox.environments import oci_trees
+
+    reg, _, _ = seeded
+    reference = {
+        "not found": f"{reg.host}/tiny/none:1",
+        "unauthorized": f"{guarded.host}/tiny/ok:1",
+        "wrong architecture": f"{reg.host}/tiny/arm:1",
+    }[case]
+    with pytest.raises(registry.PullError) as caught:
+        oci_trees.pull_tree(reference, retries=1)
+    assert caught.value.reason == case, str(caught.value)
+    assert str(caught.value).startswith(f"[{case}] ")
+    assert not [lv for lv in cache.all_levels() if lv.kind == "image"]
