@@ -289,11 +289,19 @@ def on_engine(reference: str) -> bool:
 @pytest.mark.bwrap
 @pytest.mark.django_db
 def test_with_the_engine_path_off_an_attempt_runs_on_bubblewrap_from_the_registrys_tree(
-    seeded, root: Path, artifacts_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    seeded,
+    root: Path,
+    artifacts_root: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    client,
 ) -> None:
+    from django.urls import reverse
+
     from runs.pipeline.adhoc import attempt_create_adhoc, model_config_for_variant
     from runs.pipeline.execute import attempt_execute
     from sandbox.environments import oci_trees
+    from tasks_app.images import task_image_pull
     from tasks_app.models import Task
 
     reg, digests, _ = seeded
@@ -303,6 +311,23 @@ def test_with_the_engine_path_off_an_attempt_runs_on_bubblewrap_from_the_registr
     task_yaml(tmp_path, "tree_from_registry", image, "registry-tree")
     import_tasks(tmp_path / "tasks", also=[tmp_path])
     task = Task.objects.get(task_id="tree_from_registry")
+    # The pull the attempt would make, ahead (as ab pull-images does), its progress read from
+    # the task page's endpoint while it runs; the attempt then finds the tree made.
+    endpoint = reverse("task-image-progress", args=[task.suite.name, task.task_id])
+    seen: list[dict] = []
+    task_image_pull(
+        task=task,
+        fetch=oci_trees.pull_tree,
+        progress=lambda _: seen.append(client.get(endpoint).json()),
+    )
+    running = [p for p in seen if p["state"] == "pulling"]
+    assert running and not any(p["final"] for p in running), seen
+    assert all(p["layers"] >= 1 and p["bytes_total"] > 0 for p in running), running
+    assert max(p["bytes_done"] for p in running) > 0
+    assert all(f"of {eviction.human(p['bytes_total'])}" in p["line"] for p in running)
+    ended = client.get(endpoint).json()
+    assert ended["state"] == "done" and ended["final"] and ended["digest"] == digests["runner"]
+    assert ended["bytes_done"] == ended["bytes_total"] == running[-1]["bytes_total"]
     attempt = attempt_create_adhoc(task=task, model_config=model_config_for_variant("baseline"))
     attempt = attempt_execute(attempt, backend="bwrap")
     # The task's tests pass in the tree (the image's file and its ENV): a passing baseline.
@@ -359,3 +384,39 @@ def test_a_tree_from_the_registry_fails_with_the_engine_paths_reasons(
     assert caught.value.reason == case, str(caught.value)
     assert str(caught.value).startswith(f"[{case}] ")
     assert not [lv for lv in cache.all_levels() if lv.kind == "image"]
+
+
+@pytest.mark.django_db
+def test_the_task_page_shows_a_pull_under_way_and_polls_it_escaped(client) -> None:
+    from django.urls import reverse
+
+    from tasks_app.images import progress_of
+    from tasks_app.models import Suite, Task
+
+    suite = Suite.objects.create(name=f"pull-page-{uuid.uuid4().hex[:6]}")
+    reference = "127.0.0.1:5000/o/<b>bold</b>:1"
+    state = registry.Progress(reference, layers=3, layers_done=1, bytes_done=10_000_000)
+    state.bytes_total, state.eta_sec, state.status = 30_000_000, 4.0, "Downloading"
+    task = Task.objects.create(
+        suite=suite,
+        task_id="pulling_now",
+        docker_image=reference,
+        image_status=state.line(),
+        image_progress=progress_of(state),
+    )
+    page = client.get(task.get_absolute_url()).content.decode()
+    endpoint = reverse("task-image-progress", args=[suite.name, task.task_id])
+    assert f'data-image-progress="{endpoint}"' in page and "js/image_progress.js" in page
+    assert "1/3 layers, 10 MB of 30 MB, ~4 s left (Downloading)" in page
+    assert "<b>bold</b>" not in page and "&lt;b&gt;bold&lt;/b&gt;" in page
+    assert '<progress max="30000000" value="10000000">' in page
+    got = client.get(endpoint).json()
+    assert (got["state"], got["final"], got["layers_done"], got["eta_sec"]) == (
+        "pulling",
+        False,
+        1,
+        4.0,
+    )
+    # The pull's process went away: after a while the page stops waiting for it.
+    Task.objects.filter(pk=task.pk).update(image_progress=progress_of(state) | {"updated_at": 1.0})
+    assert client.get(endpoint).json()["state"] == "stalled"
