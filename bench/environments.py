@@ -156,7 +156,8 @@ def dockerfile_noop(base_image: str) -> tuple[Any, float, float]:
     with tempfile.TemporaryDirectory(prefix="ab-bench-dockerfile-") as tmp:
         context = Path(tmp)
         (context / "Dockerfile").write_text(
-            f"FROM {base_image}\nUSER root\nRUN echo bench-{uuid.uuid4().hex[:8]} > /etc/bench-marker\n"
+            f"FROM {base_image}\nUSER root\n"
+            f"RUN echo bench-{uuid.uuid4().hex[:8]} > /etc/bench-marker\n"
         )
         first, cold = timed(lambda: dockerfile.build(context, timeout_sec=1800, network="none"))
         again, warm = timed(lambda: dockerfile.build(context, timeout_sec=1800, network="none"))
