@@ -420,3 +420,32 @@ def test_the_task_page_shows_a_pull_under_way_and_polls_it_escaped(client) -> No
     # The pull's process went away: after a while the page stops waiting for it.
     Task.objects.filter(pk=task.pk).update(image_progress=progress_of(state) | {"updated_at": 1.0})
     assert client.get(endpoint).json()["state"] == "stalled"
+
+
+@pytest.mark.django_db
+def test_ab_pull_images_makes_the_trees_from_the_registry_when_asked(
+    seeded, root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    from benchsite.cli.main import main
+    from sandbox.environments import oci_trees
+    from tasks_app.models import Task
+
+    reg, digests, _ = seeded
+    image = f"{reg.host}/tiny/ok:1"
+    forget(image)
+    monkeypatch.setenv(oci_trees.SOURCE_ENV, "registry")
+    suite = f"registry-trees-{uuid.uuid4().hex[:6]}"
+    task_yaml(tmp_path, "tree_by_cli", image, suite)
+    import_tasks(tmp_path / "tasks", also=[tmp_path])
+    assert main(["pull-images", suite]) == 0
+    assert f"tree_by_cli: {image} -> {digests['tiny']} (pulled from {image} in" in (
+        capsys.readouterr().out
+    )
+    task = Task.objects.get(task_id="tree_by_cli")
+    assert task.image_digest == digests["tiny"] and task.image_progress["state"] == "done"
+    assert not on_engine(image)
+    assert main(["pull-images", suite]) == 0
+    assert f"-> {digests['tiny']} (its tree already made)" in capsys.readouterr().out
+    monkeypatch.setenv(oci_trees.SOURCE_ENV, "skopeo")
+    assert main(["pull-images", suite]) == 1
+    assert "IMAGE_TREES_FROM='skopeo': expected one of" in capsys.readouterr().err

@@ -55,7 +55,10 @@ def task_image(
 
     bwrap = runs_on_bwrap(backend)
     # No engine (or IMAGE_TREES_FROM=registry): the tree straight from the registry.
-    fetch = oci_trees.pull_tree if bwrap and oci_trees.from_registry_wanted() else None
+    try:
+        fetch = oci_trees.pull_tree if bwrap and oci_trees.from_registry_wanted() else None
+    except ValueError as exc:  # the setting's value: said as it is, never a traceback
+        raise SandboxError(f"{IMAGE_TAG} image {plan.image}: {exc}") from exc
     try:
         pulled = task_image_pull(task=task, fetch=fetch)
     except PullError as exc:

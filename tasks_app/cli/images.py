@@ -47,7 +47,10 @@ def cmd_pull_images(args: argparse.Namespace) -> int:
     from sandbox.environments import oci_trees
 
     # No engine (or IMAGE_TREES_FROM=registry): bubblewrap's trees, straight from the registry.
-    fetch = oci_trees.pull_tree if oci_trees.from_registry_wanted() else None
+    try:
+        fetch = oci_trees.pull_tree if oci_trees.from_registry_wanted() else None
+    except ValueError as exc:
+        raise CommandError(str(exc)) from exc
     failed = 0
     for task in tasks:
         show = _Progress(task.task_id)
