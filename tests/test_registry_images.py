@@ -8,6 +8,10 @@
   htpasswd), wrong architecture (an image whose configuration says arm64), over the disk
   budget; an attempt on an image that cannot be pulled is SANDBOX_ERROR [image] naming it;
 - an attempt on a pulled image runs on both backends (bubblewrap: from its exported tree).
+- without the engine (``IMAGE_TREES_FROM=registry``: skopeo, umoci) the tree comes straight
+  from the registry: an attempt runs on it on bubblewrap with the registry's digest, while the
+  task page's progress endpoint is read; mirrors, a second use a no-op, the same named
+  reasons; ``ab pull-images`` the same way; the page shows a pull under way escaped.
 
 One registry per module (an xdist group: module-scoped fixtures), seeded once."""
 
