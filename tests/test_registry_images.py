@@ -391,7 +391,7 @@ def test_a_tree_from_the_registry_fails_with_the_engine_paths_reasons(
 
 
 @pytest.mark.django_db
-def test_the_task_page_shows_a_pull_under_way_and_polls_it_escaped(client) -> None:
+def test_the_task_page_shows_a_pull_under_way_and_polls_it_escaped(client, auth) -> None:
     from django.urls import reverse
 
     from tasks_app.images import progress_of
@@ -421,7 +421,10 @@ def test_the_task_page_shows_a_pull_under_way_and_polls_it_escaped(client) -> No
         1,
         4.0,
     )
+    api = client.get(f"/api/tasks/{task.public_id}", **auth).json()
+    assert api["image_progress"]["bytes_total"] == 30_000_000
     # The pull's process went away: after a while the page stops waiting for it.
+
     Task.objects.filter(pk=task.pk).update(image_progress=progress_of(state) | {"updated_at": 1.0})
     assert client.get(endpoint).json()["state"] == "stalled"
 
