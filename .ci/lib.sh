@@ -21,7 +21,7 @@ as_root() {
 # golang-go, php-cli, phpunit, ruby, ruby-minitest, ruby-test-unit: tests/test_swebench_languages.py
 # runs the cheap SWE-bench Multilingual test runners live (Go, PHP, Ruby).
 SYSTEM_PACKAGES=(git ripgrep bubblewrap docker.io debootstrap redis-server postgresql
-                 docker-registry apache2-utils
+                 docker-registry apache2-utils skopeo umoci
                  chromium chromium-driver procps iproute2 slirp4netns iptables docker-compose
                  e2fsprogs util-linux mount gcc libc6-dev
                  golang-go php-cli phpunit ruby ruby-minitest ruby-test-unit)

@@ -8,6 +8,11 @@ from runs.web import attempt_list, attempts, charts, configs, control, results, 
 urlpatterns = [
     path("", suites.home, name="home"),
     path("suites/<slug:name>/", suites.suite_detail, name="suite-detail"),
+    path(
+        "suites/<slug:suite>/image-progress/<path:task_id>",
+        suites.task_image_progress,
+        name="task-image-progress",
+    ),
     path("suites/<slug:suite>/tasks/<path:task_id>/", suites.task_detail, name="task-detail"),
     path("runs/<uuid:public_id>/", runs.run_detail, name="run-detail"),
     path("runs/<uuid:public_id>/progress/", runs.run_progress, name="run-progress"),

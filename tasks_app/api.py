@@ -84,6 +84,8 @@ class TaskOut(Schema):
 
 
 class TaskDetailOut(TaskOut):
+    # The pull's numbers (layers, bytes, eta_sec, state), as the task page's live view reads.
+    image_progress: dict
     workdir: str
     setup_commands: list[str]
     setup_network: bool

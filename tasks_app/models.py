@@ -106,6 +106,10 @@ class Task(models.Model):
     image_source = models.CharField(max_length=400, blank=True)
     image_pulled_at = models.DateTimeField(null=True, blank=True)
     image_status = models.CharField(max_length=500, blank=True)
+    # The pull as numbers, for the task page's live view (its JSON endpoint): state (pulling,
+    # done, failed), layers and layers_done, bytes_done of bytes_total, eta_sec, status, line;
+    # written with image_status (at most once a second) and at the end.
+    image_progress = models.JSONField(default=dict, blank=True)
 
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -48,20 +48,36 @@ def task_image(
     if plan.image == default_image or plan.is_swebench:
         yield plan, ""
         return
-    from sandbox.environments import cache
+    from sandbox.environments import cache, oci_trees
     from sandbox.environments.image_trees import ImageTreeError, leased_tree, level_name
     from sandbox.environments.registry import PullError
     from tasks_app.images import task_image_pull
 
+    bwrap = runs_on_bwrap(backend)
+    # No engine (or IMAGE_TREES_FROM=registry): the tree straight from the registry.
     try:
-        pulled = task_image_pull(task=task)
+        fetch = oci_trees.pull_tree if bwrap and oci_trees.from_registry_wanted() else None
+    except ValueError as exc:  # the setting's value: said as it is, never a traceback
+        raise SandboxError(f"{IMAGE_TAG} image {plan.image}: {exc}") from exc
+    try:
+        pulled = task_image_pull(task=task, fetch=fetch)
     except PullError as exc:
         raise SandboxError(f"{IMAGE_TAG} image {plan.image}: {exc}") from exc
+    except ImageTreeError as exc:
+        raise SandboxError(f"{IMAGE_TAG} image {plan.image} on bubblewrap: {exc}") from exc
     digest = pulled.repo_digest or pulled.image_id
     ready = replace(plan, image=pulled.image_id)
     with contextlib.ExitStack() as stack:
         stack.enter_context(cache.lease(level_name(pulled.image_id)))
-        if runs_on_bwrap(backend):
+        if fetch is not None:
+            try:  # held now: evicted between the pull and the lease, it is fetched again
+                if not (cache.trees_dir() / level_name(pulled.image_id)).is_dir():
+                    pulled = task_image_pull(task=task, fetch=fetch)
+                tree = oci_trees.tree_of(pulled.image_id)
+            except (PullError, ImageTreeError) as exc:
+                raise SandboxError(f"{IMAGE_TAG} image {plan.image} on bubblewrap: {exc}") from exc
+            ready = replace(ready, image_tree=str(tree.path), image_env=tree.env)
+        elif bwrap:
             try:
                 tree = stack.enter_context(leased_tree(pulled.image_id))
             except ImageTreeError as exc:

@@ -7,7 +7,7 @@ import uuid
 from urllib.parse import urlencode
 
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 
@@ -17,6 +17,7 @@ from runs.models import Attempt, Run
 from runs.web.control import SuiteLaunchForm
 from sandbox.environments.build import built_instance
 from sandbox.environments.envspec import ENV_APPROXIMATE_LABEL
+from tasks_app.images import image_progress
 from tasks_app.models import Suite, Task
 
 # The suite page lists its tasks a page at a time (Verified has 500, one 15,000 px table).
@@ -79,8 +80,18 @@ def task_detail(request: HttpRequest, suite: str, task_id: str) -> HttpResponse:
             "gold_validations": list(task.gold_validations.order_by("backend")),
             "environment": _environment(task),
             "harbor_environment": _harbor_environment(task),
+            "image_progress": image_progress(task),
         },
     )
+
+
+def task_image_progress(request: HttpRequest, suite: str, task_id: str) -> JsonResponse:
+    """The task's image pull as JSON (layers, bytes, estimate; ``final`` once it ended), which
+    the task page polls while a pull runs (static/js/image_progress.js)."""
+    task = get_object_or_404(
+        Task.objects.only("image_progress", "image_digest"), suite__name=suite, task_id=task_id
+    )
+    return JsonResponse(image_progress(task))
 
 
 def _harbor_environment(task: Task) -> dict | None:

@@ -77,6 +77,11 @@ class Level:
     source: str = ""
     repo_digest: str = ""
     pulled_at: float = 0.0
+    # "registry": the tree came straight from the registry (oci_trees.py: skopeo, umoci), no
+    # engine image is the cache's; ``image_config`` then keeps the image's Env, WorkingDir,
+    # User and architecture, which bubblewrap applies itself.
+    via: str = ""
+    image_config: dict = field(default_factory=dict)
 
     @property
     def tree(self) -> Path:

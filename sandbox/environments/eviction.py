@@ -149,7 +149,7 @@ def snapshot(*, measure_missing: bool = True) -> Snapshot:
         level.image_bytes = (
             None if image is None else max(image.size - (parent.size if parent else 0), 0)
         )
-        if level.kind == "image" and level.source:  # an image pulled here: the cache's
+        if level.kind == "image" and level.source and level.via != "registry":  # pulled here
             level.image_bytes = docker_images.image_size(level.image)
     return snap
 
@@ -286,7 +286,8 @@ def remove_level(level: Level, image: docker_images.ImageInfo | None = None) -> 
     subprocess.run(["rm", "-rf", "--one-file-system", str(level.tree)], check=False)
     cache.record_path(level.name).unlink(missing_ok=True)
     problem = ""
-    if level.kind == "image" and level.source and level.image:  # pulled here: ours to remove
+    # Pulled here through the engine: ours to remove (a tree from the registry has none).
+    if level.kind == "image" and level.source and level.image and level.via != "registry":
         problem = docker_images.remove_image(level.image, force=True)
     if image is not None:
         for tag in own_tags(image):
@@ -382,7 +383,12 @@ def _stale_levels(snap: Snapshot, recipe: int) -> dict[str, tuple[Level, str]]:
             stale[level.name] = (level, f"built with recipe {level.recipe} (now {recipe})")
         elif level.kind == "instance" and str(level.tree) not in records:
             stale[level.name] = (level, "no instance record names it (a newer build replaced it)")
-        elif level.kind == "image" and snap.images is not None and not _on_engine(level.image):
+        elif (
+            level.kind == "image"
+            and level.via != "registry"  # made without the engine: never on it
+            and snap.images is not None
+            and not _on_engine(level.image)
+        ):
             stale[level.name] = (level, f"its image {level.image[:19]} is gone from the engine")
     # Levels nothing stands on once the stale ones go, superseded by newer builds.
     kept = [lv for lv in snap.levels if lv.name not in stale]

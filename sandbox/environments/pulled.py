@@ -63,6 +63,7 @@ def record_pull(pulled: registry.Pulled) -> cache.Level:
         name, KIND, pulled.image_id.removeprefix("sha256:"), tree_bytes=0, built_at=time.time()
     )
     level.image = pulled.image_id
+    level.via = ""  # the engine holds it now (a tree made from the registry stays valid)
     level.reference = pulled.reference
     level.source = pulled.source
     level.repo_digest = pulled.repo_digest

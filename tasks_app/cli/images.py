@@ -28,6 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_pull_images(args: argparse.Namespace) -> int:
     from django.conf import settings
 
+    from sandbox.environments.image_trees import ImageTreeError
     from sandbox.environments.registry import PullError
     from tasks_app.images import task_image_pull
     from tasks_app.models import Suite, Task
@@ -43,12 +44,19 @@ def cmd_pull_images(args: argparse.Namespace) -> int:
     if not tasks:
         print(f"{args.suite}: no task names an image of its own")
         return 0
+    from sandbox.environments import oci_trees
+
+    # No engine (or IMAGE_TREES_FROM=registry): bubblewrap's trees, straight from the registry.
+    try:
+        fetch = oci_trees.pull_tree if oci_trees.from_registry_wanted() else None
+    except ValueError as exc:
+        raise CommandError(str(exc)) from exc
     failed = 0
     for task in tasks:
         show = _Progress(task.task_id)
         try:
-            pulled = task_image_pull(task=task, progress=show)
-        except PullError as exc:
+            pulled = task_image_pull(task=task, progress=show, fetch=fetch)
+        except (PullError, ImageTreeError) as exc:
             show.end()
             print(f"{task.task_id}: {task.docker_image}: {exc}", file=sys.stderr)
             failed += 1
@@ -57,7 +65,7 @@ def cmd_pull_images(args: argparse.Namespace) -> int:
         how = (
             f"pulled from {pulled.source} in {pulled.seconds:.1f} s"
             if pulled.seconds or pulled.layers
-            else "already on the engine"
+            else ("already on the engine" if fetch is None else "its tree already made")
         )
         print(
             f"{task.task_id}: {task.docker_image} -> {pulled.repo_digest or pulled.image_id} "
