@@ -1,10 +1,20 @@
+from django import forms
 from django.contrib import admin
 
 from benchsite.accounts.access import can_write
 from benchsite.accounts.models import Action, Door
 from runs.admin_actions import cancel_runs, evaluate_runs, launch_runs, resume_runs, retry_runs
+from runs.agent_clis import definition_add, definition_check
+from runs.agents.cli.definition import DefinitionError
 from runs.model_configs import UPSTREAM_FIELDS, model_config_save
-from runs.models import Attempt, AttemptStage, FailureReason, ModelConfig, Run
+from runs.models import (
+    AgentCliDefinition,
+    Attempt,
+    AttemptStage,
+    FailureReason,
+    ModelConfig,
+    Run,
+)
 
 
 @admin.register(FailureReason)
@@ -49,6 +59,45 @@ class ModelConfigAdmin(admin.ModelAdmin):
         model_config_save(
             config=obj, before=before, actor=request.user, door=Door.ADMIN, request=request
         )
+
+
+class AgentCliDefinitionForm(forms.ModelForm):
+    class Meta:
+        model = AgentCliDefinition
+        fields = ["text"]
+        widgets = {"text": forms.Textarea(attrs={"rows": 30, "cols": 100})}
+
+    def clean_text(self) -> str:
+        text = self.cleaned_data["text"]
+        try:
+            definition_check(text)
+        except DefinitionError as exc:
+            raise forms.ValidationError([str(p) for p in exc.problems]) from None
+        return text
+
+
+@admin.register(AgentCliDefinition)
+class AgentCliDefinitionAdmin(admin.ModelAdmin):
+    """Added agent CLIs: checked as a shipped file (runs.agent_clis), never changed
+    once added (an attempt's record names the definition it ran), removed only while no
+    configuration names it."""
+
+    form = AgentCliDefinitionForm
+    list_display = ["name", "created_by", "created_at"]
+    readonly_fields = ["name", "created_by", "created_at"]
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return obj is None and super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        if obj is not None and ModelConfig.objects.filter(cli_agent=obj.name).exists():
+            return False
+        return super().has_delete_permission(request, obj)
+
+    def save_model(self, request, obj, form, change) -> None:
+        # The form checked it; the service checks again, saves and audits.
+        saved = definition_add(text=obj.text, actor=request.user, door=Door.ADMIN, request=request)
+        obj.pk, obj.name = saved.pk, saved.name
 
 
 @admin.register(Run)

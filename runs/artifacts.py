@@ -287,10 +287,11 @@ def _agent_version(attempt: Attempt, found: transcript.Transcript) -> str:
         return found.agent_version
     cli = attempt.model_config.cli_agent
     if cli:
-        from runs.agents.cli.definition import DefinitionError, get_definition
+        from runs.agent_clis import find_definition
+        from runs.agents.cli.definition import DefinitionError
 
         try:
-            return get_definition(cli).spec.install.version
+            return find_definition(cli).spec.install.version
         except DefinitionError:
             pass
     return attempt.run.harness_version or settings.HARNESS_VERSION

@@ -201,7 +201,10 @@ class ModelConfig(models.Model):
 
         from runs.agents.cli.definition import DEFINITIONS_DIR
 
-        known = sorted(p.stem for p in DEFINITIONS_DIR.glob("*.yaml"))
+        known = sorted(
+            {p.stem for p in DEFINITIONS_DIR.glob("*.yaml")}
+            | set(AgentCliDefinition.objects.values_list("name", flat=True))
+        )
         if self.cli_agent not in known:
             raise ValidationError(
                 {"cli_agent": f"name an agent CLI definition: {', '.join(known)}"}
@@ -240,6 +243,27 @@ class ModelConfig(models.Model):
             "seed": self.seed,
         }
         return {k: v for k, v in params.items() if v is not None} | dict(self.extra_params)
+
+
+class AgentCliDefinition(models.Model):
+    """An agent CLI definition added through the API or the admin (staff only), beside the
+    shipped files of ``runs/agents/cli/definitions/``: its YAML text, checked exactly as a
+    file is (``runs.agent_clis``), installed on first use like a shipped one."""
+
+    name = models.CharField(max_length=41, unique=True)
+    text = models.TextField(help_text="the definition's YAML, as a shipped file holds it")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = "agent CLI definition"
+
+    def __str__(self) -> str:
+        return self.name
 
 
 class RunStatus(models.TextChoices):

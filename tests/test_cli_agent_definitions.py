@@ -66,6 +66,7 @@ def test_the_shipped_definitions_load_and_are_pinned():
         assert definition.spec.install.version in definition.install_dir_name
 
 
+@pytest.mark.django_db  # the added ones are listed too
 def test_ab_agents_lists_every_definition_with_its_package():
     done = ab_main("agents")
     assert done.returncode == 0, done.stderr

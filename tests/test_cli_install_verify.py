@@ -27,7 +27,7 @@ from tests.test_cli_agent_definitions import write_definition
 
 
 @pytest.fixture
-def built(tmp_path: Path, monkeypatch):
+def built(tmp_path: Path, monkeypatch, db):  # ab agents lists the added CLIs too: a database
     """The tiny CLI's install, built by ``ab agents --install tiny`` into the test's cache."""
     folder = tmp_path / "definitions"
     folder.mkdir()

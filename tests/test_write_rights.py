@@ -17,13 +17,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
+import yaml
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from benchsite.accounts.access import ACCESS_DENIED, RIGHTS
 from benchsite.accounts.models import Action, ApiToken, AuditEvent
 from benchsite.accounts.services import api_token_create
-from runs.models import Attempt, ModelConfig, Run, RunStatus
+from runs.agents.cli.definition import DEFINITIONS_DIR
+from runs.models import AgentCliDefinition, Attempt, ModelConfig, Run, RunStatus
 from tasks_app.models import Suite, Task
 from tests.swebench_fixtures import LITE_DEV, rows
 from tests.test_run_import import MINI
@@ -55,6 +57,7 @@ API_WRITES: dict[tuple[str, str], Action] = {
     ("POST", "/api/imports/run"): Action.RUN_IMPORT,
     ("POST", "/api/tokens"): Action.TOKEN_CREATE,
     ("POST", "/api/tokens/{public_id}/revoke"): Action.TOKEN_REVOKE,
+    ("POST", "/api/agent-clis"): Action.AGENT_CLI_ADD,
 }
 # Every page (URL name, or the route of an unnamed one) that writes, and the write it is.
 PAGE_WRITES: dict[str, Action] = {
@@ -120,6 +123,7 @@ def state() -> dict:
         "runs": list(Run.objects.order_by("id").values_list("id", "status")),
         "attempts": list(Attempt.objects.order_by("id").values_list("id", "status")),
         "configs": ModelConfig.objects.count(),
+        "agent_clis": AgentCliDefinition.objects.count(),
         "suites": Suite.objects.count(),
         "tasks": list(Task.objects.order_by("id").values_list("id", "revision")),
         "tokens": list(ApiToken.objects.order_by("id").values_list("id", "revoked_at")),
@@ -268,10 +272,17 @@ def _api_request(world: World, op: tuple[str, str], persona: str) -> tuple[str, 
             },
         ),
         "/api/tokens": (path, json_body({"name": name})),
+        "/api/agent-clis": (path, json_body({"definition": _agent_cli(name)})),
     }
     if path == "/api/tokens/{public_id}/revoke":
         return f"/api/tokens/{_own_spare_token(world, persona).public_id}/revoke", {}
     return bodies[path]
+
+
+def _agent_cli(name: str) -> str:
+    """A valid added definition: Claude Code's, under ``name``."""
+    raw = yaml.safe_load((DEFINITIONS_DIR / "claude-code.yaml").read_text())
+    return yaml.safe_dump(raw | {"name": name.lower()[:41]})
 
 
 @pytest.mark.slow

@@ -126,6 +126,11 @@ RIGHTS: dict[Action, Right] = {
     Action.PREDICTIONS_IMPORT: Right(staff=True, page="the admin's predictions page"),
     Action.RESULTS_IMPORT: Right(staff=True, page="the admin's published results page"),
     Action.RUN_IMPORT: Right(staff=True, page="the admin's run folder page"),
+    Action.AGENT_CLI_ADD: Right(
+        staff=True,
+        page="the admin's Add agent CLI definition page",
+        permission="runs.add_agentclidefinition",
+    ),
     Action.TOKEN_CREATE: _OWN_TOKENS,
     Action.TOKEN_REVOKE: _OWN_TOKENS,
 }

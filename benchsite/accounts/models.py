@@ -68,6 +68,8 @@ class Action(models.TextChoices):
     PREDICTIONS_IMPORT = "predictions.import", "Imported predictions"
     RESULTS_IMPORT = "results.import", "Imported published results"
     RUN_IMPORT = "run.import", "Imported a run folder"
+    # A CLI definition runs in every sandbox of the configurations naming it: staff only.
+    AGENT_CLI_ADD = "agent_cli.add", "Added an agent CLI definition"
     TOKEN_CREATE = "token.create", "Created an API token"
     TOKEN_REVOKE = "token.revoke", "Revoked an API token"
     # Not a write: a refused one, kept so refusals can be reviewed (no right of its own).

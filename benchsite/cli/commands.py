@@ -123,7 +123,6 @@ COMMANDS: dict[str, Command] = {
     ),
     "agents": Command(
         "runs.cli.agents",
-        "list the agent variants and agent CLI definitions",
-        needs_db=False,
+        "list the agent variants and agent CLI definitions (shipped and added)",
     ),
 }

@@ -66,7 +66,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.set_defaults(handler=cmd_run_agent)
 
-    p = sub.add_parser("agents", help="list the agent variants and agent CLI definitions")
+    p = sub.add_parser(
+        "agents", help="list the agent variants and agent CLI definitions (shipped and added)"
+    )
     p.add_argument(
         "--install",
         metavar="NAME",
@@ -210,12 +212,13 @@ def _print(attempt) -> None:
 def cmd_agents(args: argparse.Namespace) -> int:
     """The built-in variants, then every agent CLI definition with its pinned package and
     whether its install is in the cache; ``--install`` builds installs."""
-    from runs.agents.cli.definition import DefinitionError, load_definitions
+    from runs.agent_clis import all_definitions
+    from runs.agents.cli.definition import DefinitionError
     from runs.agents.cli.install import InstallError, cached_install, ensure_install, install_root
 
     print("built-in variants: scripted, oracle, nop, llm, external (imported), cli (below)")
     try:
-        definitions = load_definitions()
+        definitions, unusable = all_definitions()
     except DefinitionError as exc:
         raise CommandError(f"invalid agent CLI definition:\n{exc}") from exc
     wanted = set(args.install)
@@ -224,7 +227,7 @@ def cmd_agents(args: argparse.Namespace) -> int:
         raise CommandError(
             f"--install: no agent CLI {sorted(unknown)[0]!r}; known: " + ", ".join(definitions)
         )
-    rows = [("cli agent", "runs in", "wire API", "package", "install")]
+    rows = [("cli agent", "runs in", "wire API", "package", "from", "install")]
     failed = False
     for name, definition in definitions.items():
         spec = definition.spec
@@ -240,9 +243,11 @@ def cmd_agents(args: argparse.Namespace) -> int:
             found = cached_install(definition)
             state = str(found) if found else f"not built (ab agents --install {name})"
         package = f"{spec.install.kind}:{spec.install.package}=={spec.install.version}"
-        rows.append((name, spec.runs_in, spec.wire_api, package, state))
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+        rows.append((name, spec.runs_in, spec.wire_api, package, definition.origin, state))
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
     for row in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(row[:4], widths, strict=True)) + "  " + row[4])
+        print("  ".join(c.ljust(w) for c, w in zip(row[:5], widths, strict=True)) + "  " + row[5])
+    for problem in unusable:
+        print(f"not usable: {problem}")
     print(f"install cache: {install_root()}")
     return 1 if failed else 0

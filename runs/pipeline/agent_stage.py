@@ -207,6 +207,7 @@ def cli_resources_for(
 
     if config.agent_variant != AgentVariant.CLI:
         return contextlib.nullcontext(None)
+    from runs.agent_clis import find_definition
     from runs.agents.cli.agent import cli_resources
 
     return cli_resources(
@@ -218,4 +219,5 @@ def cli_resources_for(
         record_max_bytes=settings.GATEWAY_RECORD_MAX_BYTES,
         price_table_path=settings.LLM_PRICE_TABLE or None,
         owner=owner,
+        find=find_definition,
     )

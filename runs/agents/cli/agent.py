@@ -17,7 +17,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -113,12 +113,14 @@ def cli_resources(
     record_max_bytes: int = 64 * 1024 * 1024,
     price_table_path: str | None = None,
     owner: str = "",
+    find: Callable[[str], AgentDefinition] = get_definition,
 ) -> Iterator[CliResources]:
     """The definition, its cached install and an open gateway for one attempt (``owner``, its
     public id, names the gateway's socket folder); on a problem, resources that say why (the
-    agent stage turns it into the attempt's outcome)."""
+    agent stage turns it into the attempt's outcome). ``find`` looks the definition up (the
+    pipeline's also knows the ones staff added: ``runs.agent_clis``)."""
     try:
-        definition = get_definition(name)
+        definition = find(name)
     except DefinitionError as exc:
         yield CliResources(name, error=f"[cli-definition] {exc}")
         return

@@ -137,7 +137,8 @@ class DefinitionError(ValueError):
 @dataclass(frozen=True)
 class AgentDefinition:
     spec: DefinitionSpec
-    path: Path
+    path: Path | None  # the shipped file; None for one added through the API or the admin
+    origin: str = "shipped"  # or "added by <account>" (runs.agent_clis)
 
     @property
     def name(self) -> str:
@@ -167,43 +168,57 @@ INSTALL_RECIPE_VERSION = 1
 
 def load_definition(path: Path) -> AgentDefinition:
     """One definition file; ``DefinitionError`` names the file and every bad field."""
-    name = str(path)
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise DefinitionError([Problem(name, "", f"cannot read: {exc.strerror}")]) from exc
+        raise DefinitionError([Problem(str(path), "", f"cannot read: {exc.strerror}")]) from exc
+    return parse_definition(text, str(path), file_name=path.stem, path=path)
+
+
+def parse_definition(
+    text: str,
+    source: str,
+    *,
+    file_name: str | None = None,
+    path: Path | None = None,
+    origin: str = "shipped",
+) -> AgentDefinition:
+    """A definition from its YAML text, checked as a shipped file is (``source`` names it in
+    each problem). ``file_name``: the name the definition must have (a file's stem)."""
+    try:
+        raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise DefinitionError([Problem(name, "", f"invalid YAML: {exc}")]) from exc
+        raise DefinitionError([Problem(source, "", f"invalid YAML: {exc}")]) from exc
     if not isinstance(raw, dict):
-        raise DefinitionError([Problem(name, "", "expected a mapping at the top level")])
+        raise DefinitionError([Problem(source, "", "expected a mapping at the top level")])
     try:
         spec = DefinitionSpec.model_validate(raw)
     except ValidationError as exc:
         raise DefinitionError(
             [
-                Problem(name, ".".join(str(p) for p in err["loc"]), err["msg"])
+                Problem(source, ".".join(str(p) for p in err["loc"]), err["msg"])
                 for err in exc.errors()
             ]
         ) from exc
-    problems = _template_problems(name, spec)
+    problems = _template_problems(source, spec)
     if spec.install.kind == "npm" and not spec.install.integrity.startswith("sha512-"):
-        problems.append(Problem(name, "install.integrity", "npm installs need the sha512 hash"))
+        problems.append(Problem(source, "install.integrity", "npm installs need the sha512 hash"))
     if spec.install.kind == "npm" and not spec.install.keep:
-        problems.append(Problem(name, "install.keep", "name the files of the package to keep"))
+        problems.append(Problem(source, "install.keep", "name the files of the package to keep"))
     if spec.runs_in == "sandbox" and spec.install.kind == "pypi":
         problems.append(
             Problem(
-                name,
+                source,
                 "runs_in",
                 "a PyPI install runs on the worker (sandbox images differ "
                 "in Python), so runs_in must be worker",
             )
         )
-    if path.stem != spec.name:
-        problems.append(Problem(name, "name", f"must match the file name ({path.stem!r})"))
+    if file_name is not None and file_name != spec.name:
+        problems.append(Problem(source, "name", f"must match the file name ({file_name!r})"))
     if problems:
         raise DefinitionError(problems)
-    return AgentDefinition(spec=spec, path=path)
+    return AgentDefinition(spec=spec, path=path, origin=origin)
 
 
 def _template_problems(file: str, spec: DefinitionSpec) -> list[Problem]:
