@@ -17,6 +17,7 @@ from django.urls import reverse
 
 from benchsite.accounts.access import can_read_artifacts
 from runs import artifacts
+from runs.integrity.services import attempt_flags
 from runs.models import Attempt, AttemptStage, AttemptStatus, RunSource
 from runs.transcript import SOURCE_TITLES
 from runs.web.attempt_nav import NAV_PARAMS, navigation
@@ -168,6 +169,7 @@ def attempt_detail(request: HttpRequest, public_id) -> HttpResponse:
         "view": view,
         "stale": attempt.task_revision < task.revision,
         "others": _others(attempt),
+        "flags": attempt_flags(attempt),
     }
     if allowed:
         test_rows = _test_rows(attempt.test_results)
