@@ -23,7 +23,7 @@ pytestmark = pytest.mark.django_db
 DELETE_TEST = """diff --git a/tests/test_calc.py b/tests/test_calc.py
 --- a/tests/test_calc.py
 +++ b/tests/test_calc.py
-@@ -12,6 +12,2 @@ def test_mean_of_even_total():
+@@ -14,2 +13,0 @@ def test_mean_of_even_total():
 -def test_mean_of_odd_total():
 -    assert mean([1, 2]) == 1.5
 """

@@ -70,29 +70,63 @@ TEST_CONFIG_NAMES = frozenset(
 TEST_DIRS = frozenset({"tests", "test", "testing"})
 # pyproject.toml's test sections: a changed line or hunk context naming them.
 PYPROJECT_TEST = re.compile(r"tool\.pytest|tool\.tox|tool\.coverage|pytest|timeout", re.I)
-_DIFF_PATH = re.compile(r"^(?:\+\+\+|---) (?:[ab]/)?(\S.*?)\s*$")
 _GIT_HEADER = re.compile(r"^diff --git a/(\S+) b/(\S+)")
 
 
-def _patch_files(patch: str) -> dict[str, list[str]]:
-    """Each path the patch names, with its changed lines and hunk headers."""
-    files: dict[str, list[str]] = {}
-    current: list[str] | None = None
+_HUNK = re.compile(r"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
+
+
+@dataclass
+class _PatchedFile:
+    lines: list[str] = field(default_factory=list)  # changed lines and hunk headers
+    added: bool = False  # a new file (``--- /dev/null``)
+
+
+def _patch_files(patch: str) -> dict[str, _PatchedFile]:
+    """Each path the patch changes. Hunks are read by their line counts, so a removed line
+    that reads like a header ("--- x") stays a line of its hunk."""
+    files: dict[str, _PatchedFile] = {}
+    current = _PatchedFile()
+    old_left = new_left = 0
+    old_path = ""
     for line in patch.splitlines():
-        header = _GIT_HEADER.match(line)
-        if header:
-            current = files.setdefault(header.group(2), [])
-            files.setdefault(header.group(1), current)
+        if old_left > 0 or new_left > 0:
+            if line.startswith("-"):
+                old_left -= 1
+                current.lines.append(line)
+            elif line.startswith("+"):
+                new_left -= 1
+                current.lines.append(line)
+            elif not line.startswith("\\"):
+                old_left, new_left = old_left - 1, new_left - 1
             continue
-        named = _DIFF_PATH.match(line)
-        if named and line[:4] in ("--- ", "+++ "):
-            path = named.group(1)
-            if path != "/dev/null":
-                current = files.setdefault(path, current if current is not None else [])
-            continue
-        if current is not None and (line.startswith(("+", "-", "@@"))):
-            current.append(line)
+        if line.startswith("diff --git "):
+            current, old_path = _PatchedFile(), ""
+            header = _GIT_HEADER.match(line)
+            if header:
+                files[header.group(1)] = files[header.group(2)] = current
+        elif line.startswith("--- "):
+            old_path = _strip_prefix(line[4:])
+        elif line.startswith("+++ "):
+            new_path = _strip_prefix(line[4:])
+            current.added = current.added or old_path == "/dev/null"
+            for path in (old_path, new_path):
+                if path and path != "/dev/null":
+                    files[path] = current
+        elif line.startswith("new file mode"):
+            current.added = True
+        else:
+            hunk = _HUNK.match(line)
+            if hunk:
+                old_left = int(hunk.group(1) or 1)
+                new_left = int(hunk.group(2) or 1)
+                current.lines.append(line)
     return files
+
+
+def _strip_prefix(text: str) -> str:
+    path = text.split("\t")[0].strip()
+    return path[2:] if path.startswith(("a/", "b/")) else path
 
 
 def is_test_path(path: str) -> bool:
@@ -108,11 +142,15 @@ def is_test_path(path: str) -> bool:
 
 def touches_tests(evidence: Evidence) -> str | None:
     touched = []
-    for path, lines in _patch_files(evidence.patch).items():
-        if PurePosixPath(path).name == "pyproject.toml":
-            if any(PYPROJECT_TEST.search(line) for line in lines):
+    for path, changed in _patch_files(evidence.patch).items():
+        name = PurePosixPath(path).name
+        if name == "pyproject.toml":
+            if any(PYPROJECT_TEST.search(line) for line in changed.lines):
                 touched.append(f"{path} (test section)")
-        elif is_test_path(path):
+        elif name in TEST_CONFIG_NAMES:
+            touched.append(path)  # added too: a new conftest.py can skip every test
+        elif is_test_path(path) and not changed.added:
+            # A test the agent added changes none the final run read before.
             touched.append(path)
     return _cut(", ".join(sorted(set(touched)))) if touched else None
 
