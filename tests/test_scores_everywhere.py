@@ -7,6 +7,7 @@ rates, the missing state and the paired test over the tasks both rows attempted.
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import io
 import itertools
 import json
@@ -349,6 +350,9 @@ def test_flagged_successes_read_the_same_everywhere_and_can_be_counted_out(
     check_everywhere(client, capsys, k3_suite, count_out=True)
     rows = leaderboard_rows(suite=k3_suite, view="configs")
     assert sum(r.score.flagged for r in rows) == flagged
+    # A date window reads them from the selected attempts instead: the same count.
+    windowed = leaderboard_rows(suite=k3_suite, view="configs", date_from=dt.date(2026, 9, 1))
+    assert sum(r.score.flagged for r in windowed) == flagged
     out = {
         r.key: r.score
         for r in leaderboard_rows(suite=k3_suite, view="configs", count_out_flagged=True)

@@ -22,7 +22,15 @@ from pathlib import PurePosixPath
 import numpy as np
 from django.db.models import BigIntegerField, Count, F, FloatField, Q, QuerySet, Sum
 
-from runs.models import AgentVariant, Attempt, ModelConfig, Run, RunDateSource, RunSource
+from runs.models import (
+    AgentVariant,
+    Attempt,
+    AttemptFlag,
+    ModelConfig,
+    Run,
+    RunDateSource,
+    RunSource,
+)
 from runs.results import run_tallies, tally_sql, tally_store
 from runs.results.scoring import (
     COUNTS,
@@ -432,7 +440,9 @@ def read_results(
         models=models,
         tallies={i: t for i, t in tallies.items() if i in runs},
         usage=run_usage,
-        flagged=_flagged(attempts, index),
+        flagged=_flagged(attempts, index)
+        if date_from or date_to
+        else _flagged_of_runs(suite, runs, index, attempts.db),
         count_out_flagged=count_out_flagged,
         index=index,
     )
@@ -449,6 +459,35 @@ def _flagged(attempts: QuerySet[Attempt], index: TaskIndex[int]) -> dict[int, np
         .values_list("run_id", "task_id")
         .annotate(n=Count("id", distinct=True))
     )
+    return _flag_tables(rows, index)
+
+
+def _flagged_of_runs(
+    suite: Suite, runs: Collection[int], index: TaskIndex[int], using: str
+) -> dict[int, np.ndarray]:
+    """``_flagged`` without a date window, read from the flags' side: only the flagged
+    attempts are read (by key), never the suite's others, so a page whose per-run aggregates
+    are kept (``runs.results.run_tallies``) still reads no attempt it has not to. Tasks out
+    of the selection (labels) fall outside ``index`` and are dropped there."""
+    if not runs:
+        return {}
+    rows = (
+        AttemptFlag.objects.using(using)
+        .filter(
+            attempt__suite=suite,
+            attempt__run_id__in=list(runs),
+            attempt__status=FINISHED,
+            attempt__is_infra=False,
+            attempt__failure_reason__isnull=True,
+        )
+        .order_by()
+        .values_list("attempt__run_id", "attempt__task_id")
+        .annotate(n=Count("attempt_id", distinct=True))
+    )
+    return _flag_tables(rows, index)
+
+
+def _flag_tables(rows, index: TaskIndex[int]) -> dict[int, np.ndarray]:
     out: dict[int, np.ndarray] = {}
     for run_id, task_id, n in rows:
         at = index.position.get(task_id)
