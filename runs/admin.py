@@ -4,7 +4,7 @@ from benchsite.accounts.access import can_write
 from benchsite.accounts.models import Action, Door
 from runs.admin_actions import cancel_runs, evaluate_runs, launch_runs, resume_runs, retry_runs
 from runs.model_configs import UPSTREAM_FIELDS, model_config_save
-from runs.models import Attempt, AttemptStage, FailureReason, ModelConfig, Run
+from runs.models import Attempt, AttemptFlag, AttemptStage, FailureReason, ModelConfig, Run
 
 
 @admin.register(FailureReason)
@@ -86,6 +86,19 @@ class AttemptStageInline(admin.TabularInline):
     fields = readonly_fields
 
 
+class AttemptFlagInline(admin.TabularInline):
+    """Integrity flags are computed (``ab flags recompute``), never edited by hand."""
+
+    model = AttemptFlag
+    extra = 0
+    can_delete = False
+    readonly_fields = ("rule", "rule_version", "detail", "created_at")
+    fields = readonly_fields
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+
 @admin.register(Attempt)
 class AttemptAdmin(admin.ModelAdmin):
     list_display = [
@@ -116,8 +129,9 @@ class AttemptAdmin(admin.ModelAdmin):
         "started_at",
         "heartbeat_at",
         "finished_at",
+        "integrity_rules",
     ]
-    inlines = [AttemptStageInline]
+    inlines = [AttemptStageInline, AttemptFlagInline]
 
 
 @admin.register(AttemptStage)

@@ -141,7 +141,7 @@ def test_recompute_redoes_only_attempts_checked_under_other_rules(
     assert ab(["flags", "recompute", "--suite", "nope"]) == 1
 
 
-def test_the_page_and_the_api_show_the_flags_escaped(artifacts_root, client, bob, dave):
+def test_the_page_and_the_api_show_the_flags_escaped(artifacts_root, client, alice, bob, dave):
     attempt = attempt_with_files(
         artifacts_root,
         {"events.jsonl": tool_start(1, "run", {"command": "cat /tests/<script>alert(1)</script>"})},
@@ -162,3 +162,7 @@ def test_the_page_and_the_api_show_the_flags_escaped(artifacts_root, client, bob
     client.force_login(dave)
     page = client.get(url).content.decode()
     assert 'data-rule="read_hidden"' in page and "alert(1)" not in page
+    # The admin lists them read-only under the attempt.
+    client.force_login(alice)
+    admin = client.get(reverse("admin:runs_attempt_change", args=[attempt.pk]))
+    assert admin.status_code == 200 and "read_hidden" in admin.content.decode()
