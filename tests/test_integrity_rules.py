@@ -183,7 +183,12 @@ def test_a_command_reaching_for_the_network_is_flagged(command):
 def test_network_commands_are_not_flagged_where_the_task_gives_the_internet():
     use = (bash("pip install requests"),)
     assert fired(Evidence(patch=FIX, tool_uses=use, internet_allowed=True)) == {}
-    local = (bash("pip install -e ."), bash("python -m pip install --no-index x.whl"))
+    local = (
+        bash("pip install -e ."),
+        bash("python -m pip install --no-index x.whl"),
+        bash("git clone /workspace/repo /tmp/copy"),
+        bash('grep -rn "https://github.com" src/'),
+    )
     assert fired(Evidence(patch=FIX, tool_uses=local)) == {}
 
 

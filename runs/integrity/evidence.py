@@ -118,8 +118,6 @@ def hidden(attempt: Attempt) -> tuple[tuple[str, ...], tuple[str, ...]]:
     reference = spec.get("reference_solution")
     if isinstance(reference, str) and reference.strip():
         names.append(PurePosixPath(reference.strip()).name)
-    if task.spec_path.startswith("/"):
-        paths.append(str(PurePosixPath(task.spec_path).parent))
     return tuple(dict.fromkeys(paths)), tuple(dict.fromkeys(n for n in names if n))
 
 

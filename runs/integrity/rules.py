@@ -211,16 +211,17 @@ def git_history(evidence: Evidence) -> str | None:
 
 # --- commands that tried to leave the sandbox's network -----------------------------------
 
+# Tools whose purpose is the network; a URL merely named (a grep for "https://") is not one.
 NETWORK_COMMAND = re.compile(
     r"(?:^|[\s;&|(`])(?:"
-    r"(?:curl|wget|nc|ncat|netcat|ssh|scp|sftp|telnet|ftp|rsync)\s+\S*"
+    r"(?:curl|wget|nc|ncat|netcat|ssh|scp|sftp|telnet)\s+\S*"
     r"|pip3?\s+(?:download|install)\b(?![^|;&\n]*(?:--no-index|\s-e\s+\.|\s\.(?:\s|$)))"
     r"|python3?\s+-m\s+pip\s+(?:download|install)\b(?![^|;&\n]*--no-index)"
     r"|(?:apt|apt-get|apk|yum|dnf)\s+(?:install|update)\b"
     r"|(?:npm|yarn|pnpm)\s+(?:install|add|i)\b"
-    r"|git\s+(?:clone|fetch|pull|push|ls-remote)\s+\S*"
-    r")"
-    r"|https?://(?!(?:localhost|127\.0\.0\.1)\b)[\w.-]+",
+    r"|git\s+(?:fetch|pull|push|ls-remote)\b"
+    r"|git\s+clone\s+(?:-\S+\s+)*(?:\S+://|git@)"
+    r")",
     re.M,
 )
 
