@@ -139,6 +139,10 @@ def test_recompute_redoes_only_attempts_checked_under_other_rules(
     assert ab(["flags", "recompute", "--all"]) == 0
     assert "checked 2 attempts" in capsys.readouterr().out
     assert ab(["flags", "recompute", "--suite", "nope"]) == 1
+    capsys.readouterr()
+    assert ab(["flags", "rules"]) == 0
+    listed = capsys.readouterr().out
+    assert all(f"{r.name} " in listed and r.why in listed for r in bumped)
 
 
 def test_the_page_and_the_api_show_the_flags_escaped(artifacts_root, client, alice, bob, dave):
