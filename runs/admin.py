@@ -10,6 +10,7 @@ from runs.model_configs import UPSTREAM_FIELDS, model_config_save
 from runs.models import (
     AgentCliDefinition,
     Attempt,
+    AttemptFlag,
     AttemptStage,
     FailureReason,
     ModelConfig,
@@ -135,6 +136,19 @@ class AttemptStageInline(admin.TabularInline):
     fields = readonly_fields
 
 
+class AttemptFlagInline(admin.TabularInline):
+    """Integrity flags are computed (``ab flags recompute``), never edited by hand."""
+
+    model = AttemptFlag
+    extra = 0
+    can_delete = False
+    readonly_fields = ("rule", "rule_version", "detail", "created_at")
+    fields = readonly_fields
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+
 @admin.register(Attempt)
 class AttemptAdmin(admin.ModelAdmin):
     list_display = [
@@ -165,8 +179,9 @@ class AttemptAdmin(admin.ModelAdmin):
         "started_at",
         "heartbeat_at",
         "finished_at",
+        "integrity_rules",
     ]
-    inlines = [AttemptStageInline]
+    inlines = [AttemptStageInline, AttemptFlagInline]
 
 
 @admin.register(AttemptStage)

@@ -494,6 +494,9 @@ class Attempt(models.Model):
     # The image the attempt ran on: the repository digest pulled (or the image ID of one
     # loaded or built here), so a tag moved later still says what ran.
     image_digest = models.CharField(max_length=400, blank=True)
+    # The integrity rules its flags were last computed under ("name:version,...", sorted;
+    # runs.integrity): ``ab flags recompute`` redoes the attempts where it differs.
+    integrity_rules = models.CharField(max_length=500, blank=True)
 
     # Worker bookkeeping.
     celery_task_id = models.CharField(max_length=100, blank=True)
@@ -698,3 +701,24 @@ class RunTally(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} of run {self.run_id} at stamp {self.stamp}"
+
+
+class AttemptFlag(models.Model):
+    """An integrity rule that fired on an attempt (``runs.integrity.rules``): computed from
+    what the harness observed, never from what the agent says. A flag does not change the
+    attempt's outcome; the leaderboard counts flagged successes and can count them out."""
+
+    attempt = models.ForeignKey(Attempt, on_delete=models.CASCADE, related_name="flags")
+    rule = models.CharField(max_length=40)
+    rule_version = models.PositiveSmallIntegerField()
+    detail = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["attempt", "rule"]
+        constraints = [
+            models.UniqueConstraint(fields=["attempt", "rule"], name="attempt_flag_unique_rule")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.rule} v{self.rule_version} on attempt {self.attempt_id}"

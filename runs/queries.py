@@ -59,6 +59,10 @@ class LeaderboardQuery(Schema):
     include_undated: bool = Field(
         False, description="a date filter keeps runs of unknown date (imported without one)"
     )
+    count_out_flagged: bool = Field(
+        False,
+        description="count successes carrying an integrity flag as failures (docs/integrity.md)",
+    )
     sort: Literal[SORT_KEYS] = "rate"  # type: ignore[valid-type]
     order: Literal["asc", "desc"] | None = Field(None, description="default: the column's own")
     format: Literal["json", "csv"] = "json"

@@ -7,6 +7,7 @@ rates, the missing state and the paired test over the tasks both rows attempted.
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import io
 import itertools
 import json
@@ -17,7 +18,7 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from benchsite.cli.main import main as ab
-from runs.models import AgentVariant, Attempt, AttemptStatus, RunSource
+from runs.models import AgentVariant, Attempt, AttemptFlag, AttemptStatus, RunSource
 from runs.results.leaderboard import leaderboard_rows
 from runs.results.scoring import paired_test
 from runs.templatetags.results import kilo, secs, tenths, usd
@@ -102,6 +103,8 @@ FIELDS = (
     "pass_hat_k_ci_low",
     "pass_hat_k_ci_high",
     "disagreeing_tasks",
+    "flagged",
+    "resolved_attempts",
 )
 # Usage per attempt that ran, and how the page shows each.
 USAGE = {
@@ -139,10 +142,13 @@ def row_html(body: str, key: str) -> str:
     return match.group(1)
 
 
-def check_everywhere(client, capsys, suite: Suite) -> None:
+def check_everywhere(client, capsys, suite: Suite, *, count_out: bool = False) -> None:
+    """``count_out``: with flagged successes counted as failures (the compare page and the
+    taxonomy take no such parameter: their checks are the plain reading's)."""
     url = reverse("suite-leaderboard", args=[suite.name])
+    out = {"count_out_flagged": "1"} if count_out else {}
     for view in ("runs", "configs"):
-        page = client.get(url, {"view": view})
+        page = client.get(url, {"view": view, **out})
         assert page.status_code == 200
         rows = page.context["board"].all_rows
         assert len(rows) >= 4
@@ -167,8 +173,12 @@ def check_everywhere(client, capsys, suite: Suite) -> None:
                 assert split in html, (r.key, split)
             for value, (field, shown) in zip(usage[r.key], USAGE.items(), strict=True):
                 assert f'<td class="num">{shown(value)}</td>' in html, (r.key, field)
+            flagged = f'data-flagged="{r.score.flagged}"'
+            assert (flagged in html) is bool(r.score.flagged), (r.key, r.score.flagged)
+            assert r.score.flagged_counted_out is count_out
 
-        api = client.get("/api/leaderboard", {"suite": suite.name, "view": view}).json()["rows"]
+        query = {"suite": suite.name, "view": view, **out}
+        api = client.get("/api/leaderboard", query).json()["rows"]
         assert {row["key"] for row in api} == set(want)
         for row in api:
             got = picked(row)
@@ -177,7 +187,7 @@ def check_everywhere(client, capsys, suite: Suite) -> None:
             assert close(row["p_value_vs_leader"], p_values[row["key"]])
             assert row["paired_vs_leader"] == paired[row["key"]]
 
-        text = client.get("/api/leaderboard.csv", {"suite": suite.name, "view": view})
+        text = client.get("/api/leaderboard.csv", query)
         for row in csv.DictReader(io.StringIO(text.content.decode())):
             same(picked(row), want[row["key"]], f"CSV {view} {row['key']}")
             same(picked(row, USAGE), usage[row["key"]], f"CSV usage {view} {row['key']}")
@@ -185,22 +195,26 @@ def check_everywhere(client, capsys, suite: Suite) -> None:
             assert close(float(p) if p else None, p_values[row["key"]])
 
         capsys.readouterr()
-        assert ab(["leaderboard", suite.name, "--view", view, "--json"]) == 0
+        flag = ["--count-out-flagged"] if count_out else []
+        assert ab(["leaderboard", suite.name, "--view", view, "--json", *flag]) == 0
         cli = json.loads(capsys.readouterr().out)["rows"]
         for row in cli:
             got = picked(row)
             same(got, want[row["key"]], f"CLI {view} {row['key']}")
             same(picked(row, USAGE), usage[row["key"]], f"CLI usage {view} {row['key']}")
-        assert ab(["leaderboard", suite.name, "--view", view]) == 0
+        assert ab(["leaderboard", suite.name, "--view", view, *flag]) == 0
         table = capsys.readouterr().out
         for r in rows:
             line = next(ln for ln in table.splitlines() if f" {r.key[:44]} " in ln)
+            assert (f"; {r.score.flagged} flagged" in line) is bool(r.score.flagged), line
             assert ("-" if r.rate is None else f"{100 * r.rate:.1f}%") in line
             assert r.score.resolved_label in line
             attempted = r.score.attempted_rate
             assert ("-" if attempted is None else f"{100 * attempted:.1f}%") in line
             assert r.score.attempted_label in line
 
+        if count_out:
+            continue
         check_pairs(client, suite, page.context["board"], want)
         if view == "configs":
             check_taxonomy(client, suite, want)
@@ -306,6 +320,55 @@ def test_it_shows_the_same_figures_everywhere_on_a_k3_suite_with_two_runs(client
     board = leaderboard_rows(suite=k3_suite)
     first = next(r for r in board if r.k == 3 and r.entry.run and r.score.tasks == 8)
     assert first.pass_hat_k == 2 / 8 and first.score.disagreeing_tasks == 5
+
+
+def flag_successes(suite: Suite) -> int:
+    """An integrity flag on every third resolved attempt of ``suite`` and on one failed one
+    (not a flagged success); how many successes carry one."""
+    attempts = Attempt.objects.filter(suite=suite, status=AttemptStatus.FINISHED).order_by("id")
+    resolved = [a for a in attempts if a.resolved and not a.is_infra][::3]
+    failed = next(a for a in attempts if a.failure_reason_id == F)
+    AttemptFlag.objects.bulk_create(
+        AttemptFlag(attempt=a, rule="touches_tests", rule_version=1, detail="tests/test_x.py")
+        for a in [*resolved, failed]
+    )
+    # Two rules on one success: still one flagged success.
+    AttemptFlag.objects.create(attempt=resolved[0], rule="fewer_tests", rule_version=1)
+    return len(resolved)
+
+
+def test_flagged_successes_read_the_same_everywhere_and_can_be_counted_out(
+    client, capsys, k3_suite
+):
+    plain = {r.key: r.score for r in leaderboard_rows(suite=k3_suite, view="configs")}
+    # Rendered (and cached) before the flags: a write of flags alone moves the pages on.
+    url = reverse("suite-leaderboard", args=[k3_suite.name])
+    assert "data-flagged" not in client.get(url, {"view": "runs"}).content.decode()
+    flagged = flag_successes(k3_suite)
+    assert flagged >= 5
+    check_everywhere(client, capsys, k3_suite)
+    check_everywhere(client, capsys, k3_suite, count_out=True)
+    rows = leaderboard_rows(suite=k3_suite, view="configs")
+    assert sum(r.score.flagged for r in rows) == flagged
+    # A date window reads them from the selected attempts instead: the same count.
+    windowed = leaderboard_rows(suite=k3_suite, view="configs", date_from=dt.date(2026, 9, 1))
+    assert sum(r.score.flagged for r in windowed) == flagged
+    out = {
+        r.key: r.score
+        for r in leaderboard_rows(suite=k3_suite, view="configs", count_out_flagged=True)
+    }
+    for r in rows:
+        # Counted as successes by default: the figures of before, with the count beside them.
+        assert r.score.resolved_attempts == plain[r.key].resolved_attempts
+        assert r.score.rate == plain[r.key].rate
+        # Counted out: each flagged success is a failure.
+        got = out[r.key]
+        assert got.flagged == r.score.flagged
+        assert got.resolved_attempts == r.score.resolved_attempts - r.score.flagged
+        if r.score.flagged:
+            assert got.rate < r.score.rate
+        else:
+            assert got.rate == r.score.rate
 
 
 @pytest.mark.slow

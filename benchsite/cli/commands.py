@@ -97,6 +97,10 @@ COMMANDS: dict[str, Command] = {
         "runs.cli.results",
         "a suite's leaderboard: the leaderboard page's rows and figures",
     ),
+    "flags": Command(
+        "runs.cli.flags",
+        "integrity flags: recompute them for attempts checked under older rules (--all)",
+    ),
     "worker": Command(
         "runs.cli.worker",
         "start a Celery worker that runs attempts",

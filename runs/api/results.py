@@ -184,6 +184,7 @@ def _leaderboard(query: LeaderboardQuery) -> Leaderboard:
         sort=query.sort,
         descending=query.descending if query.order is None else query.order == "desc",
         include_undated=query.include_undated,
+        count_out_flagged=query.count_out_flagged,
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import uuid
@@ -14,6 +15,7 @@ from pydantic import AfterValidator
 
 from benchsite.api.common import Text
 from runs import artifacts
+from runs.integrity.services import attempt_flags
 from runs.models import AgentVariant, RunSource, RunStatus
 from runs.queries import (  # noqa: F401  (the API's schemas, read by the pages too)
     LIST_NOTE,
@@ -299,6 +301,14 @@ class StageOut(Schema):
     output_url: str | None
 
 
+class FlagOut(Schema):
+    rule: str
+    version: int
+    why: str
+    detail: str = Field(description="what the rule found (a command, a path, the counts)")
+    current: bool = Field(description="computed under the rule's current version")
+
+
 class AttemptDetailOut(AttemptOut):
     error_text: str
     error_fingerprint: str
@@ -310,6 +320,17 @@ class AttemptDetailOut(AttemptOut):
     schema_version: str
     stages: list[StageOut]
     artifacts: list[ArtifactOut]
+    integrity_rules: str = Field(
+        description="the rule set its flags were computed under (name:version, sorted); "
+        "'' when never checked"
+    )
+    flags: list[FlagOut] = Field(
+        description="integrity rules that fired on what the harness observed (docs/integrity.md)"
+    )
+
+    @staticmethod
+    def resolve_flags(obj) -> list[dict]:
+        return [dataclasses.asdict(f) for f in attempt_flags(obj)]
 
     @staticmethod
     def resolve_stages(obj) -> list[dict]:
@@ -394,6 +415,10 @@ class ScoreFields(Schema):
     attempted_ci_low: float | None
     attempted_ci_high: float | None
     missing_attempts: int = Field(description="attempts never made (status missing)")
+    flagged: int = Field(description="successes carrying an integrity flag (docs/integrity.md)")
+    flagged_counted_out: bool = Field(
+        description="those successes were counted as failures (count_out_flagged)"
+    )
     complete: bool = Field(description="no pending attempt: only then ranked, leader or tied")
 
 

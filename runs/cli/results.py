@@ -20,6 +20,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="one row per run (default) or per configuration with its runs pooled",
     )
     p.add_argument("--labels", default="", help="only tasks with all these labels (a,b)")
+    p.add_argument(
+        "--count-out-flagged",
+        action="store_true",
+        help="count successes carrying an integrity flag as failures",
+    )
     p.add_argument("--json", action="store_true", help="the API's JSON rows instead of a table")
     p.set_defaults(handler=cmd_leaderboard)
 
@@ -33,7 +38,12 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     if suite is None:
         raise CommandError(f"no suite named {args.suite!r}")
     labels = [v.strip() for v in args.labels.split(",") if v.strip()]
-    board = leaderboard(suite=suite, view=args.view, labels=labels or None)
+    board = leaderboard(
+        suite=suite,
+        view=args.view,
+        labels=labels or None,
+        count_out_flagged=args.count_out_flagged,
+    )
     if args.json:
         rows = [leaderboard_row_out(r) for r in board.all_rows]
         print(json.dumps({"suite": suite.name, "view": args.view, "rows": rows}, default=str))
@@ -71,6 +81,8 @@ def table(board) -> str:
             standing += ")"
         if s.missing:
             standing += f"; {s.missing} not attempted"
+        if s.flagged:
+            standing += f"; {s.flagged} flagged"
         lines.append(
             f"{r.rank or '':>3} {r.key[:44]:<44} {_pct(r.rate):>9} {ci:>15} "
             f"{s.resolved_label:<26} {_pct(s.attempted_rate):>9} {a_ci:>15} "

@@ -17,6 +17,7 @@ from django.conf import settings
 
 from runs import conditions
 from runs.agents.contract import AgentOutcome
+from runs.integrity.services import attempt_flags_compute_safely
 from runs.lifecycle import attempt_finish
 from runs.models import AgentVariant, Attempt
 from runs.pipeline import (
@@ -529,4 +530,6 @@ class _Execution:
                 final_patch_path=artifacts.FINAL_PATCH if self.final_patch is not None else "",
             )
             artifacts.write_json(self.folder, artifacts.RUN_JSON, record.to_dict())
+        # Once its outcome and files are stored: the integrity rules read both.
+        attempt_flags_compute_safely(attempt=attempt)
         return attempt

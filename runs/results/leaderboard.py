@@ -208,6 +208,11 @@ class LeaderboardRow:
     def missing(self) -> int:
         return self.score.missing
 
+    @property
+    def flagged(self) -> int:
+        """Successes carrying an integrity flag (runs.integrity)."""
+        return self.score.flagged
+
     # --- standing
     @property
     def rank(self) -> int | None:
@@ -321,10 +326,12 @@ def leaderboard(
     sort: str = "rate",
     descending: bool | None = None,
     include_undated: bool = False,
+    count_out_flagged: bool = False,
 ) -> Leaderboard:
     """The suite's leaderboard under one selection (``runs.results.scoring`` defines it).
 
-    ``include_undated``: a date filter keeps runs of unknown date (imported without one)."""
+    ``include_undated``: a date filter keeps runs of unknown date (imported without one);
+    ``count_out_flagged``: successes carrying an integrity flag count as failures."""
     results = read_results(
         suite=suite,
         labels=labels,
@@ -334,6 +341,7 @@ def leaderboard(
         exclude_tasks=exclude_tasks,
         usage=True,
         include_undated=include_undated,
+        count_out_flagged=count_out_flagged,
     )
     entries = results.entries(view)
     scores = {e.key: results.score(e) for e in entries}

@@ -20,6 +20,7 @@ LEADERBOARD = (
     "date_from",
     "date_to",
     "include_undated",
+    "count_out_flagged",
     "sort",
     "order",
     "format",

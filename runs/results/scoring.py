@@ -168,6 +168,10 @@ class Score(Generic[K]):
     attempted_ci_low: float | None
     attempted_ci_high: float | None
     missing_attempts: int  # attempts with status missing
+    # Successes that carry an integrity flag (runs.integrity), among ``resolved_attempts``
+    # unless ``flagged_counted_out``: then they count as failures in every figure above.
+    flagged: int
+    flagged_counted_out: bool
     # Arrays over ``index``: each task's fraction in the rate, whether it is in the rate's
     # denominator, each task's attempted fraction (resolved / scored) and scored samples.
     index: TaskIndex[K] = field(repr=False)
@@ -220,6 +224,8 @@ def score(
     whole_suite: bool = False,
     k: int = 1,
     excluded: Iterable[K] | np.ndarray = (),
+    flagged: np.ndarray | None = None,
+    count_out_flagged: bool = False,
 ) -> Score[K]:
     """The score of one row from its per-task tallies.
 
@@ -228,6 +234,8 @@ def score(
     ``whole_suite``: published results, rated over every task of the universe; ``k``: samples
     per task for pass@k; ``excluded``: tasks (or a mask over the index) left out of the rate
     (instances found invalid), whose attempts are counted apart as ``excluded``.
+    ``flagged``: per task over the index, the resolved attempts carrying an integrity flag;
+    ``count_out_flagged``: count those as failures (docs/integrity.md).
     """
     if isinstance(tallies, Tallies):
         table = tallies
@@ -238,6 +246,9 @@ def score(
     index = table.index
     skip = excluded if isinstance(excluded, np.ndarray) else index.mask(excluded)
     sc, rs, ex, pe, ne, mi = table.counts
+    flags = np.zeros(len(index), dtype=np.int64) if flagged is None else np.minimum(flagged, rs)
+    if count_out_flagged:
+        rs = rs - flags
     made = sc + ex + pe
     valid = ~skip
     set_aside = int(made[skip].sum())
@@ -294,6 +305,8 @@ def score(
         attempted_ci_low=a_low,
         attempted_ci_high=a_high,
         missing_attempts=int(mi[valid].sum()),
+        flagged=int(flags[valid].sum()),
+        flagged_counted_out=count_out_flagged,
         index=index,
         _share=share,
         _in_rate=in_rate,
@@ -745,6 +758,8 @@ SCORE_FIGURES = (
     "attempted_ci_low",
     "attempted_ci_high",
     "missing_attempts",
+    "flagged",
+    "flagged_counted_out",
 )
 
 

@@ -22,7 +22,15 @@ from pathlib import PurePosixPath
 import numpy as np
 from django.db.models import BigIntegerField, Count, F, FloatField, Q, QuerySet, Sum
 
-from runs.models import AgentVariant, Attempt, ModelConfig, Run, RunDateSource, RunSource
+from runs.models import (
+    AgentVariant,
+    Attempt,
+    AttemptFlag,
+    ModelConfig,
+    Run,
+    RunDateSource,
+    RunSource,
+)
 from runs.results import run_tallies, tally_sql, tally_store
 from runs.results.scoring import (
     COUNTS,
@@ -153,6 +161,10 @@ class SuiteResults:
     models: dict[int, ModelConfig]
     tallies: dict[int, Tallies[int]]  # run id -> per-task tallies over ``index``
     usage: dict[int, Usage]  # run id -> usage
+    # run id -> per task over ``index``: resolved attempts carrying an integrity flag
+    # (runs.integrity); counted as failures with ``count_out_flagged``.
+    flagged: dict[int, np.ndarray] = field(default_factory=dict)
+    count_out_flagged: bool = False
     # None until __post_init__ builds it from the universe.
     index: TaskIndex[int] = field(default=None, repr=False)  # type: ignore[arg-type]
     _scores: dict[tuple[int, ...], Score] = field(default_factory=dict, repr=False)
@@ -212,6 +224,8 @@ class SuiteResults:
                 whole_suite=entry.whole_suite,
                 k=entry.k,
                 excluded=self._excluded_mask,
+                flagged=self.entry_flagged(entry),
+                count_out_flagged=self.count_out_flagged,
             )
             self._scores[key] = cached
         return cached
@@ -223,6 +237,11 @@ class SuiteResults:
         if len(tables) == 1:
             return tables[0]
         return Tallies(self.index, sum((t.counts for t in tables), empty.counts))
+
+    def entry_flagged(self, entry: Entry) -> np.ndarray | None:
+        """The entry's flagged successes per task (its runs' summed); None: none."""
+        tables = [self.flagged[r.id] for r in entry.runs if r.id in self.flagged]
+        return sum(tables[1:], tables[0]) if tables else None
 
     def entry_usage(self, entry: Entry) -> Usage:
         total = Usage()
@@ -362,12 +381,14 @@ def read_results(
     exclude_tasks: Iterable[int] | None = None,
     usage: bool = False,
     include_undated: bool = False,
+    count_out_flagged: bool = False,
 ) -> SuiteResults:
     """The selection's tasks, runs and per-task tallies: a fixed number of queries.
 
     ``exclude_tasks``: task pks left out of every figure; by default ``excluded_tasks(suite)``.
     ``usage``: also sum cost, tokens, calls and wall time per run (the leaderboard).
     ``include_undated``: a date filter keeps runs of unknown date too.
+    ``count_out_flagged``: successes carrying an integrity flag count as failures.
     Baseline-validation runs are not results and are left out.
     """
     if model_ids is not None:
@@ -419,8 +440,60 @@ def read_results(
         models=models,
         tallies={i: t for i, t in tallies.items() if i in runs},
         usage=run_usage,
+        flagged=_flagged(attempts, index)
+        if date_from or date_to
+        else _flagged_of_runs(suite, runs, index, attempts.db),
+        count_out_flagged=count_out_flagged,
         index=index,
     )
+
+
+def _flagged(attempts: QuerySet[Attempt], index: TaskIndex[int]) -> dict[int, np.ndarray]:
+    """Per run, per task: the selection's resolved attempts carrying an integrity flag. Flags
+    are few: one query through the flags' attempt index, a handful of rows."""
+    rows = (
+        attempts.filter(
+            status=FINISHED, is_infra=False, failure_reason__isnull=True, flags__isnull=False
+        )
+        .order_by()
+        .values_list("run_id", "task_id")
+        .annotate(n=Count("id", distinct=True))
+    )
+    return _flag_tables(rows, index)
+
+
+def _flagged_of_runs(
+    suite: Suite, runs: Collection[int], index: TaskIndex[int], using: str
+) -> dict[int, np.ndarray]:
+    """``_flagged`` without a date window, read from the flags' side: only the flagged
+    attempts are read (by key), never the suite's others, so a page whose per-run aggregates
+    are kept (``runs.results.run_tallies``) still reads no attempt it has not to. Tasks out
+    of the selection (labels) fall outside ``index`` and are dropped there."""
+    if not runs:
+        return {}
+    rows = (
+        AttemptFlag.objects.using(using)
+        .filter(
+            attempt__suite=suite,
+            attempt__run_id__in=list(runs),
+            attempt__status=FINISHED,
+            attempt__is_infra=False,
+            attempt__failure_reason__isnull=True,
+        )
+        .order_by()
+        .values_list("attempt__run_id", "attempt__task_id")
+        .annotate(n=Count("attempt_id", distinct=True))
+    )
+    return _flag_tables(rows, index)
+
+
+def _flag_tables(rows, index: TaskIndex[int]) -> dict[int, np.ndarray]:
+    out: dict[int, np.ndarray] = {}
+    for run_id, task_id, n in rows:
+        at = index.position.get(task_id)
+        if at is not None:
+            out.setdefault(run_id, np.zeros(len(index), dtype=np.int64))[at] += n
+    return out
 
 
 # A run's usage sums in the database (``runs.results.tally_store``); None: no finished attempt.

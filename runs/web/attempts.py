@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, TypedDict
 
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
+from django.db.models import Exists, OuterRef
 from django.db.models.functions import Length, Substr
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
 from django.http.response import HttpResponseBase
@@ -17,7 +18,8 @@ from django.urls import reverse
 
 from benchsite.accounts.access import can_read_artifacts
 from runs import artifacts
-from runs.models import Attempt, AttemptStage, AttemptStatus, RunSource
+from runs.integrity.services import attempt_flags
+from runs.models import Attempt, AttemptFlag, AttemptStage, AttemptStatus, RunSource
 from runs.transcript import SOURCE_TITLES
 from runs.web.attempt_nav import NAV_PARAMS, navigation
 from runs.web.attempt_tests import read_step_times, read_test_log
@@ -62,6 +64,7 @@ def _attempt(public_id) -> Attempt:
 class _PatchColumns(TypedDict):
     patch_head: str
     patch_chars: int
+    has_flags: bool
 
 
 def _attempt_shown(public_id) -> WithAnnotations[Attempt, _PatchColumns]:
@@ -73,6 +76,8 @@ def _attempt_shown(public_id) -> WithAnnotations[Attempt, _PatchColumns]:
         .annotate(
             patch_head=Substr("final_patch", 1, MAX_PARSE_CHARS),
             patch_chars=Length("final_patch"),
+            # Most attempts carry no integrity flag: the page reads them only when it has one.
+            has_flags=Exists(AttemptFlag.objects.filter(attempt=OuterRef("pk"))),
         ),
         public_id=public_id,
     )
@@ -168,6 +173,7 @@ def attempt_detail(request: HttpRequest, public_id) -> HttpResponse:
         "view": view,
         "stale": attempt.task_revision < task.revision,
         "others": _others(attempt),
+        "flags": attempt_flags(attempt) if attempt.has_flags else [],
     }
     if allowed:
         test_rows = _test_rows(attempt.test_results)

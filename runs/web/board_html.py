@@ -180,6 +180,12 @@ def _standing(r) -> str:
             f'<span class="missing-count" title="{_MISSING_TITLE}">'
             f"{r.missing} of {r.tasks} not attempted</span>"
         )
+    if s.flagged:
+        counted = "counted as failures" if s.flagged_counted_out else "counted as successes"
+        line.append(
+            f'<span class="flagged-count" data-flagged="{s.flagged}" title="successes carrying '
+            f'an integrity flag, {counted}">{s.flagged} flagged</span>'
+        )
     if status == "partial" and r.links.compare_leader:
         line.append(
             f'<a class="compare-leader" href="{esc(r.links.compare_leader)}" '

@@ -114,6 +114,7 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
     sort, view, order = query.sort, query.view, query.order or ""
     descending = None if not order else order == "desc"
     undated = query.include_undated
+    count_out = query.count_out_flagged
     board = build_leaderboard(
         suite=suite,
         view=view,
@@ -124,11 +125,13 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
         sort=sort,
         descending=descending,
         include_undated=undated,
+        count_out_flagged=count_out,
     )
     keep = [("labels", ",".join(labels))] if labels else []
     keep += [(k, v.isoformat()) for k, v in (("date_from", date_from), ("date_to", date_to)) if v]
     keep += [("runs", ",".join(chosen))] if chosen else []
     keep += [("include_undated", "1")] if undated else []
+    keep += [("count_out_flagged", "1")] if count_out else []
     sort_links = {
         key: "?"
         + urlencode(
@@ -169,6 +172,7 @@ def leaderboard(request: HttpRequest, name: str) -> HttpResponse:
             "date_to": date_to.isoformat() if date_to else "",
             "runs_param": ",".join(chosen),
             "undated": undated,
+            "count_out_flagged": count_out,
             # A date filter leaves undated imports out: say so, as the taxonomy page does.
             "undated_left_out": _undated_runs(suite)
             if (date_from or date_to) and not undated
