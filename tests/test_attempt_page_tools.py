@@ -146,7 +146,7 @@ def test_an_attempt_outside_the_list_says_so(client, run_list):
     body, context = open_page(client, failed, "outcome=resolved")
     assert context["nav"].absent and "not in that list" in body
     _, bad = open_page(client, failed, "outcome=lost")
-    assert bad["nav"].error.startswith("outcome: expected one of")
+    assert bad["nav"].error.startswith("outcome: Input should be ")  # the API's words
 
 
 # --- the test log beside the per-test table --------------------------------------------------

@@ -85,6 +85,7 @@ PAGE_READS = {
     "task-detail",
     "run-detail",
     "run-progress",
+    "task-image-progress",
     "attempt-detail",
     "attempt-vs",
     "attempt-artifact",
