@@ -8,6 +8,7 @@ from benchsite.accounts.api import router as accounts_router
 from benchsite.api.errors import install_error_handlers
 from runs.api.runs import router as runs_router
 from runs.imports.api import router as imports_router
+from runs.search.api import router as search_router
 from tasks_app.api import router as tasks_router
 
 api = NinjaAPI(
@@ -27,3 +28,4 @@ api.add_router("", tasks_router)
 api.add_router("", imports_router)
 api.add_router("", runs_router)
 api.add_router("", accounts_router)
+api.add_router("", search_router)

@@ -97,6 +97,10 @@ COMMANDS: dict[str, Command] = {
         "runs.cli.results",
         "a suite's leaderboard: the leaderboard page's rows and figures",
     ),
+    "search": Command(
+        "runs.search.cli",
+        "search every transcript (messages, tool calls, outputs); `reindex` rebuilds",
+    ),
     "worker": Command(
         "runs.cli.worker",
         "start a Celery worker that runs attempts",
