@@ -14,13 +14,14 @@ import shutil
 from pathlib import Path
 
 import pytest
+from django.db import connection
 from django.urls import reverse
 
 from runs.lifecycle import attempt_fail
 from runs.models import Attempt, AttemptStatus
-from runs.search.index import MARK_START, MAX_DOCUMENT_CHARS, attempts_index, clean
+from runs.search.index import MARK_END, MARK_START, MAX_DOCUMENT_CHARS, attempts_index, clean
 from runs.search.models import TranscriptDocument
-from runs.search.query import SearchQuery, transcript_search
+from runs.search.query import SearchQuery, highlighted, transcript_search
 from runs.taxonomy import Reason
 from tasks_app.models import Task
 from tests.ab_cli import ab_main
@@ -90,7 +91,7 @@ def corpus():
     gpt, claude = make_model("gpt-x"), make_model("claude-y")
     first, second = make_run(suite, gpt), make_run(suite, claude)
     hostile = [
-        {"role": "assistant", "content": "<script>alert(1)</script> zebracorn \ue000forged\ue001"},
+        {"role": "assistant", "content": "zebracorn <script>alert(1)</script> \ue000forged\ue001"},
         {"role": "user", "content": "tail " + "y " * MAX_DOCUMENT_CHARS + " lastwordqq"},
     ]
     made = {
@@ -130,8 +131,11 @@ def test_it_indexes_messages_tool_calls_and_outputs_at_their_steps(corpus):
 
 def test_its_snippets_are_escaped_before_the_highlight(corpus):
     (hit,) = transcript_search(SearchQuery(text="zebracorn")).hits
-    assert "<script>" not in hit.snippet_html
-    assert "&lt;script&gt;" in hit.snippet_html
+    assert "<script" not in hit.snippet_html
+    if "script" in hit.snippet:  # PostgreSQL's highlighter leaves tags out, FTS5's keeps them
+        assert "&lt;script&gt;" in hit.snippet_html
+    forged = highlighted(f"{MARK_START}a{MARK_END}<b>&")
+    assert forged == "<mark>a</mark>&lt;b&gt;&amp;"
     assert "<mark>zebracorn</mark>" in hit.snippet_html
     # The transcript's own marker characters were taken out: "forged" is no highlight.
     assert "<mark>forged</mark>" not in hit.snippet_html
@@ -269,3 +273,20 @@ def test_an_imported_run_is_indexed_and_reindex_rebuilds(
     assert result.returncode == 0, result.stderr
     assert "3 attempts indexed" in result.stdout
     assert transcript_search(SearchQuery(text="sympy")).total == found.total
+
+
+def test_the_search_answers_from_the_full_text_index(corpus):
+    from runs.search.query import _postgres, _sqlite
+
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            sql, params = _postgres(["astropy"])
+            cursor.execute("SET LOCAL enable_seqscan = off")
+            cursor.execute(f"EXPLAIN SELECT count(*) {sql}", params)
+            used = "runs_transcript_document_tsv"
+        else:
+            sql, params = _sqlite(["astropy"])
+            cursor.execute(f"EXPLAIN QUERY PLAN SELECT count(*) {sql}", params)
+            used = "VIRTUAL TABLE INDEX"
+        plan = "\n".join(str(row) for row in cursor.fetchall())
+    assert used in plan, plan

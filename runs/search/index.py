@@ -34,7 +34,7 @@ CUT_MARK = "\n[…]\n"
 # The highlighter's markers (``runs.search.query``): private-use characters, taken out of
 # indexed text so a transcript cannot forge a highlight.
 MARK_START, MARK_END = "\ue000", "\ue001"
-_DROPPED = str.maketrans({"\x00": " ", MARK_START: " ", MARK_END: " "})
+_DROPPED = str.maketrans({"\x00": " ", MARK_START: " ", MARK_END: " ", "\ue002": " "})
 
 
 @dataclass(frozen=True, slots=True)

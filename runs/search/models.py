@@ -12,6 +12,16 @@ from __future__ import annotations
 from django.db import models
 
 
+# PostgreSQL's parser reads "astropy/coordinates" or "a.b.c" as one token (a path, a host),
+# where FTS5's unicode61 reads two or three words. Each punctuation character is set apart
+# with a private-use character (a blank to the parser, taken out of snippets) first, so both
+# databases find "coordinates" there. The GIN index (migration 0022, which copies this text)
+# is over exactly this expression: a query must write it the same to use the index.
+PG_SPLIT = "\ue002"
+PG_SPACED = "regexp_replace({}, '([^[:alnum:][:space:]])', '\ue002\\1\ue002', 'g')"
+PG_DOCUMENT = "to_tsvector('simple', " + PG_SPACED.format("text") + ")"
+
+
 class DocumentKind(models.TextChoices):
     MESSAGE = "message"
     TOOL_CALL = "tool_call"

@@ -24,6 +24,7 @@ from django.urls import reverse
 from runs.models import Attempt
 from runs.results.attempt_list import AttemptFilters, FilterError, filtered
 from runs.search.index import MARK_END, MARK_START
+from runs.search.models import PG_DOCUMENT, PG_SPACED, PG_SPLIT
 from tasks_app.models import Suite
 
 MAX_QUERY_CHARS = 500
@@ -165,22 +166,28 @@ def _sqlite(terms: list[str]) -> tuple[str, list]:
     )
 
 
+def _tsquery(terms: list[str]) -> str:
+    # Each term a phrase of its words, its punctuation set apart as the documents' is.
+    term = "phraseto_tsquery('simple', " + PG_SPACED.format("%s") + ")"
+    return " && ".join([term] * len(terms))
+
+
 def _postgres(terms: list[str]) -> tuple[str, list]:
-    tsquery = " && ".join(["phraseto_tsquery('simple', %s)"] * len(terms))
+    document = PG_DOCUMENT.replace("(text,", "(d.text,")
     return (
-        f"FROM runs_transcript_document d WHERE to_tsvector('simple', d.text) @@ ({tsquery})",
+        f"FROM runs_transcript_document d WHERE {document} @@ ({_tsquery(terms)})",
         list(terms),
     )
 
 
 def _snippet_sql(terms: list[str]) -> str:
     if connection.vendor == "postgresql":
-        tsquery = " && ".join(["phraseto_tsquery('simple', %s)"] * len(terms))
         options = (
             f'StartSel="{MARK_START}", StopSel="{MARK_END}", MaxWords={SNIPPET_TOKENS}, '
             'MinWords=8, MaxFragments=1, FragmentDelimiter=" … "'
         )
-        return f"ts_headline('simple', d.text, ({tsquery}), '{options}')"
+        text = PG_SPACED.format("d.text")
+        return f"ts_headline('simple', {text}, ({_tsquery(terms)}), '{options}')"
     return f"snippet(runs_transcript_fts, 0, '{MARK_START}', '{MARK_END}', '…', {SNIPPET_TOKENS})"
 
 
@@ -210,6 +217,7 @@ def _hits(rows: list[tuple]) -> list[Hit]:
     detail = reverse("attempt-detail", args=[zero])
     hits = []
     for _id, attempt_id, step, kind, role, snippet in rows:
+        snippet = snippet.replace(PG_SPLIT, "")
         a = attempts[attempt_id]
         hits.append(
             Hit(
