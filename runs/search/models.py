@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from django.db import models
 
-
 # PostgreSQL's parser reads "astropy/coordinates" or "a.b.c" as one token (a path, a host),
 # where FTS5's unicode61 reads two or three words. Each punctuation character is set apart
 # with a private-use character (a blank to the parser, taken out of snippets) first, so both
