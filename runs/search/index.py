@@ -92,12 +92,14 @@ def attempt_index(attempt) -> int:
     docs = documents(found) if found is not None and not found.error else []
     with transaction.atomic():
         TranscriptDocument.objects.filter(attempt_id=attempt.pk).delete()
+        # Last document first: hits come in descending row id (the newest attempt first,
+        # read straight off the full-text index), which is then each attempt's step order.
         TranscriptDocument.objects.bulk_create(
             [
                 TranscriptDocument(
                     attempt_id=attempt.pk, step=d.step, kind=d.kind, role=d.role, text=d.text
                 )
-                for d in docs
+                for d in reversed(docs)
             ],
             batch_size=500,
         )

@@ -99,7 +99,9 @@ def terms_of(text: str) -> list[str]:
 
 
 def transcript_search(query: SearchQuery) -> SearchPage:
-    """The hits of ``query``, newest attempt first and in step order within one, paginated.
+    """The hits of ``query``, paginated: the attempt indexed last first, each attempt's in step
+    order (``runs.search.index`` writes an attempt's rows last step first; hits go by row id,
+    descending, which the full-text index reads without sorting).
     Raises ``SearchError`` for a filter naming nothing (an unknown suite, model or run) or a
     value no attempt can have. Read rights are the caller's: this reads every transcript."""
     if query.page < 1 or not 1 <= query.page_size <= MAX_PAGE_SIZE:
@@ -115,15 +117,21 @@ def transcript_search(query: SearchQuery) -> SearchPage:
         sql_from += f" AND d.attempt_id IN ({subquery})"
         params += list(sub_params)
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT count(*) {sql_from}", params)
+        if attempts is None and connection.vendor != "postgresql":
+            # No filter: FTS5 counts its matches without reading the rows.
+            sql_count, count_params = _sqlite_count(result.terms)
+            cursor.execute(sql_count, count_params)
+        else:
+            cursor.execute(f"SELECT count(*) {sql_from}", params)
         result.total = cursor.fetchone()[0]
         offset = (query.page - 1) * query.page_size
         if result.total <= offset:
             return result
         snippet = _snippet_sql(result.terms)
+        order = "d.id" if connection.vendor == "postgresql" else "f.rowid"
         cursor.execute(
             f"SELECT d.id, d.attempt_id, d.step, d.kind, d.role, {snippet} {sql_from} "
-            "ORDER BY d.attempt_id DESC, d.step, d.id LIMIT %s OFFSET %s",
+            f"ORDER BY {order} DESC LIMIT %s OFFSET %s",
             [*_snippet_params(result.terms), *params, query.page_size, offset],
         )
         rows = cursor.fetchall()
@@ -156,13 +164,23 @@ def _attempts(query: SearchQuery):
 # --- the two backends: FROM ... WHERE, with the text's terms as parameters -------------------
 
 
-def _sqlite(terms: list[str]) -> tuple[str, list]:
+def _fts_match(terms: list[str]) -> str:
     # Each term an FTS5 string ("" doubles a quote): a phrase of its tokens, never syntax.
-    match = " ".join('"' + t.replace('"', '""') + '"' for t in terms)
+    return " ".join('"' + t.replace('"', '""') + '"' for t in terms)
+
+
+def _sqlite(terms: list[str]) -> tuple[str, list]:
     return (
         "FROM runs_transcript_fts f JOIN runs_transcript_document d ON d.id = f.rowid "
         "WHERE runs_transcript_fts MATCH %s",
-        [match],
+        [_fts_match(terms)],
+    )
+
+
+def _sqlite_count(terms: list[str]) -> tuple[str, list]:
+    return (
+        "SELECT count(*) FROM runs_transcript_fts WHERE runs_transcript_fts MATCH %s",
+        [_fts_match(terms)],
     )
 
 
