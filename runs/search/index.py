@@ -114,11 +114,14 @@ def attempts_index(attempt_ids: Iterable[int]) -> int:
     ids = list(attempt_ids)
     rows = 0
     for start in range(0, len(ids), 200):
-        for attempt in Attempt.objects.filter(id__in=ids[start : start + 200]):
-            try:
-                rows += attempt_index(attempt)
-            except Exception:
-                log.exception("search: indexing attempt %s failed", attempt.public_id)
+        # One commit a batch (each attempt in a savepoint of its own): a commit a file was
+        # most of the time on a busy disk.
+        with transaction.atomic():
+            for attempt in Attempt.objects.filter(id__in=ids[start : start + 200]):
+                try:
+                    rows += attempt_index(attempt)
+                except Exception:
+                    log.exception("search: indexing attempt %s failed", attempt.public_id)
     return rows
 
 
