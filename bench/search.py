@@ -161,8 +161,8 @@ def synthesise(attempts: list, window: int) -> tuple[int, int]:
     sources = [docs for docs in list(by_attempt.values())[:20] if docs]
     number = re.compile(r"\d+")
 
-    def shifted(match: re.Match, by: int) -> str:
-        return str(int(match.group()[:9]) + by)
+    def shifted(by: int):
+        return lambda match: str(int(match.group()[:9]) + by)
 
     rows, total_docs, total_chars = [], 0, 0
     for attempt in attempts[100:]:
@@ -171,7 +171,7 @@ def synthesise(attempts: list, window: int) -> tuple[int, int]:
         shift = rng.randrange(1, 97)
         # Last step first, as runs.search.index writes an attempt's rows.
         for step, kind, role, text in reversed(source[start : start + window]):
-            varied = number.sub(lambda m: shifted(m, shift), text)
+            varied = number.sub(shifted(shift), text)
             rows.append(
                 TranscriptDocument(
                     attempt_id=attempt.pk, step=step, kind=kind, role=role, text=varied

@@ -118,7 +118,7 @@ def hit_keys(hits) -> list[tuple[str, int, str]]:
     return [(h["attempt"], int(h["step"]), h["kind"]) for h in hits]
 
 
-def test_it_indexes_messages_tool_calls_and_outputs_at_their_steps(corpus):
+def test_it_indexes_messages_tool_calls_and_outputs_at_their_steps(corpus, client, bob):
     rows = TranscriptDocument.objects.filter(attempt=corpus["failed"])
     assert {r.kind for r in rows} == {"message", "tool_call", "tool_output"}
     found = transcript_search(SearchQuery(text="zebracorn"))
@@ -127,6 +127,22 @@ def test_it_indexes_messages_tool_calls_and_outputs_at_their_steps(corpus):
     assert hit.attempt == str(corpus["resolved"].public_id)
     assert hit.url == f"/attempts/{hit.attempt}/#turn-{hit.step}"
     assert hit.kind == "message" and hit.role == "assistant"
+    client.force_login(bob)
+    page = client.get(hit.url.split("#")[0]).content.decode()
+    assert f'id="turn-{hit.step}"' in page  # the viewer's anchor the link lands on
+
+
+def test_hits_come_newest_attempt_first_in_step_order(corpus):
+    hits = transcript_search(SearchQuery(text="astropy", page_size=200)).hits
+    attempts = list(dict.fromkeys(h.attempt for h in hits))
+    newest = max(corpus.values(), key=lambda a: a.pk)
+    assert attempts[0] == str(newest.public_id)
+    for attempt in attempts:  # each attempt's hits together, its steps in order
+        steps = [h.step for h in hits if h.attempt == attempt]
+        assert steps == sorted(steps)
+    assert len(attempts) == len({h.attempt for h in hits})
+    runs = [i for i, h in enumerate(hits) if i == 0 or h.attempt != hits[i - 1].attempt]
+    assert len(runs) == len(attempts)
 
 
 def test_its_snippets_are_escaped_before_the_highlight(corpus):

@@ -117,7 +117,7 @@ def attempts_index(attempt_ids: Iterable[int]) -> int:
         # One commit a batch (each attempt in a savepoint of its own): a commit a file was
         # most of the time on a busy disk.
         with transaction.atomic():
-            for attempt in Attempt.objects.filter(id__in=ids[start : start + 200]):
+            for attempt in Attempt.objects.filter(id__in=ids[start : start + 200]).order_by("id"):
                 try:
                     rows += attempt_index(attempt)
                 except Exception:
