@@ -130,6 +130,7 @@ def test_it_indexes_messages_tool_calls_and_outputs_at_their_steps(corpus, clien
     client.force_login(bob)
     page = client.get(hit.url.split("#")[0]).content.decode()
     assert f'id="turn-{hit.step}"' in page  # the viewer's anchor the link lands on
+    assert 'id="nav-search"' in page  # a reader finds the search in the top bar
 
 
 def test_hits_come_newest_attempt_first_in_step_order(corpus):
@@ -245,6 +246,7 @@ def test_who_cannot_read_transcripts_sees_no_hit(corpus, client, dave):
     assert client.get(url, {"q": "astropy"}).status_code == 401
     page = client.get(reverse("transcript-search"), {"q": "astropy"})
     assert page.status_code == 302 and "login" in page["Location"]
+    assert 'id="nav-search"' not in client.get(reverse("home")).content.decode()
     client.force_login(dave)
     response = client.get(url, {"q": "astropy"})
     assert response.status_code == 403 and "astropy" not in response.content.decode()
