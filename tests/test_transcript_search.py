@@ -228,6 +228,17 @@ def test_a_filter_naming_nothing_is_refused_by_name(corpus, client, auth):
     assert cli.returncode != 0 and "nope" in cli.stderr
 
 
+def test_the_page_names_a_bad_parameter_as_the_api_does(corpus, client, bob):
+    client.force_login(bob)
+    page = client.get(reverse("transcript-search"), {"q": "astropy", "suite": "nope"})
+    assert page.status_code == 400 and "no suite named &#x27;nope&#x27;" in page.content.decode()
+    page = client.get(reverse("transcript-search"), {"q": "astropy", "page_size": "9999"})
+    assert page.status_code == 400 and "page_size: Input should be less than" in (
+        page.content.decode()
+    )
+    assert client.get(reverse("transcript-search")).status_code == 200  # the empty form
+
+
 def test_hostile_queries_never_fail(corpus, client, auth, bob):
     client.force_login(bob)
     for text in HOSTILE:
