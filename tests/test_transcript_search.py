@@ -319,3 +319,16 @@ def test_the_search_answers_from_the_full_text_index(corpus):
             used = "VIRTUAL TABLE INDEX"
         plan = "\n".join(str(row) for row in cursor.fetchall())
     assert used in plan, plan
+
+
+def test_a_deleted_run_leaves_no_hit(corpus):
+    before = transcript_search(SearchQuery(text="astropy")).total
+    theirs = transcript_search(SearchQuery(text="astropy", model="claude-y")).total
+    gone = TranscriptDocument.objects.filter(attempt__run=corpus["other-model"].run).count()
+    corpus["other-model"].run.delete()
+    # The unfiltered count reads the full-text index alone: it must have forgotten them too.
+    assert theirs and transcript_search(SearchQuery(text="astropy")).total == before - theirs
+    rows = TranscriptDocument.objects.filter(attempt_id=corpus["other-model"].pk)
+    assert gone and not rows.exists()
+    hits = transcript_search(SearchQuery(text="astropy", page_size=200)).hits
+    assert str(corpus["other-model"].public_id) not in {h.attempt for h in hits}
