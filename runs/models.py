@@ -675,5 +675,6 @@ class RunTally(models.Model):
     def __str__(self) -> str:
         return f"{self.kind} of run {self.run_id} at stamp {self.stamp}"
 
+
 # The transcript search index (a model of its own module, registered with this app).
 from runs.search.models import TranscriptDocument  # noqa: E402, F401
