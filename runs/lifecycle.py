@@ -53,6 +53,7 @@ from runs.models import (
     Run,
     RunStatus,
 )
+from runs.search.index import attempt_index_on_commit
 from runs.taxonomy import Reason
 
 if TYPE_CHECKING:
@@ -150,6 +151,8 @@ def attempt_finish(*, attempt: Attempt, result: AttemptResult) -> Attempt:
             attempt.grade = result.grade
             attempt.test_results = result.test_results
         attempt.save(update_fields=_FINISH_FIELDS)
+    # Its transcript is final now: searchable once this (or the caller's) transaction commits.
+    attempt_index_on_commit(attempt.pk)
     return attempt
 
 
@@ -191,6 +194,7 @@ def attempt_fail(
     attempt.save(
         update_fields=[*fields, "error_text", "error_fingerprint", "finished_at", "duration_sec"]
     )
+    attempt_index_on_commit(attempt.pk)
 
 
 def attempt_blame_the_cancel(attempt: Attempt) -> None:

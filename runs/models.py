@@ -722,3 +722,7 @@ class AttemptFlag(models.Model):
 
     def __str__(self) -> str:
         return f"{self.rule} v{self.rule_version} on attempt {self.attempt_id}"
+
+
+# The transcript search index (a model of its own module, registered with this app).
+from runs.search.models import TranscriptDocument  # noqa: E402, F401

@@ -3,10 +3,12 @@ results (the views are in runs/web/)."""
 
 from django.urls import path
 
+from runs.search.views import search_page
 from runs.web import attempt_list, attempts, charts, configs, control, results, runs, suites
 
 urlpatterns = [
     path("", suites.home, name="home"),
+    path("search/", search_page, name="transcript-search"),
     path("suites/<slug:name>/", suites.suite_detail, name="suite-detail"),
     path(
         "suites/<slug:suite>/image-progress/<path:task_id>",

@@ -101,6 +101,10 @@ COMMANDS: dict[str, Command] = {
         "runs.cli.flags",
         "integrity flags: recompute them for attempts checked under older rules (--all)",
     ),
+    "search": Command(
+        "runs.search.cli",
+        "search every transcript (messages, tool calls, outputs); `reindex` rebuilds",
+    ),
     "worker": Command(
         "runs.cli.worker",
         "start a Celery worker that runs attempts",

@@ -61,6 +61,7 @@ from runs.models import (
     RunSource,
     RunStatus,
 )
+from runs.search.index import attempts_index_on_commit
 from runs.services import run_refresh_totals
 from runs.taxonomy import ExitStatusRule, Reason, Stage, from_exit_status
 from tasks_app.models import Suite, Task
@@ -523,6 +524,9 @@ def _write(
                 ]
             )
             run_refresh_totals(run)
+            # The stored trajectories become searchable once the import commits.
+            indexed = run.attempts.filter(artifacts_dir__in=[f for f in folders.values() if f])
+            attempts_index_on_commit(list(indexed.values_list("id", flat=True)))
     except BaseException:
         # Nothing of a write that failed stays: the files copied for it go too.
         _remove_artifacts(changed, folders)
