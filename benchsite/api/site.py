@@ -7,6 +7,7 @@ from ninja import NinjaAPI
 from benchsite.accounts.api import router as accounts_router
 from benchsite.api.errors import install_error_handlers
 from runs.api.runs import router as runs_router
+from runs.bundles.api import router as bundles_router
 from runs.imports.api import router as imports_router
 from tasks_app.api import router as tasks_router
 
@@ -26,4 +27,5 @@ api.add_router("", tasks_router)
 # Right after the tasks router, whose tag they share: the schema lists the paths as before.
 api.add_router("", imports_router)
 api.add_router("", runs_router)
+api.add_router("", bundles_router)
 api.add_router("", accounts_router)
