@@ -284,3 +284,13 @@ def test_the_api_exports_for_readers_and_imports_with_the_import_right(
     done = client.post("/api/imports/bundle", {"file": upload}, **staff_auth)
     assert done.status_code == 200, done.content
     assert done.json()["run"] == str(first.public_id) and done.json()["attempts"] == 10
+
+
+def test_the_run_page_offers_the_exports_to_readers_only(two_runs, client, bob):
+    _, first, _ = two_runs
+    page = f"/runs/{first.public_id}/"
+    assert 'id="run-export"' not in client.get(page).content.decode()
+    client.force_login(bob)
+    shown = client.get(page).content.decode()
+    assert f'href="/api/runs/{first.public_id}/export"' in shown
+    assert "format=swebench" in shown  # make_suite's suites are SWE-bench suites

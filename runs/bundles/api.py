@@ -81,6 +81,8 @@ def run_export(
     summary="Import a run bundle (ab export-run --format bundle)",
 )
 def bundle_import_endpoint(request: HttpRequest, file: File[UploadedFile]):
+    if file.file is None:
+        raise ApiInputError("file", "no file uploaded", status=422)
     try:
         report = actions.bundle_import(
             source=file.file,

@@ -149,7 +149,7 @@ def run_bundle_write(*, run: Run, out: IO[bytes]) -> tuple[int, int]:
     """Write ``run``'s bundle to ``out``; returns (files, attempts). Raises
     ``BundleSecretError`` naming a file that still holds a secret (nothing usable written)."""
     scrubber = Scrubber(known_secrets())
-    files = {name: scrubber.bytes(data) for name, data in bundle_files(run).items()}
+    files = {name: scrubber.scrub(data) for name, data in bundle_files(run).items()}
     scrubber.check(files)
     meta = {
         "exported_at": timezone.now().isoformat(),

@@ -59,7 +59,7 @@ class Scrubber:
     def __init__(self, secrets: Iterable[str]):
         self.redactor = Redactor(secrets)
 
-    def bytes(self, data: bytes) -> bytes:
+    def scrub(self, data: bytes) -> bytes:
         data = self.redactor.bytes(data)
         for pattern in PATTERNS:
             if pattern.groups:

@@ -136,7 +136,7 @@ def run_swebench_export(*, run: Run, path: Path) -> SwebenchExport:
     """Write the layout to the folder ``path`` (created; must not exist), or to a .tar.gz
     when ``path`` ends so. Raises ``NotSwebench``, or ``BundleSecretError`` naming a file."""
     scrubber = Scrubber(known_secrets())
-    files = {n: scrubber.bytes(d) for n, d in swebench_files(run).items()}
+    files = {n: scrubber.scrub(d) for n, d in swebench_files(run).items()}
     scrubber.check(files)
     if path.name.endswith((".tar.gz", ".tgz")):
         with tarfile.open(path, "w:gz") as archive:
