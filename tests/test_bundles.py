@@ -294,3 +294,24 @@ def test_the_run_page_offers_the_exports_to_readers_only(two_runs, client, bob):
     shown = client.get(page).content.decode()
     assert f'href="/api/runs/{first.public_id}/export"' in shown
     assert "format=swebench" in shown  # make_suite's suites are SWE-bench suites
+
+
+def test_it_refuses_to_export_a_run_still_running(two_runs, tmp_path):
+    _, first, _ = two_runs
+    Attempt.objects.filter(run=first, task__task_id="task-001").update(status="running")
+
+    done = ab_main("export-run", str(first.public_id), "--out", str(tmp_path / "b.tar.gz"))
+
+    assert done.returncode != 0
+    assert "has 2 attempt(s) queued or running: export it once they end" in done.stderr
+    assert not (tmp_path / "b.tar.gz").exists()
+
+
+def test_it_refuses_an_export_over_the_import_caps_naming_the_file(two_runs, tmp_path, settings):
+    _, first, _ = two_runs
+    settings.API_ARCHIVE_MEMBER_MAX_BYTES = 300
+
+    done = ab_main("export-run", str(first.public_id), "--out", str(tmp_path / "b.tar.gz"))
+
+    assert done.returncode != 0 and "over API_ARCHIVE_MEMBER_MAX_BYTES" in done.stderr
+    assert not list(tmp_path.glob("*b.tar.gz*"))

@@ -20,7 +20,7 @@ from benchsite.accounts.auth import ARTIFACT_READ, write_auth, write_throttle
 from benchsite.accounts.models import Action, Door
 from benchsite.api.errors import ApiInputError, ErrorOut
 from runs.bundles import actions
-from runs.bundles.bundle import run_bundle_write
+from runs.bundles.bundle import ExportRefused, run_bundle_write
 from runs.bundles.manifest import BundleError
 from runs.bundles.scrub import BundleSecretError
 from runs.bundles.swebench import NotSwebench, run_swebench_export
@@ -65,7 +65,7 @@ def run_export(
                 out.write(path.read_bytes())
         else:
             run_bundle_write(run=run, out=out)
-    except (NotSwebench, BundleSecretError) as exc:
+    except (NotSwebench, BundleSecretError, ExportRefused) as exc:
         out.close()
         raise ApiInputError("format", str(exc), status=422, location="query") from None
     out.seek(0)

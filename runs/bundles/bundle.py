@@ -32,11 +32,13 @@ from runs.artifacts import list_artifacts, open_artifact
 from runs.bundles import manifest
 from runs.bundles.records import dumps, jsonl, record
 from runs.bundles.scrub import Scrubber, known_secrets
-from runs.models import AgentVariant, Attempt, Run
+from runs.models import AgentVariant, Attempt, AttemptStatus, Run
 from tasks_app.models import GoldValidation, Task
+from tasks_app.uploads.archives import ArchiveLimits
 
 # The sandbox's working copy, kept only when asked: the repository, not a result.
 LEFT_OUT_FOLDERS = ("workspace/",)
+ACTIVE = (AttemptStatus.QUEUED, AttemptStatus.RUNNING)
 
 
 @dataclass
@@ -145,12 +147,48 @@ def bundle_files(run: Run) -> dict[str, bytes]:
     return files
 
 
+class ExportRefused(ValueError):
+    """A run that cannot be exported as it stands (still running, or over the caps)."""
+
+
+def check_exportable(run: Run) -> None:
+    """A run with attempts still queued or running is refused: they have no outcome yet, and
+    imported as queued they would be work for the other installation's workers."""
+    active = Attempt.objects.filter(run=run, status__in=ACTIVE).count()
+    if active:
+        raise ExportRefused(
+            f"run {run.public_id} has {active} attempt(s) queued or running: "
+            "export it once they end"
+        )
+
+
+def check_sizes(files: dict[str, bytes]) -> None:
+    """The caps an import reads under (``API_ARCHIVE_*``): a bundle no installation with the
+    same settings could import is not written."""
+    limits = ArchiveLimits.from_settings()
+    if len(files) + 1 > limits.members:
+        raise ExportRefused(f"{len(files)} files: over API_ARCHIVE_MAX_MEMBERS ({limits.members})")
+    for name, data in files.items():
+        if len(data) > limits.member_bytes:
+            raise ExportRefused(
+                f"{name}: {len(data)} bytes, over API_ARCHIVE_MEMBER_MAX_BYTES "
+                f"({limits.member_bytes})"
+            )
+    total = sum(len(d) for d in files.values())
+    if total > limits.total_bytes:
+        raise ExportRefused(
+            f"{total} bytes in all: over API_ARCHIVE_TOTAL_MAX_BYTES ({limits.total_bytes})"
+        )
+
+
 def run_bundle_write(*, run: Run, out: IO[bytes]) -> tuple[int, int]:
-    """Write ``run``'s bundle to ``out``; returns (files, attempts). Raises
-    ``BundleSecretError`` naming a file that still holds a secret (nothing usable written)."""
+    """Write ``run``'s bundle to ``out``; returns (files, attempts). Raises ``ExportRefused``
+    and ``BundleSecretError`` (naming the file that still holds a secret) before writing."""
+    check_exportable(run)
     scrubber = Scrubber(known_secrets())
     files = {name: scrubber.scrub(data) for name, data in bundle_files(run).items()}
     scrubber.check(files)
+    check_sizes(files)
     meta = {
         "exported_at": timezone.now().isoformat(),
         "harness_version": settings.HARNESS_VERSION,

@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_export_run(args: argparse.Namespace) -> int:
-    from runs.bundles.bundle import run_bundle_export
+    from runs.bundles.bundle import ExportRefused, run_bundle_export
     from runs.bundles.scrub import BundleSecretError
     from runs.bundles.swebench import NotSwebench, run_swebench_export
     from runs.cli.runs import run_by_ref
@@ -40,7 +40,7 @@ def cmd_export_run(args: argparse.Namespace) -> int:
             report = run_swebench_export(run=run, path=args.out)
         else:
             report = run_bundle_export(run=run, path=args.out)  # type: ignore[assignment]
-    except (NotSwebench, BundleSecretError) as exc:
+    except (NotSwebench, BundleSecretError, ExportRefused) as exc:
         raise CommandError(f"nothing exported: {exc}") from exc
     print(report.summary())
     return 0

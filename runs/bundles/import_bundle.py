@@ -22,10 +22,17 @@ from django.db import transaction
 from django.utils import timezone
 
 from runs.artifacts import storage
+from runs.bundles.bundle import ACTIVE
 from runs.bundles.manifest import BundleError, read_bundle
 from runs.bundles.records import fields_of
 from runs.bundles.scrub import BundleSecretError, Scrubber, known_secrets
-from runs.models import Attempt, AttemptStage, ModelConfig, Run
+from runs.models import (
+    Attempt,
+    AttemptStage,
+    FailureReason,
+    ModelConfig,
+    Run,
+)
 from runs.services import run_refresh_totals
 from tasks_app.models import GoldValidation, Suite, Task
 from tasks_app.uploads.archives import ArchiveLimits
@@ -80,18 +87,44 @@ def run_bundle_import(
     tasks = _json(files, "tasks.jsonl", lines=True)
     attempts = _json(files, "attempts.jsonl", lines=True)
     environments = _json(files, "environments.json")
+    _check_references(head, attempts)
     report = BundleImportReport()
-    with transaction.atomic():
-        suite, by_task_id = _suite_and_tasks(head["suite"], tasks, report)
-        config = _model_config(head["model_config"])
-        run = _run(head["run"], suite, config, source_name, created_by)
-        report.run_id, report.suite, report.model = str(run.public_id), suite.name, config.name
-        for row in attempts:
-            report.files += _attempt(row, run, by_task_id, files)
-            report.attempts += 1
-        run_refresh_totals(run)
+    written: list[str] = []
+    try:
+        with transaction.atomic():
+            suite, by_task_id = _suite_and_tasks(head["suite"], tasks, report)
+            config = _model_config(head["model_config"])
+            run = _run(head["run"], suite, config, source_name, created_by)
+            report.run_id, report.suite, report.model = str(run.public_id), suite.name, config.name
+            for row in attempts:
+                report.files += _attempt(row, run, by_task_id, files, written)
+                report.attempts += 1
+            run_refresh_totals(run)
+    except BaseException:
+        store = storage()
+        for name in written:  # the rows are rolled back: their files go too
+            store.delete(name)
+        raise
     report.environments = _environments(environments, by_task_id)
     return report
+
+
+def _check_references(head: dict, attempts: list[dict]) -> None:
+    """What the rows name must exist here (a failure reason of this taxonomy), and no attempt
+    may be queued or running: the workers here would take it up."""
+    codes = set(FailureReason.objects.values_list("code", flat=True))
+    for row in attempts:
+        if row.get("status") in ACTIVE:
+            raise BundleError(
+                f"attempts.jsonl: attempt {row.get('public_id')} is {row['status']}; refused",
+                "attempts.jsonl",
+            )
+        reason = row.get("failure_reason")
+        if reason is not None and reason not in codes:
+            raise BundleError(
+                f"attempts.jsonl: failure reason {reason!r} is not in this taxonomy",
+                "attempts.jsonl",
+            )
 
 
 def _suite_and_tasks(
@@ -170,7 +203,9 @@ def _run(data: dict, suite: Suite, config: ModelConfig, source_name: str, create
     return run
 
 
-def _attempt(row: dict, run: Run, tasks: dict[str, Task], files: dict[str, bytes]) -> int:
+def _attempt(
+    row: dict, run: Run, tasks: dict[str, Task], files: dict[str, bytes], written: list[str]
+) -> int:
     task = tasks.get(row.get("task", ""))
     if task is None:
         raise BundleError(f"attempts.jsonl: task {row.get('task')!r} is not in tasks.jsonl")
@@ -195,7 +230,7 @@ def _attempt(row: dict, run: Run, tasks: dict[str, Task], files: dict[str, bytes
         key = f"attempts/{public_id}/{name}"
         if key not in files:
             raise BundleError(f"attempts.jsonl: {key} is listed but not in the bundle", key)
-        store.save(f"{folder}/{name}", ContentFile(files[key]))
+        written.append(store.save(f"{folder}/{name}", ContentFile(files[key])))
     return len(row.get("files") or [])
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 import yaml
 
 from runs.artifacts import AtifExportError, attempt_atif, open_artifact
+from runs.bundles.bundle import check_exportable
 from runs.bundles.scrub import Scrubber, known_secrets
 from runs.models import Attempt, AttemptStatus, Run
 from tasks_app.models import TaskSource
@@ -76,6 +77,7 @@ def instance_report(attempt: Attempt) -> dict:
 
 def swebench_files(run: Run) -> dict[str, bytes]:
     """Every file of the layout, by its relative name, before scrubbing."""
+    check_exportable(run)
     if run.suite.source != TaskSource.SWEBENCH:
         raise NotSwebench(f"suite {run.suite.name} is not a SWE-bench suite ({run.suite.source})")
     attempts = (
