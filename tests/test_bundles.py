@@ -27,6 +27,7 @@ KEY_ENV = "BUNDLE_TEST_UPSTREAM_KEY"
 REAL_KEY = "sk-bundle-test-REALKEY-0123456789abcdef"
 TOKEN = "abgw-Zq3xY1_bundleTokenValue0123456789abcdEFGH"
 F, I = "TESTS_FAILED", "SANDBOX_ERROR"  # noqa: E741
+IDS = [f"org__repo-{100 + i}" for i in range(5)]
 
 
 def model_calls() -> bytes:
@@ -47,10 +48,12 @@ def model_calls() -> bytes:
 def two_runs(artifacts_root, monkeypatch, settings):
     """Two configurations on one suite (k = 2 and k = 1), with infrastructure failures, a
     missing instance, an invalid task, usage, stages and files holding planted secrets."""
-    settings.UPSTREAM_KEY_ENVS = [KEY_ENV] if hasattr(settings, "UPSTREAM_KEY_ENVS") else None
     monkeypatch.setenv(KEY_ENV, REAL_KEY)
     suite = make_suite("bundle-suite", tasks=5)
     tasks = list(Task.objects.for_suite(suite).order_by("task_id"))
+    for task, instance_id in zip(tasks, IDS, strict=True):  # SWE-bench shaped, for its layout
+        task.task_id = instance_id
+        task.save(update_fields=["task_id"])
     GoldValidation.objects.create(
         task=tasks[4], backend="docker", status=GoldValidationStatus.INVALID
     )
@@ -177,7 +180,7 @@ def test_it_reproduces_the_leaderboard_row_compare_and_outcomes_in_an_empty_data
     assert after[1] == before[1]
     assert after[2] == before[2]
     attempt = Attempt.objects.get(
-        run__public_id=first.public_id, task__task_id="task-000", sample_index=0
+        run__public_id=first.public_id, task__task_id=IDS[0], sample_index=0
     )
     stored = storages["artifacts"].open(f"{attempt.artifacts_dir}/patch.diff").read()
     assert stored == attempt.final_patch.encode()
@@ -188,19 +191,43 @@ def test_it_reproduces_the_leaderboard_row_compare_and_outcomes_in_an_empty_data
     assert again.returncode != 0 and f"run {first.public_id} is already" in again.stderr
 
 
-def test_a_bundle_holds_the_configuration_agent_environments_and_no_secret(two_runs, tmp_path):
+# A key of no recognisable shape, in a variable of no secret-like name: only its configuration
+# naming the variable (api_key_env) tells the export to look for its value.
+PLAIN_ENV, PLAIN_KEY = "BUNDLE_UPSTREAM_CRED", "plain-credential-Q7w9e2r4t6"
+
+
+def test_a_bundle_holds_the_configuration_agent_environments_and_no_secret(
+    two_runs, tmp_path, monkeypatch, settings
+):
     _, first, _ = two_runs
+    settings.GATEWAY_API_KEY_ENVS = [PLAIN_ENV]
+    monkeypatch.setenv(PLAIN_ENV, PLAIN_KEY)
+    config = first.model_config
+    config.api_key_env = PLAIN_ENV
+    config.extra_params = {"reasoning": "low", "extra_headers": {"x-api-key": REAL_KEY}}
+    config.save()
+    Run.objects.filter(pk=first.pk).update(
+        config_snapshot={"env": {PLAIN_ENV: PLAIN_KEY}, "headers": {"Authorization": TOKEN}}
+    )
+    attempt = Attempt.objects.filter(run=first).first()
+    write_artifact(attempt, "logs/setup.txt", f"upstream said: {PLAIN_KEY}\n".encode())
     path = tmp_path / "b.tar.gz"
     assert ab_main("export-run", str(first.public_id)[:8], "--out", str(path)).returncode == 0
 
     files = members(path)
     for name, data in files.items():  # every file, every byte
-        assert REAL_KEY.encode() not in data, name
-        assert TOKEN.encode() not in data, name
-        assert b"abgw-Zq3" not in data, name
+        for secret in (REAL_KEY, TOKEN, PLAIN_KEY, "abgw-Zq3", "REALKEY"):
+            assert secret.encode() not in data, (name, secret)
     head = json.loads(files["run.json"])
     assert head["model_config"]["name"] == "bundle-llm"
-    assert head["sampling"] == {"temperature": 0.2, "seed": 7, "reasoning": "low"}
+    assert head["model_config"]["api_key_env"] == PLAIN_ENV  # the variable's name, not its value
+    assert head["sampling"] == {
+        "temperature": 0.2,
+        "seed": 7,
+        "reasoning": "low",
+        "extra_headers": {"x-api-key": "[redacted]"},
+    }
+    assert head["run"]["config_snapshot"]["env"] == {PLAIN_ENV: "[redacted]"}
     assert head["agent"]["variant"] == "llm" and head["agent"]["prompt_version"]
     assert len(json.loads(files["environments.json"])) == 5
     manifest = json.loads(files["manifest.json"])
@@ -298,7 +325,7 @@ def test_the_run_page_offers_the_exports_to_readers_only(two_runs, client, bob):
 
 def test_it_refuses_to_export_a_run_still_running(two_runs, tmp_path):
     _, first, _ = two_runs
-    Attempt.objects.filter(run=first, task__task_id="task-001").update(status="running")
+    Attempt.objects.filter(run=first, task__task_id=IDS[1]).update(status="running")
 
     done = ab_main("export-run", str(first.public_id), "--out", str(tmp_path / "b.tar.gz"))
 
@@ -315,3 +342,30 @@ def test_it_refuses_an_export_over_the_import_caps_naming_the_file(two_runs, tmp
 
     assert done.returncode != 0 and "over API_ARCHIVE_MEMBER_MAX_BYTES" in done.stderr
     assert not list(tmp_path.glob("*b.tar.gz*"))
+
+
+def test_the_swebench_layout_reads_back_through_the_run_folder_import(two_runs, tmp_path):
+    suite, first, _ = two_runs
+    out = tmp_path / "20261127_bundle-llm"
+    done = ab_main("export-run", str(first.public_id), "--format", "swebench", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+
+    preds = (out / "all_preds.jsonl").read_text().splitlines()
+    assert len(preds) == 5  # sample 0 of each task
+    assert not (out / "logs" / IDS[2] / "report.json").exists()  # infrastructure: no report
+    for path in out.rglob("*"):
+        if path.is_file():
+            assert REAL_KEY.encode() not in path.read_bytes(), path
+    back = ab_main("import-run", str(out), "--suite", suite.name, "--model", "reimported")
+    assert back.returncode == 0, back.stdout + back.stderr
+    ours = {
+        a.task.task_id: a.resolved
+        for a in Attempt.objects.filter(run=first, sample_index=0).exclude(task__task_id=IDS[2])
+    }
+    theirs = {
+        a.task.task_id: a.resolved
+        for a in Attempt.objects.filter(model_config__name="reimported").exclude(
+            task__task_id=IDS[2]
+        )
+    }
+    assert theirs == ours and sum(ours.values()) == 2
