@@ -369,3 +369,16 @@ def test_the_swebench_layout_reads_back_through_the_run_folder_import(two_runs, 
         )
     }
     assert theirs == ours and sum(ours.values()) == 2
+
+
+def test_a_configuration_name_taken_with_other_settings_is_refused_or_renamed(exported):
+    ModelConfig.objects.create(name="bundle-llm", agent_variant=AgentVariant.SCRIPTED)
+
+    refused = ab_main("import-run", str(exported))
+    renamed = ab_main("import-run", str(exported), "--model", "bundle-llm-there")
+
+    assert refused.returncode != 0
+    assert "'bundle-llm' exists here with other settings (agent_variant" in refused.stderr
+    assert renamed.returncode == 0, renamed.stderr
+    run = Run.objects.get()
+    assert run.model_config.name == "bundle-llm-there" and run.model_config.temperature == 0.2

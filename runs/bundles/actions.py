@@ -19,12 +19,15 @@ def bundle_import(
     source: IO[bytes],
     source_name: str,
     actor,
+    model_name: str = "",
     door: Door,
     request: HttpRequest | None = None,
 ) -> BundleImportReport:
     """``runs.bundles.import_bundle.run_bundle_import``, audited."""
     with transaction.atomic():
-        report = run_bundle_import(source=source, source_name=source_name, created_by=actor)
+        report = run_bundle_import(
+            source=source, source_name=source_name, model_name=model_name, created_by=actor
+        )
         audit_event_record(
             actor=actor,
             action=Action.RUN_IMPORT,

@@ -12,7 +12,7 @@ from typing import Literal
 from django.core.exceptions import PermissionDenied
 from django.http import FileResponse, HttpRequest
 from django.shortcuts import get_object_or_404
-from ninja import File, Router, Schema, UploadedFile
+from ninja import File, Form, Router, Schema, UploadedFile
 from ninja.errors import HttpError
 
 from benchsite.accounts.access import can_read_artifacts
@@ -80,13 +80,14 @@ def run_export(
     throttle=write_throttle,
     summary="Import a run bundle (ab export-run --format bundle)",
 )
-def bundle_import_endpoint(request: HttpRequest, file: File[UploadedFile]):
+def bundle_import_endpoint(request: HttpRequest, file: File[UploadedFile], model: Form[str] = ""):
     if file.file is None:
         raise ApiInputError("file", "no file uploaded", status=422)
     try:
         report = actions.bundle_import(
             source=file.file,
             source_name=file.name or "bundle.tar.gz",
+            model_name=model[:200],
             actor=request.user,
             door=Door.API,
             request=request,

@@ -51,14 +51,20 @@ def is_bundle(path: Path) -> bool:
     return path.is_file() and path.name.endswith((".tar.gz", ".tgz"))
 
 
-def import_bundle_file(path: Path) -> int:
+def import_bundle_file(path: Path, model_name: str = "") -> int:
     from benchsite.accounts.models import Door
     from runs.bundles.actions import bundle_import
     from runs.bundles.manifest import BundleError
 
     try:
         with path.open("rb") as source:
-            report = bundle_import(source=source, source_name=path.name, actor=None, door=Door.CLI)
+            report = bundle_import(
+                source=source,
+                source_name=path.name,
+                model_name=model_name,
+                actor=None,
+                door=Door.CLI,
+            )
     except BundleError as exc:
         raise CommandError(f"nothing imported: {path}: {exc}") from exc
     for note in report.notes:

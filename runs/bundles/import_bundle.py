@@ -73,11 +73,11 @@ def _json(files: dict[str, bytes], name: str, *, lines: bool = False) -> Any:
 
 
 def run_bundle_import(
-    *, source: IO[bytes], source_name: str = "", created_by=None
+    *, source: IO[bytes], source_name: str = "", model_name: str = "", created_by=None
 ) -> BundleImportReport:
     """Import the bundle read from ``source``. Raises ``BundleError`` (naming the file) for a
-    damaged, changed, oversized or conflicting bundle and ``BundleSecretError`` for one that
-    holds a secret; nothing is stored then."""
+    damaged, changed, oversized, secret-holding or conflicting bundle; nothing is stored then.
+    ``model_name``: the configuration's name here, when the bundle's is taken by another."""
     _, files = read_bundle(source, ArchiveLimits.from_settings())
     try:
         Scrubber(known_secrets()).check(files)
@@ -93,7 +93,7 @@ def run_bundle_import(
     try:
         with transaction.atomic():
             suite, by_task_id = _suite_and_tasks(head["suite"], tasks, report)
-            config = _model_config(head["model_config"])
+            config = _model_config(head["model_config"], model_name)
             run = _run(head["run"], suite, config, source_name, created_by)
             report.run_id, report.suite, report.model = str(run.public_id), suite.name, config.name
             for row in attempts:
@@ -155,8 +155,10 @@ def _suite_and_tasks(
     return suite, here
 
 
-def _model_config(data: dict) -> ModelConfig:
+def _model_config(data: dict, name: str) -> ModelConfig:
     values = fields_of(ModelConfig, data)
+    if name:
+        values |= {"name": name, "slug": ""}
     existing = ModelConfig.objects.filter(name=values["name"]).first()
     if existing is not None:
         differ = sorted(
@@ -167,14 +169,14 @@ def _model_config(data: dict) -> ModelConfig:
         if differ:
             raise BundleError(
                 f"run.json: model configuration {existing.name!r} exists here with other "
-                f"settings ({', '.join(differ)}); rename one of them first",
+                f"settings ({', '.join(differ)}); import it under another name (--model)",
                 "run.json",
             )
         return existing
     if ModelConfig.objects.filter(public_id=values.get("public_id")).exists():
         values.pop("public_id")
-    if ModelConfig.objects.filter(slug=values.get("slug")).exists():
-        values.pop("slug")
+    if not values.get("slug") or ModelConfig.objects.filter(slug=values.get("slug")).exists():
+        values.pop("slug", None)
     values.pop("condition", None)  # derived from workspace_files on save
     try:
         return ModelConfig.objects.create(**values)
