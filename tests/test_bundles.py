@@ -382,3 +382,19 @@ def test_a_configuration_name_taken_with_other_settings_is_refused_or_renamed(ex
     assert renamed.returncode == 0, renamed.stderr
     run = Run.objects.get()
     assert run.model_config.name == "bundle-llm-there" and run.model_config.temperature == 0.2
+
+
+def test_it_refuses_a_malformed_record_naming_its_line(exported, settings):
+    lines = members(exported)["attempts.jsonl"].splitlines(keepends=True)
+    broken = json.loads(lines[1])
+    broken["public_id"] = "not-a-uuid"
+    lines[1] = json.dumps(broken).encode() + b"\n"
+    rewrite(exported, {"attempts.jsonl": b"".join(lines)}, fix_manifest=True)
+
+    done = ab_main("import-run", str(exported))
+
+    assert done.returncode != 0 and "attempts.jsonl line 2: malformed record" in done.stderr
+    assert not Run.objects.exists() and not Suite.objects.exists()
+    # The first attempt's files were written before the second failed: removed again.
+    left = [p for p in (settings.ARTIFACTS_ROOT / "bundles").rglob("*") if p.is_file()]
+    assert left == []

@@ -18,7 +18,7 @@ from typing import IO, Any
 
 from django.core.exceptions import ValidationError
 from django.core.files.base import ContentFile
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from runs.artifacts import storage
@@ -90,20 +90,27 @@ def run_bundle_import(
     _check_references(head, attempts)
     report = BundleImportReport()
     written: list[str] = []
+    where = "run.json"  # the file whose records are being stored, for an error to name
     try:
         with transaction.atomic():
+            where = "tasks.jsonl"
             suite, by_task_id = _suite_and_tasks(head["suite"], tasks, report)
+            where = "run.json"
             config = _model_config(head["model_config"], model_name)
             run = _run(head["run"], suite, config, source_name, created_by)
             report.run_id, report.suite, report.model = str(run.public_id), suite.name, config.name
-            for row in attempts:
+            where = "attempts.jsonl"
+            for index, row in enumerate(attempts, start=1):
+                where = f"attempts.jsonl line {index}"
                 report.files += _attempt(row, run, by_task_id, files, written)
                 report.attempts += 1
             run_refresh_totals(run)
-    except BaseException:
+    except BaseException as exc:
         store = storage()
         for name in written:  # the rows are rolled back: their files go too
             store.delete(name)
+        if isinstance(exc, KeyError | TypeError | AttributeError | ValidationError | DatabaseError):
+            raise BundleError(f"{where}: malformed record ({exc!r})", where) from None
         raise
     report.environments = _environments(environments, by_task_id)
     return report
