@@ -321,6 +321,9 @@ def test_the_run_page_offers_the_exports_to_readers_only(two_runs, client, bob):
     shown = client.get(page).content.decode()
     assert f'href="/api/runs/{first.public_id}/export"' in shown
     assert "format=swebench" in shown  # make_suite's suites are SWE-bench suites
+    # The link works with the page's session, as the reader's browser follows it.
+    download = client.get(f"/api/runs/{first.public_id}/export")
+    assert download.status_code == 200 and download["Content-Type"] == "application/gzip"
 
 
 def test_it_refuses_to_export_a_run_still_running(two_runs, tmp_path):
