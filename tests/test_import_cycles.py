@@ -338,6 +338,8 @@ FORBIDDEN = {
     },
     # Results produced elsewhere, with their doors (api, admin, cli): never the other doors.
     "runs.imports": {"runs.web", "runs.api", "runs.demo", "runs.pipeline", "runs.workers"},
+    # Exports and the bundle import, with their doors (api, cli): never the other doors.
+    "runs.bundles": {"runs.web", "runs.api", "runs.demo", "runs.pipeline", "runs.workers"},
     # Pure: reads stored files into turns, whatever imports it (pages, API, imports).
     "runs.transcript": {
         "runs.web",

@@ -27,6 +27,7 @@ from benchsite.accounts.services import api_token_create
 from runs.agents.cli.definition import DEFINITIONS_DIR
 from runs.models import AgentCliDefinition, Attempt, ModelConfig, Run, RunStatus
 from tasks_app.models import Suite, Task
+from tests.bundle_fixtures import fresh_bundle
 from tests.swebench_fixtures import LITE_DEV, rows
 from tests.test_run_import import MINI
 from tests.test_swebench_admin import zip_of
@@ -55,6 +56,7 @@ API_WRITES: dict[tuple[str, str], Action] = {
     ("POST", "/api/imports/predictions"): Action.PREDICTIONS_IMPORT,
     ("POST", "/api/imports/results"): Action.RESULTS_IMPORT,
     ("POST", "/api/imports/run"): Action.RUN_IMPORT,
+    ("POST", "/api/imports/bundle"): Action.RUN_IMPORT,
     ("POST", "/api/tokens"): Action.TOKEN_CREATE,
     ("POST", "/api/tokens/{public_id}/revoke"): Action.TOKEN_REVOKE,
     ("POST", "/api/agent-clis"): Action.AGENT_CLI_ADD,
@@ -275,6 +277,9 @@ def _api_request(world: World, op: tuple[str, str], persona: str) -> tuple[str, 
         "/api/tokens": (path, json_body({"name": name})),
         "/api/agent-clis": (path, json_body({"definition": _agent_cli(name)})),
     }
+    if path == "/api/imports/bundle":  # made only when asked: an export of a seeded run
+        bundle = fresh_bundle(world.seeded["runs"]["alpha"])
+        return path, {"data": {"file": upload("run.tar.gz", bundle)}}
     if path == "/api/tokens/{public_id}/revoke":
         return f"/api/tokens/{_own_spare_token(world, persona).public_id}/revoke", {}
     return bodies[path]

@@ -8,6 +8,7 @@ from benchsite.accounts.api import router as accounts_router
 from benchsite.api.errors import install_error_handlers
 from runs.api.agents import router as agents_router
 from runs.api.runs import router as runs_router
+from runs.bundles.api import router as bundles_router
 from runs.imports.api import router as imports_router
 from runs.search.api import router as search_router
 from tasks_app.api import router as tasks_router
@@ -29,5 +30,6 @@ api.add_router("", tasks_router)
 api.add_router("", imports_router)
 api.add_router("", runs_router)
 api.add_router("", agents_router)
+api.add_router("", bundles_router)
 api.add_router("", accounts_router)
 api.add_router("", search_router)

@@ -69,6 +69,10 @@ COMMANDS: dict[str, Command] = {
         "import a run folder: trajectories (mini-swe-agent, SWE-agent), reports, "
         "predictions, legacy reports, Inspect .eval logs",
     ),
+    "export-run": Command(
+        "runs.bundles.cli",
+        "export a run: a reproducibility bundle (.tar.gz) or the SWE-bench experiments layout",
+    ),
     "swebench": Command(
         "tasks_app.cli.swebench_build",
         "SWE-bench instances offline: build their environments, the cache's disk use (du, prune)",

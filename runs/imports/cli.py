@@ -72,9 +72,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="import a run folder: trajectories (mini-swe-agent, SWE-agent), reports, "
         "predictions, legacy reports, Inspect .eval logs",
     )
-    p.add_argument("path", type=Path, help="the run's folder (or one file of it)")
-    p.add_argument("--suite", required=True, help="suite name; created from instances.jsonl")
-    p.add_argument("--model", required=True, help="leaderboard name of the system")
+    p.add_argument(
+        "path",
+        type=Path,
+        help="the run's folder (or one file of it), or a bundle (.tar.gz) of ab export-run",
+    )
+    p.add_argument("--suite", help="suite name; created from instances.jsonl (not for a bundle)")
+    p.add_argument(
+        "--model",
+        help="leaderboard name of the system (a bundle: its configuration's name here, when "
+        "the bundle's is taken by another)",
+    )
     p.add_argument("--dry-run", action="store_true", help="print the plan, store nothing")
     _shared_import_options(p)
     p.set_defaults(handler=cmd_import_run)
@@ -229,8 +237,15 @@ class ProgressBar:
 
 def cmd_import_run(args: argparse.Namespace) -> int:
     from benchsite.accounts.models import Door
+    from runs.bundles.cli import import_bundle_file, is_bundle
     from runs.imports.actions import run_folder_import
 
+    if is_bundle(args.path):
+        if args.suite or args.dry_run:
+            raise CommandError("a bundle names its suite: drop --suite (and --dry-run)")
+        return import_bundle_file(args.path, model_name=args.model or "")
+    if not (args.suite and args.model):
+        raise CommandError("a run folder needs --suite and --model")
     started = time.perf_counter()
     try:
         report = run_folder_import(

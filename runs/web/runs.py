@@ -12,7 +12,7 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.utils import timezone
 
-from benchsite.accounts.access import can_write
+from benchsite.accounts.access import can_read_artifacts, can_write
 from benchsite.accounts.models import Action
 from runs.models import Attempt, AttemptStatus, Run
 from runs.results.scoring import Score
@@ -154,7 +154,10 @@ def _live(request: HttpRequest, run: Run) -> dict:
 
 
 def run_detail(request: HttpRequest, public_id) -> HttpResponse:
-    return render(request, "runs/run_detail.html", _live(request, _run(public_id)))
+    context = _live(request, _run(public_id))
+    # The exports hold patches and logs: offered to readers only (the API checks it too).
+    context["can_export"] = can_read_artifacts(request.user)
+    return render(request, "runs/run_detail.html", context)
 
 
 def run_progress(request: HttpRequest, public_id) -> HttpResponse:
