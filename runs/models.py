@@ -13,6 +13,7 @@ from django.utils.text import slugify
 from runs import conditions
 from runs.taxonomy import Category, Stage
 from runs.usage_fields import (
+    CostBasis,
     ShownUsage,
     UsageCostField,
     UsageCountField,
@@ -450,6 +451,18 @@ class Attempt(models.Model):
     cost_usd = UsageCostField(max_digits=12, decimal_places=6, default=0, null=True, blank=True)
     tool_calls = UsageCountField(default=0, null=True, blank=True)
     steps = UsageCountField(default=0, null=True, blank=True)
+    # Cost as the provider bills it (runs/pricing.py): the input tokens written to and read
+    # from the prompt cache (within tokens_in), the cost of each class, and where the cost
+    # comes from (``CostBasis``; unknown: ``cost_usd`` NULL and ``cost_note`` says why). NULL
+    # where nothing broke the usage down (an older attempt, an import).
+    tokens_cache_write = UsageTokensField(null=True, blank=True)
+    tokens_cache_read = UsageTokensField(null=True, blank=True)
+    cost_input_usd = UsageCostField(max_digits=12, decimal_places=6, null=True, blank=True)
+    cost_cache_write_usd = UsageCostField(max_digits=12, decimal_places=6, null=True, blank=True)
+    cost_cache_read_usd = UsageCostField(max_digits=12, decimal_places=6, null=True, blank=True)
+    cost_output_usd = UsageCostField(max_digits=12, decimal_places=6, null=True, blank=True)
+    cost_basis = models.CharField(max_length=10, choices=CostBasis.choices, blank=True)
+    cost_note = models.CharField(max_length=300, blank=True)
     lines_changed = models.PositiveIntegerField(default=0)
     files_touched = models.JSONField(default=list, blank=True)
     final_patch = models.TextField(blank=True)
@@ -674,3 +687,7 @@ class RunTally(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} of run {self.run_id} at stamp {self.stamp}"
+
+
+# The price table lives in its own module (runs/prices.py); imported here so Django sees it.
+from runs.prices import PriceEntry  # noqa: E402, F401

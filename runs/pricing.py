@@ -112,6 +112,15 @@ class CostBreakdown:
             return None
         return self.input + self.cache_write + self.cache_read + self.output
 
+    def __add__(self, other: CostBreakdown) -> CostBreakdown:
+        return CostBreakdown(
+            self.input + other.input,
+            self.cache_write + other.cache_write,
+            self.cache_read + other.cache_read,
+            self.output + other.output,
+            self.reason or other.reason,
+        )
+
     def as_record(self) -> dict[str, float | str | None]:
         """The breakdown as model_calls.jsonl and the summaries write it."""
         return {
@@ -122,6 +131,18 @@ class CostBreakdown:
             "total": None if self.total is None else round(self.total, 8),
             "reason": self.reason or None,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptCost:
+    """An attempt's tokens by class and their cost (``cost.reason`` set: unknown), as the
+    attempt row keeps them (runs.lifecycle.attempt_finish)."""
+
+    tokens: TokenClasses
+    cost: CostBreakdown
+
+    def __add__(self, other: AttemptCost) -> AttemptCost:
+        return AttemptCost(self.tokens + other.tokens, self.cost + other.cost)
 
 
 def unpriced(model: str) -> CostBreakdown:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from runs.llm_errors import RetryPolicy
-from runs.pricing import PriceRow
+from runs.pricing import AttemptCost, CostBreakdown, PriceRow, TokenClasses
 from runs.upstreams import UpstreamPolicy
 from sandbox.gateway_mount import DEFAULT_PORT
 
@@ -152,6 +152,28 @@ class GatewaySummary:
     @property
     def tokens(self) -> int:
         return self.input_tokens + self.output_tokens
+
+    def attempt_cost(self) -> AttemptCost:
+        """The attempt's tokens by class and their cost (unknown when a call had no price)."""
+        cached = self.cache_write_tokens + self.cache_read_tokens
+        reason = ""
+        if self.unpriced_calls:
+            reason = f"{self.unpriced_calls} of {self.calls} model calls: {self.unpriced_reason}"
+        return AttemptCost(
+            TokenClasses(
+                max(self.input_tokens - cached, 0),
+                self.cache_write_tokens,
+                self.cache_read_tokens,
+                self.output_tokens,
+            ),
+            CostBreakdown(
+                self.cost_input_usd,
+                self.cost_cache_write_usd,
+                self.cost_cache_read_usd,
+                self.cost_output_usd,
+                reason,
+            ),
+        )
 
     @property
     def known_cost_usd(self) -> float | None:

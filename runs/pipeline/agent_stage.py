@@ -19,6 +19,7 @@ from runs.agents.contract import AgentContext, AgentOutcome, Budgets, ModelSetti
 from runs.models import AgentVariant, ModelConfig
 from runs.pipeline.plan import TaskPlan
 from runs.pipeline.stages import CommandRun, StageResult
+from runs.prices import price_rows
 from runs.taxonomy import Reason, Stage
 from sandbox.base import Sandbox
 
@@ -217,5 +218,6 @@ def cli_resources_for(
         body_cap_bytes=getattr(settings, "GATEWAY_BODY_CAP_BYTES", 4_000_000),
         record_max_bytes=settings.GATEWAY_RECORD_MAX_BYTES,
         price_table_path=settings.LLM_PRICE_TABLE or None,
+        price_rows=price_rows(),
         owner=owner,
     )
