@@ -184,7 +184,8 @@ class LLMPolicy:
         # The classes as billed (cached prompt tokens are reads), read as the gateway reads
         # them; a model without a price has an unknown cost, not $0.
         reported = Usage()
-        reported.merge(usage.model_dump() if hasattr(usage, "model_dump") else None)
+        dump = getattr(usage, "model_dump", None)
+        reported.merge(dump() if callable(dump) else None)
         classes = reported.classes()
         name = self.model.model_name
         billed = self.price.breakdown(classes, name) if self.price else unpriced(name)
