@@ -161,12 +161,13 @@ class ModelConfig(models.Model):
         from django.core.exceptions import ValidationError
 
         from runs.agents.contract import ModelSettings
-        from runs.pricing import PriceTableError, load_price_table, price_for
+        from runs.prices import price_rows
+        from runs.pricing import PriceTableError, price_for, price_table
 
         if self.max_cost_usd is None:
             return
         try:
-            table = load_price_table(settings.LLM_PRICE_TABLE)
+            table = price_table(price_rows(), path=settings.LLM_PRICE_TABLE)
         except PriceTableError as exc:
             raise ValidationError({"max_cost_usd": f"LLM_PRICE_TABLE: {exc}"}) from None
         own = ModelSettings(
@@ -180,7 +181,7 @@ class ModelConfig(models.Model):
                 {
                     "max_cost_usd": f"a cost budget needs a price for the model "
                     f"{self.model_name!r}: set price_input_per_mtok and price_output_per_mtok, "
-                    "or add the model to the price table (LLM_PRICE_TABLE)"
+                    "or add the model to the price table (admin: Prices)"
                 }
             )
 

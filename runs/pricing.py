@@ -350,6 +350,18 @@ def load_price_table(path: str | Path | None) -> dict[str, Price]:
     return table
 
 
+def price_table(
+    rows: Iterable[PriceRow] | None, day: dt.date | None = None, path: str | Path | None = None
+) -> dict[str, Price]:
+    """The prices of ``day`` (UTC today by default): the rows in effect (None: the shipped
+    ``LIST_PRICES``), under the entries of the JSON file at ``path`` (LLM_PRICE_TABLE)."""
+    day = day or dt.datetime.now(dt.UTC).date()
+    table = table_on(LIST_PRICES if rows is None else rows, day)
+    if path:
+        table.update(read_price_file(path))
+    return table
+
+
 def price_for(model: Priced, table: dict[str, Price]) -> Price | None:
     if model.price_input_per_mtok is not None or model.price_output_per_mtok is not None:
         return Price(model.price_input_per_mtok or 0.0, model.price_output_per_mtok or 0.0)

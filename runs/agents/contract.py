@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from runs.pricing import AttemptCost
+from runs.pricing import AttemptCost, PriceRow
 from runs.taxonomy import Reason
 from sandbox.base import Sandbox
 
@@ -38,6 +38,8 @@ class ModelSettings:
     llm_log_max_chars: int = 2_000_000
     price_input_per_mtok: float | None = None
     price_output_per_mtok: float | None = None
+    # The price table's rows (runs/prices.py); None: the shipped list prices.
+    price_rows: tuple[PriceRow, ...] | None = None
     # The variable the key was read from, and why it was not (runs/upstreams.py: the variable
     # or the upstream is not on the operator's lists; then ``api_key`` is empty and the agent
     # refuses to start).

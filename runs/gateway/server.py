@@ -293,7 +293,7 @@ class Gateway:
                 raise GatewayConfigError(
                     f"max_cost_usd: the model {model!r} has no price: set the configuration's "
                     "price_input_per_mtok and price_output_per_mtok, or add it to the price "
-                    "table (LLM_PRICE_TABLE)"
+                    "table (admin: Prices)"
                 )
 
     def scrubber(self) -> KeyScrubber:

@@ -56,6 +56,7 @@ def model_settings_for(config: ModelConfig) -> ModelSettings:
         llm_log_max_chars=settings.LLM_LOG_MAX_CHARS,
         price_input_per_mtok=_float(config.price_input_per_mtok),
         price_output_per_mtok=_float(config.price_output_per_mtok),
+        price_rows=price_rows() if is_llm else None,
     )
 
 
@@ -218,6 +219,5 @@ def cli_resources_for(
         body_cap_bytes=getattr(settings, "GATEWAY_BODY_CAP_BYTES", 4_000_000),
         record_max_bytes=settings.GATEWAY_RECORD_MAX_BYTES,
         price_table_path=settings.LLM_PRICE_TABLE or None,
-        price_rows=price_rows(),
         owner=owner,
     )

@@ -33,7 +33,6 @@ from runs.agents.cli.outcome import (
 )
 from runs.agents.contract import AgentContext, AgentOutcome, Budgets, ModelSettings
 from runs.agents.events import EventLog
-from runs.pricing import PriceRow
 from runs.taxonomy import Reason
 from runs.transcript import MAX_FILE_BYTES, MODEL_CALLS, parse_model_calls
 from sandbox.base import ReadOnlyMount
@@ -113,7 +112,6 @@ def cli_resources(
     body_cap_bytes: int,
     record_max_bytes: int = 64 * 1024 * 1024,
     price_table_path: str | None = None,
-    price_rows: tuple[PriceRow, ...] | None = None,
     owner: str = "",
 ) -> Iterator[CliResources]:
     """The definition, its cached install and an open gateway for one attempt (``owner``, its
@@ -162,7 +160,7 @@ def cli_resources(
         price_input_per_mtok=model.price_input_per_mtok,
         price_output_per_mtok=model.price_output_per_mtok,
         price_table_path=price_table_path,
-        price_rows=price_rows,
+        price_rows=model.price_rows,
         record_path=artifacts_dir / MODEL_CALLS,
         body_cap_bytes=body_cap_bytes,
         record_max_bytes=record_max_bytes,
