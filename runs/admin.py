@@ -5,6 +5,7 @@ from benchsite.accounts.models import Action, Door
 from runs.admin_actions import cancel_runs, evaluate_runs, launch_runs, resume_runs, retry_runs
 from runs.model_configs import UPSTREAM_FIELDS, model_config_save
 from runs.models import Attempt, AttemptStage, FailureReason, ModelConfig, Run
+from runs.prices import PriceEntry
 
 
 @admin.register(FailureReason)
@@ -125,3 +126,23 @@ class AttemptStageAdmin(admin.ModelAdmin):
     list_display = ["attempt", "order", "name", "exit_code", "duration_sec", "timed_out"]
     list_filter = ["name", "timed_out"]
     raw_id_fields = ["attempt"]
+
+
+@admin.register(PriceEntry)
+class PriceEntryAdmin(admin.ModelAdmin):
+    """The price table (runs/prices.py): the form's clean refuses overlapping dates for one
+    name, naming the field; a price change is a new row from its date, the old row ended."""
+
+    list_display = [
+        "pattern",
+        "effective_from",
+        "effective_to",
+        "input_per_mtok",
+        "cache_write_per_mtok",
+        "cache_read_per_mtok",
+        "output_per_mtok",
+        "note",
+    ]
+    search_fields = ["pattern", "note"]
+    list_filter = ["effective_to"]
+    readonly_fields = ["currency", "updated_at"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 from decimal import Decimal
+from pathlib import Path
 
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
@@ -129,3 +130,48 @@ class PriceEntry(models.Model):
 def price_rows() -> tuple[PriceRow, ...]:
     """Every row of the table (a few hundred at most), for one attempt's gateway or agent."""
     return tuple(entry.as_row() for entry in PriceEntry.objects.all())
+
+
+def prices_import(
+    *, path: str, effective_from: dt.date, source_url: str = "", note: str = ""
+) -> list[PriceEntry]:
+    """The entries of a JSON price file (the old ``LLM_PRICE_TABLE`` format) as rows from
+    ``effective_from``: a name's row in effect then is ended that day, so each day keeps one
+    price. All or nothing: a malformed file (PriceTableError names the entry) changes no row."""
+    from django.db import transaction
+
+    from runs.pricing import read_price_file
+
+    entries = read_price_file(path)
+    made = []
+    with transaction.atomic():
+        for name, price in entries.items():
+            current = PriceEntry.objects.filter(
+                Q(effective_to__isnull=True) | Q(effective_to__gt=effective_from),
+                pattern=name,
+                effective_from__lt=effective_from,
+            )
+            current.update(effective_to=effective_from)
+
+            def usd(value: float | None) -> Decimal | None:
+                return None if value is None else Decimal(str(value))
+
+            entry = PriceEntry(
+                pattern=name,
+                effective_from=effective_from,
+                input_per_mtok=usd(price.input_per_mtok),
+                output_per_mtok=usd(price.output_per_mtok),
+                cache_write_per_mtok=usd(price.cache_write_per_mtok),
+                cache_read_per_mtok=usd(price.cache_read_per_mtok),
+                cache_write_1h_per_mtok=usd(price.cache_write_1h_per_mtok),
+                source_url=source_url,
+                note=note or f"imported from {Path(path).name}",
+            )
+            try:
+                entry.full_clean()  # a row from that day already: nothing stored
+            except ValidationError as exc:
+                words = "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())
+                raise ValidationError(f"{name}: {words}") from None
+            entry.save()
+            made.append(entry)
+    return made
