@@ -129,6 +129,11 @@ VALID = {
     & Q(tokens_out__gte=0, tokens_out__lte=TOKENS_MAX),
     "steps": Q(steps__gte=0, steps__lte=COUNT_MAX),
     "duration_sec": Q(duration_sec__gte=0, duration_sec__lte=SECONDS_MAX),
+    # The cost broken down by class (all four in range: a row counts whole or not at all).
+    "cost_classes": Q(cost_input_usd__gte=0, cost_input_usd__lte=COST_MAX_USD)
+    & Q(cost_cache_write_usd__gte=0, cost_cache_write_usd__lte=COST_MAX_USD)
+    & Q(cost_cache_read_usd__gte=0, cost_cache_read_usd__lte=COST_MAX_USD)
+    & Q(cost_output_usd__gte=0, cost_output_usd__lte=COST_MAX_USD),
 }
 
 
@@ -142,6 +147,18 @@ class CostBasis(models.TextChoices):
 
 
 COST_CLASSES = ("input", "cache_write", "cache_read", "output")
+# The columns ShownUsage reads beside the usage columns (a list that loads ``.only()`` some
+# fields names these too, or each row costs a query).
+COST_DETAIL_FIELDS = (
+    "cost_basis",
+    "cost_note",
+    "tokens_cache_write",
+    "tokens_cache_read",
+    "cost_input_usd",
+    "cost_cache_write_usd",
+    "cost_cache_read_usd",
+    "cost_output_usd",
+)
 
 
 @dataclass(frozen=True)

@@ -490,6 +490,19 @@ class LeaderboardRowOut(ScoreFields):
         description="per attempt that ran (missing instances apart); null when none recorded"
     )
     total_cost_usd: float | None
+    mean_cost_input_usd: float | None = Field(
+        description="the cost per attempt of input not read from a cache, over the attempts "
+        "whose cost was broken down by class (null when none was)"
+    )
+    mean_cost_cache_write_usd: float | None
+    mean_cost_cache_read_usd: float | None
+    mean_cost_output_usd: float | None
+    cost_unknown_attempts: int = Field(
+        description="attempts whose cost is unknown (a price missing): left out of the means"
+    )
+    cost_reported_attempts: int = Field(
+        description="attempts whose cost is the imported run's own figure (not priced here)"
+    )
     cost_per_resolved_usd: float | None
     mean_tokens: float | None
     mean_calls: float | None = Field(
