@@ -122,6 +122,12 @@ class Usage:
         return self.per_attempt(self.cost, self.costed)
 
     @property
+    def cost_shown(self) -> bool:
+        """Whether there is a cost to show: a figure, or attempts whose cost is unknown or
+        reported (an oracle's zeros are no cost: "—", as its leaderboard row reads)."""
+        return self.mean_cost is not None or bool(self.cost_unknown or self.cost_reported)
+
+    @property
     def mean_cost_breakdown(self) -> dict[str, float | None]:
         """The cost per attempt by class, over the attempts whose cost was broken down."""
         n = self.broken_down
