@@ -393,6 +393,12 @@ def test_it_shows_the_same_figures_everywhere_on_a_suite_runs_cover_in_part(
     partial_suite,
 ):
     check_everywhere(client, capsys, partial_suite)
+    # Imported runs keep the cost their trajectories report, marked so (never re-priced).
+    costed = Attempt.objects.filter(
+        suite=partial_suite, run__source=RunSource.PUBLISHED, cost_usd__isnull=False
+    )
+    assert costed.exists()
+    assert set(costed.values_list("cost_basis", flat=True)) == {CostBasis.REPORTED}
 
 
 def test_a_partial_run_reads_the_same_on_every_surface(client, capsys, partial_suite):
