@@ -1,4 +1,5 @@
 from django.contrib import admin
+from django.db import models
 
 from benchsite.accounts.access import can_write
 from benchsite.accounts.models import Action, Door
@@ -146,3 +147,4 @@ class PriceEntryAdmin(admin.ModelAdmin):
     search_fields = ["pattern", "note"]
     list_filter = ["effective_to"]
     readonly_fields = ["currency", "updated_at"]
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}

@@ -103,8 +103,9 @@ class PriceEntry(models.Model):
             raise ValidationError(
                 {
                     field: f"these dates overlap the price of {clash.pattern!r} in effect "
-                    f"{clash.effective_from} to {clash.effective_to or 'today'}: end that one "
-                    "first (set its effective_to), so each day has one price"
+                    f"from {clash.effective_from}"
+                    f"{f' to {clash.effective_to}' if clash.effective_to else ' on'}: end that "
+                    "one first (set its effective_to), so each day has one price"
                 }
             )
 

@@ -29,5 +29,5 @@ class Command(BaseCommand):
         except PriceTableError as exc:
             raise CommandError(str(exc)) from None
         except ValidationError as exc:
-            raise CommandError(f"{options['path']}: {exc}") from None
+            raise CommandError(f"{options['path']}: {' '.join(exc.messages)}") from None
         self.stdout.write(f"prices: {len(made)} rows in effect from {day}")
