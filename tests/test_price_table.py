@@ -115,3 +115,47 @@ def test_an_attempts_gateway_and_agent_get_the_tables_rows(settings) -> None:
     )
     rows = model_settings_for(config).price_rows
     assert lookup("gpt-4o", price_table(rows)).input_per_mtok == 7.5
+
+
+def test_a_finished_attempt_keeps_its_cost_by_class_or_says_it_is_unknown() -> None:
+    """What the agent's outcome says of its cost lands on the attempt (runs.lifecycle): by
+    class when priced; NULL with the reason when a call had no price (before: $0)."""
+    from runs.agents.contract import AgentOutcome
+    from runs.lifecycle import attempt_finish
+    from runs.models import Attempt, AttemptStatus
+    from runs.pipeline.outcome import decide
+    from runs.pipeline.persist import AttemptResult
+    from runs.pricing import AttemptCost, CostBreakdown, TokenClasses
+    from tasks_app.models import Task
+    from tests.pages_fixtures import make_attempt, make_model, make_run, make_suite
+
+    suite = make_suite("costs", tasks=2)
+    run = make_run(suite, make_model("priced"))
+    first, second = (
+        make_attempt(run, task, status=AttemptStatus.RUNNING)
+        for task in Task.objects.for_suite(suite)
+    )
+    tokens = TokenClasses(input=100, cache_write=50, cache_read=1000, output=20)
+    priced = AttemptCost(tokens, CostBreakdown(0.0003, 0.000125, 0.0003, 0.0003))
+    unknown = AttemptCost(tokens, CostBreakdown(0.0003, 0, 0, 0.0003, "1 of 2 model calls: no x"))
+    for attempt, detail in ((first, priced), (second, unknown)):
+        outcome = AgentOutcome(
+            reason=None,
+            stop="done",
+            tokens_in=1150,
+            tokens_out=20,
+            cost_usd=0.0006,
+            cost_detail=detail,
+        )
+        attempt_finish(attempt=attempt, result=AttemptResult(verdict=decide([]), agent=outcome))
+    first, second = Attempt.objects.get(pk=first.pk), Attempt.objects.get(pk=second.pk)
+    assert (first.cost_basis, first.tokens_cache_read, first.tokens_cache_write) == (
+        "priced",
+        1000,
+        50,
+    )
+    assert float(first.cost_cache_write_usd) == pytest.approx(0.000125)
+    assert first.usage.cost_usd == pytest.approx(0.0006)
+    assert (second.cost_basis, second.cost_usd) == ("unknown", None)
+    assert second.cost_note == "1 of 2 model calls: no x"
+    assert second.usage.cost_unknown and second.usage.cost_usd is None
