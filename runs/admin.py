@@ -1,5 +1,6 @@
 from django import forms
 from django.contrib import admin
+from django.db import models
 
 from benchsite.accounts.access import can_write
 from benchsite.accounts.models import Action, Door
@@ -16,6 +17,7 @@ from runs.models import (
     ModelConfig,
     Run,
 )
+from runs.prices import PriceEntry
 
 
 @admin.register(FailureReason)
@@ -189,3 +191,24 @@ class AttemptStageAdmin(admin.ModelAdmin):
     list_display = ["attempt", "order", "name", "exit_code", "duration_sec", "timed_out"]
     list_filter = ["name", "timed_out"]
     raw_id_fields = ["attempt"]
+
+
+@admin.register(PriceEntry)
+class PriceEntryAdmin(admin.ModelAdmin):
+    """The price table (runs/prices.py): the form's clean refuses overlapping dates for one
+    name, naming the field; a price change is a new row from its date, the old row ended."""
+
+    list_display = [
+        "pattern",
+        "effective_from",
+        "effective_to",
+        "input_per_mtok",
+        "cache_write_per_mtok",
+        "cache_read_per_mtok",
+        "output_per_mtok",
+        "note",
+    ]
+    search_fields = ["pattern", "note"]
+    list_filter = ["effective_to"]
+    readonly_fields = ["currency", "updated_at"]
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}

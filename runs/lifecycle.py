@@ -53,8 +53,10 @@ from runs.models import (
     Run,
     RunStatus,
 )
+from runs.pricing import AttemptCost
 from runs.search.index import attempt_index_on_commit
 from runs.taxonomy import Reason
+from runs.usage_fields import CostBasis
 
 if TYPE_CHECKING:
     from runs.pipeline.persist import AttemptResult
@@ -80,6 +82,17 @@ def attempt_claim(*, attempt_id: int, worker: str) -> bool:
 
 # --- running -> finished or cancelled -----------------------------------------------------
 
+# The cost as billed, by class (runs/pricing.py), beside cost_usd.
+COST_DETAIL_FIELDS = (
+    "tokens_cache_write",
+    "tokens_cache_read",
+    "cost_input_usd",
+    "cost_cache_write_usd",
+    "cost_cache_read_usd",
+    "cost_output_usd",
+)
+
+
 _FINISH_FIELDS = [
     "status",
     "failure_reason",
@@ -100,6 +113,9 @@ _FINISH_FIELDS = [
     "tokens_in",
     "tokens_out",
     "cost_usd",
+    *COST_DETAIL_FIELDS,
+    "cost_basis",
+    "cost_note",
     "tool_calls",
     "steps",
     "final_patch",
@@ -108,6 +124,32 @@ _FINISH_FIELDS = [
     "grade",
     "test_results",
 ]
+
+
+def _usd(value: float) -> Decimal:
+    return Decimal(str(round(value, 6)))
+
+
+def _store_cost(attempt: Attempt, detail: AttemptCost | None) -> None:
+    """The cost by class; an unknown one (a call with no price) is NULL with its reason,
+    never $0."""
+    if detail is None:
+        for name in COST_DETAIL_FIELDS:
+            setattr(attempt, name, None)
+        attempt.cost_basis, attempt.cost_note = "", ""
+        return
+    tokens, cost = detail.tokens, detail.cost
+    attempt.tokens_cache_write = tokens.cache_write
+    attempt.tokens_cache_read = tokens.cache_read
+    attempt.cost_input_usd = _usd(cost.input)
+    attempt.cost_cache_write_usd = _usd(cost.cache_write)
+    attempt.cost_cache_read_usd = _usd(cost.cache_read)
+    attempt.cost_output_usd = _usd(cost.output)
+    if cost.known:
+        attempt.cost_basis, attempt.cost_note = CostBasis.PRICED, ""
+    else:
+        attempt.cost_usd = None
+        attempt.cost_basis, attempt.cost_note = CostBasis.UNKNOWN, cost.reason[:300]
 
 
 def attempt_finish(*, attempt: Attempt, result: AttemptResult) -> Attempt:
@@ -138,6 +180,7 @@ def attempt_finish(*, attempt: Attempt, result: AttemptResult) -> Attempt:
             attempt.tokens_in = agent.tokens_in
             attempt.tokens_out = agent.tokens_out
             attempt.cost_usd = Decimal(str(round(agent.cost_usd, 6)))
+            _store_cost(attempt, agent.cost_detail)
             attempt.tool_calls = agent.tool_calls
             attempt.steps = agent.steps
             attempt.error_kind = agent.llm_error_kind or ""
@@ -275,6 +318,9 @@ _RESET_FIELDS: dict[str, object] = {
     "tokens_in": 0,
     "tokens_out": 0,
     "cost_usd": 0,
+    **dict.fromkeys(COST_DETAIL_FIELDS),
+    "cost_basis": "",
+    "cost_note": "",
     "tool_calls": 0,
     "steps": 0,
     "lines_changed": 0,

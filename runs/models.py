@@ -13,6 +13,7 @@ from django.utils.text import slugify
 from runs import conditions
 from runs.taxonomy import Category, Stage
 from runs.usage_fields import (
+    CostBasis,
     ShownUsage,
     UsageCostField,
     UsageCountField,
@@ -160,12 +161,13 @@ class ModelConfig(models.Model):
         from django.core.exceptions import ValidationError
 
         from runs.agents.contract import ModelSettings
-        from runs.pricing import PriceTableError, load_price_table, price_for
+        from runs.prices import price_rows
+        from runs.pricing import PriceTableError, price_for, price_table
 
         if self.max_cost_usd is None:
             return
         try:
-            table = load_price_table(settings.LLM_PRICE_TABLE)
+            table = price_table(price_rows(), path=settings.LLM_PRICE_TABLE)
         except PriceTableError as exc:
             raise ValidationError({"max_cost_usd": f"LLM_PRICE_TABLE: {exc}"}) from None
         own = ModelSettings(
@@ -179,7 +181,7 @@ class ModelConfig(models.Model):
                 {
                     "max_cost_usd": f"a cost budget needs a price for the model "
                     f"{self.model_name!r}: set price_input_per_mtok and price_output_per_mtok, "
-                    "or add the model to the price table (LLM_PRICE_TABLE)"
+                    "or add the model to the price table (admin: Prices)"
                 }
             )
 
@@ -474,6 +476,18 @@ class Attempt(models.Model):
     cost_usd = UsageCostField(max_digits=12, decimal_places=6, default=0, null=True, blank=True)
     tool_calls = UsageCountField(default=0, null=True, blank=True)
     steps = UsageCountField(default=0, null=True, blank=True)
+    # Cost as the provider bills it (runs/pricing.py): the input tokens written to and read
+    # from the prompt cache (within tokens_in), the cost of each class, and where the cost
+    # comes from (``CostBasis``; unknown: ``cost_usd`` NULL and ``cost_note`` says why). NULL
+    # where nothing broke the usage down (an older attempt, an import).
+    tokens_cache_write = UsageTokensField(null=True, blank=True)
+    tokens_cache_read = UsageTokensField(null=True, blank=True)
+    cost_input_usd = UsageCostField(max_digits=12, decimal_places=6, null=True, blank=True)
+    cost_cache_write_usd = UsageCostField(max_digits=12, decimal_places=6, null=True, blank=True)
+    cost_cache_read_usd = UsageCostField(max_digits=12, decimal_places=6, null=True, blank=True)
+    cost_output_usd = UsageCostField(max_digits=12, decimal_places=6, null=True, blank=True)
+    cost_basis = models.CharField(max_length=10, choices=CostBasis.choices, blank=True)
+    cost_note = models.CharField(max_length=300, blank=True)
     lines_changed = models.PositiveIntegerField(default=0)
     files_touched = models.JSONField(default=list, blank=True)
     final_patch = models.TextField(blank=True)
@@ -724,5 +738,7 @@ class AttemptFlag(models.Model):
         return f"{self.rule} v{self.rule_version} on attempt {self.attempt_id}"
 
 
-# The transcript search index (a model of its own module, registered with this app).
+# Models of their own modules (the search index, runs/search/models.py; the price table,
+# runs/prices.py), imported here so Django registers them with this app.
+from runs.prices import PriceEntry  # noqa: E402, F401
 from runs.search.models import TranscriptDocument  # noqa: E402, F401

@@ -129,32 +129,85 @@ VALID = {
     & Q(tokens_out__gte=0, tokens_out__lte=TOKENS_MAX),
     "steps": Q(steps__gte=0, steps__lte=COUNT_MAX),
     "duration_sec": Q(duration_sec__gte=0, duration_sec__lte=SECONDS_MAX),
+    # The cost broken down by class (all four in range: a row counts whole or not at all).
+    "cost_classes": Q(cost_input_usd__gte=0, cost_input_usd__lte=COST_MAX_USD)
+    & Q(cost_cache_write_usd__gte=0, cost_cache_write_usd__lte=COST_MAX_USD)
+    & Q(cost_cache_read_usd__gte=0, cost_cache_read_usd__lte=COST_MAX_USD)
+    & Q(cost_output_usd__gte=0, cost_output_usd__lte=COST_MAX_USD),
 }
+
+
+class CostBasis(models.TextChoices):
+    """Where an attempt's cost comes from. Blank: an attempt from before costs were broken
+    down (its ``cost_usd`` as it was computed then)."""
+
+    PRICED = "priced", "priced from the price table"
+    UNKNOWN = "unknown", "unknown: a price is missing"
+    REPORTED = "reported", "reported by the imported run"
+
+
+COST_CLASSES = ("input", "cache_write", "cache_read", "output")
+# The columns ShownUsage reads beside the usage columns (a list that loads ``.only()`` some
+# fields names these too, or each row costs a query).
+COST_DETAIL_FIELDS = (
+    "cost_basis",
+    "cost_note",
+    "tokens_cache_write",
+    "tokens_cache_read",
+    "cost_input_usd",
+    "cost_cache_write_usd",
+    "cost_cache_read_usd",
+    "cost_output_usd",
+)
 
 
 @dataclass(frozen=True)
 class ShownUsage:
     """An attempt's usage as every surface shows it (pages, API, CSV/JSON exports): each
     figure, or None ("—") where the attempt has none (``Attempt.usage_recorded``: a queued
-    attempt's zeros, a stub never attempted). One place, so no surface re-applies the rule."""
+    attempt's zeros, a stub never attempted). One place, so no surface re-applies the rule.
+
+    The cost says where it comes from (``cost_basis``): priced by class, ``unknown`` (a price
+    is missing: ``cost_usd`` None, shown "unknown", never $0, ``cost_note`` says which) or
+    ``reported`` by an imported run."""
 
     cost_usd: float | None
     tokens_in: int | None
     tokens_out: int | None
     steps: int | None
     tool_calls: int | None
+    cost_basis: str = ""
+    cost_note: str = ""
+    tokens_cache_write: int | None = None
+    tokens_cache_read: int | None = None
+    # USD by class (COST_CLASSES), None where the cost was not broken down.
+    cost_classes: tuple[float | None, ...] = (None, None, None, None)
 
     @classmethod
     def of(cls, attempt: Any) -> ShownUsage:
         if not attempt.usage_recorded:
             return cls(None, None, None, None, None)
         cost = attempt.cost_usd
+        basis = attempt.cost_basis
         return cls(
-            None if cost is None else float(cost),
+            None if cost is None or basis == CostBasis.UNKNOWN else float(cost),
             attempt.tokens_in,
             attempt.tokens_out,
             attempt.steps,
             attempt.tool_calls,
+            basis,
+            attempt.cost_note,
+            attempt.tokens_cache_write,
+            attempt.tokens_cache_read,
+            tuple(
+                None if value is None else float(value)
+                for value in (
+                    attempt.cost_input_usd,
+                    attempt.cost_cache_write_usd,
+                    attempt.cost_cache_read_usd,
+                    attempt.cost_output_usd,
+                )
+            ),
         )
 
     @property
@@ -163,3 +216,30 @@ class ShownUsage:
         if self.tokens_in is None and self.tokens_out is None:
             return None
         return (self.tokens_in or 0) + (self.tokens_out or 0)
+
+    @property
+    def cost_unknown(self) -> bool:
+        return self.cost_basis == CostBasis.UNKNOWN
+
+    @property
+    def cost_reported(self) -> bool:
+        return self.cost_basis == CostBasis.REPORTED
+
+    @property
+    def cost_breakdown(self) -> dict[str, float | None]:
+        """USD by class: input (not cached), cache write, cache read, output."""
+        return dict(zip(COST_CLASSES, self.cost_classes, strict=True))
+
+    @property
+    def has_breakdown(self) -> bool:
+        return any(value is not None for value in self.cost_classes)
+
+    def cost_record(self) -> dict[str, Any]:
+        """The cost fields every export writes beside ``cost_usd`` (API, CSV, CLI)."""
+        return {
+            "cost_basis": self.cost_basis or None,
+            "cost_note": self.cost_note or None,
+            **{f"cost_{name}_usd": value for name, value in self.cost_breakdown.items()},
+            "tokens_cache_write": self.tokens_cache_write,
+            "tokens_cache_read": self.tokens_cache_read,
+        }

@@ -82,9 +82,11 @@ def chat(
     tool_call: tuple[str, dict | str] | None = None,
     tool_calls: list[tuple[str, dict | str]] | None = None,
     model: str = "fake-model",
+    cached: int | None = None,
 ) -> Reply:
     """An assistant message: ``text`` (none: a null content) and tool calls, whose arguments
-    given as a str are sent verbatim (malformed JSON on purpose). ``usage`` None: no usage."""
+    given as a str are sent verbatim (malformed JSON on purpose). ``usage`` None: no usage;
+    ``cached``: the prompt tokens read from the cache (``prompt_tokens_details``)."""
     cid = f"chatcmpl-{next(_ids)}"
     named = ([tool_call] if tool_call is not None else []) + list(tool_calls or [])
     calls = [
@@ -107,6 +109,8 @@ def chat(
             "completion_tokens": usage[1],
             "total_tokens": sum(usage),
         }
+        if cached is not None:
+            usage_doc["prompt_tokens_details"] = {"cached_tokens": cached, "audio_tokens": 0}
     if not stream:
         message: dict[str, Any] = {"role": "assistant", "content": text or None}
         if calls:
@@ -191,6 +195,7 @@ def responses(
     usage: tuple[int, int] = (100, 20),
     stream: bool = False,
     model: str = "fake-model",
+    cached: int = 0,
 ) -> Reply:
     rid, mid = f"resp_{next(_ids)}", f"msg_{next(_ids)}"
     part = {"type": "output_text", "text": text, "annotations": []}
@@ -205,7 +210,7 @@ def responses(
         "input_tokens": usage[0],
         "output_tokens": usage[1],
         "total_tokens": sum(usage),
-        "input_tokens_details": {"cached_tokens": 0},
+        "input_tokens_details": {"cached_tokens": cached},
         "output_tokens_details": {"reasoning_tokens": 0},
     }
 
@@ -288,6 +293,8 @@ def messages(
     stream: bool = False,
     tool_use: tuple[str, dict] | None = None,
     cache_read: int = 0,
+    cache_write: int = 0,
+    cache_write_1h: int = 0,
     model: str = "claude-fake",
 ) -> Reply:
     mid = f"msg_{next(_ids)}"
@@ -305,9 +312,14 @@ def messages(
     usage_doc = {
         "input_tokens": usage[0],
         "output_tokens": usage[1],
-        "cache_creation_input_tokens": 0,
+        "cache_creation_input_tokens": cache_write,
         "cache_read_input_tokens": cache_read,
     }
+    if cache_write:
+        usage_doc["cache_creation"] = {
+            "ephemeral_5m_input_tokens": cache_write - cache_write_1h,
+            "ephemeral_1h_input_tokens": cache_write_1h,
+        }
     message = {
         "id": mid,
         "type": "message",

@@ -61,6 +61,15 @@ def assert_ran_through_the_gateway(attempt, upstream: FakeProvider, cli: str) ->
     assert REAL_KEY not in (attempt_folder(attempt) / "model_calls.jsonl").read_text()
     assert attempt.steps == len(calls)
     assert attempt.tokens_in == sum(r["usage"]["input_tokens"] for r in model_calls) > 0
+    # The attempt's cost is its calls' as the gateway priced them, by class (docs/cost.md).
+    costs = [r["cost_usd"] for r in model_calls]
+    if None in costs:
+        assert (attempt.cost_basis, attempt.cost_usd) == ("unknown", None)
+    else:
+        assert attempt.cost_basis == "priced"
+        assert float(attempt.cost_usd) == pytest.approx(sum(costs), abs=2e-6)
+    reads = sum(r["usage"]["classes"]["cache_read"] for r in model_calls)
+    assert attempt.tokens_cache_read == reads
     return model_calls
 
 

@@ -138,8 +138,9 @@ def test_it_forwards_anthropic_messages_byte_for_byte(tmp_path: Path, stream: bo
     assert record["response"]["body"].encode() == received
     # Input counts Anthropic's cached input too; a stream's output total is in message_delta.
     assert (record["usage"]["input_tokens"], record["usage"]["output_tokens"]) == (3500, 120)
-    # claude-sonnet-4: $3 in and $15 out per million tokens.
-    assert record["cost_usd"] == pytest.approx((3500 * 3 + 120 * 15) / 1e6)
+    # claude-sonnet-4: $3 in, $0.30 a cached read and $15 out per million tokens (the 500
+    # cached tokens are billed as reads, not as fresh input).
+    assert record["cost_usd"] == pytest.approx((3000 * 3 + 500 * 0.3 + 120 * 15) / 1e6)
 
 
 def test_the_real_anthropic_stream_helper_works_through_it(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ import io
 import itertools
 import json
 import re
+from decimal import Decimal
 
 import pytest
 from django.core.management import call_command
@@ -19,9 +20,10 @@ from django.urls import reverse
 
 from benchsite.cli.main import main as ab
 from runs.models import AgentVariant, Attempt, AttemptFlag, AttemptStatus, RunSource
-from runs.results.leaderboard import leaderboard_rows
+from runs.results.leaderboard import COST_RECORD_FIELDS, leaderboard_rows
 from runs.results.scoring import paired_test
 from runs.templatetags.results import kilo, secs, tenths, usd
+from runs.usage_fields import CostBasis
 from tasks_app.models import Suite, Task
 from tests.pages_fixtures import make_attempt, make_model, make_run, make_suite, outcomes
 from tests.partial_fixtures import FULL, PARTIAL, PARTIAL_IDS, run_of
@@ -46,9 +48,25 @@ def k3_suite():
         first,
         [[R, R, F], [R, F, F], [F, F, F], [R, R, R], [I, R, F], [R, F, R], [F, F, R], [R, R, R]],
     )
-    # Model API calls: 2-4 per attempt in the first run, none recorded in the second.
+    # Model API calls: 2-4 per attempt in the first run, none recorded in the second. The
+    # first run's cost is broken down by class (cache reads in sample 1 and 2); one attempt's
+    # cost is unknown (a price missing).
     for attempt in Attempt.objects.filter(run=first):
-        Attempt.objects.filter(pk=attempt.pk).update(steps=2 + attempt.sample_index)
+        n = attempt.sample_index
+        Attempt.objects.filter(pk=attempt.pk).update(
+            steps=2 + n,
+            cost_basis=CostBasis.PRICED,
+            cost_usd=Decimal("0.10") + Decimal("0.01") * n,
+            cost_input_usd=Decimal("0.05"),
+            cost_cache_write_usd=Decimal("0.01"),
+            cost_cache_read_usd=Decimal("0.01") * n,
+            cost_output_usd=Decimal("0.04"),
+            tokens_cache_write=200,
+            tokens_cache_read=300 * n,
+        )
+    Attempt.objects.filter(pk=Attempt.objects.filter(run=first).order_by("pk")[0].pk).update(
+        cost_basis=CostBasis.UNKNOWN, cost_usd=None, cost_note="1 of 2 model calls: no price"
+    )
     outcomes(make_run(suite, twice), [[F], [R], [R], [R], [F], [I], [F], [R]])
     outcomes(
         make_run(suite, make_model("steady"), samples=3),
@@ -62,7 +80,7 @@ def k3_suite():
         suite, make_model("paper", AgentVariant.EXTERNAL), source=RunSource.PUBLISHED
     )
     for task, reason in zip(tasks[:6], [R, F, R, R, I, F], strict=True):
-        make_attempt(published, task, reason)
+        make_attempt(published, task, reason, cost_basis=CostBasis.REPORTED)
     make_attempt(published, tasks[6], "UNKNOWN", missing=True)
     outcomes(make_run(suite, make_model("gold", AgentVariant.ORACLE)), [[R]] * 8)
     busy = make_run(suite, make_model("busy"), samples=1)
@@ -156,6 +174,8 @@ def check_everywhere(client, capsys, suite: Suite, *, count_out: bool = False) -
         p_values = {r.key: r.p_value_vs_leader for r in rows}
         paired = {r.key: r.paired_vs_leader for r in rows}
         usage = {r.key: tuple(getattr(r, f) for f in USAGE) for r in rows}
+        costs = {r.key: tuple(r.cost_record().values()) for r in rows}
+        assert tuple(rows[0].cost_record()) == COST_RECORD_FIELDS
         assert any(r.mean_calls for r in rows) and any(r.mean_calls is None for r in rows)
         body = page.content.decode()
         for r in rows:
@@ -172,7 +192,9 @@ def check_everywhere(client, capsys, suite: Suite, *, count_out: bool = False) -
                 assert f'{100 * r.pass_hat_k:.1f}%<div class="small muted pass-hat-k"' in html
                 assert split in html, (r.key, split)
             for value, (field, shown) in zip(usage[r.key], USAGE.items(), strict=True):
-                assert f'<td class="num">{shown(value)}</td>' in html, (r.key, field)
+                if field != "mean_cost_usd":
+                    assert f'<td class="num">{shown(value)}</td>' in html, (r.key, field)
+            check_cost_cell(r, html)
             flagged = f'data-flagged="{r.score.flagged}"'
             assert (flagged in html) is bool(r.score.flagged), (r.key, r.score.flagged)
             assert r.score.flagged_counted_out is count_out
@@ -184,6 +206,7 @@ def check_everywhere(client, capsys, suite: Suite, *, count_out: bool = False) -
             got = picked(row)
             same(got, want[row["key"]], f"API {view} {row['key']}")
             same(picked(row, USAGE), usage[row["key"]], f"API usage {view} {row['key']}")
+            same(picked(row, COST_RECORD_FIELDS), costs[row["key"]], f"API cost {row['key']}")
             assert close(row["p_value_vs_leader"], p_values[row["key"]])
             assert row["paired_vs_leader"] == paired[row["key"]]
 
@@ -191,6 +214,7 @@ def check_everywhere(client, capsys, suite: Suite, *, count_out: bool = False) -
         for row in csv.DictReader(io.StringIO(text.content.decode())):
             same(picked(row), want[row["key"]], f"CSV {view} {row['key']}")
             same(picked(row, USAGE), usage[row["key"]], f"CSV usage {view} {row['key']}")
+            same(picked(row, COST_RECORD_FIELDS), costs[row["key"]], f"CSV cost {row['key']}")
             p = row["p_value_vs_leader"]
             assert close(float(p) if p else None, p_values[row["key"]])
 
@@ -202,6 +226,7 @@ def check_everywhere(client, capsys, suite: Suite, *, count_out: bool = False) -
             got = picked(row)
             same(got, want[row["key"]], f"CLI {view} {row['key']}")
             same(picked(row, USAGE), usage[row["key"]], f"CLI usage {view} {row['key']}")
+            same(picked(row, COST_RECORD_FIELDS), costs[row["key"]], f"CLI cost {row['key']}")
         assert ab(["leaderboard", suite.name, "--view", view, *flag]) == 0
         table = capsys.readouterr().out
         for r in rows:
@@ -220,9 +245,57 @@ def check_everywhere(client, capsys, suite: Suite, *, count_out: bool = False) -
             check_taxonomy(client, suite, want)
         else:
             run_rates = {str(r.run.public_id): r.rate for r in rows}
+            for r in rows:  # the run page sums its cost as its row does
+                check_run_cost(client, r)
             taxonomy = client.get("/api/taxonomy", {"suite": suite.name}).json()
             for point in taxonomy["points"]:
                 assert close(point["rate"], run_rates[point["run"]])
+
+
+def check_cost_cell(r, html: str) -> None:
+    """The leaderboard's cost cell: the mean (or "unknown" when no attempt's cost is known
+    and some is unknown), the mean by class, and the unknown and reported counts."""
+    cell = re.search(r'<td class="num cost">(.*?)</td>', html, re.S)
+    assert cell, r.key
+    text = cell.group(1)
+    mean = r.mean_cost_usd
+    head = "unknown" if mean is None and r.cost_unknown_attempts else usd(mean)
+    assert text.startswith(head), (r.key, text)
+    parts = r.mean_cost_breakdown
+    classes = re.search(r'<div class="small muted cost-classes">(.*?)</div>', text)
+    if parts["input"] is None:
+        assert classes is None, r.key
+    else:
+        want = " · ".join(
+            f"{label} {usd(parts[k])}"
+            for k, label in (
+                ("input", "input"),
+                ("cache_write", "cache write"),
+                ("cache_read", "cache read"),
+                ("output", "output"),
+            )
+        )
+        assert classes and classes.group(1) == want, (r.key, text)
+    unknown = re.search(r'class="small muted cost-unknown"[^>]*>(\d+) unknown<', text)
+    assert (int(unknown.group(1)) if unknown else 0) == r.cost_unknown_attempts, r.key
+    reported = re.search(r'class="small muted cost-reported"[^>]*>(\d+) reported<', text)
+    assert (int(reported.group(1)) if reported else 0) == r.cost_reported_attempts, r.key
+
+
+def check_run_cost(client, r) -> None:
+    body = client.get(reverse("run-detail", args=[r.run.public_id])).content.decode()
+    line = re.search(r'<p id="run-cost">(.*?)</p>', body, re.S)
+    if r.mean_cost_usd is None and not r.cost_unknown_attempts:
+        assert line is None or "reported" in line.group(1), r.key
+        return
+    assert line, r.key
+    text = line.group(1)
+    assert f"<strong>{usd(r.total_cost_usd or 0)}</strong>" in text, (r.key, text)
+    assert f"({usd(r.mean_cost_usd)} per attempt)" in text, (r.key, text)
+    unknown = re.search(r'cost-unknown">(\d+) unknown<', text)
+    assert (int(unknown.group(1)) if unknown else 0) == r.cost_unknown_attempts, r.key
+    if r.mean_cost_breakdown["input"] is not None:
+        assert 'id="run-cost-classes"' in text, r.key
 
 
 def check_pairs(client, suite: Suite, board, want: dict) -> None:
@@ -383,6 +456,12 @@ def test_it_shows_the_same_figures_everywhere_on_a_suite_runs_cover_in_part(
     partial_suite,
 ):
     check_everywhere(client, capsys, partial_suite)
+    # Imported runs keep the cost their trajectories report, marked so (never re-priced).
+    costed = Attempt.objects.filter(
+        suite=partial_suite, run__source=RunSource.PUBLISHED, cost_usd__isnull=False
+    )
+    assert costed.exists()
+    assert set(costed.values_list("cost_basis", flat=True)) == {CostBasis.REPORTED}
 
 
 def test_a_partial_run_reads_the_same_on_every_surface(client, capsys, partial_suite):
@@ -500,3 +579,41 @@ def test_a_strict_subset_of_a_run_compares_equal_over_exactly_the_shared_tasks(
             assert cell[0] in ("resolved", "failed") and cell[2] == "1"
         else:
             assert cell == ("missing", "", "0")
+
+
+def test_an_attempts_cost_reads_the_same_on_its_page_the_api_and_the_csv(client, bob, k3_suite):
+    """Priced by class, unknown (never $0) and reported: the attempt page, /api/attempts/<id>,
+    and the attempt list's CSV export agree (all read ``ShownUsage``)."""
+    client.force_login(bob)  # a reader: the attempt's own API answer is not anonymous
+    priced = Attempt.objects.filter(cost_basis=CostBasis.PRICED, sample_index=2).first()
+    unknown = Attempt.objects.get(cost_basis=CostBasis.UNKNOWN)
+    reported = Attempt.objects.filter(cost_basis=CostBasis.REPORTED).first()
+    export = client.get(
+        reverse("suite-attempts", args=[k3_suite.name]), {"format": "csv"}
+    ).streaming_content
+    by_id = {row["attempt"]: row for row in csv.DictReader(io.StringIO(b"".join(export).decode()))}
+    for attempt in (priced, unknown, reported):
+        usage = attempt.usage
+        page = client.get(reverse("attempt-detail", args=[attempt.public_id])).content.decode()
+        cell = re.search(r'<dd id="attempt-cost">(.*?)</dd>', page, re.S).group(1)
+        api = client.get(f"/api/attempts/{attempt.public_id}").json()
+        row = by_id[str(attempt.public_id)]
+        assert api["cost_usd"] == usage.cost_usd
+        assert close(float(row["cost_usd"]) if row["cost_usd"] else None, usage.cost_usd)
+        for name, value in usage.cost_record().items():
+            assert api[name] == value, name
+            got = row[name]
+            if isinstance(value, str | type(None)):
+                assert (got or None) == value, name
+            else:
+                assert close(float(got), value), name
+        assert api["cost_basis"] == attempt.cost_basis
+        if usage.has_breakdown:
+            assert f"cache read {usd(usage.cost_breakdown['cache_read'])}" in cell
+    assert unknown.usage.cost_usd is None
+    page = client.get(reverse("attempt-detail", args=[unknown.public_id])).content.decode()
+    assert re.search(r'<dd id="attempt-cost">unknown <span[^>]*>\(1 of 2 model calls', page)
+    shown = re.search(r'<dd id="attempt-cost">(.*?)</dd>', page, re.S).group(1)
+    assert "$" not in shown.split("<div")[0]  # the figure is "unknown"; the classes follow
+    page = client.get(reverse("attempt-detail", args=[reported.public_id])).content.decode()
+    assert "reported by the imported run" in page

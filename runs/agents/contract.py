@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from runs.pricing import AttemptCost, PriceRow
 from runs.taxonomy import Reason
 from sandbox.base import Sandbox
 
@@ -37,6 +38,8 @@ class ModelSettings:
     llm_log_max_chars: int = 2_000_000
     price_input_per_mtok: float | None = None
     price_output_per_mtok: float | None = None
+    # The price table's rows (runs/prices.py); None: the shipped list prices.
+    price_rows: tuple[PriceRow, ...] | None = None
     # The variable the key was read from, and why it was not (runs/upstreams.py: the variable
     # or the upstream is not on the operator's lists; then ``api_key`` is empty and the agent
     # refuses to start).
@@ -82,6 +85,9 @@ class AgentOutcome:
     tokens_in: int = 0
     tokens_out: int = 0
     cost_usd: float = 0.0
+    # The tokens by class and their cost as billed (runs/pricing.py); None: not broken down
+    # (``cost_usd`` as computed from input and output, or nothing for an agent without a model).
+    cost_detail: AttemptCost | None = None
     tool_calls: int = 0
     # Model API calls; None for an agent that calls no model (scripted, oracle, nop,
     # predictions), so its row shows "—" rather than a rate of calls it never made.

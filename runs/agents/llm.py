@@ -20,8 +20,9 @@ from runs.agents.events import EventLog, MessageLog
 from runs.agents.loop import Action, Decision, LoopState, tests_observation
 from runs.agents.patching import extract_diff
 from runs.agents.tools import TOOL_SCHEMAS, RunResult, ToolResult
+from runs.gateway.wire import Usage
 from runs.llm_errors import LLMTransientError, RetryPolicy, call_with_retries
-from runs.pricing import Price
+from runs.pricing import AttemptCost, Price, unpriced
 
 # Sampling keys the client takes as arguments; anything else goes in the request body as is.
 _CLIENT_PARAMS = frozenset(
@@ -180,7 +181,18 @@ class LLMPolicy:
         usage = getattr(response, "usage", None)
         tokens_in = int(getattr(usage, "prompt_tokens", 0) or 0)
         tokens_out = int(getattr(usage, "completion_tokens", 0) or 0)
-        cost = self.price.cost(tokens_in, tokens_out) if self.price else 0.0
+        # The classes as billed (cached prompt tokens are reads), read as the gateway reads
+        # them; a model without a price has an unknown cost, not $0.
+        reported = Usage()
+        dump = getattr(usage, "model_dump", None)
+        reported.merge(dump() if callable(dump) else None)
+        classes = reported.classes()
+        name = self.model.model_name
+        billed = self.price.breakdown(classes, name) if self.price else unpriced(name)
+        cost = billed.total or 0.0
+        billed_call = AttemptCost(classes, billed)
+        detail = state.cost_detail
+        state.cost_detail = billed_call if detail is None else detail + billed_call
         state.tokens_in += tokens_in
         state.tokens_out += tokens_out
         state.cost_usd += cost

@@ -29,6 +29,7 @@ from runs.agents.contract import AgentContext, AgentOutcome
 from runs.agents.events import EventLog
 from runs.agents.tools import RunResult, Toolbox, ToolResult
 from runs.llm_errors import LLMError
+from runs.pricing import AttemptCost
 from runs.taxonomy import Reason
 
 TEST_OUTPUT_CHARS = 6_000
@@ -72,7 +73,8 @@ class LoopState:
     # by an error still counts).
     tokens_in: int = 0
     tokens_out: int = 0
-    cost_usd: float = 0.0
+    cost_usd: float = 0.0  # the priced calls' cost (an unpriced one's is in cost_detail's reason)
+    cost_detail: AttemptCost | None = None
     llm_requests: int = 0
     llm_produced_output: bool = False  # any content or tool call, whatever ``usage`` says
     last_tests: RunResult | None = None
@@ -261,6 +263,7 @@ class AgentLoop:
             tokens_in=state.tokens_in,
             tokens_out=state.tokens_out,
             cost_usd=round(state.cost_usd, 6),
+            cost_detail=state.cost_detail,
             tool_calls=state.steps,
             # Model API calls: one a step for a policy that asks a model, none (no figure)
             # for the scripted, oracle and nop policies.

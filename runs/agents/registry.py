@@ -14,7 +14,7 @@ from runs.agents.loop import AgentLoop, Policy
 from runs.agents.retries import retry_policy
 from runs.agents.simple import NopPolicy, OraclePolicy, ScriptedPolicy
 from runs.agents.tools import Toolbox
-from runs.pricing import load_price_table, price_for
+from runs.pricing import price_for, price_table
 from runs.taxonomy import Reason
 
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ def _llm_agent(model: ModelSettings) -> Agent:
     if not model.model_name:
         return MisconfiguredAgent("llm", "no model name configured")
     try:
-        table = load_price_table(settings.LLM_PRICE_TABLE)
+        table = price_table(model.price_rows, path=settings.LLM_PRICE_TABLE)
     except PriceTableError as exc:
         return MisconfiguredAgent("llm", f"LLM_PRICE_TABLE: {exc}")
     price = price_for(model, table)

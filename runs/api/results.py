@@ -23,7 +23,7 @@ from runs.results.compare import (
     pair_record,
     summary_record,
 )
-from runs.results.leaderboard import Leaderboard, LeaderboardRow
+from runs.results.leaderboard import COST_RECORD_FIELDS, Leaderboard, LeaderboardRow
 from runs.results.leaderboard import leaderboard as build_leaderboard
 from runs.results.params import date_order_problem, split_values
 from runs.results.scoring import SCORE_FIGURES, score_record
@@ -91,6 +91,7 @@ LEADERBOARD_CSV = (
     "mean_cost_usd",
     "total_cost_usd",
     "cost_per_resolved_usd",
+    *COST_RECORD_FIELDS,
     "mean_tokens",
     "mean_calls",
     "mean_wall_sec",
@@ -141,6 +142,7 @@ def leaderboard_row_out(row: LeaderboardRow) -> dict:
         "mean_cost_usd": row.mean_cost_usd,
         "total_cost_usd": row.total_cost_usd,
         "cost_per_resolved_usd": row.cost_per_resolved_usd,
+        **row.cost_record(),
         "mean_tokens": row.mean_tokens,
         "mean_calls": row.mean_calls,
         "mean_wall_sec": row.mean_wall_sec,
@@ -211,6 +213,7 @@ def _leaderboard_csv_row(r: LeaderboardRow) -> list:
         r.mean_cost_usd,
         r.total_cost_usd,
         r.cost_per_resolved_usd,
+        *r.cost_record().values(),
         r.mean_tokens,
         r.mean_calls,
         r.mean_wall_sec,

@@ -246,6 +246,18 @@ class AttemptOut(Schema):
     tokens_in: int | None = Field(description="null when unknown (a report without trajectory)")
     tokens_out: int | None
     cost_usd: float | None = Field(description="null when unknown")
+    cost_basis: str | None = Field(
+        description="priced (by class, from the price table), unknown (a price is missing: "
+        "cost_usd null, cost_note says which), reported (an imported run's figure), or null "
+        "(recorded before costs were broken down)"
+    )
+    cost_note: str | None
+    cost_input_usd: float | None = Field(description="input not read from a cache")
+    cost_cache_write_usd: float | None
+    cost_cache_read_usd: float | None
+    cost_output_usd: float | None
+    tokens_cache_write: int | None = Field(description="input tokens written to the cache")
+    tokens_cache_read: int | None = Field(description="input tokens read from the cache")
     tool_calls: int | None
     steps: int | None
     lines_changed: int
@@ -271,6 +283,38 @@ class AttemptOut(Schema):
     @staticmethod
     def resolve_cost_usd(obj) -> float | None:
         return obj.usage.cost_usd
+
+    @staticmethod
+    def resolve_cost_basis(obj) -> str | None:
+        return obj.usage.cost_record()["cost_basis"]
+
+    @staticmethod
+    def resolve_cost_note(obj) -> str | None:
+        return obj.usage.cost_record()["cost_note"]
+
+    @staticmethod
+    def resolve_cost_input_usd(obj) -> float | None:
+        return obj.usage.cost_breakdown["input"]
+
+    @staticmethod
+    def resolve_cost_cache_write_usd(obj) -> float | None:
+        return obj.usage.cost_breakdown["cache_write"]
+
+    @staticmethod
+    def resolve_cost_cache_read_usd(obj) -> float | None:
+        return obj.usage.cost_breakdown["cache_read"]
+
+    @staticmethod
+    def resolve_cost_output_usd(obj) -> float | None:
+        return obj.usage.cost_breakdown["output"]
+
+    @staticmethod
+    def resolve_tokens_cache_write(obj) -> int | None:
+        return obj.usage.tokens_cache_write
+
+    @staticmethod
+    def resolve_tokens_cache_read(obj) -> int | None:
+        return obj.usage.tokens_cache_read
 
     @staticmethod
     def resolve_tool_calls(obj) -> int | None:
@@ -469,6 +513,19 @@ class LeaderboardRowOut(ScoreFields):
         description="per attempt that ran (missing instances apart); null when none recorded"
     )
     total_cost_usd: float | None
+    mean_cost_input_usd: float | None = Field(
+        description="the cost per attempt of input not read from a cache, over the attempts "
+        "whose cost was broken down by class (null when none was)"
+    )
+    mean_cost_cache_write_usd: float | None
+    mean_cost_cache_read_usd: float | None
+    mean_cost_output_usd: float | None
+    cost_unknown_attempts: int = Field(
+        description="attempts whose cost is unknown (a price missing): left out of the means"
+    )
+    cost_reported_attempts: int = Field(
+        description="attempts whose cost is the imported run's own figure (not priced here)"
+    )
     cost_per_resolved_usd: float | None
     mean_tokens: float | None
     mean_calls: float | None = Field(

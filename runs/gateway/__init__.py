@@ -29,9 +29,12 @@ connections, calls in flight or request bytes held), ``client_gone``), ``status`
 CLI got), ``retries``, ``attempts``
 (each failed try before the answer: ``status``, ``error``, ``retry_after_sec``,
 ``waited_sec``), ``error`` (null or ``kind``: permanent, transient, budget, refused...;
-``message``; ``budget``), ``usage`` (``input_tokens``, ``output_tokens``, ``reported``: the
-upstream's own fields, ``estimated_from_bytes`` when a stream's bytes counted for more output
-than it reported; null when it reported none), ``cost_usd``, ``price``,
+``message``; ``budget``), ``usage`` (``input_tokens`` (cached included), ``output_tokens``,
+``classes``: ``input``, ``cache_write``, ``cache_write_1h``, ``cache_read``, ``output`` as
+billed, ``reported``: the upstream's own fields (nested ones dotted), ``estimated_from_bytes``
+when a stream's bytes counted for more output than it reported; null when it reported none),
+``cost_usd`` (null when a price is missing), ``cost`` (USD by class, ``total``, ``reason``),
+``price`` (per class),
 ``upstream_ms`` (until the upstream's headers), ``body_cap_bytes``, ``request`` and
 ``response``: ``headers`` (lower-case names; Authorization, x-api-key and cookies
 ``[redacted]``, and any secret value in any header), ``auth`` (request: ``attempt-token``,

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from runs.llm_errors import RetryPolicy
+from runs.pricing import AttemptCost, CostBreakdown, PriceRow, TokenClasses
 from runs.upstreams import UpstreamPolicy
 from sandbox.gateway_mount import DEFAULT_PORT
 
@@ -53,8 +54,12 @@ class GatewayConfig:
     # The configuration's prices (USD per million tokens); None: the price table.
     price_input_per_mtok: float | None = None
     price_output_per_mtok: float | None = None
-    # The JSON price table (the LLM_PRICE_TABLE setting) over runs/pricing.py's table.
+    # The JSON price table (the LLM_PRICE_TABLE setting), over the price table's rows.
     price_table_path: str | None = None
+    # The price table's rows (the runs.PriceEntry model, runs/prices.py); None: the list
+    # prices shipped with the code (runs.pricing.LIST_PRICES). A call is priced by the rows in
+    # effect on its day (UTC).
+    price_rows: tuple[PriceRow, ...] | None = None
     # model_calls.jsonl; None records nothing (the summary is still kept).
     record_path: Path | None = None
     # Each request and response body is kept byte for byte up to this many bytes.
@@ -113,9 +118,23 @@ class GatewaySummary:
     counts only when the upstream refused the key (401, 403: every call would fail)."""
 
     calls: int = 0  # model calls let through (retries of one call count once)
-    input_tokens: int = 0
+    input_tokens: int = 0  # every input token, cached or not
     output_tokens: int = 0
+    # The input tokens written to and read from the prompt cache (within input_tokens).
+    cache_write_tokens: int = 0
+    cache_read_tokens: int = 0
+    # The cost of the priced calls, and by class (runs/pricing.py); ``unpriced_calls`` calls
+    # had no price (``unpriced_reason`` says the first's): then the attempt's cost is unknown.
     cost_usd: float = 0.0
+    cost_input_usd: float = 0.0
+    cost_cache_write_usd: float = 0.0
+    cost_cache_read_usd: float = 0.0
+    cost_output_usd: float = 0.0
+    unpriced_calls: int = 0
+    unpriced_reason: str = ""
+    # What the cost budget counts: the cost, an unpriced cache class at a bound
+    # (runs.pricing.UNPRICED_CACHE_BUDGET_FACTOR).
+    budget_cost_usd: float = 0.0
     # The first budget a call was refused for: "calls", "tokens", "cost" or "time".
     budget_exceeded: str | None = None
     budget_message: str = ""
@@ -133,6 +152,33 @@ class GatewaySummary:
     @property
     def tokens(self) -> int:
         return self.input_tokens + self.output_tokens
+
+    def attempt_cost(self) -> AttemptCost:
+        """The attempt's tokens by class and their cost (unknown when a call had no price)."""
+        cached = self.cache_write_tokens + self.cache_read_tokens
+        reason = ""
+        if self.unpriced_calls:
+            reason = f"{self.unpriced_calls} of {self.calls} model calls: {self.unpriced_reason}"
+        return AttemptCost(
+            TokenClasses(
+                max(self.input_tokens - cached, 0),
+                self.cache_write_tokens,
+                self.cache_read_tokens,
+                self.output_tokens,
+            ),
+            CostBreakdown(
+                self.cost_input_usd,
+                self.cost_cache_write_usd,
+                self.cost_cache_read_usd,
+                self.cost_output_usd,
+                reason,
+            ),
+        )
+
+    @property
+    def known_cost_usd(self) -> float | None:
+        """The cost, or None when a call had no price (an unknown cost is never $0)."""
+        return None if self.unpriced_calls else self.cost_usd
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)

@@ -19,6 +19,7 @@ from runs.gateway.meter import EventAligner, Meter, error_event
 from runs.gateway.record import Capture, body_left_out, headers_record
 from runs.gateway.upstream import Exchange
 from runs.llm_errors import is_permanent_status, retry_after_sec
+from runs.pricing import price_record, unpriced
 
 if TYPE_CHECKING:
     from runs.gateway.server import Gateway
@@ -71,6 +72,7 @@ class Call:
         self.gw = gateway
         self.h = request
         self.started = time.monotonic()
+        self.when = datetime.now(UTC)  # a call is priced by the prices in effect on its day
         self.headers = request.headers
         self.hdict = {k.lower(): v for k, v in self.headers}
         self.api = request.match.api if request.match is not None else None
@@ -79,7 +81,7 @@ class Call:
         self.body_size = 0
         self.record: dict[str, Any] = {
             "seq": gateway.writer.next_seq(),
-            "started_at": datetime.now(UTC).isoformat(),
+            "started_at": self.when.isoformat(),
             "via": via,
             "method": request.command,
             "path": request.path[:2048],
@@ -172,7 +174,7 @@ class Call:
             return
         if self.api in wire.MODEL_CALL_APIS:
             tokens_in, tokens_out = estimate(doc, len(body), cfg.default_output_reserve)
-            price = self.gw.price(model)
+            price = self.gw.price(model, self.when.date())
             cost = price.cost(tokens_in, tokens_out) if price else 0.0
             admitted = self.gw.ledger.admit(tokens_in + tokens_out, cost)
             if isinstance(admitted, tuple):
@@ -425,7 +427,7 @@ class Call:
         meter = Meter(
             self.gw.ledger,
             self.held,
-            self.gw.price(model) if self.held is not None else None,
+            self.gw.price(model, self.when.date()) if self.held is not None else None,
             cfg.max_response_bytes,
         )
         self.record["status"] = exchange.status
@@ -555,22 +557,29 @@ class Call:
                 self._count(transient_failures=1)
                 self._transient(f"the upstream's answer to {self._where} reported: {error}", status)
         # What a stream sent counts even when it reported less (or nothing).
-        tokens_in, tokens_out = meter.tokens(usage)
-        if self.held is None or not (usage.found or tokens_out):
+        classes = meter.classes(usage)
+        if self.held is None or not (usage.found or classes.output):
             return
-        price = self.gw.price(model)
-        cost = price.cost(tokens_in, tokens_out) if price else 0.0
+        price = self.gw.price(model, self.when.date())
+        cost = price.breakdown(classes, model) if price else unpriced(model)
         self.record["usage"] = {
-            "input_tokens": tokens_in,
-            "output_tokens": tokens_out,
+            "input_tokens": classes.input_total,
+            "output_tokens": classes.output,
+            # The billed classes: input read fresh, written to the cache, read from it.
+            "classes": {
+                "input": classes.input,
+                "cache_write": classes.cache_write,
+                "cache_write_1h": classes.cache_write_1h,
+                "cache_read": classes.cache_read,
+                "output": classes.output,
+            },
             "reported": dict(usage.fields),
         }
-        if tokens_out != usage.output_tokens:
+        if classes.output != usage.output_tokens:
             self.record["usage"]["estimated_from_bytes"] = True
-        self.record["cost_usd"] = round(cost, 8)
+        self.record["cost_usd"] = None if cost.total is None else round(cost.total, 8)
+        self.record["cost"] = cost.as_record()
         if price is not None:
-            self.record["price"] = {
-                "input_per_mtok": price.input_per_mtok,
-                "output_per_mtok": price.output_per_mtok,
-            }
-        self.gw.ledger.settle(self.held, tokens_in, tokens_out, cost)
+            self.record["price"] = price_record(price)
+        budget_cost = price.budget_cost(classes) if price else 0.0
+        self.gw.ledger.settle(self.held, classes, cost, budget_cost)

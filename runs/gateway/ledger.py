@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from runs.gateway.config import GatewayBudgets, GatewaySummary, UpstreamError
+from runs.pricing import CostBreakdown, TokenClasses
 
 # Request bytes per input token, taken low so that the estimate stays above the real count
 # (JSON, English and code run 3.5 to 4.5 bytes a token).
@@ -83,7 +84,7 @@ class Ledger:
                 if refusal is not None:
                     return self._refuse(*refusal)
                 tokens_left = None if b.max_tokens is None else b.max_tokens - s.tokens
-                cost_left = None if b.max_cost_usd is None else b.max_cost_usd - s.cost_usd
+                cost_left = None if b.max_cost_usd is None else b.max_cost_usd - s.budget_cost_usd
                 if tokens_left is not None:
                     tokens_left -= self._held_tokens
                 if cost_left is not None:
@@ -120,8 +121,8 @@ class Ledger:
             return "calls", f"its {b.max_calls} model calls are used up"
         if b.max_tokens is not None and s.tokens >= b.max_tokens:
             return "tokens", f"{s.tokens} of its {b.max_tokens} tokens are used"
-        if b.max_cost_usd is not None and s.cost_usd >= b.max_cost_usd:
-            return "cost", f"${s.cost_usd:.4f} of its ${b.max_cost_usd:g} is spent"
+        if b.max_cost_usd is not None and s.budget_cost_usd >= b.max_cost_usd:
+            return "cost", f"${s.budget_cost_usd:.4f} of its ${b.max_cost_usd:g} is spent"
         return None
 
     def _refuse(self, name: str, why: str) -> tuple[str, str]:
@@ -160,7 +161,7 @@ class Ledger:
             if (
                 b.max_cost_usd is not None
                 and more_cost > 0
-                and s.cost_usd + self._held_cost + more_cost > b.max_cost_usd
+                and s.budget_cost_usd + self._held_cost + more_cost > b.max_cost_usd
             ):
                 return False
             if held.tokens is not None:
@@ -172,10 +173,15 @@ class Ledger:
             return True
 
     def settle(
-        self, held: Reservation, input_tokens: int = 0, output_tokens: int = 0, cost: float = 0.0
+        self,
+        held: Reservation,
+        tokens: TokenClasses | None = None,
+        cost: CostBreakdown | None = None,
+        budget_cost: float = 0.0,
     ) -> None:
-        """A call ended: what it used is counted, what it held freed (once; a call that got
-        no answer settles with nothing)."""
+        """A call ended: what it used is counted (its token classes, their cost or why it is
+        unknown, and what the cost budget counts of it), what it held freed (once; a call that
+        got no answer settles with nothing)."""
         with self._lock:
             if held.settled:
                 return
@@ -185,11 +191,27 @@ class Ledger:
             self._holders -= 1
             if self._holders == 0:  # no float dust left behind
                 self._held_tokens, self._held_cost = 0, 0.0
-            for name, value in (
-                ("input_tokens", input_tokens),
-                ("output_tokens", output_tokens),
-                ("cost_usd", cost),
-            ):
+            t = tokens or TokenClasses()
+            counts: dict[str, int | float] = {
+                "input_tokens": t.input_total,
+                "output_tokens": t.output,
+                "cache_write_tokens": t.cache_write,
+                "cache_read_tokens": t.cache_read,
+                "budget_cost_usd": budget_cost,
+            }
+            if cost is not None and cost.known:
+                counts.update(
+                    cost_usd=cost.total or 0.0,
+                    cost_input_usd=cost.input,
+                    cost_cache_write_usd=cost.cache_write,
+                    cost_cache_read_usd=cost.cache_read,
+                    cost_output_usd=cost.output,
+                )
+            elif cost is not None:
+                counts["unpriced_calls"] = 1
+                if not self._summary.unpriced_reason:
+                    self._summary = replace(self._summary, unpriced_reason=cost.reason)
+            for name, value in counts.items():
                 self._counts[name] = self._counts.get(name, 0) + value
             self._lock.notify_all()
 

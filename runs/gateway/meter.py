@@ -12,7 +12,7 @@ import json
 
 import runs.gateway.wire as wire
 from runs.gateway.ledger import Ledger, Reservation
-from runs.pricing import Price
+from runs.pricing import Price, TokenClasses
 
 # A stream's output tokens are at least its bytes over this (a streamed token takes 100 to
 # 400 bytes of SSE in the three APIs), so a stream that reports its usage only at its end is
@@ -37,9 +37,16 @@ class Meter:
         self.max_bytes = max_bytes
         self.bytes = 0
 
-    def tokens(self, usage: wire.Usage) -> tuple[int, int]:
-        """(input, output) tokens so far: the upstream's count, or the bytes' when more."""
-        return usage.input_tokens, max(usage.output_tokens, self.bytes // STREAM_BYTES_PER_TOKEN)
+    def classes(self, usage: wire.Usage) -> TokenClasses:
+        """The token classes so far: the upstream's counts, output the bytes' when more."""
+        reported = usage.classes()
+        return TokenClasses(
+            reported.input,
+            reported.cache_write,
+            reported.cache_read,
+            max(reported.output, self.bytes // STREAM_BYTES_PER_TOKEN),
+            reported.cache_write_1h,
+        )
 
     def over(self, usage: wire.Usage, more_bytes: int) -> tuple[str, str] | None:
         """``(budget, why)`` when the answer with ``more_bytes`` more would pass what it may
@@ -50,9 +57,9 @@ class Meter:
         held = self.held
         if held is None:
             return None
-        tokens_in, tokens_out = self.tokens(usage)
-        tokens = tokens_in + tokens_out
-        cost = self.price.cost(tokens_in, tokens_out) if self.price is not None else 0.0
+        classes = self.classes(usage)
+        tokens = classes.input_total + classes.output
+        cost = self.price.budget_cost(classes) if self.price is not None else 0.0
         need_tokens = held.tokens is not None and tokens > held.tokens
         need_cost = held.cost is not None and cost > held.cost
         if not (need_tokens or need_cost) or self.ledger.grow(held, tokens, cost):

@@ -6,6 +6,7 @@ after the other (at most ``max_calls_in_flight`` at once), and the state they sh
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import logging
 import secrets
 import shutil
@@ -22,7 +23,7 @@ from runs.gateway.ledger import Ledger
 from runs.gateway.record import RecordWriter
 from runs.gateway.redact import KeyScrubber, RedactingFilter, Redactor
 from runs.gateway.upstream import Upstream
-from runs.pricing import Price, PriceQuery, load_price_table, price_for
+from runs.pricing import LIST_PRICES, Price, PriceQuery, price_for, read_price_file, table_on
 from sandbox.gateway_mount import (
     SOCKET_NAME,
     GatewayMount,
@@ -130,8 +131,10 @@ class Gateway:
             )
         self.config = config
         self.token = TOKEN_PREFIX + secrets.token_urlsafe(32)
-        self._price_table = load_price_table(config.price_table_path)
-        self._prices: dict[str, Price | None] = {}
+        path = config.price_table_path
+        self._price_file = read_price_file(path) if path else {}
+        self._price_rows = LIST_PRICES if config.price_rows is None else config.price_rows
+        self._prices: dict[tuple[str, dt.date], Price | None] = {}
         self.allowed_models = tuple(
             dict.fromkeys(m for m in (config.model_name, *config.allowed_models) if m)
         )
@@ -252,11 +255,14 @@ class Gateway:
         gateway configured with no model pins none)."""
         return not self.allowed_models or model in self.allowed_models
 
-    def price(self, model: str) -> Price | None:
-        """The price of a call of ``model``: the configuration's own prices for its model,
-        else the price table's. None: unpriced (it costs nothing; refused with a cost
-        budget when the gateway starts)."""
-        if model not in self._prices:
+    def price(self, model: str, day: dt.date | None = None) -> Price | None:
+        """The price of a call of ``model`` on ``day`` (UTC; today by default): the
+        configuration's own prices for its model, else the price file's, else the price
+        table's rows in effect that day. None: unpriced (its cost is unknown; refused with a
+        cost budget when the gateway starts)."""
+        day = day or dt.datetime.now(dt.UTC).date()
+        key = (model, day)
+        if key not in self._prices:
             cfg = self.config
             # The configuration's own prices are its model's only: another (allowed) model is
             # priced from the table.
@@ -266,11 +272,12 @@ class Gateway:
                 cfg.price_input_per_mtok if own else None,
                 cfg.price_output_per_mtok if own else None,
             )
-            found = price_for(query, self._price_table) if model else None
+            table = {**table_on(self._price_rows, day), **self._price_file}
+            found = price_for(query, table) if model else None
             if len(self._prices) >= 64:  # a gateway that pins no model: any name comes in
                 return found
-            self._prices[model] = found
-        return self._prices[model]
+            self._prices[key] = found
+        return self._prices[key]
 
     def _check_prices(self) -> None:
         """A cost budget needs a price for every model the attempt may call: an unpriced
@@ -286,7 +293,7 @@ class Gateway:
                 raise GatewayConfigError(
                     f"max_cost_usd: the model {model!r} has no price: set the configuration's "
                     "price_input_per_mtok and price_output_per_mtok, or add it to the price "
-                    "table (LLM_PRICE_TABLE)"
+                    "table (admin: Prices)"
                 )
 
     def scrubber(self) -> KeyScrubber:

@@ -8,6 +8,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from runs.pricing import TokenClasses
+
 CHAT = "openai-chat"  # POST .../chat/completions
 RESPONSES = "openai-responses"  # POST .../responses
 MESSAGES = "anthropic-messages"  # POST .../messages
@@ -94,28 +96,52 @@ def with_stream_usage(doc: dict[str, Any]) -> bytes | None:
 class Usage:
     """Token usage as an answer reports it: the latest value of each usage field seen (an
     Anthropic stream reports input in ``message_start`` and the running output total in each
-    ``message_delta``; OpenAI streams report it once, at the end)."""
+    ``message_delta``; OpenAI streams report it once, at the end). A nested object's fields
+    are kept under dotted names (``prompt_tokens_details.cached_tokens``)."""
 
     fields: dict[str, int] = field(default_factory=dict)
 
-    def merge(self, usage: Any) -> None:
+    def merge(self, usage: Any, prefix: str = "") -> None:
         if not isinstance(usage, dict):
             return
         for key, value in usage.items():
             if isinstance(value, int) and not isinstance(value, bool):
-                self.fields[key] = value
+                self.fields[prefix + str(key)] = value
+            elif isinstance(value, dict) and not prefix:  # one level: the *_details objects
+                self.merge(value, f"{key}.")
 
     @property
     def found(self) -> bool:
         return any(k in self.fields for k in INPUT_FIELDS + OUTPUT_FIELDS)
 
+    def classes(self) -> TokenClasses:
+        """The four billed classes. Anthropic counts cached input apart from
+        ``input_tokens``; OpenAI's ``cached_tokens`` (chat: ``prompt_tokens_details``,
+        Responses: ``input_tokens_details``) are reads within its input count, and it reports
+        no cache write."""
+        f = self.fields
+        output = f.get("completion_tokens", f.get("output_tokens", 0))
+        if "cache_creation_input_tokens" in f or "cache_read_input_tokens" in f:
+            write = f.get("cache_creation_input_tokens", 0)
+            write_1h = min(f.get("cache_creation.ephemeral_1h_input_tokens", 0), write)
+            return TokenClasses(
+                input=f.get("input_tokens", 0),
+                cache_write=write,
+                cache_read=f.get("cache_read_input_tokens", 0),
+                output=output,
+                cache_write_1h=write_1h,
+            )
+        prompt = f.get("prompt_tokens", f.get("input_tokens", 0))
+        cached = f.get(
+            "prompt_tokens_details.cached_tokens", f.get("input_tokens_details.cached_tokens", 0)
+        )
+        cached = min(max(cached, 0), prompt)
+        return TokenClasses(input=prompt - cached, cache_read=cached, output=output)
+
     @property
     def input_tokens(self) -> int:
-        # OpenAI's prompt_tokens, else input_tokens (Responses, Anthropic), plus Anthropic's
-        # cached input, which it counts apart (OpenAI's cached tokens are within its count).
-        base = self.fields.get("prompt_tokens", self.fields.get("input_tokens", 0))
-        cached = sum(self.fields.get(k, 0) for k in INPUT_FIELDS[2:])
-        return base + cached
+        """Every input token, cached or not."""
+        return self.classes().input_total
 
     @property
     def output_tokens(self) -> int:

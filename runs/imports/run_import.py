@@ -64,6 +64,7 @@ from runs.models import (
 from runs.search.index import attempts_index_on_commit
 from runs.services import run_refresh_totals
 from runs.taxonomy import ExitStatusRule, Reason, Stage, from_exit_status
+from runs.usage_fields import CostBasis
 from tasks_app.models import Suite, Task
 from tasks_app.swebench.errors import Problem, SwebenchInputError
 from tasks_app.swebench.importer import swebench_import
@@ -85,6 +86,7 @@ UPDATED_FIELDS = (
     "test_results",
     "grade",
     "cost_usd",
+    "cost_basis",
     "tool_calls",
     "steps",
     "tokens_in",
@@ -658,6 +660,8 @@ def _attempt(
         # What the trajectory records; a report alone records no usage (NULL: "—").
         cost = traj.cost_usd
         attempt.cost_usd = None if cost is None else round(cost, 6)  # type: ignore[assignment]
+        # The run's own figure: kept as reported, never re-priced here.
+        attempt.cost_basis = "" if cost is None else CostBasis.REPORTED
         attempt.steps = traj.api_calls
         attempt.tool_calls = traj.tool_calls
         attempt.tokens_in = traj.tokens_in
@@ -674,6 +678,7 @@ def _attempt(
         # tokens, tool calls and wall time stay unknown ("—").
         if result.cost_usd is not None:
             attempt.cost_usd = round(result.cost_usd, 6)  # type: ignore[assignment]
+            attempt.cost_basis = CostBasis.REPORTED
         if result.api_calls is not None:
             attempt.steps = result.api_calls
     if outcome.kind is None:

@@ -44,7 +44,7 @@ def _run(statements_by_vendor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("runs", "0019_attempt_image_digest"),
+        ("runs", "0021_integrity_flags"),
     ]
 
     operations = [

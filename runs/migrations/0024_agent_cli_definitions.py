@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("runs", "0021_integrity_flags"),
+        ("runs", "0023_price_table"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -19,6 +19,7 @@ from runs.agents.contract import AgentContext, AgentOutcome, Budgets, ModelSetti
 from runs.models import AgentVariant, ModelConfig
 from runs.pipeline.plan import TaskPlan
 from runs.pipeline.stages import CommandRun, StageResult
+from runs.prices import price_rows
 from runs.taxonomy import Reason, Stage
 from sandbox.base import Sandbox
 
@@ -55,6 +56,7 @@ def model_settings_for(config: ModelConfig) -> ModelSettings:
         llm_log_max_chars=settings.LLM_LOG_MAX_CHARS,
         price_input_per_mtok=_float(config.price_input_per_mtok),
         price_output_per_mtok=_float(config.price_output_per_mtok),
+        price_rows=price_rows() if is_llm else None,
     )
 
 

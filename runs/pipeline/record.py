@@ -131,7 +131,7 @@ class OutcomeRecord:
     error_kind: str
     tokens_in: int
     tokens_out: int
-    cost_usd: float
+    cost_usd: float | None  # None: unknown (a price is missing: ``cost_note``), never $0
     tool_calls: int
     steps: int
     lines_changed: int
@@ -142,6 +142,9 @@ class OutcomeRecord:
     # An agent CLI's process: its exit code and the signal that killed it, if one did.
     agent_exit_code: int | None = None
     agent_signal: int | None = None
+    # Where the cost comes from (runs.usage_fields.CostBasis) and why it is unknown, if it is.
+    cost_basis: str = ""
+    cost_note: str = ""
 
     @classmethod
     def of(cls, attempt: Attempt, final_patch_path: str) -> OutcomeRecord:
@@ -160,7 +163,7 @@ class OutcomeRecord:
             error_kind=attempt.error_kind,
             tokens_in=attempt.tokens_in or 0,
             tokens_out=attempt.tokens_out or 0,
-            cost_usd=float(attempt.cost_usd or 0),
+            cost_usd=None if attempt.cost_usd is None else float(attempt.cost_usd),
             tool_calls=attempt.tool_calls or 0,
             steps=attempt.steps or 0,
             lines_changed=attempt.lines_changed,
@@ -170,6 +173,8 @@ class OutcomeRecord:
             test_results=dict(attempt.test_results or {}),
             agent_exit_code=attempt.agent_exit_code,
             agent_signal=attempt.agent_signal,
+            cost_basis=attempt.cost_basis,
+            cost_note=attempt.cost_note,
         )
 
 

@@ -28,6 +28,7 @@ from django.db.models.functions import Substr
 
 from runs.models import Attempt, AttemptStatus, FailureReason, ModelConfig, Run
 from runs.results.selection import OUTCOMES, outcome_filter, repo_of
+from runs.usage_fields import COST_DETAIL_FIELDS
 from tasks_app.models import Suite, Task
 
 # Each sort key: the expression ordered by, its direction when first clicked, and whether it
@@ -62,6 +63,7 @@ LIST_FIELDS = (
     "is_infra",
     "failure_reason_id",
     "cost_usd",
+    *COST_DETAIL_FIELDS,
     "tokens_in",
     "tokens_out",
     "steps",
@@ -426,7 +428,15 @@ EXPORT_COLUMNS = (
     "reason",
     "grade",
     "cost_usd",
+    "cost_basis",
+    "cost_note",
+    "cost_input_usd",
+    "cost_cache_write_usd",
+    "cost_cache_read_usd",
+    "cost_output_usd",
     "tokens_in",
+    "tokens_cache_write",
+    "tokens_cache_read",
     "tokens_out",
     "steps",
     "tool_calls",
@@ -453,6 +463,7 @@ def export_records(attempts: Iterable[Attempt], attempt_url: str) -> Iterable[di
             "reason": a.failure_reason_id,
             "grade": a.grade or None,
             "cost_usd": usage.cost_usd,
+            **usage.cost_record(),
             "tokens_in": usage.tokens_in,
             "tokens_out": usage.tokens_out,
             "steps": usage.steps,

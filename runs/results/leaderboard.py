@@ -19,8 +19,24 @@ from runs.results.scoring import (
     by_group,
     standings,
 )
-from runs.results.selection import Entry, RunFacts, SuiteResults, Usage, read_results
+from runs.results.selection import (
+    Entry,
+    RunFacts,
+    SuiteResults,
+    Usage,
+    read_results,
+)
 from tasks_app.models import Suite
+
+# What ``LeaderboardRow.cost_record`` holds: the API, the CSV and ``ab leaderboard`` columns.
+COST_RECORD_FIELDS = (
+    "mean_cost_input_usd",
+    "mean_cost_cache_write_usd",
+    "mean_cost_cache_read_usd",
+    "mean_cost_output_usd",
+    "cost_unknown_attempts",
+    "cost_reported_attempts",
+)
 
 SORT_KEYS = (
     "rate",
@@ -248,7 +264,7 @@ class LeaderboardRow:
     # reports, oracle, no-op)
     @property
     def mean_cost_usd(self) -> float | None:
-        return self.usage.per_attempt(self.usage.cost, self.usage.costed)
+        return self.usage.mean_cost
 
     @property
     def mean_tokens(self) -> float | None:
@@ -259,6 +275,31 @@ class LeaderboardRow:
         """Model API calls per attempt (an attempt's ``steps``; an imported trajectory's
         ``api_calls``)."""
         return self.usage.per_attempt(self.usage.calls, self.usage.called)
+
+    @property
+    def mean_cost_breakdown(self) -> dict[str, float | None]:
+        """The cost per attempt by class (input, cache write, cache read, output), over the
+        attempts whose cost was broken down; None where none was."""
+        return self.usage.mean_cost_breakdown
+
+    @property
+    def cost_unknown_attempts(self) -> int:
+        """Attempts whose cost is unknown (a price missing): out of the means, said so."""
+        return self.usage.cost_unknown
+
+    @property
+    def cost_reported_attempts(self) -> int:
+        """Attempts whose cost is the imported run's own figure, not priced here."""
+        return self.usage.cost_reported
+
+    def cost_record(self) -> dict[str, float | int | None]:
+        """The cost fields every export of a row writes beside ``mean_cost_usd``
+        (``COST_RECORD_FIELDS``, in that order)."""
+        return {
+            **{f"mean_cost_{k}_usd": v for k, v in self.mean_cost_breakdown.items()},
+            "cost_unknown_attempts": self.cost_unknown_attempts,
+            "cost_reported_attempts": self.cost_reported_attempts,
+        }
 
     @property
     def total_cost_usd(self) -> float | None:

@@ -44,7 +44,7 @@ from runs.results.scoring import (
     TaskIndex,
     score,
 )
-from runs.usage_fields import VALID
+from runs.usage_fields import VALID, CostBasis
 from tasks_app.models import Suite, Task
 
 # Reference agents bound the scale (gold patch, no change): shown apart, never ranked.
@@ -92,6 +92,10 @@ class RunFacts:
         return (self.finished_at or self.created_at) if self.date_known else None
 
 
+# The cost columns by class, in Usage's order.
+CLASS_COLUMNS = ("cost_input", "cost_cache_write", "cost_cache_read", "cost_output")
+
+
 @dataclass
 class Usage:
     """What a row's finished attempts consumed, as far as it is known: an attempt whose usage
@@ -106,10 +110,48 @@ class Usage:
     called: int = 0
     wall: float = 0.0
     walled: int = 0
+    # The cost by class (runs/pricing.py) over the ``broken_down`` attempts that recorded it;
+    # attempts whose cost is unknown (a price missing) or reported by an imported run.
+    cost_input: float = 0.0
+    cost_cache_write: float = 0.0
+    cost_cache_read: float = 0.0
+    cost_output: float = 0.0
+    broken_down: int = 0
+    cost_unknown: int = 0
+    cost_reported: int = 0
 
     def add(self, other: Usage) -> None:
         for name in self.__dataclass_fields__:
             setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    @property
+    def mean_cost(self) -> float | None:
+        """The cost per attempt with a known cost; None when none has one."""
+        return self.per_attempt(self.cost, self.costed)
+
+    @property
+    def cost_shown(self) -> bool:
+        """Whether there is a cost to show: a figure, or attempts whose cost is unknown or
+        reported (an oracle's zeros are no cost: "—", as its leaderboard row reads)."""
+        return self.mean_cost is not None or bool(self.cost_unknown or self.cost_reported)
+
+    @property
+    def mean_cost_breakdown(self) -> dict[str, float | None]:
+        """The cost per attempt by class, over the attempts whose cost was broken down."""
+        n = self.broken_down
+        return {
+            name.removeprefix("cost_"): (getattr(self, name) / n if n else None)
+            for name in CLASS_COLUMNS
+        }
+
+    @property
+    def cost_breakdown(self) -> dict[str, float | None]:
+        """The cost of all those attempts by class; None when none was broken down."""
+        n = self.broken_down
+        return {
+            name.removeprefix("cost_"): (getattr(self, name) if n else None)
+            for name in CLASS_COLUMNS
+        }
 
     @staticmethod
     def per_attempt(total: float, known: int) -> float | None:
@@ -626,10 +668,20 @@ def _usage(attempts: QuerySet[Attempt]) -> dict[int, Usage]:
             called=Count("steps", filter=VALID["steps"]),
             wall=Sum("duration_sec", filter=VALID["duration_sec"], output_field=FloatField()),
             walled=Count("duration_sec", filter=VALID["duration_sec"]),
+            # Not in the covering index: read from the rows, once per run and data stamp
+            # (the run tallies keep the sums).
+            **{
+                name: Sum(f"{name}_usd", filter=VALID["cost_classes"], output_field=FloatField())
+                for name in CLASS_COLUMNS
+            },
+            broken_down=Count("cost_input_usd", filter=VALID["cost_classes"]),
+            cost_unknown=Count("id", filter=Q(cost_basis=CostBasis.UNKNOWN)),
+            cost_reported=Count("id", filter=Q(cost_basis=CostBasis.REPORTED)),
         )
     )
     out = {}
-    for run_id, cost, costed, tokens, tokened, calls, called, wall, walled in rows:
+    for run_id, cost, costed, tokens, tokened, calls, called, wall, walled, *more in rows:
+        *classes, broken_down, unknown, reported = more
         out[run_id] = Usage(
             float(cost or 0),
             costed,
@@ -639,5 +691,14 @@ def _usage(attempts: QuerySet[Attempt]) -> dict[int, Usage]:
             called,
             float(wall or 0),
             walled,
+            **{name: float(value or 0) for name, value in zip(CLASS_COLUMNS, classes, strict=True)},
+            broken_down=broken_down,
+            cost_unknown=unknown,
+            cost_reported=reported,
         )
     return out
+
+
+def run_usage(run_id: int) -> Usage | None:
+    """One run's usage, summed as the leaderboard sums its row (the run page's cost)."""
+    return _usage(Attempt.objects.filter(run_id=run_id)).get(run_id)

@@ -35,6 +35,12 @@ def usd(value) -> str:
 
 
 @register.filter
+def cost(usage) -> str:
+    """An attempt's cost (``ShownUsage``): "unknown" when a price is missing, never $0."""
+    return "unknown" if usage.cost_unknown else usd(usage.cost_usd)
+
+
+@register.filter
 def secs(value) -> str:
     if value is None or value == "":
         return "—"

@@ -39,7 +39,52 @@ USAGE_COLUMNS = (
 def usage_columns(rows: list) -> list[tuple]:
     """The usage columns some row has a figure for: a column that would read "—" in every
     row (published results record no cost, tokens, calls or wall) is left out."""
-    return [c for c in USAGE_COLUMNS if any(getattr(r, c[1]) is not None for r in rows)]
+    return [
+        c
+        for c in USAGE_COLUMNS
+        if any(
+            getattr(r, c[1]) is not None or (c[0] == "mean_cost" and r.cost_unknown_attempts)
+            for r in rows
+        )
+    ]
+
+
+# The cost classes as the cost cell names them (runs/pricing.py).
+COST_CLASS_LABELS = (
+    ("input", "input"),
+    ("cache_write", "cache write"),
+    ("cache_read", "cache read"),
+    ("output", "output"),
+)
+
+
+def cost_cell(r) -> str:
+    """The cost per attempt, its breakdown by class, and what it leaves out: attempts whose
+    cost is unknown (never counted as $0) or only reported by an imported run."""
+    mean = r.mean_cost_usd
+    shown = "unknown" if mean is None and r.cost_unknown_attempts else usd(mean)
+    lines = []
+    breakdown = r.mean_cost_breakdown
+    if any(v is not None for v in breakdown.values()):
+        parts = " · ".join(f"{label} {usd(breakdown[k])}" for k, label in COST_CLASS_LABELS)
+        lines.append(f'<div class="small muted cost-classes">{parts}</div>')
+    if r.cost_unknown_attempts:
+        lines.append(
+            '<div class="small muted cost-unknown" title="a price is missing: see the '
+            f'attempts">{r.cost_unknown_attempts} unknown</div>'
+        )
+    if r.cost_reported_attempts:
+        lines.append(
+            '<div class="small muted cost-reported" title="the imported run\'s own figure">'
+            f"{r.cost_reported_attempts} reported</div>"
+        )
+    return f'<td class="num cost">{shown}{"".join(lines)}</td>'
+
+
+def _usage_cell(r, attr: str, fmt) -> str:
+    if attr == "mean_cost_usd":
+        return cost_cell(r)
+    return f'<td class="num">{fmt(getattr(r, attr))}</td>'
 
 
 def leaderboard_rows_html(
@@ -136,7 +181,7 @@ def _row(r, any_k: bool, columns: Sequence[tuple]) -> str:
         cells.append(f'<td class="num">{hat}</td>')
     infra = f'<a class="infra" href="{esc(links.infra)}">{r.infra}</a>' if r.infra else "0"
     cells += [f'<td class="num">{r.attempts}</td>', f'<td class="num">{infra}</td>']
-    cells += [f'<td class="num">{fmt(getattr(r, attr))}</td>' for _, attr, _, _, fmt in columns]
+    cells += [_usage_cell(r, attr, fmt) for _, attr, _, _, fmt in columns]
     cells += [f'<td class="standing">{_standing(r)}</td>', "</tr>"]
     return "".join(cells)
 

@@ -16,7 +16,7 @@ from benchsite.accounts.access import can_read_artifacts, can_write
 from benchsite.accounts.models import Action
 from runs.models import Attempt, AttemptStatus, Run
 from runs.results.scoring import Score
-from runs.results.selection import read_results
+from runs.results.selection import read_results, run_usage
 from runs.services import retryable_attempts
 
 ATTEMPTS_PER_PAGE = 100
@@ -150,6 +150,8 @@ def _live(request: HttpRequest, run: Run) -> dict:
         "page_query": f"show={show}" if progress["missing"] else "",
         "actions": actions,
         "score": run_score(run),
+        # The run's cost summed as its leaderboard row sums it (runs.results.selection).
+        "cost": run_usage(run.id),
     }
 
 
