@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sandbox.environments import cache, docker_images, repo_fetch
+from sandbox.environments import cache, docker_images, dockerfile_store, repo_fetch
 from sandbox.environments.cache import Level
 from sandbox.environments.repos import cache_root, locked
 
@@ -89,10 +89,16 @@ class Snapshot:
     image_of: dict[str, docker_images.ImageInfo] = field(default_factory=dict)  # level name ->
     orphans: list[docker_images.ImageInfo] = field(default_factory=list)  # images no level has
     fetched: list[repo_fetch.Fetched] = field(default_factory=list)  # commits fetched
+    # Images built from Dockerfiles (dockerfile.py) by this root.
+    dockerfiles: list[dockerfile_store.StoredImage] = field(default_factory=list)
 
     @property
     def fetched_bytes(self) -> int:
         return sum(f.bytes for f in self.fetched)
+
+    @property
+    def dockerfile_bytes(self) -> int:
+        return sum(i.bytes for i in self.dockerfiles)
 
     @property
     def tree_bytes(self) -> int:
@@ -106,7 +112,7 @@ class Snapshot:
 
     @property
     def total(self) -> int:
-        return self.tree_bytes + self.image_bytes + self.fetched_bytes
+        return self.tree_bytes + self.image_bytes + self.fetched_bytes + self.dockerfile_bytes
 
     def above(self, level: Level) -> list[Level]:
         """The levels standing on ``level`` (an instance level of unknown parent stands on
@@ -135,6 +141,7 @@ def snapshot(*, measure_missing: bool = True) -> Snapshot:
         for level in levels:
             level.image_bytes = None
         return snap
+    snap.dockerfiles = dockerfile_store.stored_images()
     ours = [i for i in images if _kinds_of(i)]
     by_kind_key = {(kind, i.key): i for i in ours for kind in _kinds_of(i)}
     for level in levels:
@@ -225,6 +232,26 @@ def make_room(
                 say(line)
                 continue
             candidate = _next_victim(snap, skip=busy)
+            built = _next_dockerfile(snap, skip=busy)
+            if built is not None and (
+                candidate is None or built.last_used <= candidate.last_used()
+            ):
+                with cache.exclusive(built.name) as free:
+                    problem = dockerfile_store.remove(built) if free else "in use"
+                if problem:  # in use, or the engine keeps it (a container runs it)
+                    busy.add(built.name)
+                    continue
+                snap.dockerfiles.remove(built)
+                evicted.append(built.name)
+                line = (
+                    f"evicted Dockerfile image {built.tag} ({human(built.bytes)}; last used "
+                    f"{_ago(built.last_used)}) to keep the cache under "
+                    f"{BUDGET_ENV}={max_bytes / GB:g} (now {human(snap.total)}, "
+                    f"{human(need)} wanted)"
+                )
+                _log_line(line)
+                say(line)
+                continue
             if candidate is None:
                 line = (
                     f"cache over budget: {human(snap.total)} + {human(need)} for the next level "
@@ -259,6 +286,12 @@ def _next_fetched(snap: Snapshot, *, skip: set[str]) -> repo_fetch.Fetched | Non
     """The least recently used fetched commit not known to be in use."""
     free = [f for f in snap.fetched if f.name not in skip]
     return min(free, key=lambda f: f.last_used()) if free else None
+
+
+def _next_dockerfile(snap: Snapshot, *, skip: set[str]) -> dockerfile_store.StoredImage | None:
+    """The least recently used Dockerfile image not known to be in use."""
+    free = [i for i in snap.dockerfiles if i.name not in skip]
+    return min(free, key=lambda i: i.last_used) if free else None
 
 
 def _next_victim(snap: Snapshot, *, skip: set[str] | frozenset[str]) -> Level | None:
