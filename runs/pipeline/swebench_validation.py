@@ -274,12 +274,24 @@ class _Builds:
             self.ready.clear()
 
     def _run(self) -> None:
+        from sandbox.environments.official_images import official_record
         from sandbox.environments.parallel import build_all
 
         try:
+            # An instance on its official image (ab swebench build --source image|auto) is
+            # not built: its image is leased as an offline build's level would be.
+            to_build = []
+            for index, task in enumerate(self.tasks, start=1):
+                official = official_record(task.task_id)
+                if official is None:
+                    to_build.append(task)
+                    continue
+                self.slots.acquire()
+                outcome = BuildOutcome(task.task_id, "image", f"official image {official.name}")
+                self._built(index, outcome, image_id=official.image_id)
             build_all(
                 self.builder,
-                [t.spec for t in self.tasks],
+                [t.spec for t in to_build],
                 jobs=self.jobs,
                 on_outcome=self._built,
                 slots=self.slots,
@@ -289,9 +301,14 @@ class _Builds:
                 self.error = exc
                 self.cond.notify_all()
 
-    def _built(self, index: int, outcome: BuildOutcome) -> None:
+    def _built(self, index: int, outcome: BuildOutcome, *, image_id: str = "") -> None:
+        from sandbox.environments import cache
+        from sandbox.environments.image_trees import level_name
+
         lease = contextlib.ExitStack()
-        if outcome.ok and lease.enter_context(use_built_instance(outcome.instance_id)) is None:
+        if image_id:
+            lease.enter_context(cache.lease(level_name(image_id)))
+        elif outcome.ok and lease.enter_context(use_built_instance(outcome.instance_id)) is None:
             outcome = _evicted(outcome)
         if self.progress:
             self.progress(Event(index, len(self.tasks), outcome.instance_id, build=outcome))
