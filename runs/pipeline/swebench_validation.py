@@ -38,7 +38,7 @@ from runs.pipeline.execute import attempt_execute
 from runs.pipeline.log_errors import first_error, skipped_tests
 from runs.pipeline.validation_summary import VERDICTS, Verdict, listed
 from runs.services import attempts_enqueue, run_cancel
-from sandbox.environments.build import Builder, BuildOutcome, use_built_instance
+from sandbox.environments.build import Builder, BuildOutcome
 from tasks_app.models import GoldValidation, GoldValidationStatus, Suite, Task
 from tasks_app.swebench.suites import swebench_suite_tasks
 
@@ -302,13 +302,12 @@ class _Builds:
                 self.cond.notify_all()
 
     def _built(self, index: int, outcome: BuildOutcome, *, image_id: str = "") -> None:
-        from sandbox.environments import cache
-        from sandbox.environments.image_trees import level_name
+        from sandbox.environments.handles import IMAGE, OFFLINE, Source, environment_of
 
         lease = contextlib.ExitStack()
-        if image_id:
-            lease.enter_context(cache.lease(level_name(image_id)))
-        elif outcome.ok and lease.enter_context(use_built_instance(outcome.instance_id)) is None:
+        # The one door to an instance's environment (leased until both its attempts end).
+        source = Source(IMAGE, image_id) if image_id else Source(OFFLINE, outcome.instance_id)
+        if outcome.ok and lease.enter_context(environment_of(source, tree=False)) is None:
             outcome = _evicted(outcome)
         if self.progress:
             self.progress(Event(index, len(self.tasks), outcome.instance_id, build=outcome))
