@@ -1,4 +1,5 @@
-"""One inventory over every environment the cache holds (sandbox/environments/inventory.py):
+"""One inventory over every environment the cache holds (sandbox/environments/inventory.py)
+and one door to a task's environment (``handles.environment_of``):
 ``ab environments du`` lists a Dockerfile image, an image's tree and a fetched commit with kind,
 key, bytes, last use and lease; ``prune --unused-days`` removes by last use across kinds but
 never a leased one; the budget's eviction takes the least recently used across kinds (a
@@ -20,6 +21,7 @@ import pytest
 
 from benchsite.cli.main import main
 from sandbox.environments import cache, dockerfile, eviction, repo_fetch
+from sandbox.environments.handles import IMAGE, Source, environment_of
 from sandbox.environments.image_trees import tree_for_image
 from tests.registry_fixtures import tiny_image
 from tests.swebench_cache_fixtures import TINY_REPO, tiny_repos
@@ -106,6 +108,11 @@ def test_du_lists_every_kind_and_prune_and_eviction_go_by_last_use_across_kinds(
         assert tree.path.is_dir()
         gone = subprocess.run(["docker", "image", "inspect", built.tag], capture_output=True)
         assert gone.returncode != 0
+        # The one door to a task's environment: keyed by source kind and key, leased.
+        with environment_of(Source(IMAGE, image_id), tree=True) as env:
+            assert env is not None
+            assert (env.kind, env.key, env.tree) == ("image", image_id, str(tree.path))
+            assert eviction.make_room(max_bytes=0) == [] and tree.path.is_dir()
         # The alias keeps its old name.
         assert main(["swebench", "du", "--json"]) == 0
         kinds = [e["kind"] for e in json.loads(capsys.readouterr().out)["environments"]]
