@@ -226,8 +226,12 @@ def test_source_auto_builds_offline_when_the_registry_does_not_answer_else_uses_
         task = Task.objects.get(suite__name="auto-a", task_id=offline["instance_id"])
         assert (task.image_source, task.image_digest) == (OFFLINE_SOURCE, "")
 
-        # The registry seeded (the loopback registry as the mirror): the official image.
+        # The registry seeded (the loopback registry as the mirror): the official image,
+        # pulled (an earlier test of this module may have left it on the engine).
         monkeypatch.setenv(registry.MIRRORS_ENV, f"docker.io={reg.host}")
+        subprocess.run(
+            ["docker", "image", "rm", "--force", f"{reg.host}/{name}"], capture_output=True
+        )
         swebench_import(source=write_jsonl(tmp_path / "b.jsonl", [row]), suite_name="auto-b")
         code = main(["swebench", "build", "auto-b", "--source", "auto", "--backend", "docker"])
         out = capsys.readouterr().out

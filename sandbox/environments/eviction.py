@@ -1,15 +1,18 @@
 """Keeping the SWE-bench cache within a disk budget, and pruning what nothing names.
 
 **The budget** (``SWEBENCH_CACHE_MAX_GB``, in GB of 10^9 bytes; unset or 0: none) covers the
-level trees and their Docker images together (``cache.py`` says how each is counted), and the
-commits fetched over the network (``repo_fetch.py``). Before a level is built, ``make_room``
+level trees and their Docker images together (``cache.py`` says how each is counted), the
+commits fetched over the network (``repo_fetch.py``) and the images built from Dockerfiles
+(``dockerfile_store.py``, each by its whole size). Before a level is built, ``make_room``
 frees room for it (its size estimated from the levels of its kind already built) and after the
 build for what it really took: least recently used fetched commits first (fetched again in
 seconds), then instance levels, then env levels no remaining instance level stands on, then
-base levels no env level stands on; never a level (or fetched commit) someone holds a use
-lease on (an attempt running from it, a build on top of it). Each eviction is logged (the
-callback, the module's logger and ``<cache>/evictions.log``). When everything left is in use
-the cache stays over the budget and that is logged too: a build is never failed for it.
+base levels no env level stands on, a Dockerfile image taking its turn when it was used
+longer ago than the level next in line; never a level (or fetched commit, or image) someone
+holds a use lease on (an attempt running from it, a build on top of it). Each eviction is
+logged (the callback, the module's logger and ``<cache>/evictions.log``). When everything
+left is in use the cache stays over the budget and that is logged too: a build is never
+failed for it.
 
 **Pruning** (``prune``) removes levels built with an older recipe, levels a newer build
 superseded (an instance level no instance record names; an env or base level nothing stands
