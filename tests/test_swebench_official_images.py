@@ -16,6 +16,7 @@ grades NO, on Docker and on bubblewrap (the image's exported tree)."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import uuid
 from pathlib import Path
@@ -55,7 +56,13 @@ conda() {
 }
 export PATH="/opt/miniconda3/bin:$PATH"
 """
-pytestmark = [pytest.mark.docker, pytest.mark.bwrap, pytest.mark.django_db]
+# One worker builds the official-layout image once (the module's fixture) for every test here.
+pytestmark = [
+    pytest.mark.docker,
+    pytest.mark.bwrap,
+    pytest.mark.django_db,
+    pytest.mark.xdist_group("official-images"),
+]
 
 
 def new_file_patch(name: str, text: str) -> str:
@@ -179,3 +186,67 @@ def test_an_official_image_is_pulled_through_the_mirror_and_gold_validates(
         assert grades == {"oracle": ("FULL", None), "nop": ("NO", "TESTS_FAILED")}, (grades, logs)
     finally:
         subprocess.run(["rm", "-rf", "--one-file-system", str(root)], check=False)
+
+
+def test_source_auto_builds_offline_when_the_registry_does_not_answer_else_uses_the_image(
+    official, tmp_path: Path, artifacts_root: Path, monkeypatch, capsys
+) -> None:
+    """``--source auto``: a registry that does not answer (a closed port on loopback as the
+    mirror) gives an offline build, and the task says so; the registry seeded gives the
+    official image, no build, and gold validation runs on that image."""
+    from benchsite.cli.main import main
+    from sandbox.environments.build import built_instance
+    from tasks_app.cli.swebench_build import OFFLINE_SOURCE
+    from tasks_app.models import GoldValidation, Task
+    from tasks_app.swebench.importer import swebench_import
+    from tests.registry_fixtures import free_port
+    from tests.swebench_cache_fixtures import drop_root, seed_base, tiny_rows
+
+    reg, row, digest = official
+    register_tiny_specs()
+    root = new_root()
+    monkeypatch.setenv("SWEBENCH_CACHE_DIR", str(root))
+    monkeypatch.delenv(eviction.BUDGET_ENV, raising=False)
+    name = official_image_name(INSTANCE)
+    try:
+        # No registry: the port is closed. A small instance of its own (version 1.0: a venv
+        # and nothing installed), built as a tree only.
+        seed_base(root, docker=False)
+        offline = tiny_rows(tiny_repos(tmp_path / "repos"))[0]
+        swebench_import(source=write_jsonl(tmp_path / "a.jsonl", [offline]), suite_name="auto-a")
+        monkeypatch.setenv(registry.MIRRORS_ENV, f"docker.io=127.0.0.1:{free_port()}")
+        repos = str(tmp_path / "repos")
+        args = ["auto-a", "--source", "auto", "--backend", "bwrap", "--repos", repos]
+        code = main(["swebench", "build", *args])
+        out = capsys.readouterr().out
+        assert code == 0, out
+        assert "auto: building 1 instance(s) offline" in out and "1 built" in out, out
+        assert built_instance(offline["instance_id"]) is not None
+        assert official_record(offline["instance_id"]) is None
+        task = Task.objects.get(suite__name="auto-a", task_id=offline["instance_id"])
+        assert (task.image_source, task.image_digest) == (OFFLINE_SOURCE, "")
+
+        # The registry seeded (the loopback registry as the mirror): the official image,
+        # pulled (an earlier test of this module may have left it on the engine).
+        monkeypatch.setenv(registry.MIRRORS_ENV, f"docker.io={reg.host}")
+        subprocess.run(
+            ["docker", "image", "rm", "--force", f"{reg.host}/{name}"], capture_output=True
+        )
+        swebench_import(source=write_jsonl(tmp_path / "b.jsonl", [row]), suite_name="auto-b")
+        code = main(["swebench", "build", "auto-b", "--source", "auto", "--backend", "docker"])
+        out = capsys.readouterr().out
+        assert code == 0, out
+        assert f"{INSTANCE}: image {name} -> {digest}" in out and "offline" not in out, out
+        assert built_instance(INSTANCE) is None
+        task = Task.objects.get(suite__name="auto-b", task_id=INSTANCE)
+        assert (task.image_source, task.image_digest) == (f"{reg.host}/{name}", digest)
+
+        # Gold validation on the official image: nothing to build, gold FULL and nop NO.
+        code = main(["validate-suite", "auto-b", "--variant", "oracle", "--backend", "docker"])
+        out = capsys.readouterr().out
+        assert code == 0, out
+        assert f"{INSTANCE}: image" in out and re.search(r"^valid\s+1$", out, re.M), out
+        stored = GoldValidation.objects.get(task=task, backend="docker")
+        assert (stored.status, stored.gold_grade, stored.empty_grade) == ("valid", "FULL", "NO")
+    finally:
+        drop_root(root)

@@ -4,6 +4,8 @@ backends (bubblewrap from the image's tree)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from runs.models import AttemptStatus
@@ -97,3 +99,30 @@ def test_it_builds_the_context_and_runs_on_its_image(tmp_path, backend, artifact
         assert "built-from-the-dockerfile" in setup  # the command ran on the built image
     assert run_json(again)["sandbox"]["environment"]["reused"] is True
     assert (attempt_folder(first) / "environment_build.log").is_file()
+
+
+@pytest.mark.django_db
+@pytest.mark.docker
+@pytest.mark.xdist_group("harbor-builds")
+def test_validate_suite_oracle_runs_the_solution_and_the_nop_on_a_dockerfile_task(
+    tmp_path, artifacts_root, capsys
+):
+    """``ab validate-suite --variant oracle`` on a task.yaml suite whose task is built from a
+    Dockerfile: the reference solution passes, the no-op leaves the tests failing, and the
+    summary table is the one every source ends with."""
+    from benchsite.cli.main import main
+    from tasks_app.models import GoldValidation
+
+    _task_yaml(tmp_path, "{dockerfile: env, build_timeout_sec: 300}")
+    _context(tmp_path)
+    import_tasks(tmp_path / "tasks", also=[BUNDLE.parent, tmp_path])
+
+    code = main(["validate-suite", "dockerfile-env", "--variant", "oracle", "--backend", "docker"])
+
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert re.search(r"^toy_in_dockerfile\s+valid\s+success\s+TESTS_FAILED\b", out, re.M), out
+    assert re.search(r"^valid\s+1$", out, re.M) and re.search(r"^no solution\s+0$", out, re.M)
+    assert "of 1 task(s) on docker; leaderboards leave the invalid ones out" in out
+    stored = GoldValidation.objects.get(task__task_id="toy_in_dockerfile", backend="docker")
+    assert stored.status == "valid"

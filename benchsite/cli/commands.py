@@ -77,6 +77,11 @@ COMMANDS: dict[str, Command] = {
         "tasks_app.cli.swebench_build",
         "SWE-bench instances offline: build their environments, the cache's disk use (du, prune)",
     ),
+    "environments": Command(
+        "tasks_app.cli.swebench_cache",
+        "every cached environment, whatever its source: disk use (du) and pruning (prune)",
+        needs_db=False,
+    ),
     "run-suite": Command(
         "runs.cli.runs",
         "launch a run: the tasks of a suite x one model configuration x k",

@@ -52,7 +52,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         default="baseline",
         help="baseline: task.yaml tasks must fail before a fix; oracle: an imported SWE-bench "
         "suite is built, then each instance must grade FULL with its gold patch and NO "
-        "with no patch (a Harbor suite: its solve.sh must succeed and the no-op agent fail)",
+        "with no patch (a Harbor or task.yaml suite: its solve.sh or reference solution must "
+        "succeed and the no-op agent fail)",
     )
     from tasks_app.cli.swebench_build import instance_args, jobs_arg
 
@@ -337,12 +338,15 @@ def _validate_swebench_gold(args: argparse.Namespace) -> int:
 
 
 def _validate_harbor_gold(args: argparse.Namespace) -> int:
-    """Harbor tasks: the oracle (solution/solve.sh) must succeed and the no-op agent fail."""
+    """Harbor and task.yaml tasks: the oracle (solve.sh, the reference solution) must succeed
+    and the no-op agent fail."""
     from runs.pipeline.harbor_validation import harbor_validate
     from tasks_app.cli.swebench_build import resolve_backend
 
     if args.enqueue or args.worker:
-        raise CommandError("a Harbor suite is validated here (no --enqueue / --worker yet)")
+        raise CommandError(
+            "a Harbor or task.yaml suite is validated here (no --enqueue / --worker yet)"
+        )
     backend = resolve_backend(args.backend)
 
     def progress(index: int, total: int, row) -> None:
@@ -371,6 +375,8 @@ def _validate_harbor_gold(args: argparse.Namespace) -> int:
             for r in report.rows
         ],
     )
+    print()
+    print("\n".join(report.summary_table()))
     print(report.summary())
     for folder in report.run_dirs:
         print(f"run folder: {folder}")

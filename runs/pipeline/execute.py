@@ -172,7 +172,6 @@ class _Execution:
         """A task.yaml's Dockerfile environment: built (a no-op when its context is unchanged),
         held for the attempt, then the usual stages on that image."""
         from runs.pipeline import environment_build
-        from sandbox.environments import dockerfile
 
         assert self.folder is not None
         self._checkpoint(environment_build.STAGE_NAME, Stage.SETUP)
@@ -189,10 +188,9 @@ class _Execution:
             "image": image.tag,
             "reused": image.reused,
         }
-        with dockerfile.in_use(image.key):
-            built = dataclasses.replace(plan, image=image.tag, dockerfile_context="")
-            with images.built_image(built, backend=self.backend) as ready:
-                return self._stages(ready)
+        built = dataclasses.replace(plan, image=image.tag, dockerfile_context="")
+        with images.built_image(built, key=image.key, backend=self.backend) as ready:
+            return self._stages(ready)
 
     def _record_image(self, digest: str) -> None:
         """The image this attempt runs on, kept on the attempt and in its run.json."""

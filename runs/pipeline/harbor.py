@@ -82,18 +82,17 @@ def run(ex: _Execution, plan) -> None:
     ex._record(stage)
     if image is None:
         return
-    with dockerfile.in_use(image.key):
-        workdir = image_workdir(image.tag)
-        plan = dataclasses.replace(plan, image=image.tag, workdir=workdir, workspace_path=workdir)
-        ex.sandbox_info["environment"] = {
-            "dockerfile_key": image.key,
-            "image": image.tag,
-            "reused": image.reused,
-            "build_seconds": image.build_seconds,
-        }
-        # On bubblewrap: the image's root-filesystem tree, leased for the attempt.
-        with images.built_image(plan, backend=ex.backend) as ready:
-            _in_image(ex, ready, spec, folder)
+    workdir = image_workdir(image.tag)
+    plan = dataclasses.replace(plan, image=image.tag, workdir=workdir, workspace_path=workdir)
+    ex.sandbox_info["environment"] = {
+        "dockerfile_key": image.key,
+        "image": image.tag,
+        "reused": image.reused,
+        "build_seconds": image.build_seconds,
+    }
+    # Leased for the attempt; on bubblewrap with the image's root-filesystem tree.
+    with images.built_image(plan, key=image.key, backend=ex.backend) as ready:
+        _in_image(ex, ready, spec, folder)
 
 
 def _in_image(ex: _Execution, plan, spec: dict, folder: Path) -> None:

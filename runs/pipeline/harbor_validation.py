@@ -1,8 +1,11 @@
-"""Gold validation of a Harbor suite (``ab validate-suite SUITE --variant oracle``).
+"""Gold validation of a Harbor suite or a ``task.yaml`` suite (``ab validate-suite SUITE
+--variant oracle``): every source but SWE-bench (``swebench_validation``), whatever the task's
+environment (a Dockerfile built here, an image pulled, the runner's).
 
-Each task with a ``solution/solve.sh`` runs twice through the normal pipeline: the oracle
-(``solve.sh``, then the verifier) must be a success (reward 1) and the no-op agent must leave
-the tests failing (reward below 1, ``TESTS_FAILED``). Anything else is recorded on the task
+Each task with a solution (a Harbor task's ``solution/solve.sh``, a task.yaml's
+``reference_solution``) runs twice through the normal pipeline: the oracle (the solution,
+then the verifier or the task's tests) must be a success and the no-op agent must leave the
+tests failing (``TESTS_FAILED``). Anything else is recorded on the task
 (``GoldValidation``, per backend) with both outcomes and why: invalid when the verifier judged
 wrongly, not buildable when the environment could not be had (its build failed, timed out or
 went over the budget) or the verifier gave no reward. Leaderboards leave invalid tasks out of
@@ -24,9 +27,12 @@ from runs.models import AgentVariant, Attempt, AttemptStatus, Run, RunSource
 from runs.pipeline import artifacts
 from runs.pipeline.adhoc import model_config_for_variant, run_close, run_create
 from runs.pipeline.execute import attempt_execute
+from runs.pipeline.validation_summary import Verdict, summary_table
 from tasks_app.models import GoldValidation, GoldValidationStatus, Suite, Task, TaskSource
 
-NO_SOLUTION = "no solution/solve.sh"
+NO_SOLUTION = "no solution"
+COLUMNS = ("valid", "invalid", "not_buildable", NO_SOLUTION)
+SOURCES = (TaskSource.HARBOR, TaskSource.TASK_YAML)
 
 
 class NotHarborSuite(ValueError):
@@ -36,7 +42,7 @@ class NotHarborSuite(ValueError):
 @dataclass
 class HarborRow:
     task_id: str
-    status: str  # valid | invalid | not_buildable | no solution/solve.sh
+    status: str  # valid | invalid | not_buildable | no solution
     oracle: str = ""  # the oracle attempt's outcome: success or its reason
     nop: str = ""
     reason: str = ""
@@ -60,9 +66,26 @@ class HarborReport:
             f"solution of {len(self.rows)} task(s) on {self.backend}"
         )
 
+    def summary_table(self) -> list[str]:
+        """The table every gold validation ends with (``validation_summary``)."""
+        return summary_table(
+            [Verdict(r.task_id, r.status, r.reason) for r in self.rows],
+            backend=self.backend,
+            unit="task",
+            columns=COLUMNS,
+        )
+
 
 def is_harbor_suite(name: str) -> bool:
-    return Task.objects.filter(suite__name=name, source=TaskSource.HARBOR).exists()
+    """Whether the suite is one this module validates: Harbor or task.yaml tasks (a SWE-bench
+    suite is ``swebench_validation``'s)."""
+    return Task.objects.filter(suite__name=name, source__in=SOURCES).exists()
+
+
+def has_solution(task: Task) -> bool:
+    if task.source == TaskSource.HARBOR:
+        return bool(task.spec.get("has_solution"))
+    return bool(task.gold_patch)
 
 
 def harbor_validate(
@@ -73,18 +96,20 @@ def harbor_validate(
     out: Path | None = None,
     progress: Callable[[int, int, HarborRow], None] | None = None,
 ) -> HarborReport:
-    """Run the oracle and the no-op agent on every Harbor task of the suite (or ``task_ids``)
-    and record each task's verdict for ``backend``."""
+    """Run the oracle and the no-op agent on every Harbor or task.yaml task of the suite (or
+    ``task_ids``) and record each task's verdict for ``backend``."""
     suite = Suite.objects.filter(name=suite_name).first()
     tasks = list(
-        Task.objects.filter(suite__name=suite_name, source=TaskSource.HARBOR).order_by("task_id")
+        Task.objects.filter(suite__name=suite_name, source__in=SOURCES).order_by("task_id")
     )
     if suite is None or not tasks:
-        raise NotHarborSuite(f"suite {suite_name!r} has no Harbor task (ab import-tasks DIR)")
+        raise NotHarborSuite(
+            f"suite {suite_name!r} has no Harbor or task.yaml task (ab import-tasks DIR)"
+        )
     if task_ids:
         tasks = [t for t in tasks if t.task_id in set(task_ids)]
     report = HarborReport(suite=suite_name, backend=backend)
-    runnable = [t for t in tasks if t.spec.get("has_solution")]
+    runnable = [t for t in tasks if has_solution(t)]
     report.rows += [
         HarborRow(t.task_id, NO_SOLUTION, reason=NO_SOLUTION) for t in tasks if t not in runnable
     ]
@@ -148,7 +173,7 @@ def _judge(task: Task, oracle: Attempt, nop: Attempt, backend: str) -> HarborRow
         )
     elif oracle.failure_reason_id is not None:
         row.status = GoldValidationStatus.INVALID
-        row.reason = f"the oracle (solution/solve.sh) does not pass: {''.join(first_line)}"
+        row.reason = f"the oracle (its solution) does not pass: {''.join(first_line)}"
     elif nop.failure_reason_id != "TESTS_FAILED":
         row.status = GoldValidationStatus.INVALID
         row.reason = "the tests pass with no change at all (the no-op agent succeeds)"

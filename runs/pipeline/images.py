@@ -21,6 +21,7 @@ from runs.pipeline.plan import TaskPlan
 from sandbox.errors import SandboxError
 
 if TYPE_CHECKING:
+    from sandbox.environments.handles import Environment, Source
     from sandbox.environments.official_images import OfficialImage
     from tasks_app.models import Task
 
@@ -48,8 +49,9 @@ def task_image(
     if plan.image == default_image or plan.is_swebench:
         yield plan, ""
         return
-    from sandbox.environments import cache, oci_trees
-    from sandbox.environments.image_trees import ImageTreeError, leased_tree, level_name
+    from sandbox.environments import oci_trees
+    from sandbox.environments.handles import IMAGE, Source
+    from sandbox.environments.image_trees import ImageTreeError
     from sandbox.environments.registry import PullError
     from tasks_app.images import task_image_pull
 
@@ -66,42 +68,49 @@ def task_image(
     except ImageTreeError as exc:
         raise SandboxError(f"{IMAGE_TAG} image {plan.image} on bubblewrap: {exc}") from exc
     digest = pulled.repo_digest or pulled.image_id
-    ready = replace(plan, image=pulled.image_id)
-    with contextlib.ExitStack() as stack:
-        stack.enter_context(cache.lease(level_name(pulled.image_id)))
-        if fetch is not None:
-            try:  # held now: evicted between the pull and the lease, it is fetched again
-                if not (cache.trees_dir() / level_name(pulled.image_id)).is_dir():
-                    pulled = task_image_pull(task=task, fetch=fetch)
-                tree = oci_trees.tree_of(pulled.image_id)
-            except (PullError, ImageTreeError) as exc:
-                raise SandboxError(f"{IMAGE_TAG} image {plan.image} on bubblewrap: {exc}") from exc
-            ready = replace(ready, image_tree=str(tree.path), image_env=tree.env)
-        elif bwrap:
-            try:
-                tree = stack.enter_context(leased_tree(pulled.image_id))
-            except ImageTreeError as exc:
-                raise SandboxError(f"{IMAGE_TAG} image {plan.image} on bubblewrap: {exc}") from exc
-            ready = replace(ready, image_tree=str(tree.path), image_env=tree.env)
+    # The one door (handles): the engine's image, on bubblewrap its exported tree; or the tree
+    # made straight from the registry when there is no engine (oci_trees).
+    source = Source(
+        IMAGE,
+        pulled.image_id,
+        image=pulled.image_id,
+        digest=digest,
+        from_registry=fetch is not None,
+    )
+    with _environment(source, plan.image, backend) as env:
+        ready = replace(plan, image=env.image)
+        if env.tree:
+            ready = replace(ready, image_tree=env.tree, image_env=env.env)
         yield ready, digest
 
 
 @contextlib.contextmanager
-def built_image(plan: TaskPlan, *, backend: str) -> Iterator[TaskPlan]:
-    """A plan whose image the engine already holds, built here (a Dockerfile environment, a
-    Harbor task's): never pulled; on bubblewrap with its tree (leased for the block) and the
-    image's environment."""
-    if plan.rootfs or not runs_on_bwrap(backend):
-        yield plan
-        return
-    from sandbox.environments.image_trees import ImageTreeError, leased_tree
+def _environment(source: Source, name: str, backend: str) -> Iterator[Environment]:
+    """``handles.environment_of`` (the one door to a task's environment, leased for the
+    block), its tree asked for on bubblewrap; a tree that cannot be made is the sandbox's
+    failure."""
+    from sandbox.environments.handles import environment_of
+    from sandbox.environments.image_trees import ImageTreeError
 
+    on_bwrap = runs_on_bwrap(backend)
     with contextlib.ExitStack() as stack:
         try:
-            tree = stack.enter_context(leased_tree(plan.image))
+            env = stack.enter_context(environment_of(source, tree=on_bwrap))
         except ImageTreeError as exc:
-            raise SandboxError(f"{IMAGE_TAG} image {plan.image} on bubblewrap: {exc}") from exc
-        yield replace(plan, image_tree=str(tree.path), image_env=tree.env)
+            raise SandboxError(f"{IMAGE_TAG} image {name} on bubblewrap: {exc}") from exc
+        assert env is not None  # only an offline source has none
+        yield env
+
+
+@contextlib.contextmanager
+def built_image(plan: TaskPlan, *, key: str, backend: str) -> Iterator[TaskPlan]:
+    """A plan whose image was built here from a Dockerfile (a task.yaml's, a Harbor task's;
+    ``key``: its context's hash): leased for the block (never evicted meanwhile), never pulled;
+    on bubblewrap with its tree and the image's environment."""
+    from sandbox.environments.handles import DOCKERFILE, Source
+
+    with _environment(Source(DOCKERFILE, key, image=plan.image), plan.image, backend) as env:
+        yield replace(plan, image_tree=env.tree, image_env=env.env) if env.tree else plan
 
 
 @contextlib.contextmanager
@@ -109,23 +118,14 @@ def official_plan(plan: TaskPlan, official: OfficialImage, *, backend: str) -> I
     """A SWE-bench instance on its official image (``ab swebench build --source image``): run
     by its ID on Docker, from its tree on bubblewrap (the same mounts as an offline-built
     tree: the testbed is copied out of it into the workspace), leased for the block."""
-    from sandbox.environments import cache
-    from sandbox.environments.image_trees import ImageTreeError, leased_tree, level_name
+    from sandbox.environments.handles import IMAGE, Source
 
-    ready = replace(
-        plan, image=official.image_id, image_digest=official.repo_digest or official.image_id
-    )
-    with contextlib.ExitStack() as stack:
-        stack.enter_context(cache.lease(level_name(official.image_id)))
-        if runs_on_bwrap(backend):
-            try:
-                tree = stack.enter_context(leased_tree(official.image_id))
-            except ImageTreeError as exc:
-                raise SandboxError(
-                    f"{IMAGE_TAG} image {official.name} on bubblewrap: {exc}"
-                ) from exc
-            path = str(tree.path)
-            ready = replace(ready, rootfs=path, image_tree=path, image_env=tree.env)
+    digest = official.repo_digest or official.image_id
+    source = Source(IMAGE, official.image_id, image=official.image_id, digest=digest)
+    with _environment(source, official.name, backend) as env:
+        ready = replace(plan, image=env.image, image_digest=env.digest)
+        if env.tree:
+            ready = replace(ready, rootfs=env.tree, image_tree=env.tree, image_env=env.env)
         yield ready
 
 

@@ -39,7 +39,7 @@ def local_build(plan: TaskPlan, *, backend: str) -> Iterator[TaskPlan]:
     Raises SandboxUnavailable when the instance was not built here and names no published
     image either, or when Docker is asked for and only the bubblewrap tree was built.
     """
-    from sandbox.environments.build import use_built_instance
+    from sandbox.environments.handles import OFFLINE, Source, environment_of
     from sandbox.environments.official_images import official_record
     from sandbox.errors import SandboxUnavailable
 
@@ -50,8 +50,8 @@ def local_build(plan: TaskPlan, *, backend: str) -> Iterator[TaskPlan]:
         with official_plan(plan, official, backend=backend) as ready:
             yield ready
         return
-    with use_built_instance(plan.task_id) as built:
-        if built is None or built.base_commit != plan.commit:
+    with environment_of(Source(OFFLINE, plan.task_id), tree=False) as built:
+        if built is None or built.commit != plan.commit:
             if backend != "bwrap" and image_present(plan.image):
                 yield plan  # a published instance image the operator pulled or loaded
                 return
@@ -64,7 +64,7 @@ def local_build(plan: TaskPlan, *, backend: str) -> Iterator[TaskPlan]:
                 f"SWE-bench instance {plan.task_id} has no Docker image here (built for "
                 "bubblewrap only): run `ab swebench build SUITE --backend docker`"
             )
-        yield replace(plan, image=built.image or plan.image, rootfs=built.rootfs)
+        yield replace(plan, image=built.image or plan.image, rootfs=built.tree)
 
 
 def image_present(image: str) -> bool:

@@ -32,12 +32,13 @@ from django.db import transaction
 from django.utils import timezone
 
 from runs.models import AgentVariant, Attempt, AttemptStatus, Run, RunSource, RunStatus
-from runs.pipeline import artifacts
+from runs.pipeline import artifacts, validation_summary
 from runs.pipeline.adhoc import model_config_for_variant, run_close, run_create
 from runs.pipeline.execute import attempt_execute
 from runs.pipeline.log_errors import first_error, skipped_tests
+from runs.pipeline.validation_summary import VERDICTS, Verdict, listed
 from runs.services import attempts_enqueue, run_cancel
-from sandbox.environments.build import Builder, BuildOutcome, use_built_instance
+from sandbox.environments.build import Builder, BuildOutcome
 from tasks_app.models import GoldValidation, GoldValidationStatus, Suite, Task
 from tasks_app.swebench.suites import swebench_suite_tasks
 
@@ -86,9 +87,6 @@ class GoldRow:
         if self.status == GoldValidationStatus.VALID and self.approximate:
             return "approximate-valid"
         return self.status
-
-
-VERDICTS = ("valid", "approximate-valid", "invalid", "not_buildable")
 
 
 @dataclass
@@ -276,12 +274,24 @@ class _Builds:
             self.ready.clear()
 
     def _run(self) -> None:
+        from sandbox.environments.official_images import official_record
         from sandbox.environments.parallel import build_all
 
         try:
+            # An instance on its official image (ab swebench build --source image|auto) is
+            # not built: its image is leased as an offline build's level would be.
+            to_build = []
+            for index, task in enumerate(self.tasks, start=1):
+                official = official_record(task.task_id)
+                if official is None:
+                    to_build.append(task)
+                    continue
+                self.slots.acquire()
+                outcome = BuildOutcome(task.task_id, "image", f"official image {official.name}")
+                self._built(index, outcome, image_id=official.image_id)
             build_all(
                 self.builder,
-                [t.spec for t in self.tasks],
+                [t.spec for t in to_build],
                 jobs=self.jobs,
                 on_outcome=self._built,
                 slots=self.slots,
@@ -291,9 +301,13 @@ class _Builds:
                 self.error = exc
                 self.cond.notify_all()
 
-    def _built(self, index: int, outcome: BuildOutcome) -> None:
+    def _built(self, index: int, outcome: BuildOutcome, *, image_id: str = "") -> None:
+        from sandbox.environments.handles import IMAGE, OFFLINE, Source, environment_of
+
         lease = contextlib.ExitStack()
-        if outcome.ok and lease.enter_context(use_built_instance(outcome.instance_id)) is None:
+        # The one door to an instance's environment (leased until both its attempts end).
+        source = Source(IMAGE, image_id) if image_id else Source(OFFLINE, outcome.instance_id)
+        if outcome.ok and lease.enter_context(environment_of(source, tree=False)) is None:
             outcome = _evicted(outcome)
         if self.progress:
             self.progress(Event(index, len(self.tasks), outcome.instance_id, build=outcome))
@@ -372,7 +386,7 @@ def judge(task: Task, gold: Attempt, empty: Attempt, *, build: BuildOutcome) -> 
             problems.insert(
                 0,
                 f"tests that need the internet (network errors in their output; the final "
-                f"tests' network reaches nothing): {_listed(online)}",
+                f"tests' network reaches nothing): {listed(online)}",
             )
         elif any(marker in log for marker in NETWORK_MARKERS):
             problems.insert(0, "the log shows network errors (the final tests reach no network)")
@@ -402,10 +416,6 @@ def judge(task: Task, gold: Attempt, empty: Attempt, *, build: BuildOutcome) -> 
     return row
 
 
-def _listed(tests: list[str]) -> str:
-    return ", ".join(tests[:5]) + (f" and {len(tests) - 5} more" if len(tests) > 5 else "")
-
-
 def _test_log(attempt: Attempt) -> str:
     if not attempt.artifacts_dir:
         return ""
@@ -422,7 +432,7 @@ def _attempt_problem(what: str, attempt: Attempt, tests: list[str]) -> str:
         return f"{what}: attempt ended {attempt.failure_reason_id or attempt.status}" + (
             f" ({first[0][:200]})" if first else ""
         )
-    return f"{what} grades {attempt.grade}" + (f": {_listed(tests)}" if tests else "")
+    return f"{what} grades {attempt.grade}" + (f": {listed(tests)}" if tests else "")
 
 
 def network_tests(log: str, tests: list[str]) -> list[str]:
@@ -504,37 +514,12 @@ def _report_dict(report: GoldReport) -> dict[str, Any]:
 
 
 def summary_table(report: GoldReport) -> list[str]:
-    """The end of a gold validation: instances by verdict, then why, grouped (the instance's
-    own ids, commits and test names taken out so that alike reasons fall together)."""
-    lines = [f"{'verdict':<20} {'instances':>9}"]
-    for verdict in VERDICTS:
-        count = sum(1 for r in report.rows if r.verdict == verdict)
-        lines.append(f"{verdict.replace('_', ' '):<20} {count:>9}")
-    lines.append(
-        f"of {len(report.rows)} instance(s) on {report.backend}; leaderboards leave the "
-        "invalid ones out of every rate"
+    """The end of a gold validation (``validation_summary``, the table every source ends
+    with)."""
+    return validation_summary.summary_table(
+        [Verdict(r.instance_id, r.verdict, r.reason, tuple(r.failing_tests)) for r in report.rows],
+        backend=report.backend,
     )
-    groups: dict[str, list[str]] = {}
-    for row in report.rows:
-        if row.status != GoldValidationStatus.VALID:
-            groups.setdefault(f"{row.verdict.replace('_', ' ')}: {_reason_kind(row)}", []).append(
-                row.instance_id
-            )
-    if groups:
-        lines += ["", f"{'why':<90} {'instances':>9}"]
-        for why, ids in sorted(groups.items(), key=lambda item: (-len(item[1]), item[0])):
-            shown = why if len(why) <= 90 else why[:87] + "..."
-            lines.append(f"{shown:<90} {len(ids):>9}  {_listed(ids)}")
-    return lines
-
-
-def _reason_kind(row: GoldRow) -> str:
-    text = row.reason.split("; ")[0].replace(row.instance_id, "<instance>")
-    text = re.sub(r"\b[0-9a-f]{40}\b", "<commit>", text)
-    for test in sorted(row.failing_tests, key=len, reverse=True):
-        text = text.replace(test, "")
-    text = re.sub(r" and \d+ more", "", text)
-    return re.sub(r"[:,\s]+$", "", re.sub(r"(, )+", ", ", text))
 
 
 def report_json(report: GoldReport) -> str:

@@ -15,4 +15,7 @@ May import: the standard library, ``yaml``, ``packaging``, the official ``sweben
 - ``trees``: rootfs trees and the steps run in them; ``docker_images`` and ``image_layers``:
   Docker images made from the trees, one layer per level.
 - ``cache``: the levels on disk, their records and use leases; ``eviction``: the disk budget.
+- ``inventory``: every cached environment of every kind (levels, pulled images and trees,
+  Dockerfile images: ``dockerfile_store``, fetched commits), for ``du`` and ``prune``.
+- ``handles``: the environment of a task whatever its source, leased while an attempt uses it.
 """

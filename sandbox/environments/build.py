@@ -72,7 +72,7 @@ class BuiltInstance:
 @dataclass
 class BuildOutcome:
     instance_id: str
-    status: str  # built | cached | not buildable | failed
+    status: str  # built | cached | image (its official image: no build) | not buildable | failed
     reason: str = ""
     built: BuiltInstance | None = None
     log_tail: str = ""
@@ -81,7 +81,7 @@ class BuildOutcome:
 
     @property
     def ok(self) -> bool:
-        return self.status in ("built", "cached")
+        return self.status in ("built", "cached", "image")
 
     def line(self) -> str:
         why = f": {self.reason}" if self.reason else ""

@@ -33,12 +33,20 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from sandbox.environments import cache, docker_images, eviction
+from sandbox.environments.dockerfile_store import (
+    IMAGE_REPOSITORY,
+    LABEL,
+    RECORD_NAME,
+    folder_for,
+    lease_name,
+    stored_images,
+    tag_for,
+)
+from sandbox.environments.dockerfile_store import label_of as _label
 from sandbox.environments.repos import cache_root, locked
 
-IMAGE_REPOSITORY = "agentbench/env-dockerfile"
-LABEL = "agentbench.dockerfile.key"
+__all__ = ["IMAGE_REPOSITORY", "folder_for", "lease_name", "tag_for"]
 LOG_NAME = "build.log"
-RECORD_NAME = "build.json"
 # A context is sent whole to the engine on every cold build: a bound on what the hash and the
 # upload read (a Harbor task's environment is a Dockerfile and a few files).
 MAX_CONTEXT_BYTES = 256 * 1024 * 1024
@@ -81,15 +89,6 @@ class DockerfileImage:
 
     def record(self) -> dict:
         return asdict(self)
-
-
-def folder_for(key: str) -> Path:
-    return cache_root() / "dockerfiles" / key
-
-
-def lease_name(key: str) -> str:
-    """The cache lease an attempt running from this image holds (eviction leaves it alone)."""
-    return f"dockerfile-{key}"
 
 
 def context_key(context: Path, *, dockerfile_text: str) -> str:
@@ -145,10 +144,6 @@ def dockerfile_text(context: Path, extra: str = "") -> str:
         raise DockerfileBuildError(BAD_CONTEXT, f"{path}: no Dockerfile in the build context")
     text = path.read_text(encoding="utf-8", errors="replace")
     return text if not extra else text.rstrip("\n") + "\n" + extra.rstrip("\n") + "\n"
-
-
-def tag_for(key: str) -> str:
-    return f"{IMAGE_REPOSITORY}:{key[:20]}"
 
 
 def build_log_tail(key: str, lines: int = LOG_TAIL_LINES) -> str:
@@ -321,23 +316,6 @@ def _build(
     return built
 
 
-def _label(tag: str) -> str:
-    """The context key ``tag`` was built from ("" when there is no such image)."""
-    done = subprocess.run(
-        [
-            "docker",
-            "image",
-            "inspect",
-            "--format",
-            f'{{{{ index .Config.Labels "{LABEL}" }}}}',
-            tag,
-        ],
-        capture_output=True,
-        text=True,
-    )
-    return done.stdout.strip() if done.returncode == 0 else ""
-
-
 def _image_id(tag: str) -> str:
     done = subprocess.run(
         ["docker", "image", "inspect", "--format", "{{ .Id }}", tag], capture_output=True, text=True
@@ -348,47 +326,14 @@ def _image_id(tag: str) -> str:
 # --- the disk budget ------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Stored:
-    key: str
-    tag: str
-    bytes: int
-    last_used: float
-
-
-def stored_images() -> list[_Stored]:
-    """The Dockerfile images this cache root built that the engine holds, with their bytes
-    and their last use."""
-    done = subprocess.run(
-        [
-            "docker",
-            "image",
-            "ls",
-            "--filter",
-            f"label={LABEL}",
-            "--format",
-            "{{ .Repository }}:{{ .Tag }}",
-        ],
-        capture_output=True,
-        text=True,
-    )
-    found = []
-    for tag in done.stdout.split():
-        key = _label(tag)
-        if not key or not folder_for(key).is_dir():
-            continue  # another cache root's image: its own budget keeps it
-        use = cache.use_file(lease_name(key))
-        last = use.stat().st_mtime if use.exists() else 0.0
-        found.append(_Stored(key, tag, docker_images.image_size(tag) or 0, last))
-    return found
-
-
 def _estimate() -> int:
     sizes = sorted(image.bytes for image in stored_images())
     return sizes[len(sizes) // 2] if sizes else 0
 
 
 def _keep_within(built: DockerfileImage, max_bytes: int) -> None:
+    """Refuse an image over the whole budget; else make room for it among every kind the
+    cache holds (``eviction.make_room``: least recently used first), never evicting it."""
     if built.bytes > max_bytes:
         docker_images.remove_image(built.tag)
         raise DockerfileBuildError(
@@ -398,20 +343,8 @@ def _keep_within(built: DockerfileImage, max_bytes: int) -> None:
             "removed again",
             log_path=Path(built.log_path),
         )
-    mine = stored_images()
-    ours = sum(image.bytes for image in mine)
-    eviction.make_room(max_bytes=max_bytes, need=ours)
-    levels = eviction.snapshot(measure_missing=False).total
-    for victim in sorted(mine, key=lambda image: image.last_used):
-        if levels + ours <= max_bytes:
-            break
-        if victim.key == built.key:
-            continue
-        with cache.exclusive(lease_name(victim.key)) as free:
-            if not free:
-                continue  # an attempt runs from it
-            docker_images.remove_image(victim.tag)
-        ours -= victim.bytes
+    with cache.lease(lease_name(built.key)):
+        eviction.make_room(max_bytes=max_bytes)
 
 
 @contextmanager

@@ -1,15 +1,18 @@
 """Keeping the SWE-bench cache within a disk budget, and pruning what nothing names.
 
 **The budget** (``SWEBENCH_CACHE_MAX_GB``, in GB of 10^9 bytes; unset or 0: none) covers the
-level trees and their Docker images together (``cache.py`` says how each is counted), and the
-commits fetched over the network (``repo_fetch.py``). Before a level is built, ``make_room``
+level trees and their Docker images together (``cache.py`` says how each is counted), the
+commits fetched over the network (``repo_fetch.py``) and the images built from Dockerfiles
+(``dockerfile_store.py``, each by its whole size). Before a level is built, ``make_room``
 frees room for it (its size estimated from the levels of its kind already built) and after the
 build for what it really took: least recently used fetched commits first (fetched again in
 seconds), then instance levels, then env levels no remaining instance level stands on, then
-base levels no env level stands on; never a level (or fetched commit) someone holds a use
-lease on (an attempt running from it, a build on top of it). Each eviction is logged (the
-callback, the module's logger and ``<cache>/evictions.log``). When everything left is in use
-the cache stays over the budget and that is logged too: a build is never failed for it.
+base levels no env level stands on, a Dockerfile image taking its turn when it was used
+longer ago than the level next in line; never a level (or fetched commit, or image) someone
+holds a use lease on (an attempt running from it, a build on top of it). Each eviction is
+logged (the callback, the module's logger and ``<cache>/evictions.log``). When everything
+left is in use the cache stays over the budget and that is logged too: a build is never
+failed for it.
 
 **Pruning** (``prune``) removes levels built with an older recipe, levels a newer build
 superseded (an instance level no instance record names; an env or base level nothing stands
@@ -31,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sandbox.environments import cache, docker_images, repo_fetch
+from sandbox.environments import cache, docker_images, dockerfile_store, repo_fetch
 from sandbox.environments.cache import Level
 from sandbox.environments.repos import cache_root, locked
 
@@ -89,10 +92,16 @@ class Snapshot:
     image_of: dict[str, docker_images.ImageInfo] = field(default_factory=dict)  # level name ->
     orphans: list[docker_images.ImageInfo] = field(default_factory=list)  # images no level has
     fetched: list[repo_fetch.Fetched] = field(default_factory=list)  # commits fetched
+    # Images built from Dockerfiles (dockerfile.py) by this root.
+    dockerfiles: list[dockerfile_store.StoredImage] = field(default_factory=list)
 
     @property
     def fetched_bytes(self) -> int:
         return sum(f.bytes for f in self.fetched)
+
+    @property
+    def dockerfile_bytes(self) -> int:
+        return sum(i.bytes for i in self.dockerfiles)
 
     @property
     def tree_bytes(self) -> int:
@@ -106,7 +115,7 @@ class Snapshot:
 
     @property
     def total(self) -> int:
-        return self.tree_bytes + self.image_bytes + self.fetched_bytes
+        return self.tree_bytes + self.image_bytes + self.fetched_bytes + self.dockerfile_bytes
 
     def above(self, level: Level) -> list[Level]:
         """The levels standing on ``level`` (an instance level of unknown parent stands on
@@ -135,6 +144,7 @@ def snapshot(*, measure_missing: bool = True) -> Snapshot:
         for level in levels:
             level.image_bytes = None
         return snap
+    snap.dockerfiles = dockerfile_store.stored_images()
     ours = [i for i in images if _kinds_of(i)]
     by_kind_key = {(kind, i.key): i for i in ours for kind in _kinds_of(i)}
     for level in levels:
@@ -225,6 +235,26 @@ def make_room(
                 say(line)
                 continue
             candidate = _next_victim(snap, skip=busy)
+            built = _next_dockerfile(snap, skip=busy)
+            if built is not None and (
+                candidate is None or built.last_used <= candidate.last_used()
+            ):
+                with cache.exclusive(built.name) as free:
+                    problem = dockerfile_store.remove(built) if free else "in use"
+                if problem:  # in use, or the engine keeps it (a container runs it)
+                    busy.add(built.name)
+                    continue
+                snap.dockerfiles.remove(built)
+                evicted.append(built.name)
+                line = (
+                    f"evicted Dockerfile image {built.tag} ({human(built.bytes)}; last used "
+                    f"{_ago(built.last_used)}) to keep the cache under "
+                    f"{BUDGET_ENV}={max_bytes / GB:g} (now {human(snap.total)}, "
+                    f"{human(need)} wanted)"
+                )
+                _log_line(line)
+                say(line)
+                continue
             if candidate is None:
                 line = (
                     f"cache over budget: {human(snap.total)} + {human(need)} for the next level "
@@ -259,6 +289,12 @@ def _next_fetched(snap: Snapshot, *, skip: set[str]) -> repo_fetch.Fetched | Non
     """The least recently used fetched commit not known to be in use."""
     free = [f for f in snap.fetched if f.name not in skip]
     return min(free, key=lambda f: f.last_used()) if free else None
+
+
+def _next_dockerfile(snap: Snapshot, *, skip: set[str]) -> dockerfile_store.StoredImage | None:
+    """The least recently used Dockerfile image not known to be in use."""
+    free = [i for i in snap.dockerfiles if i.name not in skip]
+    return min(free, key=lambda i: i.last_used) if free else None
 
 
 def _next_victim(snap: Snapshot, *, skip: set[str] | frozenset[str]) -> Level | None:

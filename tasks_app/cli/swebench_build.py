@@ -17,6 +17,8 @@ from django.conf import settings
 from benchsite.cli.main import CommandError
 
 BUILD_BACKENDS = ("auto", "docker", "bwrap")
+# Task.image_source of an instance built here (``--source offline``, or ``auto``'s fallback).
+OFFLINE_SOURCE = "offline build"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -162,6 +164,16 @@ def build_line(index: int, total: int, outcome) -> str:
     return line
 
 
+def record_offline(tasks: list, instance_ids: list[str]) -> None:
+    """Keep on the tasks that they run on their offline build (not a registry's image)."""
+    from tasks_app.models import Task
+
+    ids = [t.pk for t in tasks if t.task_id in set(instance_ids)]
+    Task.objects.filter(pk__in=ids).update(
+        image_source=OFFLINE_SOURCE, image_digest="", image_pulled_at=None
+    )
+
+
 def cmd_build(args: argparse.Namespace) -> int:
     from sandbox.environments.parallel import build_all
     from tasks_app.swebench.suites import NotSwebenchSuite, swebench_suite_tasks
@@ -200,12 +212,14 @@ def cmd_build(args: argparse.Namespace) -> int:
         _Progress.clear()
         if outcome.ok:  # the last build says what the instance runs on
             drop_official(outcome.instance_id)
+            offline.append(outcome.instance_id)
         counts[outcome.status] = counts.get(outcome.status, 0) + 1
         print(build_line(index, len(tasks), outcome), flush=True)
         if outcome.log_tail:
             print("    " + outcome.log_tail.replace("\n", "\n    "), flush=True)
 
     last: list[str] = []
+    offline: list[str] = []  # built: recorded on their tasks here (builds run in threads)
 
     def on_progress(progress) -> None:
         _Progress.levels(progress)
@@ -221,6 +235,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         )
     finally:
         builder.close()  # the dated index it served
+        record_offline(tasks, offline)
     _Progress.clear()
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     print(f"{len(tasks)} instance(s) for {backend}: {summary} in {time.monotonic() - started:.0f}s")
