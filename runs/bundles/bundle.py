@@ -61,16 +61,18 @@ def agent_record(run: Run) -> dict:
 
         out["prompt_version"] = PROMPT_VERSION
     if config.agent_variant == AgentVariant.CLI and config.cli_agent:
-        from runs.agents.cli.definition import DefinitionError, get_definition
+        from runs.agent_clis import find_definition
+        from runs.agents.cli.definition import DefinitionError
 
         try:
-            definition = get_definition(config.cli_agent)
+            definition = find_definition(config.cli_agent)
         except (DefinitionError, FileNotFoundError, KeyError) as exc:
             out["definition_error"] = str(exc)
         else:
             out |= {
-                "definition": definition.path.read_text(),
-                "definition_file": definition.path.name,
+                "definition": definition.text,
+                "definition_file": f"{definition.name}.yaml",
+                "definition_origin": definition.origin,
                 "version": definition.spec.install.version,
                 "install_key": definition.install_key,
             }

@@ -139,6 +139,7 @@ class AgentDefinition:
     spec: DefinitionSpec
     path: Path | None  # the shipped file; None for one added through the API or the admin
     origin: str = "shipped"  # or "added by <account>" (runs.agent_clis)
+    text: str = ""  # the YAML it was read from
 
     @property
     def name(self) -> str:
@@ -218,7 +219,7 @@ def parse_definition(
         problems.append(Problem(source, "name", f"must match the file name ({file_name!r})"))
     if problems:
         raise DefinitionError(problems)
-    return AgentDefinition(spec=spec, path=path, origin=origin)
+    return AgentDefinition(spec=spec, path=path, origin=origin, text=text)
 
 
 def _template_problems(file: str, spec: DefinitionSpec) -> list[Problem]:
