@@ -43,7 +43,7 @@ def facts(body: str) -> dict[str, str]:
     block = body[body.index('<dl class="facts">') : body.index("</dl>")]
     return {
         re.sub(r"<[^>]+>", "", k).strip(): re.sub(r"<[^>]+>", "", v).strip()
-        for k, v in re.findall(r"<dt>(.*?)</dt><dd>(.*?)</dd>", block, re.S)
+        for k, v in re.findall(r"<dt>(.*?)</dt><dd[^>]*>(.*?)</dd>", block, re.S)
     }
 
 

@@ -323,7 +323,8 @@ def test_a_published_per_instance_file_keeps_its_cost_and_calls_on_every_surface
 
     client.force_login(alice)
     page = client.get(f"/suites/{lite}/leaderboard/").content.decode()
-    assert f'<td class="num">{usd(row.mean_cost_usd)}</td>' in page
+    # The cost cell: the mean first (then its classes and how many were reported).
+    assert f'<td class="num cost">{usd(row.mean_cost_usd)}' in page
     assert f'<td class="num">{tenths(row.mean_calls)}</td>' in page
     (api,) = [
         r

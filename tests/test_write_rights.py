@@ -88,6 +88,7 @@ PAGE_READS = {
     "run-detail",
     "run-progress",
     "task-image-progress",
+    "transcript-search",
     "attempt-detail",
     "attempt-vs",
     "attempt-artifact",
