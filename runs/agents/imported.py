@@ -64,7 +64,8 @@ def check_format(path: str, prefixes: Iterable[str]) -> str:
     if not module_allowed(module, prefixes):
         listed = ", ".join(prefixes) or "none: the setting is empty"
         raise ImportPathError(
-            f"module {module!r} is not under AGENT_IMPORT_PATHS (listed: {listed})"
+            f"module {module!r} is not under AGENT_IMPORT_PATHS "
+            f"(AGENTBENCH_AGENT_IMPORT_PATHS lists: {listed})"
         )
     return module
 
