@@ -246,3 +246,32 @@ def test_an_import_that_fails_at_attempt_time_ends_with_a_named_reason(
     ), attempt.error_text
     assert "Traceback" not in attempt.error_text
     assert attempt.final_patch == ""
+
+
+@pytest.mark.bwrap
+@pytest.mark.usefixtures("listed", "artifacts_root")
+def test_a_policy_named_by_path_runs_in_the_built_in_loop():
+    attempt = run_import_attempt("runs.agents.simple:ScriptedPolicy")
+
+    assert attempt.failure_reason_id is None, attempt.error_text
+    assert attempt.tool_calls >= 4 and attempt.steps is None  # the loop's own accounting
+    events = (attempt_folder(attempt) / "events.jsonl").read_text()
+    assert '"event": "tests_finish"' in events  # the loop ran the tests after the patch
+
+
+def test_ab_run_suite_launches_an_import_configuration(tmp_path):
+    """The real console script, in a process of its own with the allow-list set."""
+    import sqlite3
+
+    from tests.ab_cli import ab
+
+    var = tmp_path / "var"
+    args = ("run-suite", "custom-dev", "--variant", "import", "--task", "toy_fail_pytest")
+    out = ab(*args, "--agent-import-path", EXAMPLE, var_dir=var)
+    assert out.returncode == 1 and "is not under AGENT_IMPORT_PATHS" in out.stderr, out.stderr
+    env = {"AGENTBENCH_AGENT_IMPORT_PATHS": "examples.agents"}
+    out = ab(*args, "--agent-import-path", EXAMPLE, var_dir=var, env=env)
+    assert out.returncode == 0 and "1 attempt(s) queued" in out.stdout, out.stderr
+    with sqlite3.connect(var / "db.sqlite3") as db:
+        rows = db.execute("select name, agent_variant, agent_import_path from runs_modelconfig")
+        assert rows.fetchall() == [(f"import:{EXAMPLE}", "import", EXAMPLE)]
