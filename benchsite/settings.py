@@ -232,6 +232,10 @@ GATEWAY_API_KEY_ENVS = envlist("GATEWAY_API_KEY_ENVS", ",".join(DEFAULT_KEY_ENVS
 GATEWAY_UPSTREAMS = envlist("GATEWAY_UPSTREAMS", ",".join(DEFAULT_UPSTREAMS))
 if _secrets := sorted(FORBIDDEN_KEY_ENVS.intersection([*GATEWAY_API_KEY_ENVS, LLM_API_KEY_ENV])):
     raise ValueError(f"GATEWAY_API_KEY_ENVS or LLM_API_KEY_ENV name the site's secrets: {_secrets}")
+# The module prefixes a model configuration's agent_import_path may name ("pkg" allows pkg and
+# pkg.sub; runs/agents/imported.py). Importing runs the module's code in the worker: empty
+# (the default) allows none. Checked when a configuration is written and when an attempt starts.
+AGENT_IMPORT_PATHS = envlist("AGENTBENCH_AGENT_IMPORT_PATHS", "")
 LLM_REQUEST_TIMEOUT_SEC = envfloat("LLM_REQUEST_TIMEOUT_SEC", 120.0)
 LLM_LOG_MESSAGES = envbool("AGENTBENCH_LOG_LLM_MESSAGES", True)
 LLM_LOG_MAX_CHARS = envint("AGENTBENCH_LLM_LOG_MAX_CHARS", 2_000_000)

@@ -91,7 +91,8 @@ def model_config_save(
 
 # --- Where the key goes: superusers only, audited ---------------------------------------------
 
-UPSTREAM_FIELDS = ("base_url", "api_key_env")
+# An agent import path is here too: it makes the worker run that module's code.
+UPSTREAM_FIELDS = ("base_url", "api_key_env", "agent_import_path")
 
 
 def upstream_changes(config: ModelConfig, *, before: ModelConfig | None) -> dict[str, list[str]]:

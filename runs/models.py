@@ -75,6 +75,8 @@ class AgentVariant(models.TextChoices):
     CLI = "cli", "Agent CLI"
     # Results produced elsewhere: imported predictions or published reports.
     EXTERNAL = "external", "External (imported)"
+    # A class named by ``ModelConfig.agent_import_path`` (runs/agents/imported.py).
+    IMPORT = "import", "Agent by import path"
 
 
 class ModelConfig(models.Model):
@@ -103,6 +105,9 @@ class ModelConfig(models.Model):
     # lets through (tokens, cost and wall time are the fields above).
     cli_agent = models.CharField(max_length=50, blank=True)
     max_model_calls = models.PositiveIntegerField(null=True, blank=True)
+    # Variant "import": "package.module:ClassName", under settings.AGENT_IMPORT_PATHS. It runs
+    # code in the worker, so only a superuser sets it (runs/model_configs.UPSTREAM_FIELDS).
+    agent_import_path = models.CharField(max_length=300, blank=True)
     strict_patch = models.BooleanField(default=False)
     log_llm_messages = models.BooleanField(default=True)
     price_input_per_mtok = models.DecimalField(
@@ -128,6 +133,8 @@ class ModelConfig(models.Model):
         if fields is None or {"base_url", "api_key_env"} & set(fields):
             # Every ORM write, not only the forms': the CLI and the services save directly.
             self.clean_upstream()
+        if self.agent_import_path and (fields is None or "agent_import_path" in set(fields)):
+            self._check_import_path_listed()
         if not self.slug:
             self.slug = self._free_slug()
         if "workspace_files" in self.__dict__:  # not deferred: the label follows the files
@@ -152,6 +159,8 @@ class ModelConfig(models.Model):
         self.clean_upstream()
         if self.agent_variant == AgentVariant.CLI:
             self._clean_cli()
+        if self.agent_variant == AgentVariant.IMPORT or self.agent_import_path:
+            self._clean_import_path()
         if self.agent_variant in (AgentVariant.CLI, AgentVariant.LLM):
             self._clean_cost_price()
 
@@ -213,6 +222,34 @@ class ModelConfig(models.Model):
             )
         if not self.model_name:
             raise ValidationError({"model_name": "an agent CLI needs the model name to ask for"})
+
+    def _check_import_path_listed(self) -> None:
+        """On every write (the CLIs save without clean()): the path's form and the allow-list,
+        which import nothing."""
+        from django.core.exceptions import ValidationError
+
+        from runs.agents.imported import ImportPathError, check_format
+
+        try:
+            check_format(self.agent_import_path, settings.AGENT_IMPORT_PATHS)
+        except ImportPathError as exc:
+            raise ValidationError({"agent_import_path": str(exc)}) from None
+
+    def _clean_import_path(self) -> None:
+        """Import the class now, so a bad path is refused with the field rather than found
+        by the first attempt; only a listed module is ever imported."""
+        from django.core.exceptions import ValidationError
+
+        from runs.agents.imported import ImportPathError, resolve
+
+        if self.agent_variant != AgentVariant.IMPORT:
+            raise ValidationError({"agent_import_path": "only for the variant 'import'"})
+        if not self.agent_import_path:
+            raise ValidationError({"agent_import_path": "name the agent: package.module:Class"})
+        try:
+            resolve(self.agent_import_path, settings.AGENT_IMPORT_PATHS)
+        except ImportPathError as exc:
+            raise ValidationError({"agent_import_path": str(exc)}) from None
 
     def agent_key(self) -> str:
         """The same for two configurations that differ only in their condition."""

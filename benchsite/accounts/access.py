@@ -119,7 +119,8 @@ RIGHTS: dict[Action, Right] = {
     Action.MODEL_CONFIG_UPSTREAM: Right(
         staff=True,
         superuser=True,
-        page="the admin's model configuration page (base URL and key variable: superusers)",
+        page="the admin's model configuration page (base URL, key variable and agent import "
+        "path: superusers)",
     ),
     Action.TASKS_IMPORT: Right(staff=True, page="the admin's import pages (ab import-tasks)"),
     Action.SWEBENCH_IMPORT: Right(staff=True, page="the admin's SWE-bench dataset page"),

@@ -28,7 +28,7 @@ class Budgets:
 
 @dataclass(frozen=True, slots=True)
 class ModelSettings:
-    variant: str  # scripted | oracle | nop | llm | cli
+    variant: str  # scripted | oracle | nop | llm | cli | import
     model_name: str = ""
     base_url: str = ""
     api_key: str = ""
@@ -45,6 +45,8 @@ class ModelSettings:
     # refuses to start).
     api_key_env: str = ""
     upstream_refused: str = ""
+    # Variant "import": the agent class, "package.module:ClassName" (runs/agents/imported.py).
+    agent_import_path: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ from runs.taxonomy import Reason
 if TYPE_CHECKING:
     from runs.agents.cli.agent import CliResources
 
-VARIANTS = ("scripted", "oracle", "nop", "llm", "external", "cli")
+VARIANTS = ("scripted", "oracle", "nop", "llm", "external", "cli", "import")
 # The error text's tag of an attempt whose key variable or upstream is not allowed.
 UPSTREAM_REFUSED = "upstream-refused"
 
@@ -96,6 +96,21 @@ class MisconfiguredAgent:
         )
 
 
+def _imported_agent(model: ModelSettings) -> Agent:
+    """The class ``model.agent_import_path`` names, imported now (the allow-list is checked
+    again: it may have changed since the configuration was saved). A path that cannot be used
+    ends the attempt like any agent that cannot be built: "[agent-import] ...", a permanent
+    LLM_ERROR (infrastructure; fail-fast stops the configuration's run at once)."""
+    from runs.agents.imported import IMPORT_TAG, ImportedAgent, ImportPathError, resolve
+
+    path = model.agent_import_path
+    try:
+        resolved = resolve(path, settings.AGENT_IMPORT_PATHS)
+    except ImportPathError as exc:
+        return MisconfiguredAgent("import", str(exc), tag=IMPORT_TAG)
+    return ImportedAgent(path, resolved)
+
+
 def _llm_agent(model: ModelSettings) -> Agent:
     from runs.agents.llm import LLMPolicy  # imports the openai client only when needed
     from runs.pricing import PriceTableError
@@ -140,4 +155,6 @@ def build_agent(
         if cli is None:
             return MisconfiguredAgent("cli", "no agent CLI prepared for this attempt")
         return CliAgent(cli)
+    if variant == "import":
+        return _imported_agent(model)
     raise ValueError(f"unknown agent variant {variant!r}; expected one of {', '.join(VARIANTS)}")

@@ -65,6 +65,7 @@ class ModelConfigOut(Schema):
     repeated_failure_threshold: int
     cli_agent: str = Field(description="variant cli: the agent CLI definition (ab agents)")
     max_model_calls: int | None
+    agent_import_path: str = Field(description="variant import: the agent class's import path")
     strict_patch: bool
     log_llm_messages: bool
     price_input_per_mtok: float | None
@@ -121,6 +122,12 @@ class ModelConfigIn(Schema):
     repeated_failure_threshold: int = Field(3, ge=1, le=1000)
     cli_agent: Text = Field("", max_length=50, description="variant cli: see `ab agents`")
     max_model_calls: int | None = Field(None, ge=1, le=INT32)
+    agent_import_path: Text = Field(
+        "",
+        max_length=300,
+        description="variant import: 'package.module:ClassName' under AGENT_IMPORT_PATHS; it "
+        "runs code on the worker, so setting it needs a superuser (like base_url)",
+    )
     strict_patch: bool = False
     log_llm_messages: bool = True
     price_input_per_mtok: Price | None = None

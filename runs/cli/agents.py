@@ -11,7 +11,7 @@ from django.conf import settings
 
 from benchsite.cli.main import CommandError
 
-AGENT_VARIANTS = ("scripted", "oracle", "nop", "llm", "cli")
+AGENT_VARIANTS = ("scripted", "oracle", "nop", "llm", "cli", "import")
 BACKENDS = ("auto", "docker", "bwrap")
 
 
@@ -30,6 +30,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", default="", help="model name (llm, cli), e.g. gpt-4o-mini")
     p.add_argument("--cli", default="", help="agent CLI definition (cli variant; see ab agents)")
     p.add_argument("--max-calls", type=int, default=None, help="model calls budget (cli)")
+    p.add_argument(
+        "--agent-import-path",
+        default="",
+        metavar="MODULE:CLASS",
+        help="the agent class (import variant; its module under AGENTBENCH_AGENT_IMPORT_PATHS)",
+    )
     p.add_argument(
         "--base-url", default="", help="OpenAI-compatible API base URL (default: LLM_BASE_URL)"
     )
@@ -122,6 +128,20 @@ def _import_task(task_file: Path):
     return task, loaded.spec.agent.entrypoint
 
 
+def import_path_checked(path: str) -> str:
+    """``path`` if it names a usable agent class (imported now), else a CommandError naming
+    the option: a bad path is refused before any configuration is stored."""
+    from runs.agents.imported import ImportPathError, resolve
+
+    if not path:
+        raise CommandError("--agent-import-path MODULE:CLASS is required with --variant import")
+    try:
+        resolve(path, settings.AGENT_IMPORT_PATHS)
+    except ImportPathError as exc:
+        raise CommandError(f"--agent-import-path: {exc}") from None
+    return path
+
+
 def _model_config(args: argparse.Namespace, variant: str):
     """The model configuration these options describe, named after them so that runs with
     different options never share (and silently change) one configuration."""
@@ -144,6 +164,9 @@ def _model_config(args: argparse.Namespace, variant: str):
         name = generated_name(f"cli:{args.cli}", args.model, base_url=args.base_url or "")
         if args.max_calls is not None:
             name += f" calls={args.max_calls}"
+    if variant == "import":
+        fields["agent_import_path"] = import_path_checked(args.agent_import_path)
+        name = f"import:{args.agent_import_path}"
     if variant == "llm":
         if not args.model:
             raise CommandError("--model is required with --variant llm")
@@ -216,7 +239,10 @@ def cmd_agents(args: argparse.Namespace) -> int:
     from runs.agents.cli.definition import DefinitionError
     from runs.agents.cli.install import InstallError, cached_install, ensure_install, install_root
 
-    print("built-in variants: scripted, oracle, nop, llm, external (imported), cli (below)")
+    print(
+        "built-in variants: scripted, oracle, nop, llm, external (imported), cli (below), "
+        "import (--agent-import-path MODULE:CLASS, docs/agents.md)"
+    )
     try:
         definitions, unusable = all_definitions()
     except DefinitionError as exc:

@@ -36,6 +36,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--api-key-env", default="", help="variable holding the API key")
     p.add_argument("--cli", default="", help="agent CLI definition (cli variant; see ab agents)")
     p.add_argument("--max-calls", type=int, default=None, help="model calls budget (cli variant)")
+    p.add_argument(
+        "--agent-import-path",
+        default="",
+        metavar="MODULE:CLASS",
+        help="the agent class (import variant; its module under AGENTBENCH_AGENT_IMPORT_PATHS)",
+    )
     p.add_argument("--max-time-sec", type=int, default=None, help="agent time budget")
     p.add_argument("--config", default="", help="name of the model configuration to use/create")
     p.add_argument("--samples", type=int, default=1, help="attempts per task (default 1)")
@@ -91,7 +97,11 @@ def _model_config(args: argparse.Namespace) -> ModelConfig:
         raise CommandError("--cli NAME is required with --variant cli (see ab agents)")
     # Named after the options, so runs with other options never share a configuration: the
     # CLI and its model ("cli:codex gpt-5-codex"), or the variant and its model ("llm:gpt-4o").
-    if args.variant == AgentVariant.CLI:
+    if args.variant == AgentVariant.IMPORT:
+        from runs.cli.agents import import_path_checked
+
+        parts = [f"import:{import_path_checked(args.agent_import_path)}"]
+    elif args.variant == AgentVariant.CLI:
         parts = [f"cli:{args.cli}", args.model or ""]
     else:
         parts = [f"{args.variant}:{args.model}" if args.model else args.variant]
@@ -111,6 +121,7 @@ def _model_config(args: argparse.Namespace) -> ModelConfig:
                 "api_key_env": args.api_key_env,
                 "cli_agent": args.cli,
                 "max_model_calls": args.max_calls,
+                "agent_import_path": args.agent_import_path,
                 **({"max_time_sec": args.max_time_sec} if args.max_time_sec else {}),
             },
         )

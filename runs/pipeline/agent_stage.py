@@ -50,6 +50,7 @@ def model_settings_for(config: ModelConfig) -> ModelSettings:
         api_key=os.environ.get(key_env, "") if key_env and not refused else "",
         api_key_env=key_env,
         upstream_refused=refused,
+        agent_import_path=config.agent_import_path,
         sampling=config.sampling_params(),
         strict_patch=config.strict_patch or settings.STRICT_PATCH,
         log_llm_messages=config.log_llm_messages and settings.LLM_LOG_MESSAGES,
