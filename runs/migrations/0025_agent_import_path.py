@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("runs", "0019_attempt_image_digest"),
+        ("runs", "0024_agent_cli_definitions"),
     ]
 
     operations = [
