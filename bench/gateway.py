@@ -95,7 +95,7 @@ def pct(values: list[float], q: float) -> float:
 
 def serve_upstream() -> None:
     """``--serve-upstream``: answer every request like its API, forever; print the port."""
-    from tests import fake_provider as fake
+    from tests.support import fake_provider as fake
 
     def respond(request: fake.Request) -> fake.Reply:
         stream = request.json.get("stream") is True

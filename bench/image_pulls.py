@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from sandbox.environments import cache, eviction
 from sandbox.environments.image_trees import tree_for_image
 from sandbox.environments.pulled import ensure_pulled
-from tests.registry_fixtures import local_registry
+from tests.support.registry_fixtures import local_registry
 
 RUNNER = "agentbench/py-runner:0.1.0"
 # Beside the shared cache (the same filesystem), reachable by the sandbox uid.

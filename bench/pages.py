@@ -331,7 +331,7 @@ def seed_verified_db(tmp: Path) -> None:
     configure(tmp)
     from django.core.management import call_command
 
-    from tests.verified_fixtures import seed_verified
+    from tests.support.verified_fixtures import seed_verified
 
     call_command("migrate", verbosity=0, interactive=False)
     seed_verified()

@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.worker_stack import create_stack, wait_until  # noqa: E402
+from tests.support.worker_stack import create_stack, wait_until  # noqa: E402
 
 # The defaults of benchsite/settings.py, written out: worker_stack's own are short, for tests.
 DEFAULTS = {

@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from proc_stats import machine_busy_seconds, tree_cpu_seconds  # noqa: E402
 
-from tests.worker_stack import KINDS, Stack, create_stack, wait_until  # noqa: E402
+from tests.support.worker_stack import KINDS, Stack, create_stack, wait_until  # noqa: E402
 
 TASK = "toy_fail_pytest"
 

@@ -40,9 +40,9 @@ def main(prefix: str) -> None:
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
     from django.test import Client
+    from tests.verified_fixtures import OWN, PARTIAL, PUBLISHED, seed_verified
 
     from runs.models import Attempt
-    from tests.verified_fixtures import OWN, PARTIAL, PUBLISHED, seed_verified
 
     call_command("migrate", verbosity=0, interactive=False)
     call_command("collectstatic", verbosity=0, interactive=False)
