@@ -9,8 +9,8 @@ mounted read-only, its calls through the gateway; mini-swe-agent on the worker w
 commands in the sandbox) against the same CLI doing the same work bare (``bare_seconds``: the
 same repository, flags and test command, a python with pytest, no gateway or sandbox layers),
 talking to the upstream directly. Both replay the same plan (read, run the tests, fix, finish:
-four model calls) from tests/fake_provider_plans.py, and both are checked to have run the tests and
-fixed the file. Prints medians, each run, the ratio and the load average. The installs are
+four model calls) from tests/support/fake_provider_plans.py, and both are checked to have run the
+tests and fixed the file. Prints medians, each run, the ratio and the load average. The installs are
 built on first use (``ab agents --install all``).
 """
 

@@ -2,7 +2,7 @@
 and the image-to-tree export for bubblewrap cold (seconds per GB) and cached (a no-op).
 
 The image is the runner image's files as one new layer, pushed to Debian's docker-registry on
-127.0.0.1 (tests/registry_fixtures.py); the cache root is a fresh one, removed at the end.
+127.0.0.1 (tests/support/registry_fixtures.py); the cache root is a fresh one, removed at the end.
 
 Run: python bench/image_pulls.py
 """

@@ -2,7 +2,7 @@
 
     python bench/recovery.py
 
-PostgreSQL + Redis (tests/worker_stack.py) with the default heartbeat (5 s), stale threshold
+PostgreSQL + Redis (tests/support/worker_stack.py) with the default heartbeat (5 s), stale threshold
 (40 s) and reaper interval (10 s). A worker takes one attempt and is killed with SIGKILL (its
 main and pool processes) two seconds into it; a second worker with the reaper is then started.
 Prints the time from the kill, and from the attempt's last heartbeat, to the attempt starting on

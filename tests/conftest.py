@@ -14,9 +14,10 @@ TASKS_DIR = REPO_ROOT / "tasks"
 # worktree elsewhere names it with AB_SHARED_DIR.
 SHARED_DIR = Path(os.environ.get("AB_SHARED_DIR") or REPO_ROOT.parent / "shared")
 
-# Parallel workers (groups and a folder of each worker's own, tests/parallel.py), and the shared
-# fixtures, loaded once for every test module: a test takes a fixture by naming it, and imports
-# only the helper functions it calls. Each fixture name has one meaning across these modules.
+# Parallel workers (groups and a folder of each worker's own, tests/support/parallel.py), and the
+# shared fixtures, loaded once for every test module: a test takes a fixture by naming it, and
+# imports only the helper functions it calls. Each fixture name has one meaning across these
+# modules.
 pytest_plugins = [
     "tests.support.parallel",
     "tests.support.backends",

@@ -1,6 +1,6 @@
 """The local artifacts storage never follows a link (runs/artifact_storage.py): what each
 storage method does with links, FIFOs and names that leave the folder, on a real folder.
-The attack through a real sandbox is tests/test_security_artifacts.py."""
+The attack through a real sandbox is tests/runs/pipeline/test_security_artifacts.py."""
 
 from __future__ import annotations
 

@@ -44,8 +44,8 @@ from tests.support.pages_fixtures import make_attempt, make_model, make_run, mak
 
 ROOT = REPO_ROOT
 # Not ``sandbox``: it loads no Django and imports nothing of ``runs``
-# (tests/test_import_cycles.py), so it cannot reach an attempt; its objects' ``status`` (an
-# image pull's progress) are none of this test's business.
+# (tests/architecture/test_import_cycles.py), so it cannot reach an attempt; its objects' ``status``
+# (an image pull's progress) are none of this test's business.
 PACKAGES = ("benchsite", "runs", "tasks_app")
 LIFECYCLE = Path("runs/lifecycle.py")
 OTHER_STATUSES = {"RunStatus", "GoldValidationStatus"}

@@ -8,7 +8,7 @@ real console entry point in a process of its own.
 - ``ab(*args, var_dir=...)``: ``python -m benchsite.cli.main`` in a child process on a fresh
   database of its own under ``var_dir`` (settings are read once per process, so another
   database, broker or environment needs another process), or with the exact environment
-  ``env_exact`` a stack of real services gives it (tests/worker_stack.py).
+  ``env_exact`` a stack of real services gives it (tests/support/worker_stack.py).
 
 Both answer with ``returncode``, ``stdout`` and ``stderr``, so a test reads the same either way.
 """

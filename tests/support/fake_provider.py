@@ -11,7 +11,7 @@ scripted too few fails loudly); a reply for another API than the request's path 
 
 Two ways to script it: a list of replies, one per request (``FakeProvider([chat("hi")])``), or
 a ``respond`` function that answers each request from what it carries (the real agent CLIs'
-plans, tests/fake_provider_plans.py). A HEAD request (Claude Code's connectivity probe) is
+plans, tests/support/fake_provider_plans.py). A HEAD request (Claude Code's connectivity probe) is
 answered 200. Only the provider is a stand-in (no hosted model runs on this machine): the
 clients, the gateway and the CLIs are the real ones.
 """
@@ -165,7 +165,8 @@ def chat(
 
 
 def tool_calls(*calls: tuple[str, dict | str], usage: tuple[int, int] | None = (100, 20)) -> Reply:
-    """One chat answer with these tool calls (the agent's own loop, tests/test_agent_llm.py)."""
+    """One chat answer with these tool calls (the agent's own loop,
+    tests/runs/agents/test_agent_llm.py)."""
     return chat(tool_calls=list(calls), usage=usage)
 
 

@@ -1,6 +1,6 @@
-"""Plans for the real agent CLIs, answered by the tests' one fake provider (tests/fake_provider.py):
-it speaks the three wire APIs they use and replays a plan (look at a file, run a command, apply
-the fix, finish).
+"""Plans for the real agent CLIs, answered by the tests' one fake provider
+(tests/support/fake_provider.py): it speaks the three wire APIs they use and replays a plan (look at
+a file, run a command, apply the fix, finish).
 
 - Anthropic Messages (``POST /v1/messages``, Claude Code): ``tool_use`` blocks for Claude Code's
   own tools (``Read``, ``Bash``, ``Edit``), streamed as SSE when the request asks for it;

@@ -39,7 +39,7 @@ TINY_REPO = "agentbench-test/tiny"
 TINY_SPECS = {
     "1.0": {"python": "3.9", "test_cmd": "python -m unittest -v"},
     "2.0": {"python": "3.9", "test_cmd": "python -m unittest -v"},
-    # Graded like a pytest repository (tests/test_swebench_network.py).
+    # Graded like a pytest repository (tests/runs/pipeline/test_swebench_network.py).
     "3.0": {"python": "3.9", "pip_packages": ["pytest"], "test_cmd": "pytest -rA"},
 }
 

@@ -61,7 +61,7 @@ class Stack:
     def ab(
         self, *args: str, timeout: float = 300, check: bool = True
     ) -> subprocess.CompletedProcess:
-        """``ab`` in a process of its own on this stack's services (tests/ab_cli.py)."""
+        """``ab`` in a process of its own on this stack's services (tests/support/ab_cli.py)."""
         return ab(*args, env_exact=self.env, timeout=timeout, check=check)
 
     def start_worker(

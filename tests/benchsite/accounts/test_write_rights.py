@@ -376,7 +376,7 @@ def test_a_staff_account_needs_the_admins_permission_to_add_model_configurations
 
 def test_only_a_superuser_sets_where_a_configurations_key_goes(client, world, django_user_model):
     """``Action.MODEL_CONFIG_UPSTREAM`` on top of the create right (issue 28): every persona, and
-    staff with the admin's permission who is no superuser (tests/test_model_config_upstreams.py
+    staff with the admin's permission who is no superuser (tests/runs/test_model_config_upstreams.py
     has the admin and the launch)."""
     from django.contrib.auth.models import Permission
 

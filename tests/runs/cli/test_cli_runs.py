@@ -1,7 +1,7 @@
 """``ab run-suite``, ``cancel-run``, ``retry-run``, ``resume-run`` through the real console
 script on the embedded default (SQLite database and SQL-transport broker in a temp folder).
 No worker runs here: these check launching, bad input and control of queued work; the
-attempts themselves run in tests/test_run_workers.py."""
+attempts themselves run in tests/runs/workers/test_run_workers.py."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The model gateway (runs/gateway/) between the real ``openai`` and ``anthropic`` clients and a
-scripted provider speaking each wire API (tests/fake_provider.py): forwarding byte for
+scripted provider speaking each wire API (tests/support/fake_provider.py): forwarding byte for
 byte, streaming as it arrives, the record, tokens and cost, budgets, errors, the token."""
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The gateway's budgets under attack from its own CLI: parallel calls racing the token and cost
 budgets, a stream that never ends, a request naming a dearer model, a model with no price.
 The real ``openai`` and ``anthropic`` clients against a scripted provider on loopback
-(tests/fake_provider.py); the race from inside real sandboxes is in
-tests/test_gateway_sandbox_budgets.py."""
+(tests/support/fake_provider.py); the race from inside real sandboxes is in
+tests/runs/gateway/test_gateway_sandbox_budgets.py."""
 
 from __future__ import annotations
 

@@ -3,8 +3,8 @@ echoes the key it got in a header and in every answer's body, and whose agent pr
 environment (the token) into its next request: afterwards the key and the token are in no
 artifact file of the attempt, no API answer and no export.
 
-The upstream is the scripted one of the CLI end-to-end tests (tests/fake_provider_plans.py), made to
-echo; the CLI, the sandbox, the gateway and the pipeline are real.
+The upstream is the scripted one of the CLI end-to-end tests (tests/support/fake_provider_plans.py),
+made to echo; the CLI, the sandbox, the gateway and the pipeline are real.
 """
 
 from __future__ import annotations

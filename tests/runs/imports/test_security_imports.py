@@ -1,7 +1,7 @@
 """Imported run folders that attack the site, through gunicorn as they arrived (issue 28).
 
 Each reproduction goes through ``POST /api/imports/run`` on a real WSGI server (one sync
-worker, tests/gunicorn_fixtures.py): an ATIF trajectory whose ``total_cost_usd`` is 1e308 or
+worker, tests/support/gunicorn_fixtures.py): an ATIF trajectory whose ``total_cost_usd`` is 1e308 or
 negative, an integer too large for the database, a deeply nested document, and a 39 KB zip
 holding a 40 MB JSON array. Each is refused with a 400 naming the file and the field, leaves
 nothing in the database (no model configuration, suite or run) and no unpacked upload, and the

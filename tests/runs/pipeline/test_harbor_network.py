@@ -1,7 +1,7 @@
 """A Harbor task's ``allow_internet`` on both backends: true gives its commands (the verifier's
 here) the internet but never the host (the host fence stays); false gives no network at all.
 
-The internet is the loopback stand-in of tests/netns_fixtures.py; the verifier reports what
+The internet is the loopback stand-in of tests/support/netns_fixtures.py; the verifier reports what
 it reached as metrics of ``reward.json``, and the attempt keeps them."""
 
 from __future__ import annotations

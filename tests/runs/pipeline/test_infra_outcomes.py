@@ -3,7 +3,8 @@ that vanishes are SANDBOX_ERROR with the engine's error, an OOM kill is SANDBOX_
 kill by us INTERRUPTED, and only a real timeout is a timeout (exit 137 alone is not). The
 reaper removes what finished attempts left behind.
 
-The engine test stops a private Docker engine (tests/private_dockerd.py), never the shared one.
+The engine test stops a private Docker engine (tests/support/private_dockerd.py), never the shared
+one.
 """
 
 from __future__ import annotations

@@ -2,11 +2,12 @@
 host's, in the sandbox's cgroup (where pylint sizes its parallel tests from), on both backends;
 and gold validation whose fail-to-pass test is skipped says so, with the skip message.
 
-End to end on an instance of our own (the tiny repository of tests/swebench_cache_fixtures.py,
-version 3.0: pytest), built for real in a cache root of the test's own and validated (gold and
-empty attempts through the pipeline) on both backends. Its test patch reads the cgroup's CPU
-quota (v2 ``cpu.max``, v1 ``cpu/cpu.cfs_quota_us``) as pylint does, and skips a fail-to-pass
-test the way pylint's "Need 2 or more cores" does, asking for one core more than the host has.
+End to end on an instance of our own (the tiny repository of
+tests/support/swebench_cache_fixtures.py, version 3.0: pytest), built for real in a cache root of
+the test's own and validated (gold and empty attempts through the pipeline) on both backends. Its
+test patch reads the cgroup's CPU quota (v2 ``cpu.max``, v1 ``cpu/cpu.cfs_quota_us``) as pylint
+does, and skips a fail-to-pass test the way pylint's "Need 2 or more cores" does, asking for one
+core more than the host has.
 """
 
 from __future__ import annotations

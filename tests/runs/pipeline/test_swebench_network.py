@@ -3,7 +3,7 @@ harness's containers have a network: a connect to a non-routable address times o
 refused, not unreachable), DNS gets no answer, nothing on the host or beyond answers; and gold
 validation names the tests that truly need the internet.
 
-On an instance of our own (the tiny repository of tests/swebench_cache_fixtures.py, version
+On an instance of our own (the tiny repository of tests/support/swebench_cache_fixtures.py, version
 3.0: pytest, graded by the official pytest parser), built for real in a cache root of the
 test's own, validated (gold and empty attempts through the pipeline) on both backends. Its
 test patch adds tests that probe the network from the final test stage: the stand-in internet

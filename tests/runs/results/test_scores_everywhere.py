@@ -1,7 +1,7 @@
 """One definition of a score: the leaderboard page, the compare page, the taxonomy, the API
 (JSON and CSV), the compare exports and ``ab leaderboard`` show the same figures for every
 row and every pair, on the demo data, on a suite with k = 3 and two runs of one model, and on
-a suite where runs cover part of it (tests/partial_fixtures.py: real imported reports): both
+a suite where runs cover part of it (tests/support/partial_fixtures.py: real imported reports): both
 rates, the missing state and the paired test over the tasks both rows attempted."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Images from a registry, for real: Debian's docker-registry on loopback
-(tests/registry_fixtures.py), seeded with images built here, pulled by the engine through
+(tests/support/registry_fixtures.py), seeded with images built here, pulled by the engine through
 ``sandbox.environments.registry`` / ``pulled`` and ``tasks_app.images``.
 
 - pulls by tag, by digest and through the ``REGISTRY_MIRRORS`` setting; the repository digest

@@ -2,8 +2,8 @@
 across processes), the disk budget's eviction (least recently used instance levels first, then
 env levels nothing stands on, never a leased level), ``ab swebench du`` and ``prune``.
 
-Every test has a cache root of its own (tests/swebench_cache_fixtures.py): a base level copied
-from the shared cache, real env and instance levels of a tiny repository above it, built with
+Every test has a cache root of its own (tests/support/swebench_cache_fixtures.py): a base level
+copied from the shared cache, real env and instance levels of a tiny repository above it, built with
 pip from the package index, and real Docker images under the root's own image prefix.
 """
 

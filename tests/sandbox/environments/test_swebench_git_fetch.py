@@ -5,9 +5,9 @@ The server is a real ``git daemon`` on loopback serving marshmallow's repository
 the archive in examples/swebench/repos (the same as ../shared/swebench/repos'), with fetching
 by sha allowed as GitHub allows it. No test here configures a repositories folder for it.
 The end-to-end test builds marshmallow-code__marshmallow-1359 (the instance
-tests/test_swebench_offline.py builds from the archive) in a cache root of its own, on the
-shared cache's base level (tests/swebench_cache_fixtures.py), and validates it on both
-backends.
+tests/sandbox/environments/test_swebench_offline.py builds from the archive) in a cache root of its
+own, on the shared cache's base level (tests/support/swebench_cache_fixtures.py), and validates it
+on both backends.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 through a link to the venv's python from the plain interpreter, whatever the chain of links.
 
 It is run for real, in built instances on both backends, by
-tests/test_swebench_network.py (``tox --current-env``'s link imports the env's pytest)."""
+tests/runs/pipeline/test_swebench_network.py (``tox --current-env``'s link imports the env's
+pytest)."""
 
 from __future__ import annotations
 

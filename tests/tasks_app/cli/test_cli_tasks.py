@@ -1,5 +1,5 @@
-"""The first `ab` commands, through the CLI's main function in-process (tests/ab_cli.py) on the
-test's database; the console script's own start is tests/test_cli_startup.py's."""
+"""The first `ab` commands, through the CLI's main function in-process (tests/support/ab_cli.py) on
+the test's database; the console script's own start is tests/benchsite/cli/test_cli_startup.py's."""
 
 from __future__ import annotations
 

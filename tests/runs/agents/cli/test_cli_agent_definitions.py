@@ -295,7 +295,8 @@ RECORDINGS = REPO_ROOT / "tests" / "data" / "model_calls"
 )
 def test_the_committed_recordings_are_what_each_cli_sent_scrubbed(cli, api):
     """tests/data/model_calls/<cli>.jsonl: a real run of the CLI on the toy task through the
-    gateway (refreshed with AB_RECORD_MODEL_CALLS, see tests/test_cli_agents_e2e.py)."""
+    gateway (refreshed with AB_RECORD_MODEL_CALLS, see
+    tests/runs/agents/cli/test_cli_agents_e2e.py)."""
     text = (RECORDINGS / f"{cli}.jsonl").read_text()
     records = [json.loads(line) for line in text.splitlines()]
     assert [r["api"] for r in records] == [api] * 4

@@ -1,7 +1,7 @@
 """The real agent CLIs (Claude Code, Codex CLI, mini-swe-agent), installed from the registries
 at their pinned versions into the install cache, fix a task in our sandbox on both backends,
 their model calls going through the gateway to the tests' fake provider replaying a plan
-(tests/fake_provider_plans.py): read the file, run the tests, apply the fix, finish.
+(tests/support/fake_provider_plans.py): read the file, run the tests, apply the fix, finish.
 
 The sandbox has no network: the gateway is the one address the CLI reaches. The first run on a
 machine builds the installs (about a minute for the two npm packages, a few for the venv).

@@ -5,8 +5,9 @@ missing or added file, or a manifest from before the hashes, gets it rebuilt fro
 package; a rebuild that fails is an InstallError naming what was wrong.
 
 Real installs: ``ab agents --install`` builds the tiny npm package of
-tests/test_cli_agent_definitions.py from the registry into a cache folder of the test's own
-(the shared /var/lib/agentbench/agents serves other sessions' sandboxes: never tampered here).
+tests/runs/agents/cli/test_cli_agent_definitions.py from the registry into a cache folder of the
+test's own (the shared /var/lib/agentbench/agents serves other sessions' sandboxes: never tampered
+here).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """A real agent CLI (mini-swe-agent, from the install cache) on a Harbor task: given
 ``instruction.md``, working in the image's ``/app`` through the model gateway (its calls go to
-the scripted fake provider of tests/fake_provider_plans.py), then graded by the task's verifier."""
+the scripted fake provider of tests/support/fake_provider_plans.py), then graded by the task's
+verifier."""
 
 from __future__ import annotations
 
