@@ -15,10 +15,11 @@ as_root() {
 }
 
 # Debian packages the whole test suite needs: real engines, not mocks.
-# docker-compose: tests/test_deploy_compose.py runs docker/compose.yaml.
-# docker-registry, apache2-utils (htpasswd): tests/registry_fixtures.py serves images on loopback.
+# docker-compose: tests/benchsite/test_deploy_compose.py runs docker/compose.yaml.
+# docker-registry, apache2-utils (htpasswd): tests/support/registry_fixtures.py serves images
+# on loopback.
 # gcc, libc6-dev: the model gateway's forwarder, a static binary built from sandbox/.
-# golang-go, php-cli, phpunit, ruby, ruby-minitest, ruby-test-unit: tests/test_swebench_languages.py
+# golang-go, php-cli, phpunit, ruby, ruby-minitest, ruby-test-unit: tests/tasks_app/swebench/test_swebench_languages.py
 # runs the cheap SWE-bench Multilingual test runners live (Go, PHP, Ruby).
 SYSTEM_PACKAGES=(git ripgrep bubblewrap docker.io debootstrap redis-server postgresql
                  docker-registry apache2-utils skopeo umoci

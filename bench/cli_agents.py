@@ -9,8 +9,8 @@ mounted read-only, its calls through the gateway; mini-swe-agent on the worker w
 commands in the sandbox) against the same CLI doing the same work bare (``bare_seconds``: the
 same repository, flags and test command, a python with pytest, no gateway or sandbox layers),
 talking to the upstream directly. Both replay the same plan (read, run the tests, fix, finish:
-four model calls) from tests/fake_provider_plans.py, and both are checked to have run the tests and
-fixed the file. Prints medians, each run, the ratio and the load average. The installs are
+four model calls) from tests/support/fake_provider_plans.py, and both are checked to have run the
+tests and fixed the file. Prints medians, each run, the ratio and the load average. The installs are
 built on first use (``ab agents --install all``).
 """
 
@@ -43,7 +43,7 @@ def setup_django(tmp: Path) -> None:
     os.environ.pop("DATABASE_URL", None)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "benchsite.settings")
     from runs.upstreams import DEFAULT_KEY_ENVS
-    from tests.fake_provider_plans import UPSTREAM_KEY_ENV
+    from tests.support.fake_provider_plans import UPSTREAM_KEY_ENV
 
     # The scripted upstream's key variable is on the list, as an operator lists theirs.
     os.environ["GATEWAY_API_KEY_ENVS"] = ",".join([*DEFAULT_KEY_ENVS, UPSTREAM_KEY_ENV])
@@ -61,7 +61,7 @@ def attempt_seconds(cli: str, backend: str) -> float:
     from runs.pipeline.execute import attempt_execute
     from tasks_app.models import Task
     from tasks_app.services import tasks_import
-    from tests.fake_provider_plans import (
+    from tests.support.fake_provider_plans import (
         REAL_KEY,
         UPSTREAM_KEY_ENV,
         cli_model_config,
@@ -97,7 +97,13 @@ def bare_seconds(cli: str) -> float:
     from runs.agents.cli.definition import get_definition, render
     from runs.agents.cli.install import ensure_install
     from sandbox.bwrap_backend import default_rootfs
-    from tests.fake_provider_plans import BASE_SUFFIX, MODEL, WIRE_PATH, fix_plan, plan_provider
+    from tests.support.fake_provider_plans import (
+        BASE_SUFFIX,
+        MODEL,
+        WIRE_PATH,
+        fix_plan,
+        plan_provider,
+    )
 
     definition = get_definition(cli)
     install = ensure_install(definition).path

@@ -12,7 +12,7 @@ to the roots as a hard-link copy, built there once if missing, as bench/swebench
   the same build again (a no-op);
 - a Dockerfile ``FROM`` the built instance image, built cold and again unchanged (a no-op);
 - the instance image, flattened to one layer so no layer of it is on the engine, pushed to
-  Debian's docker-registry on loopback (tests/registry_fixtures.py) and pulled cold: on
+  Debian's docker-registry on loopback (tests/support/registry_fixtures.py) and pulled cold: on
   Docker by the engine (``pulled.ensure_pulled``), on bubblewrap straight into its tree by
   skopeo and umoci (``oci_trees.pull_tree``, in a root of its own), each then again (cached:
   a no-op);
@@ -77,7 +77,7 @@ def offline_build(row: dict, repos: Path, *, docker: bool) -> tuple[Path, Any, f
     from sandbox.environments.build import Builder
     from sandbox.environments.parallel import build_all
     from sandbox.environments.repos import RepoSource
-    from tests.swebench_cache_fixtures import seed_base
+    from tests.support.swebench_cache_fixtures import seed_base
 
     root = new_root("docker" if docker else "bwrap")
     seed_base(root, docker=docker)
@@ -179,8 +179,8 @@ def main() -> int:
     from sandbox.environments import cache, oci_trees
     from sandbox.environments.image_trees import tree_for_image
     from sandbox.environments.pulled import ensure_pulled
-    from tests.registry_fixtures import local_registry
-    from tests.swebench_cache_fixtures import remove_images
+    from tests.support.registry_fixtures import local_registry
+    from tests.support.swebench_cache_fixtures import remove_images
 
     os.environ.pop("SWEBENCH_CACHE_MAX_GB", None)
     os.environ.pop("REGISTRY_MIRRORS", None)

@@ -4,7 +4,7 @@
                             [--cli-runs 3] [--clis claude-code,codex,mini-swe-agent]
 
 Three processes, as in an attempt: the upstream (the scripted provider of the tests,
-tests/fake_provider.py, on loopback: what is measured is the gateway, not a network),
+tests/support/fake_provider.py, on loopback: what is measured is the gateway, not a network),
 the gateway (in this process, as in a worker) and the client (a CLI). In one run, each client
 alternates calls to the upstream directly and through the gateway (the same client, the same
 answer), so both see the same background load; the added latency is each gateway call's time
@@ -95,7 +95,7 @@ def pct(values: list[float], q: float) -> float:
 
 def serve_upstream() -> None:
     """``--serve-upstream``: answer every request like its API, forever; print the port."""
-    from tests import fake_provider as fake
+    from tests.support import fake_provider as fake
 
     def respond(request: fake.Request) -> fake.Reply:
         stream = request.json.get("stream") is True

@@ -2,7 +2,7 @@
 and the image-to-tree export for bubblewrap cold (seconds per GB) and cached (a no-op).
 
 The image is the runner image's files as one new layer, pushed to Debian's docker-registry on
-127.0.0.1 (tests/registry_fixtures.py); the cache root is a fresh one, removed at the end.
+127.0.0.1 (tests/support/registry_fixtures.py); the cache root is a fresh one, removed at the end.
 
 Run: python bench/image_pulls.py
 """
@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from sandbox.environments import cache, eviction
 from sandbox.environments.image_trees import tree_for_image
 from sandbox.environments.pulled import ensure_pulled
-from tests.registry_fixtures import local_registry
+from tests.support.registry_fixtures import local_registry
 
 RUNNER = "agentbench/py-runner:0.1.0"
 # Beside the shared cache (the same filesystem), reachable by the sandbox uid.

@@ -19,7 +19,7 @@ two columns are shown, never judged.
     python bench/pages.py [--tasks 500] [--models 30] [--samples 3] [--partial 3] [--requests 20]
 
 ``--case verified`` times issue 29's case instead (``--case all``: both): the leaderboard of a
-SWE-bench-Verified-sized suite (tests/verified_fixtures.py: 500 instances with their
+SWE-bench-Verified-sized suite (tests/support/verified_fixtures.py: 500 instances with their
 environment labels, a run of this harness, seven published runs without usage and a partial
 one), requested first in a *new process* (a fresh interpreter per request: imports, templates
 and URL resolution included, the per-run aggregates stored but not in memory), then once more
@@ -325,13 +325,13 @@ def transcript_page(data: dict, size: int) -> tuple[str, str]:
 
 
 def seed_verified_db(tmp: Path) -> None:
-    """The verified suite (tests/verified_fixtures.py) and a small other suite with one run,
+    """The verified suite (tests/support/verified_fixtures.py) and a small other suite with one run,
     in a SQLite database under ``tmp``; the per-run aggregates stored once, as a server that
     has shown the page before has them."""
     configure(tmp)
     from django.core.management import call_command
 
-    from tests.verified_fixtures import seed_verified
+    from tests.support.verified_fixtures import seed_verified
 
     call_command("migrate", verbosity=0, interactive=False)
     seed_verified()

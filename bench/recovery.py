@@ -2,7 +2,7 @@
 
     python bench/recovery.py
 
-PostgreSQL + Redis (tests/worker_stack.py) with the default heartbeat (5 s), stale threshold
+PostgreSQL + Redis (tests/support/worker_stack.py) with the default heartbeat (5 s), stale threshold
 (40 s) and reaper interval (10 s). A worker takes one attempt and is killed with SIGKILL (its
 main and pool processes) two seconds into it; a second worker with the reaper is then started.
 Prints the time from the kill, and from the attempt's last heartbeat, to the attempt starting on
@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.worker_stack import create_stack, wait_until  # noqa: E402
+from tests.support.worker_stack import create_stack, wait_until  # noqa: E402
 
 # The defaults of benchsite/settings.py, written out: worker_stack's own are short, for tests.
 DEFAULTS = {

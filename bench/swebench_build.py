@@ -71,7 +71,7 @@ def one_run(
     from sandbox.environments.build import Builder
     from sandbox.environments.parallel import build_all
     from sandbox.environments.repos import RepoSource
-    from tests.swebench_cache_fixtures import remove_images, seed_base
+    from tests.support.swebench_cache_fixtures import remove_images, seed_base
 
     BENCH_ROOT.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix=f"{label}-", dir=BENCH_ROOT))
@@ -133,7 +133,7 @@ def main() -> int:
     import swebench.harness.constants
     import swebench.harness.test_spec.python  # noqa: F401
 
-    from tests.swebench_cache_fixtures import seed_base
+    from tests.support.swebench_cache_fixtures import seed_base
 
     print(f"load average before: {load()}")
     with tempfile.TemporaryDirectory() as scratch:

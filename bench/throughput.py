@@ -3,7 +3,7 @@
     python bench/throughput.py [--stack postgres+redis|sqlite+sqla] [--attempts 16] [--latency 15]
 
 Real worker processes (``celery -A benchsite worker``, concurrency 1 each) on a fresh
-database and broker (tests/worker_stack.py: PostgreSQL + Redis by default, as `.ci/test`
+database and broker (tests/support/worker_stack.py: PostgreSQL + Redis by default, as `.ci/test`
 starts them). The work is the scripted agent on toy_fail_pytest with many samples: clone,
 setup, baseline, agent, final tests in a real sandbox, a few seconds each.
 
@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from proc_stats import machine_busy_seconds, tree_cpu_seconds  # noqa: E402
 
-from tests.worker_stack import KINDS, Stack, create_stack, wait_until  # noqa: E402
+from tests.support.worker_stack import KINDS, Stack, create_stack, wait_until  # noqa: E402
 
 TASK = "toy_fail_pytest"
 

@@ -277,7 +277,8 @@ IMPORT_FILE_MAX_BYTES = envint("IMPORT_FILE_MAX_BYTES", 16 * 1024 * 1024)
 # How deep, how many JSON values (parser events) and how much memory once built one imported
 # JSON file may take: checked while it streams from disk, before it is built
 # (runs/imports/jsonfile.py). Real trajectories hold some thousands of values at depth
-# 10-12; the limits keep an import's worker under 300 MB (tests/test_security_imports.py).
+# 10-12; the limits keep an import's worker under 300 MB
+# (tests/runs/imports/test_security_imports.py).
 IMPORT_JSON_MAX_DEPTH = envint("IMPORT_JSON_MAX_DEPTH", 100)
 IMPORT_JSON_MAX_ITEMS = envint("IMPORT_JSON_MAX_ITEMS", 200_000)
 IMPORT_JSON_MAX_MEMORY_MB = envint("IMPORT_JSON_MAX_MEMORY_MB", 48)

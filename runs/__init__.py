@@ -11,5 +11,6 @@ a link), ``model_configs``, ``conditions`` (the files a configuration adds to th
 ``web/`` pages, ``api/`` REST routers, ``cli/`` ``ab`` commands, ``results/`` figures,
 ``pipeline/`` one attempt's stages, ``agents/``, ``gateway/`` the model gateway of CLI
 agents, ``workers/`` Celery and worker bookkeeping,
-``demo/`` the demo data. Which role may import which is checked by tests/test_import_cycles.py.
+``demo/`` the demo data. Which role may import which is checked by
+tests/architecture/test_import_cycles.py.
 """

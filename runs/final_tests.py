@@ -19,7 +19,7 @@ from tasks_app.swebench.eval_script import END_MARKER, START_MARKER
 MAX_READ_BYTES = 4 * 1024 * 1024
 # What the page shows of it: each line carries its anchor and number (~70 characters of
 # markup), so both the lines and their text are capped to keep the attempt page small (its
-# whole HTML stays under 400 KB with a huge log, tests/test_pages_attempt.py); the rest is
+# whole HTML stays under 400 KB with a huge log, tests/runs/web/test_pages_attempt.py); the rest is
 # counted as cut (the page says how many) and stays in the download.
 MAX_LINES = 2_000
 MAX_SHOWN_CHARS = 100_000

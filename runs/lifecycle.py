@@ -2,7 +2,7 @@
 
 Workers, the pipeline, the reaper, run control (cancel, retry, evaluate), fail-fast and the
 imports call these functions; none of them writes ``Attempt.status`` itself
-(``tests/test_attempt_lifecycle.py`` reads the source and fails on a write anywhere else). So
+(``tests/runs/test_attempt_lifecycle.py`` reads the source and fails on a write anywhere else). So
 every way out of a state is listed here, with the guard that makes it safe when two processes
 race for one row: a compare-and-set (``filter(status=...).update(...)``, one atomic UPDATE) or
 a row lock (``select_for_update``) taken by the function or, where noted, by its caller.

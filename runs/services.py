@@ -245,7 +245,8 @@ def attempts_enqueue(attempt_ids: Sequence[int]) -> None:
     """
     # Imported here, the one place services reach the task layer: runs.workers.tasks imports
     # services at module level (tasks call services), so a module-level import would be a
-    # cycle (tests/test_import_cycles.py); this also keeps Celery out of non-sending commands.
+    # cycle (tests/architecture/test_import_cycles.py); this also keeps Celery out of non-sending
+    # commands.
     from benchsite.celery import app
     from runs.workers.tasks import attempt_run, attempt_time_limits
 

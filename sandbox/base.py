@@ -1,4 +1,5 @@
-"""The one sandbox interface every backend implements (see tests/test_sandbox_conformance.py).
+"""The one sandbox interface every backend implements (see
+tests/sandbox/test_sandbox_conformance.py).
 
 A sandbox is a context manager: entering starts it, leaving always tears it down. Commands run
 with a workspace directory as their only writable place besides a tmpfs /tmp.

@@ -14,22 +14,23 @@ TASKS_DIR = REPO_ROOT / "tasks"
 # worktree elsewhere names it with AB_SHARED_DIR.
 SHARED_DIR = Path(os.environ.get("AB_SHARED_DIR") or REPO_ROOT.parent / "shared")
 
-# Parallel workers (groups and a folder of each worker's own, tests/parallel.py), and the shared
-# fixtures, loaded once for every test module: a test takes a fixture by naming it, and imports
-# only the helper functions it calls. Each fixture name has one meaning across these modules.
+# Parallel workers (groups and a folder of each worker's own, tests/support/parallel.py), and the
+# shared fixtures, loaded once for every test module: a test takes a fixture by naming it, and
+# imports only the helper functions it calls. Each fixture name has one meaning across these
+# modules.
 pytest_plugins = [
-    "tests.parallel",
-    "tests.backends",
-    "tests.agent_fixtures",
-    "tests.api_fixtures",
-    "tests.browser_fixtures",
-    "tests.gateway_fixtures",
-    "tests.netns_fixtures",
-    "tests.orchestration_fixtures",
-    "tests.pages_fixtures",
-    "tests.partial_fixtures",
-    "tests.private_dockerd",
-    "tests.verified_fixtures",
+    "tests.support.parallel",
+    "tests.support.backends",
+    "tests.support.agent_fixtures",
+    "tests.support.api_fixtures",
+    "tests.support.browser_fixtures",
+    "tests.support.gateway_fixtures",
+    "tests.support.netns_fixtures",
+    "tests.support.orchestration_fixtures",
+    "tests.support.pages_fixtures",
+    "tests.support.partial_fixtures",
+    "tests.support.private_dockerd",
+    "tests.support.verified_fixtures",
 ]
 
 

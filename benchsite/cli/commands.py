@@ -1,8 +1,9 @@
 """The table of ``ab`` commands: name -> (module that registers it, help line, needs the database).
 
 ``ab`` builds its parser from this table so that ``ab --help`` imports no command module and a
-command imports only its own module. tests/test_cli_startup.py checks the table against what the
-modules register, so a new command added to a module without a row here fails a test.
+command imports only its own module. tests/benchsite/cli/test_cli_startup.py checks the table
+against what the modules register, so a new command added to a module without a row here fails a
+test.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Screenshots of the leaderboard, compare, run and attempt pages on Verified-sized data (issue
 29): 500 SWE-bench instances, a run of this harness, seven published runs without usage and a
-partial one (tests/verified_fixtures.py), served by ``manage.py runserver`` from a temporary
+partial one (tests/support/verified_fixtures.py), served by ``manage.py runserver`` from a temporary
 SQLite database and shot by Debian's Chromium at a 1440x900 viewport (the viewport only: what
 a reader sees without scrolling).
 
@@ -42,7 +42,7 @@ def main(prefix: str) -> None:
     from django.test import Client
 
     from runs.models import Attempt
-    from tests.verified_fixtures import OWN, PARTIAL, PUBLISHED, seed_verified
+    from tests.support.verified_fixtures import OWN, PARTIAL, PUBLISHED, seed_verified
 
     call_command("migrate", verbosity=0, interactive=False)
     call_command("collectstatic", verbosity=0, interactive=False)

@@ -11,8 +11,8 @@
 One attempt per instance (sample 0: the experiments hold one). An attempt that ended for
 infrastructure has no report (the harness lists such instances as errors, not results); one
 never attempted appears nowhere. The official package's grading reads ``test_output.txt`` to
-the same verdicts as ours (tests/test_bundles_swebench.py), and ``ab import-run`` reads the
-folder back. Files are scrubbed of keys and tokens like a bundle's (``runs.bundles.scrub``).
+the same verdicts as ours (tests/runs/bundles/test_bundles_swebench.py), and ``ab import-run`` reads
+the folder back. Files are scrubbed of keys and tokens like a bundle's (``runs.bundles.scrub``).
 """
 
 from __future__ import annotations

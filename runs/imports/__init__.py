@@ -12,5 +12,5 @@ the run side). One package per concern with its doors: the services, their REST 
 
 May import the core of ``runs``, ``runs.transcript``, ``tasks_app`` and ``benchsite.accounts``;
 only ``predictions`` reaches ``runs.workers`` (one lazy import, allowed by name in
-tests/test_import_cycles.py). Nothing in ``tasks_app`` imports it.
+tests/architecture/test_import_cycles.py). Nothing in ``tasks_app`` imports it.
 """

@@ -3,8 +3,8 @@
 A page and its endpoint take the same names for the same thing (``/suites/<s>/leaderboard/``
 and ``/api/leaderboard``, ``compare``, ``taxonomy``, ``/suites/<s>/attempts/`` and
 ``/api/attempts``): the pages read these tuples, the API's query schemas declare the same
-fields (``tests/test_reader_params.py`` compares them). Earlier names still work: a page
-answers them with a redirect to its canonical URL, the API takes them as deprecated aliases.
+fields (``tests/runs/results/test_reader_params.py`` compares them). Earlier names still work: a
+page answers them with a redirect to its canonical URL, the API takes them as deprecated aliases.
 A name that is neither is never ignored in silence: a page shows a notice, the API answers 422.
 """
 

@@ -1,7 +1,7 @@
 """Environments to run tasks in, built offline: SWE-bench instances as layered rootfs trees
 and Docker images, their cache and its disk budget. Django-free, like the rest of ``sandbox``:
 ``ab swebench build``, the attempt pipeline and the task pages call it with plain values, and
-``tests/test_import_cycles.py`` checks that importing it loads no Django.
+``tests/architecture/test_import_cycles.py`` checks that importing it loads no Django.
 
 May import: the standard library, ``yaml``, ``packaging``, the official ``swebench`` package
 (its specifications, imported when first needed) and ``sandbox.environments`` itself; never

@@ -17,7 +17,8 @@ The rules are the official harness's (``get_eval_tests_report`` / ``get_resoluti
 The SKIPPED rules are swebench 5.x's. The pinned 4.1.0 puts a SKIPPED test in neither list,
 so a patch that makes every FAIL_TO_PASS test skip grades FULL there and NO here; for
 PASS_TO_PASS the grade is the same either way, only the lists differ (the test is a success
-here, in no list there). Everything else equals 4.1.0 (``tests/test_swebench_official.py``).
+here, in no list there). Everything else equals 4.1.0
+(``tests/tasks_app/swebench/test_swebench_official.py``).
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 The commands and the directive rules are those of the official harness (swebench 4.1.0:
 ``test_cmd`` in ``MAP_REPO_VERSION_TO_SPECS``, ``get_test_directives``), for every Python repo
 it lists. A copy, because importing the official package costs about 2 s and a dataset import
-needs only this; ``tests/test_swebench_official.py`` checks it against every (repo, version)
-of the official table. The final tests themselves run the official eval script
+needs only this; ``tests/tasks_app/swebench/test_swebench_official.py`` checks it against every
+(repo, version) of the official table. The final tests themselves run the official eval script
 (``eval_script``), which reads the official table. No Django here.
 """
 

@@ -1,0 +1,100 @@
+"""A whole attempt of a real CLI (Claude Code, in the sandbox, on both backends) whose upstream
+echoes the key it got in a header and in every answer's body, and whose agent prints its
+environment (the token) into its next request: afterwards the key and the token are in no
+artifact file of the attempt, no API answer and no export.
+
+The upstream is the scripted one of the CLI end-to-end tests (tests/support/fake_provider_plans.py),
+made to echo; the CLI, the sandbox, the gateway and the pipeline are real.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from runs.models import AttemptStatus
+from runs.pipeline.adhoc import attempt_create_adhoc
+from runs.pipeline.execute import attempt_execute
+from tests.support.fake_provider import Reply, Request
+from tests.support.fake_provider_plans import (
+    REAL_KEY,
+    UPSTREAM_KEY_ENV,
+    Step,
+    cli_model_config,
+    plan_provider,
+)
+from tests.support.pipeline_fixtures import attempt_folder, get_task, import_tasks
+
+pytestmark = [pytest.mark.django_db, pytest.mark.docker, pytest.mark.bwrap, pytest.mark.slow]
+
+TOKEN = re.compile(rb"abgw-[A-Za-z0-9_-]{43}")
+
+
+def echo_credential(request: Request, reply: Reply) -> Reply:
+    """Answer as the plan does, plus the credential received in an ``x-echo`` header and in an
+    ``echo`` field of every JSON answer and streamed event (a hostile provider)."""
+    bearer = request.headers.get("authorization", "").removeprefix("Bearer ")
+    key = request.headers.get("x-api-key") or bearer
+    reply.headers = {**reply.headers, "x-echo": key}
+    if reply.events is None:
+        doc = json.loads(reply.body)
+        if isinstance(doc, dict):
+            reply.body = json.dumps({**doc, "echo": key}).encode()
+        return reply
+    echoed = []
+    for event in reply.events:
+        head, _, data = event.decode().rstrip("\n").rpartition("data: ")
+        if data != "[DONE]":
+            data = json.dumps({**json.loads(data), "echo": key})
+        echoed.append(f"{head}data: {data}\n\n".encode())
+    reply.events = echoed
+    return reply
+
+
+def test_no_artifact_api_answer_or_export_holds_the_key_or_the_token(
+    backend, artifacts_root, monkeypatch, client, bob
+):
+    monkeypatch.setenv(UPSTREAM_KEY_ENV, REAL_KEY)
+    import_tasks()
+    task = get_task("toy_fail_pytest")
+    plan = [
+        Step.bash("env; cat /proc/self/environ | tr '\\0' '\\n'"),  # the token, into the next call
+        Step.read("/workspace/repo/src/toy/calc.py"),
+        Step.finish(f"done; my key is {REAL_KEY}"),  # an answer text holding the key
+    ]
+    with plan_provider(plan, decorate=echo_credential) as upstream:
+        config = cli_model_config("claude-code", upstream)
+        attempt = attempt_execute(
+            attempt_create_adhoc(task=task, model_config=config), backend=backend
+        )
+    assert attempt.status == AttemptStatus.FINISHED, attempt.error_text
+    # The upstream did echo the key, and the CLI's requests did carry the token it printed.
+    assert len(upstream.requests_to("/messages")) >= 3
+    sent = json.dumps([r.json for r in upstream.requests]).encode()
+    assert TOKEN.search(sent), "the agent's env output reached the upstream"
+    folder = attempt_folder(attempt)
+    files = [p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()]
+    assert any(p.name == "model_calls.jsonl" for p in files)
+    leaks = [
+        (str(p.relative_to(folder)), what)
+        for p in files
+        for what, found in (
+            ("key", REAL_KEY.encode() in p.read_bytes()),
+            ("token", TOKEN.search(p.read_bytes()) is not None),
+        )
+        if found
+    ]
+    assert leaks == []
+    assert b"[redacted]" in (folder / "model_calls.jsonl").read_bytes()
+    client.force_login(bob)
+    answers = [
+        client.get(f"/api/attempts/{attempt.public_id}"),
+        client.get(f"/api/attempts/{attempt.public_id}/transcript"),
+        client.get(f"/api/attempts/{attempt.public_id}/artifacts/model_calls.jsonl"),
+    ]
+    for answer in answers:
+        assert answer.status_code == 200, answer
+        body = b"".join(answer.streaming_content) if answer.streaming else answer.content
+        assert REAL_KEY.encode() not in body and not TOKEN.search(body)
