@@ -15,10 +15,9 @@ from runs.agents.imported import ImportPathError, resolve
 from runs.models import AgentVariant, AttemptStatus, ModelConfig
 from runs.pipeline.adhoc import attempt_create_adhoc, model_config_for_variant
 from runs.pipeline.execute import attempt_execute
-from tests.ab_cli import ab_main
 from tests.conftest import TASKS_DIR
-from tests.pages_fixtures import artifacts_root  # noqa: F401 (a fixture)
-from tests.pipeline_fixtures import attempt_folder, get_task, import_tasks
+from tests.support.ab_cli import ab_main
+from tests.support.pipeline_fixtures import attempt_folder, get_task, import_tasks
 
 pytestmark = pytest.mark.django_db
 
@@ -119,8 +118,10 @@ def test_an_agent_that_raises_or_answers_nonsense_ends_with_a_named_reason(
     from runs.agents.registry import build_agent
     from runs.taxonomy import Reason
 
-    settings.AGENT_IMPORT_PATHS = ["tests.test_agent_import_path"]
-    model = ModelSettings(variant="import", agent_import_path=f"tests.test_agent_import_path:{cls}")
+    settings.AGENT_IMPORT_PATHS = ["tests.runs.agents.test_agent_import_path"]
+    model = ModelSettings(
+        variant="import", agent_import_path=f"tests.runs.agents.test_agent_import_path:{cls}"
+    )
     agent = build_agent(model)
     task = TaskView(task_id="t", workdir="/workspace/repo", test_command="true", timeout_sec=5)
     ctx = AgentContext(  # no sandbox: neither agent gets as far as using one
@@ -263,7 +264,7 @@ def test_ab_run_suite_launches_an_import_configuration(tmp_path):
     """The real console script, in a process of its own with the allow-list set."""
     import sqlite3
 
-    from tests.ab_cli import ab
+    from tests.support.ab_cli import ab
 
     var = tmp_path / "var"
     args = ("run-suite", "custom-dev", "--variant", "import", "--task", "toy_fail_pytest")
