@@ -25,6 +25,7 @@ def suite_args(**given) -> argparse.Namespace:
         "api_key_env": "OPENAI_API_KEY",
         "max_calls": None,
         "max_time_sec": None,
+        "agent_import_path": "",  # ab run-suite's default
     } | given
     return argparse.Namespace(**fields)
 
