@@ -169,8 +169,9 @@ class _Execution:
             return self._stages(built)
 
     def _dockerfile_stages(self, plan: TaskPlan) -> None:
-        """A task.yaml's Dockerfile environment: built (a no-op when its context is unchanged),
-        held for the attempt, then the usual stages on that image."""
+        """A task.yaml's (or a SWE-bench instance's own) Dockerfile environment: built (a
+        no-op when its context is unchanged), held for the attempt, then the usual stages on
+        that image."""
         from runs.pipeline import environment_build
 
         assert self.folder is not None
@@ -190,6 +191,10 @@ class _Execution:
         }
         built = dataclasses.replace(plan, image=image.tag, dockerfile_context="")
         with images.built_image(built, key=image.key, backend=self.backend) as ready:
+            if ready.is_swebench and ready.image_tree:
+                # On bubblewrap the testbed is copied out of the image's tree, as for an
+                # instance on its official image (images.official_plan).
+                ready = dataclasses.replace(ready, rootfs=ready.image_tree)
             return self._stages(ready)
 
     def _record_image(self, digest: str) -> None:

@@ -62,6 +62,9 @@ class TaskPlan:
     # pipeline builds into ``image`` first (runs/pipeline/environment_build.py).
     dockerfile_context: str = ""
     build_timeout_sec: int = 600
+    # A SWE-bench instance imported with its own Dockerfile (``--dockerfiles``): its own eval
+    # script, run as the final tests instead of the one made from the specification.
+    eval_script: str = ""
     # The sandbox's CPU quota when the task's source names one (None: SANDBOX_CPUS).
     cpus: float | None = None
     # The digest of the image the attempt runs on, when it is a pulled one (else "").
@@ -147,9 +150,25 @@ def plan_for_task(task: Task, *, default_image: str) -> TaskPlan:
     )
 
 
+# A SWE-bench instance's own image build may install a whole project's dependencies.
+SWEBENCH_BUILD_TIMEOUT_SEC = 1800
+
+
 def _dockerfile(task: Task, spec: dict) -> dict:
     """A task.yaml's build context, resolved against its file (checked where it may lead at
-    import: ``tasks_app.spec``)."""
+    import: ``tasks_app.spec``); a SWE-bench instance's own folder and eval script
+    (``tasks_app.swebench.task_folders``, absolute and checked at import)."""
+    if task.source == "swebench":
+        from tasks_app.swebench.task_folders import EVAL_SCRIPT_FIELD, dockerfile_of
+
+        own = dockerfile_of(spec)
+        if own is None:
+            return {}
+        return {
+            "dockerfile_context": own["context"],
+            "build_timeout_sec": SWEBENCH_BUILD_TIMEOUT_SEC,
+            "eval_script": str(spec.get(EVAL_SCRIPT_FIELD) or ""),
+        }
     environment = spec.get("environment") if task.source == "task_yaml" else None
     if not isinstance(environment, dict) or not environment.get("dockerfile"):
         return {}

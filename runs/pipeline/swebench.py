@@ -143,7 +143,9 @@ SHOW_TIMEOUT_SEC = 120
 
 def eval_script_for(plan: TaskPlan) -> str:
     """The instance's eval script (the task's own test command for a (repo, version) the
-    official specification does not list)."""
+    official specification does not list; the instance's own script when it brought one)."""
+    if plan.eval_script:
+        return plan.eval_script
     from tasks_app.swebench.eval_script import eval_script
 
     return eval_script(

@@ -274,6 +274,7 @@ class _Builds:
             self.ready.clear()
 
     def _run(self) -> None:
+        from runs.pipeline.swebench_dockerfile import build_instance, own_dockerfile
         from sandbox.environments.official_images import official_record
         from sandbox.environments.parallel import build_all
 
@@ -282,6 +283,11 @@ class _Builds:
             # not built: its image is leased as an offline build's level would be.
             to_build = []
             for index, task in enumerate(self.tasks, start=1):
+                if own_dockerfile(task) is not None:  # its own Dockerfile: the engine builds it
+                    self.slots.acquire()
+                    outcome, source = build_instance(task)
+                    self._built(index, outcome, source=source)
+                    continue
                 official = official_record(task.task_id)
                 if official is None:
                     to_build.append(task)
@@ -301,12 +307,15 @@ class _Builds:
                 self.error = exc
                 self.cond.notify_all()
 
-    def _built(self, index: int, outcome: BuildOutcome, *, image_id: str = "") -> None:
+    def _built(
+        self, index: int, outcome: BuildOutcome, *, image_id: str = "", source: Any = None
+    ) -> None:
         from sandbox.environments.handles import IMAGE, OFFLINE, Source, environment_of
 
         lease = contextlib.ExitStack()
         # The one door to an instance's environment (leased until both its attempts end).
-        source = Source(IMAGE, image_id) if image_id else Source(OFFLINE, outcome.instance_id)
+        if source is None:
+            source = Source(IMAGE, image_id) if image_id else Source(OFFLINE, outcome.instance_id)
         if outcome.ok and lease.enter_context(environment_of(source, tree=False)) is None:
             outcome = _evicted(outcome)
         if self.progress:

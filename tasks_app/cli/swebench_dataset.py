@@ -26,6 +26,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="instance image name, e.g. 'registry/sweb.eval.{key}:v1' "
         "(placeholders {key} {instance_id} {repo} {version})",
     )
+    p.add_argument(
+        "--dockerfiles",
+        type=Path,
+        default=None,
+        help="a folder holding <instance_id>/Dockerfile and <instance_id>/eval.sh for each "
+        "instance: each task builds its own image and runs its own eval script",
+    )
     p.set_defaults(handler=cmd_import_swebench)
 
 
@@ -55,6 +62,7 @@ def cmd_import_swebench(args: argparse.Namespace) -> int:
             suite_name=args.suite,
             dataset_version=args.dataset_version,
             image_template=args.image_template,
+            dockerfiles=args.dockerfiles,
         )
     except SwebenchInputError as exc:
         raise nothing_imported(exc) from exc

@@ -108,8 +108,15 @@ class Instance:
 
     def task_fields(self, *, image_template: str = "") -> dict[str, Any]:
         """Task column values (hashed to detect changes, so keep them deterministic)."""
+        from tasks_app.swebench.task_folders import dockerfile_of
+
         row = self.row
+        built = dockerfile_of(row)
         own_image = next((row[f] for f in IMAGE_FIELDS if row.get(f)), "")
+        if built is not None:  # its own Dockerfile: the tag the engine builds it under
+            from sandbox.environments.dockerfile_store import tag_for
+
+            own_image = tag_for(built["key"])
         docker_image = own_image or image_name(
             self.instance_id, image_template, repo=row["repo"], version=row["version"]
         )
@@ -124,8 +131,8 @@ class Instance:
             # The instance image already holds the repo and its environment.
             "setup_commands": [],
             "setup_network": False,
-            "test_command": _test_command(row),
-            "labels": self.labels(),
+            "test_command": _test_command(row) if built is None else OWN_EVAL_SCRIPT,
+            "labels": self.labels() + (["dockerfile"] if built is not None else []),
             "problem_statement": row["problem_statement"],
             "hints_text": row.get("hints_text") or "",
             "gold_patch": row["patch"],
@@ -136,6 +143,10 @@ class Instance:
             "instance_version": row["version"],
             "difficulty": row.get("difficulty") or "",
         }
+
+
+# The test command shown for an instance that brings its own eval script (task_folders).
+OWN_EVAL_SCRIPT = "bash eval.sh  # the instance's own eval script"
 
 
 def _test_command(row: dict[str, Any]) -> str:
@@ -183,8 +194,9 @@ def check_instance(record: Record) -> tuple[Instance | None, list[Problem]]:
     if problems:
         return None, problems
     from tasks_app.swebench.languages import repo_problems
+    from tasks_app.swebench.task_folders import dockerfile_of
 
-    own_image = any(row.get(f) for f in IMAGE_FIELDS)
+    own_image = any(row.get(f) for f in IMAGE_FIELDS) or dockerfile_of(row) is not None
     for name, message in repo_problems(row, own_image=own_image):
         problems.append(Problem(where, message, name))
     if problems:

@@ -34,11 +34,24 @@ class _Planned:
     python: tuple[str, str] = ("", "")
 
 
-def load_instances(source: Path | bytes | str, filename: str = "") -> list[Instance]:
-    """Read and check every row of a dataset file; raise ``SwebenchInputError`` on any problem."""
+def load_instances(
+    source: Path | bytes | str, filename: str = "", *, dockerfiles: Path | None = None
+) -> list[Instance]:
+    """Read and check every row of a dataset file; raise ``SwebenchInputError`` on any problem.
+
+    ``dockerfiles``: the folder of per-instance build contexts and eval scripts
+    (``task_folders``); without it a row may not name one."""
+    from tasks_app.swebench import task_folders
+
     if not filename and not isinstance(source, bytes):
         filename = Path(source).name
     records = read_records(source, filename)
+    if dockerfiles is None:
+        problems = task_folders.refuse_reserved(records)
+    else:
+        problems = task_folders.attach(records, dockerfiles)
+    if problems:
+        raise SwebenchInputError(problems, filename)
     instances, problems = check_instances(records)
     if problems:
         raise SwebenchInputError(problems, filename)
@@ -53,17 +66,19 @@ def swebench_import(
     dataset_version: str = "",
     image_template: str = "",
     description: str = "",
+    dockerfiles: Path | None = None,
 ) -> ImportReport:
     """Import (or update) every instance of a SWE-bench file into suite ``suite_name``.
 
     ``source`` is a path or the file's bytes (an upload); ``filename`` names it in errors and
     picks the format (.jsonl, .json list, .parquet). Everything is checked first; then one
     transaction writes it all, or nothing. Raises ``SwebenchInputError`` (line and field).
+    ``dockerfiles``: a folder with each instance's Dockerfile and eval.sh (``task_folders``).
     """
     if not filename and not isinstance(source, bytes):
         filename = Path(source).name
     _check_suite_name(suite_name, filename)
-    instances = load_instances(source, filename)
+    instances = load_instances(source, filename, dockerfiles=dockerfiles)
     try:
         planned = [_plan(instance, image_template=image_template) for instance in instances]
     except ValueError as exc:  # a bad image template

@@ -1,0 +1,46 @@
+"""Gold validation of SWE-bench instances that bring their own Dockerfile (``ab import-swebench
+--dockerfiles``): the instance's image is built by the engine from its folder, keyed by the
+folder's content (``sandbox.environments.dockerfile``), instead of an offline build or an
+official image. The attempts then find it built (a no-op) in their ``environment_build``
+stage."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from sandbox.environments.build import BuildOutcome
+
+if TYPE_CHECKING:
+    from sandbox.environments.handles import Source
+    from tasks_app.models import Task
+
+
+def own_dockerfile(task: Task) -> dict[str, str] | None:
+    """The task's own build context ({"context", "key"}), or None."""
+    from tasks_app.swebench.task_folders import dockerfile_of
+
+    return dockerfile_of(task.spec) if isinstance(task.spec, dict) else None
+
+
+def build_instance(task: Task) -> tuple[BuildOutcome, Source | None]:
+    """Build ``task``'s own Dockerfile (or find it built): the outcome the validation
+    reports, and the environment to lease until its attempts end (None on a failure)."""
+    from runs.pipeline.plan import SWEBENCH_BUILD_TIMEOUT_SEC
+    from sandbox.environments import dockerfile, eviction
+    from sandbox.environments.handles import DOCKERFILE, Source
+
+    own = own_dockerfile(task)
+    assert own is not None
+    try:
+        image = dockerfile.build(
+            Path(own["context"]),
+            timeout_sec=SWEBENCH_BUILD_TIMEOUT_SEC,
+            max_bytes=eviction.max_bytes_from_env(),
+        )
+    except dockerfile.DockerfileBuildError as exc:
+        tail = dockerfile.build_log_tail(own["key"]) if exc.log_path else ""
+        return BuildOutcome(task.task_id, "failed", str(exc), log_tail=tail), None
+    status = "cached" if image.reused else "built"
+    outcome = BuildOutcome(task.task_id, status, f"Dockerfile image {image.tag}")
+    return outcome, Source(DOCKERFILE, image.key, image=image.tag)
