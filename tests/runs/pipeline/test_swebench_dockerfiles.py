@@ -40,7 +40,7 @@ def test_validate_suite_builds_the_instance_and_finds_gold_full_and_nop_no(
     from benchsite.cli.main import main
     from tasks_app.models import GoldValidation
 
-    suite, context = imported
+    suite, _ = imported
 
     code = main(["validate-suite", suite, "--variant", "oracle", "--backend", "docker"])
 
