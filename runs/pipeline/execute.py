@@ -176,6 +176,16 @@ class _Execution:
 
         assert self.folder is not None
         self._checkpoint(environment_build.STAGE_NAME, Stage.SETUP)
+        if plan.dockerfile_key:  # a SWE-bench instance's folder, as it was imported
+            from runs.pipeline.swebench_dockerfile import changed_since_import
+
+            changed = changed_since_import(Path(plan.dockerfile_context), plan.dockerfile_key)
+            if changed:
+                name = environment_build.STAGE_NAME
+                self._record(
+                    StageResult(name, Stage.SETUP, reason=Reason.SETUP_FAILED, note=changed)
+                )
+                return
         stage, image, log = environment_build.task_yaml_stage(
             Path(plan.dockerfile_context), timeout_sec=plan.build_timeout_sec
         )

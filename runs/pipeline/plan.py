@@ -65,6 +65,8 @@ class TaskPlan:
     # A SWE-bench instance imported with its own Dockerfile (``--dockerfiles``): its own eval
     # script, run as the final tests instead of the one made from the specification.
     eval_script: str = ""
+    # ... and the content hash of its folder at import (the attempt refuses a changed folder).
+    dockerfile_key: str = ""
     # The sandbox's CPU quota when the task's source names one (None: SANDBOX_CPUS).
     cpus: float | None = None
     # The digest of the image the attempt runs on, when it is a pulled one (else "").
@@ -168,6 +170,7 @@ def _dockerfile(task: Task, spec: dict) -> dict:
             "dockerfile_context": own["context"],
             "build_timeout_sec": SWEBENCH_BUILD_TIMEOUT_SEC,
             "eval_script": str(spec.get(EVAL_SCRIPT_FIELD) or ""),
+            "dockerfile_key": own["key"],
         }
     environment = spec.get("environment") if task.source == "task_yaml" else None
     if not isinstance(environment, dict) or not environment.get("dockerfile"):

@@ -23,6 +23,23 @@ def own_dockerfile(task: Task) -> dict[str, str] | None:
     return dockerfile_of(task.spec) if isinstance(task.spec, dict) else None
 
 
+def changed_since_import(context: Path, key: str) -> str:
+    """Why the instance's folder is not what was imported ("" when it is): the attempt would
+    run an image other than the one its task records."""
+    from sandbox.environments import dockerfile
+
+    try:
+        now = dockerfile.context_key(context, dockerfile_text=dockerfile.dockerfile_text(context))
+    except (OSError, dockerfile.DockerfileBuildError) as exc:
+        return f"[task-changed] the instance folder {context} cannot be read: {exc}; re-import it"
+    if now != key:
+        return (
+            f"[task-changed] the instance folder {context} changed since its import; re-import "
+            "it (ab import-swebench --dockerfiles) so the attempt runs what the task records"
+        )
+    return ""
+
+
 def build_instance(task: Task) -> tuple[BuildOutcome, Source | None]:
     """Build ``task``'s own Dockerfile (or find it built): the outcome the validation
     reports, and the environment to lease until its attempts end (None on a failure)."""
@@ -32,6 +49,9 @@ def build_instance(task: Task) -> tuple[BuildOutcome, Source | None]:
 
     own = own_dockerfile(task)
     assert own is not None
+    changed = changed_since_import(Path(own["context"]), own["key"])
+    if changed:
+        return BuildOutcome(task.task_id, "failed", changed), None
     try:
         image = dockerfile.build(
             Path(own["context"]),

@@ -70,3 +70,15 @@ def test_on_bubblewrap_the_gold_patch_resolves_it_from_the_images_tree(imported,
     assert info["backend"] == "bwrap"
     assert info["environment"]["image"].startswith(f"{IMAGE_REPOSITORY}:")
     assert "PASSED tests/test_calc.py::test_sub" in (folder / "logs" / "final_test.txt").read_text()
+
+
+def test_a_folder_changed_since_its_import_is_refused_before_any_build(imported, artifacts_root):
+    suite, context = imported
+    (context / "eval.sh").write_text("#!/bin/bash\necho not what was imported\n")
+
+    attempt = run_attempt(get_task(INSTANCE, suite), variant="oracle", backend="docker")
+
+    assert attempt.failure_reason_id == "SETUP_FAILED"
+    names = list(attempt.stages.values_list("name", flat=True))
+    assert names == ["environment_build"], names
+    assert "[task-changed]" in attempt.error_text and str(context) in attempt.error_text
