@@ -237,6 +237,32 @@ def _queued_ids(run: Run) -> list[int]:
     )
 
 
+def transcripts_index_in_background(run_public_id: str) -> None:
+    """Index a run's transcripts for search in a process of its own (``ab search reindex
+    --run``), detached: an import through the web must not read every transcript back whole
+    in the web worker (nor load Celery there just to say so). When the process cannot start,
+    here and now (never left unindexed)."""
+    import sys
+
+    command = [sys.executable, "-m", "benchsite.cli.main", "search", "reindex"]
+    try:  # sh starts it in the background and exits: the indexer is no child of ours
+        subprocess.run(
+            ["sh", "-c", '"$@" >/dev/null 2>&1 &', "sh", *command, "--run", run_public_id],
+            stdin=subprocess.DEVNULL,
+            check=True,
+            timeout=30,
+            start_new_session=True,
+        )
+    except (OSError, subprocess.SubprocessError):
+        log.warning("search: indexing of run %s not started apart; indexing here", run_public_id)
+        from runs.models import Attempt
+        from runs.search.index import attempts_index
+
+        attempts_index(
+            Attempt.objects.filter(run__public_id=run_public_id).values_list("id", flat=True)
+        )
+
+
 def attempts_enqueue(attempt_ids: Sequence[int]) -> None:
     """Send one Celery message per attempt id over a single broker connection.
 

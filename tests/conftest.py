@@ -53,9 +53,10 @@ _allow_the_fake_providers_keys()
 @pytest.fixture(autouse=True)
 def _failure_reasons_after_flush(request):
     """A transactional test ends by flushing every table, the data migrations' rows included
-    (the 15 failure reasons, the readers group); put them back for each database test that
-    follows. pytest-django runs the plain tests before the transactional ones, but only within
-    one process: a parallel worker may get a plain test after a transactional one."""
+    (the 15 failure reasons, the readers group, the shipped prices); put them back for each
+    database test that follows. pytest-django runs the plain tests before the transactional
+    ones, but only within one process: a parallel worker may get a plain test after a
+    transactional one."""
     marker = request.node.get_closest_marker("django_db")
     transactional = (
         "transactional_db" in request.fixturenames
@@ -74,6 +75,19 @@ def _failure_reasons_after_flush(request):
     if transactional or not FailureReason.objects.exists():
         FailureReason.objects.sync_from_taxonomy()
         readers_group()
+        _ship_list_prices()
+
+
+def _ship_list_prices() -> None:
+    """The price table's shipped rows (runs 0023's data migration), when a flush took them."""
+    import importlib
+
+    from django.apps import apps
+
+    from runs.prices import PriceEntry
+
+    if not PriceEntry.objects.exists():
+        importlib.import_module("runs.migrations.0023_price_table").ship_list_prices(apps, None)
 
 
 @pytest.fixture(autouse=True)

@@ -19,6 +19,8 @@ from django.http import HttpRequest
 from benchsite.accounts.models import Action, Door
 from benchsite.accounts.services import audit_event_record
 from runs.imports import predictions, results, run_import, uploads
+from runs.search.index import indexed_elsewhere
+from runs.services import transcripts_index_in_background
 
 
 def _audited(
@@ -33,7 +35,13 @@ def _audited(
 ) -> Any:
     """``service(created_by=actor, **options)``, and its audit event once it committed (a dry
     run stores nothing: nothing to record)."""
-    report = service(created_by=actor, **options)
+    if door == Door.CLI:  # ab's own process: indexed as the import commits
+        report = service(created_by=actor, **options)
+    else:  # a web worker: a process of its own indexes the transcripts (runs.search.index)
+        with indexed_elsewhere(lambda committed: None):
+            report = service(created_by=actor, **options)
+        if getattr(report, "run_id", None) and not getattr(report, "dry_run", False):
+            transcripts_index_in_background(str(report.run_id))
     if not getattr(report, "dry_run", False):
         audit_event_record(
             actor=actor,

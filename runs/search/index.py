@@ -14,8 +14,10 @@ what existed before.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from django.db import transaction
@@ -131,6 +133,30 @@ def attempt_index_on_commit(attempt_id: int) -> None:
 
 
 def attempts_index_on_commit(attempt_ids: list[int]) -> None:
-    """Index these attempts once the current transaction commits (at once outside one)."""
+    """Index these attempts once the current transaction commits (at once outside one); inside
+    ``indexed_elsewhere(send)``, hand their ids to ``send`` then instead."""
     if attempt_ids:
-        transaction.on_commit(lambda: attempts_index(attempt_ids))
+        send = _SENDER.get()
+        if send is None:
+            transaction.on_commit(lambda: attempts_index(attempt_ids))
+        else:
+            transaction.on_commit(lambda: send(attempt_ids))
+
+
+_SENDER: contextvars.ContextVar[Callable[[list[int]], None] | None] = contextvars.ContextVar(
+    "search_index_sender", default=None
+)
+
+
+@contextlib.contextmanager
+def indexed_elsewhere(send: Callable[[list[int]], None]) -> Iterator[None]:
+    """Attempts committed by the block are indexed by ``send`` (their ids), not here: an import
+    through the web leaves them to a process of its own
+    (``runs.services.transcripts_index_in_background``), since indexing reads each transcript
+    back whole, which at the import limits would take the web worker ~100 MB past what the
+    streamed import itself needs."""
+    token = _SENDER.set(send)
+    try:
+        yield
+    finally:
+        _SENDER.reset(token)

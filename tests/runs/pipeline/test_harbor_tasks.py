@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from runs.models import AttemptStatus
+from tasks_app import harbor as harbor_format
 from tests.conftest import REPO_ROOT
 from tests.support.backends import backend_params
 from tests.support.pipeline_fixtures import (
@@ -69,7 +70,8 @@ def test_it_solves_each_example_with_its_oracle_and_fails_it_with_nop(
     assert record["sandbox"]["backend"] == backend
     assert record["sandbox"]["workdir"] == "/app"
     # task.toml's resources, as the sandbox got them (cpus at most the host's).
-    assert record["sandbox"]["memory_mb"] == 1024
+    asked = harbor_format.load_harbor_task(EXAMPLES / task_id)
+    assert record["sandbox"]["memory_mb"] == asked.memory_mb
     assert record["sandbox"]["cpus"] == min(1.0, float(os.cpu_count() or 1))
 
     untouched = run_attempt(task, variant="nop", backend=backend)

@@ -310,6 +310,35 @@ def test_an_imported_run_is_indexed_and_reindex_rebuilds(
     assert transcript_search(SearchQuery(text="sympy")).total == found.total
 
 
+def test_an_import_through_a_web_door_is_indexed_apart_not_in_the_request(
+    tmp_path, django_capture_on_commit_callbacks, monkeypatch, alice
+):
+    """Indexing reads each transcript back whole: a web worker at the import limits would
+    take ~100 MB more (tests/runs/imports/test_security_imports.py, which also sees the
+    process index it). A web door's import leaves it to ``ab search reindex --run``."""
+    from benchsite.accounts.models import Door
+    from runs.imports import actions
+
+    folder = tmp_path / "run"
+    suite = make_suite("verified-mini", tasks=0)
+    for instance_id in TRAJ_IDS:
+        Task.objects.create(suite=suite, task_id=instance_id, repo_url="https://example.org/r")
+        shutil.copytree(TRAJS / instance_id, folder / "trajs" / instance_id)
+    started: list[str] = []
+    monkeypatch.setattr(actions, "transcripts_index_in_background", started.append)
+    with django_capture_on_commit_callbacks(execute=True):
+        report = actions.run_folder_import(
+            actor=alice, door=Door.API, path=folder, suite_name="verified-mini", model_name="m"
+        )
+
+    assert not TranscriptDocument.objects.exists()  # nothing read back in the request
+    assert started == [str(report.run_id)]
+    result = ab_main("search", "reindex", "--run", started[0])  # what that process runs
+    assert result.returncode == 0, result.stderr
+    indexed = TranscriptDocument.objects.values_list("attempt__task__task_id", flat=True)
+    assert set(indexed) == set(TRAJ_IDS)
+
+
 def test_the_search_answers_from_the_full_text_index(corpus):
     from runs.search.query import _postgres, _sqlite
 
