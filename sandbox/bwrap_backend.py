@@ -106,6 +106,14 @@ def unavailable_reason(rootfs: Path | None = None) -> str | None:
     return None
 
 
+def _release(block_w: int) -> None:
+    """Let the command start (a byte on bwrap's block fd). A bwrap that already ended has
+    closed the other end: nothing to start, and its exit status says why (the exec reads it),
+    rather than a BrokenPipeError out of the exec."""
+    with contextlib.suppress(BrokenPipeError):
+        os.write(block_w, b"1")
+
+
 class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
     backend = "bwrap"
 
@@ -407,7 +415,7 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
                     blackhole.install(netns)
                 finally:
                     os.close(netns)
-            os.write(block_w, b"1")
+            _release(block_w)
         finally:
             os.close(block_w)
 
@@ -424,7 +432,7 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
             if child_pid is not None:
                 network = slirp.SlirpNetwork()
                 network.attach(child_pid)
-            os.write(block_w, b"1")
+            _release(block_w)
             return network
         finally:
             os.close(block_w)
