@@ -106,6 +106,9 @@ def unavailable_reason(rootfs: Path | None = None) -> str | None:
     return None
 
 
+_LOOPBACK_SETUP_FAILED = "bwrap: loopback: Failed RTM_NEWADDR"
+
+
 def _release(block_w: int) -> None:
     """Let the command start (a byte on bwrap's block fd). A bwrap that already ended has
     closed the other end: nothing to start, and its exit status says why (the exec reads it),
@@ -258,6 +261,25 @@ class BwrapSandbox(filesystem.HostWorkspaceFiles, Sandbox):
     # -- commands ---------------------------------------------------------------------------
 
     def exec(
+        self,
+        cmd: str | list[str],
+        *,
+        timeout: float,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        network: ExecNetwork = False,
+    ) -> ExecResult:
+        try:
+            return self._exec_once(cmd, timeout=timeout, cwd=cwd, env=env, network=network)
+        except SandboxError as exc:
+            # bwrap setting up a new network namespace's loopback can fail transiently when
+            # many are made at once ("loopback: Failed RTM_NEWADDR: No child processes", seen
+            # under CI's load): it ended before the command ran, so once more is safe.
+            if _LOOPBACK_SETUP_FAILED not in str(exc):
+                raise
+            return self._exec_once(cmd, timeout=timeout, cwd=cwd, env=env, network=network)
+
+    def _exec_once(
         self,
         cmd: str | list[str],
         *,
