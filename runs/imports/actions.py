@@ -21,7 +21,7 @@ from benchsite.accounts.models import Action, Door
 from benchsite.accounts.services import audit_event_record
 from runs.imports import predictions, results, run_import, uploads
 from runs.search.index import indexed_elsewhere
-from runs.services import transcripts_index_in_background
+from runs.services import imported_run_read, imported_run_read_in_background
 
 
 def _audited(
@@ -36,13 +36,16 @@ def _audited(
 ) -> Any:
     """``service(created_by=actor, **options)``, and its audit event once it committed (a dry
     run stores nothing: nothing to record)."""
-    if door == Door.CLI:  # ab's own process: indexed as the import commits
+    # Once committed, the run's transcripts are indexed for search and its attempts checked
+    # for integrity flags: in ab's own process, or in one of their own for a web worker
+    # (each reads every transcript back; runs.search.index, runs.integrity).
+    with indexed_elsewhere(lambda committed: None):
         report = service(created_by=actor, **options)
-    else:  # a web worker: a process of its own indexes the transcripts (runs.search.index)
-        with indexed_elsewhere(lambda committed: None):
-            report = service(created_by=actor, **options)
-        if getattr(report, "run_id", None) and not getattr(report, "dry_run", False):
-            transcripts_index_in_background(str(report.run_id))
+    if getattr(report, "run_id", None) and not getattr(report, "dry_run", False):
+        if door == Door.CLI:
+            imported_run_read(str(report.run_id))
+        else:
+            imported_run_read_in_background(str(report.run_id))
     if not getattr(report, "dry_run", False):
         audit_event_record(
             actor=actor,
