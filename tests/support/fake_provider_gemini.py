@@ -74,6 +74,7 @@ def gemini(
     text: str = "",
     *,
     function_call: tuple[str, dict[str, Any]] | None = None,
+    thought: str = "",
     usage: tuple[int, int] = (100, 20),
     cached: int = 0,
     thoughts: int = 0,
@@ -81,7 +82,8 @@ def gemini(
     alt_sse: bool = True,
     model: str = "gemini-2.5-pro",
 ) -> Reply:
-    """A model turn: ``text`` and/or one ``functionCall``. ``stream``: the text in several
+    """A model turn: a ``thought`` summary, ``text`` and/or one ``functionCall``. ``stream``:
+    the thought in a chunk of its own, then the text in several
     chunks, each with its running usage (the last one complete), as SSE or (``alt_sse``
     False) one JSON array sent in pieces."""
     call = (
@@ -89,10 +91,11 @@ def gemini(
         if function_call
         else []
     )
+    thinking = [{"text": thought, "thought": True}] if thought else []
     final_usage = usage_metadata(usage, cached=cached, thoughts=thoughts)
     if not stream:
         doc = response_doc(
-            ([{"text": text}] if text else []) + call, usage=final_usage, model=model
+            thinking + ([{"text": text}] if text else []) + call, usage=final_usage, model=model
         )
         return Reply(
             body=json.dumps(doc).encode(),
@@ -104,8 +107,8 @@ def gemini(
     pieces = [w + (" " if i < len(words) - 1 else "") for i, w in enumerate(words)]
     early = usage_metadata(usage, cached=cached, final=False)
     chunks = [
-        response_doc([{"text": piece}], usage=early, finish=None, model=model, response_id=rid)
-        for piece in pieces
+        response_doc([part], usage=early, finish=None, model=model, response_id=rid)
+        for part in thinking + [{"text": piece} for piece in pieces]
     ]
     chunks.append(
         response_doc(call or [{"text": ""}], usage=final_usage, model=model, response_id=rid)
