@@ -20,6 +20,7 @@ from tests.support.fake_provider_gemini import (
     gemini_error,
     stream_error,
 )
+from tests.support.fake_provider_plans import GEMINI_TOOLS, fix_plan, keys_seen, plan_provider
 from tests.support.gateway_fixtures import REAL_KEY, config, raw_post, records
 
 MODEL = "gemini-2.5-pro"
@@ -325,3 +326,53 @@ def test_paths_outside_the_gemini_routes_are_not_forwarded(tmp_path: Path, path:
         status, _, body = post(gw, path)
     assert status == 404 and json.loads(body)["error"]["status"] == "NOT_FOUND"
     assert upstream.requests == []
+
+
+# -- the per-CLI plans over the Gemini API ------------------------------------------------------
+
+
+def test_a_plan_is_served_as_gemini_function_calls_through_the_gateway(tmp_path: Path) -> None:
+    plan = fix_plan(
+        workdir="/work", path="calc.py", old="//", new="/", test_command="python -m pytest -q"
+    )
+    tools = [
+        {"functionDeclarations": [{"name": name} for name in GEMINI_TOOLS.values()]},
+    ]
+    contents: list[dict] = [{"role": "user", "parts": [{"text": "fix calc.py"}]}]
+    seen = []
+    with plan_provider(plan, usage=(700, 30)) as upstream:
+        cfg = gemini_config(upstream, tmp_path)
+        with open_gateway(cfg) as gw:
+            # A side request (no tools, JSON asked for) gets JSON text, not a step.
+            side = {**BODY, "generationConfig": {"responseMimeType": "application/json"}}
+            status, _, body = post(gw, GENERATE, side)
+            assert json.loads(body)["candidates"][0]["content"]["parts"][0]["text"] == "{}"
+            for _ in range(4):
+                status, _, body = post(gw, STREAM, {"contents": contents, "tools": tools})
+                assert status == 200
+                chunks = [json.loads(x[6:]) for x in body.decode().split("\n") if x]
+                parts = [p for c in chunks for p in c["candidates"][0]["content"]["parts"]]
+                call = next((p["functionCall"] for p in parts if "functionCall" in p), None)
+                seen.append(call["name"] if call else "".join(p.get("text", "") for p in parts))
+                contents = [*contents, {"role": "model", "parts": parts}]
+                if call:
+                    answer = {"name": call["name"], "response": {"output": "ok"}}
+                    contents.append({"role": "user", "parts": [{"functionResponse": answer}]})
+    assert seen == [
+        "read_file",
+        "run_shell_command",
+        "replace",
+        "The fix is applied and the tests pass.",
+    ]
+    assert keys_seen(upstream) == {REAL_KEY}
+    assert gw.summary.calls == 5 and gw.summary.output_tokens == 5 * 30
+
+
+def test_a_failing_plan_answers_in_googles_shape(tmp_path: Path) -> None:
+    upstream = plan_provider([], fail_status=401)
+    with upstream, open_gateway(gemini_config(upstream, tmp_path)) as gw:
+        status, _, body = post(gw, STREAM)
+    assert status == 401
+    assert json.loads(body)["error"]["status"] == "UNAUTHENTICATED"
+    (record,) = records(tmp_path / "model_calls.jsonl")
+    assert record["outcome"] == "permanent_error"
