@@ -8,6 +8,7 @@ speaking Gemini (tests/support/fake_provider_gemini.py) on loopback."""
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -180,6 +181,50 @@ def test_a_stream_past_the_token_budget_is_cut_with_a_gemini_error_event(tmp_pat
     (record,) = records(tmp_path / "model_calls.jsonl")
     assert record["outcome"] == "budget" and record["error"]["budget"] == "tokens"
     assert summary.budget_exceeded == "tokens"
+
+
+def test_parallel_streams_cannot_race_past_the_token_and_cost_budgets(tmp_path: Path) -> None:
+    """20 Gemini streams at once against 3,000 tokens and $0.01, each 1,200 tokens in and 80
+    out ($0.0023): the calls in flight hold their reservations (the body's bytes / 3, above
+    the prompt's real count as with real text, and its maxOutputTokens), so only the last one
+    admitted can cross a limit, by its own answer."""
+
+    def slow(request):
+        reply = gemini("ok", usage=(1200, 80), stream=True)
+        reply.delay_sec = 0.2
+        return reply
+
+    budgets = GatewayBudgets(max_tokens=3000, max_cost_usd=0.01)
+    prompt = "fix the bug in calc.py " * 160  # 3,680 bytes: 1,200 tokens as Gemini counts
+    body = {
+        "contents": [{"role": "user", "parts": [{"text": prompt}]}],
+        "generationConfig": {"maxOutputTokens": 100},
+    }
+    results: list[tuple] = []
+    with (
+        FakeProvider(respond=slow) as upstream,
+        open_gateway(gemini_config(upstream, tmp_path, budgets=budgets)) as gw,
+    ):
+        start = threading.Barrier(20)
+
+        def call() -> None:
+            start.wait()
+            results.append(post(gw, STREAM, body))
+
+        threads = [threading.Thread(target=call) for _ in range(20)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        summary = gw.summary
+    answered = [r for r in results if r[0] == 200]
+    refused = [r for r in results if r[0] != 200]
+    assert len(answered) == len(upstream.requests) <= 3 and len(refused) >= 17
+    assert all(json.loads(r[2])["error"]["status"] == "INVALID_ARGUMENT" for r in refused)
+    # Two whole streams; a third admitted on what was left is cut with an error event.
+    assert summary.tokens <= 3000 + 1280
+    assert summary.cost_usd <= 0.01 + (1200 * 1.25 + 80 * 10) / 1e6
+    assert summary.budget_exceeded in ("tokens", "cost")
 
 
 # -- errors -----------------------------------------------------------------------------------
