@@ -1,9 +1,10 @@
-"""What the three wire APIs have in common once read: a request's messages and a reply,
+"""What the four wire APIs have in common once read: a request's messages and a reply,
 normalised (``Msg``, ``Reply``), and the server-sent-events framing of a streamed response.
 
-``wire_anthropic`` (Messages), ``wire_responses`` (OpenAI Responses) and ``wire_chat`` (chat
-completions) each turn a request body into ``Msg``s and a response (JSON, or the raw SSE text
-of a stream) into a ``Reply``; ``model_calls`` builds the conversation from them.
+``wire_anthropic`` (Messages), ``wire_responses`` (OpenAI Responses), ``wire_chat`` (chat
+completions) and ``wire_gemini`` (Google's Gemini API) each turn a request body into ``Msg``s
+and a response (JSON, or the raw SSE text of a stream) into a ``Reply``; ``model_calls`` builds
+the conversation from them.
 """
 
 from __future__ import annotations
@@ -120,12 +121,13 @@ def _get(value: Any, key: str) -> Any:
 
 def error_text(body: Any) -> str:
     """The message of an error body: Anthropic's ``{"error": {"type", "message"}}``, OpenAI's
-    ``{"error": {"message", "type", "code"}}``, or a gateway's ``{"detail": ...}``."""
+    ``{"error": {"message", "type", "code"}}``, Gemini's ``{"error": {"code", "message",
+    "status"}}``, or a gateway's ``{"detail": ...}``."""
     if not isinstance(body, dict):
         return ""
     error = body.get("error")
     if isinstance(error, dict):
-        kind = error.get("type") or error.get("code") or ""
+        kind = error.get("type") or error.get("status") or error.get("code") or ""
         message = error.get("message") or ""
         return f"{kind}: {message}".strip(": ") if kind else str(message)
     if isinstance(error, str):
