@@ -2,11 +2,12 @@
 
 Calls run in parallel, and a call's size is known only at its end: so each admitted model
 call holds a reservation (its own estimate: the most input a provider can count for the
-request, a token a byte plus its own prompt, plus the output it allows, ``max_tokens``/``max_output_tokens``), and the next call is admitted only
-against what is left after the reservations of the calls in flight. One that does not fit
-waits for them to end (each frees what it did not use); with nothing in flight it is admitted
-on what is left, its reservation cut to that. A streamed answer is cut once its running usage
-passes its reservation (forward.py); a whole answer cannot be cut, so only such an answer,
+request, a token a byte plus its own prompt, plus the output it allows, ``max_tokens`` /
+``max_output_tokens``), and the next call is admitted only against what is left after the
+reservations of the calls in flight. One that does not fit waits for them to end (each frees
+what it did not use); with nothing in flight it is admitted on what is left, its reservation
+cut to that. A streamed answer is cut once its running usage passes its reservation
+(forward.py); a whole answer cannot be cut, so only such an answer,
 larger than what was left, can cross a limit: by that one answer, never by many in parallel.
 """
 
