@@ -177,7 +177,7 @@ class Execution:
         assert self.folder is not None
         self.checkpoint(environment_build.STAGE_NAME, Stage.SETUP)
         if plan.dockerfile_key:  # a SWE-bench instance's folder, as it was imported
-            from runs.pipeline.swebench_dockerfile import changed_since_import
+            from tasks_app.swebench.own_dockerfile import changed_since_import
 
             changed = changed_since_import(Path(plan.dockerfile_context), plan.dockerfile_key)
             if changed:
