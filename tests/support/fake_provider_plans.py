@@ -7,7 +7,9 @@ a file, run a command, apply the fix, finish).
 - OpenAI Responses (``POST /v1/responses``, Codex CLI): ``function_call`` items for Codex's
   ``exec_command`` tool (the fix goes through Codex's own ``apply_patch`` command), as SSE;
 - OpenAI chat completions (``POST /v1/chat/completions``, mini-swe-agent): assistant messages
-  with one fenced bash block, mini-swe-agent's text action format.
+  with one fenced bash block, mini-swe-agent's text action format;
+- OpenAI chat completions with tools (Qwen Code): ``tool_calls`` for the CLI's own tools
+  (``read_file``, ``run_shell_command``, ``edit``), streamed as SSE.
 
 Which step of the plan a request gets is read from the conversation it carries (the number of
 tool calls the model has made so far), not from a counter: a CLI that retries a request, or
@@ -338,6 +340,8 @@ def _responses(body: dict[str, Any], plan: list[Step], usage: tuple[int, int]) -
 
 
 def _chat(body: dict[str, Any], plan: list[Step], usage: tuple[int, int]) -> Reply:
+    if body.get("tools"):  # a CLI with tools of its own (Qwen Code), not text actions
+        return _chat_tools(body, plan, usage)
     messages = body.get("messages") or []
     done = sum(1 for m in messages if m.get("role") == "assistant")
     step = _step_for(plan, done)
@@ -381,6 +385,73 @@ def _chat(body: dict[str, Any], plan: list[Step], usage: tuple[int, int]) -> Rep
     return _sse([(None, first), (None, last), (None, tail)], done=True)
 
 
+# -- OpenAI chat completions with tool calls (Qwen Code) -------------------------------------
+
+# Per CLI: the tool that marks its requests, then each step kind's tool and arguments.
+CHAT_TOOLS: dict[str, dict[str, Callable[[Step], tuple[str, dict[str, Any]]]]] = {
+    "run_shell_command": {  # Qwen Code
+        "read": lambda s: ("read_file", {"file_path": s.path}),
+        "bash": lambda s: ("run_shell_command", {"command": s.command, "description": "tests"}),
+        "edit": lambda s: (
+            "edit",
+            {"file_path": s.path, "old_string": s.old, "new_string": s.new},
+        ),
+    },
+}
+# Side requests that offer the tools but are not the agent's loop: Qwen Code's managed memory
+# extractor after the run (its switch is a settings file, not a flag): a short text answer.
+SIDE_PROMPTS = ("managed memory extraction subagent",)
+
+
+def _chat_tools(body: dict[str, Any], plan: list[Step], usage: tuple[int, int]) -> Reply:
+    messages = body.get("messages") or []
+    tools = {(t.get("function") or {}).get("name") for t in body.get("tools") or []}
+    system = " ".join(str(m.get("content")) for m in messages if m.get("role") == "system")
+    done = sum(1 for m in messages if m.get("role") == "assistant" and m.get("tool_calls"))
+    mapping = next((v for k, v in CHAT_TOOLS.items() if k in tools), None)
+    side = mapping is None or any(marker in system for marker in SIDE_PROMPTS)
+    step = Step.finish("Nothing to save.") if side else _step_for(plan, done)
+    message: dict[str, Any] = {"role": "assistant", "content": None}
+    if step.kind == "finish" or mapping is None:
+        message["content"], finish = step.text or "Done.", "stop"
+    else:
+        name, args = mapping[step.kind](step)
+        message["tool_calls"] = [
+            {
+                "id": f"call_{next(_ids):04d}",
+                "type": "function",
+                "function": {"name": name, "arguments": json.dumps(args)},
+            }
+        ]
+        finish = "tool_calls"
+    tokens_in, tokens_out = usage
+    completion = {
+        "id": f"chatcmpl-{next(_ids)}",
+        "object": "chat.completion",
+        "created": 0,
+        "model": body.get("model", "scripted"),
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {
+            "prompt_tokens": tokens_in,
+            "completion_tokens": tokens_out,
+            "total_tokens": tokens_in + tokens_out,
+        },
+    }
+    if not body.get("stream"):
+        return _json(200, completion)
+    chunk = {k: v for k, v in completion.items() if k != "usage"}
+    chunk["object"] = "chat.completion.chunk"
+    delta: dict[str, Any] = {"role": "assistant"}
+    if "tool_calls" in message:
+        delta["tool_calls"] = [dict(c, index=0) for c in message["tool_calls"]]
+    else:
+        delta["content"] = message["content"]
+    first = dict(chunk, choices=[{"index": 0, "delta": delta, "finish_reason": None}])
+    last = dict(chunk, choices=[{"index": 0, "delta": {}, "finish_reason": finish}])
+    tail = dict(chunk, choices=[], usage=completion["usage"])
+    return _sse([(None, first), (None, last), (None, tail)], done=True)
+
+
 def _codex_command(step: Step) -> str:
     if step.kind == "edit":
         # Codex intercepts ``apply_patch`` in a command and applies it with its own code.
@@ -414,13 +485,28 @@ def _quote(text: str) -> str:
     return shlex.quote(text)
 
 
-# -- the three CLIs against this upstream ---------------------------------------------------------
+# -- the CLIs against this upstream ---------------------------------------------------------------
 
 # What each CLI's configuration uses as the upstream base URL (what it would call without us):
 # Claude Code appends /v1/messages itself; the OpenAI clients take a base ending in /v1.
-BASE_SUFFIX = {"claude-code": "", "codex": "/v1", "mini-swe-agent": "/v1"}
-MODEL = {"claude-code": "claude-sonnet-4-5", "codex": "gpt-5-codex", "mini-swe-agent": "gpt-4o"}
-WIRE_PATH = {"claude-code": "/messages", "codex": "/responses", "mini-swe-agent": "/completions"}
+BASE_SUFFIX = {
+    "claude-code": "",
+    "codex": "/v1",
+    "mini-swe-agent": "/v1",
+    "qwen-code": "/v1",
+}
+MODEL = {
+    "claude-code": "claude-sonnet-4-5",
+    "codex": "gpt-5-codex",
+    "mini-swe-agent": "gpt-4o",
+    "qwen-code": "qwen3-coder-plus",
+}
+WIRE_PATH = {
+    "claude-code": "/messages",
+    "codex": "/responses",
+    "mini-swe-agent": "/completions",
+    "qwen-code": "/completions",
+}
 UPSTREAM_KEY_ENV = "AB_TEST_UPSTREAM_KEY"
 # The real key the upstream expects; the CLI must only ever see the gateway's token.
 REAL_KEY = "sk-ab-test-real-key-0123456789"

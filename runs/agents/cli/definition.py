@@ -59,7 +59,8 @@ class InstallSpec(_Strict):
     version: str = Field(min_length=1)
     # npm: the registry's ``dist.integrity`` of that tarball; the download must match it.
     integrity: str = ""
-    # npm: the files of the tarball to keep (the rest is not copied into the cache).
+    # npm: the files of the tarball to keep (the rest is not copied into the cache); a name
+    # ending in "/" keeps every file under that folder.
     keep: list[str] = []
     # pypi: more pinned requirements installed with the package (``name==version``).
     requirements: list[str] = []
@@ -73,6 +74,14 @@ class InstallSpec(_Strict):
     def _pinned(cls, value: str) -> str:
         if not re.fullmatch(r"[0-9][0-9A-Za-z.+-]*", value):
             raise ValueError(f"must be an exact version, not a range: {value!r}")
+        return value
+
+    @field_validator("keep")
+    @classmethod
+    def _inside_the_package(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if name.startswith("/") or ".." in name.split("/") or name in ("", "/"):
+                raise ValueError(f"must be a path inside the tarball, not {name!r}")
         return value
 
     @field_validator("requirements")
@@ -102,7 +111,13 @@ class DefinitionSpec(_Strict):
     # Folders under HOME the CLI writes (its config and session files), made before it runs.
     writable: list[str] = []
     # How to read the usage summary the CLI prints on stdout (runs.agents.cli.summaries).
-    summary: Literal["none", "claude-json", "codex-jsonl", "mini-swe-agent"] = "none"
+    summary: Literal[
+        "none",
+        "claude-json",
+        "codex-jsonl",
+        "mini-swe-agent",
+        "qwen-json",
+    ] = "none"
     # The prompt given to the CLI; {problem} is the task's problem statement.
     prompt: str = (
         "{problem}\n\nThe repository is in the current directory. Change the code so that the "
