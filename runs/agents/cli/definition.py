@@ -117,6 +117,7 @@ class DefinitionSpec(_Strict):
         "codex-jsonl",
         "mini-swe-agent",
         "qwen-json",
+        "opencode-json",
     ] = "none"
     # The prompt given to the CLI; {problem} is the task's problem statement.
     prompt: str = (
