@@ -10,6 +10,7 @@ a file, run a command, apply the fix, finish).
   with one fenced bash block, mini-swe-agent's text action format;
 - OpenAI chat completions with tools (Qwen Code): ``tool_calls`` for the CLI's own tools
   (``read_file``, ``run_shell_command``, ``edit``), streamed as SSE.
+- the same for OpenCode's own tools (``read``, ``bash``, ``edit``).
 
 Which step of the plan a request gets is read from the conversation it carries (the number of
 tool calls the model has made so far), not from a counter: a CLI that retries a request, or
@@ -340,7 +341,8 @@ def _responses(body: dict[str, Any], plan: list[Step], usage: tuple[int, int]) -
 
 
 def _chat(body: dict[str, Any], plan: list[Step], usage: tuple[int, int]) -> Reply:
-    if body.get("tools"):  # a CLI with tools of its own (Qwen Code), not text actions
+    # A CLI with tools of its own (Qwen Code, OpenCode), not text actions, or its side request.
+    if body.get("tools") or _side_request(body):
         return _chat_tools(body, plan, usage)
     messages = body.get("messages") or []
     done = sum(1 for m in messages if m.get("role") == "assistant")
@@ -397,19 +399,32 @@ CHAT_TOOLS: dict[str, dict[str, Callable[[Step], tuple[str, dict[str, Any]]]]] =
             {"file_path": s.path, "old_string": s.old, "new_string": s.new},
         ),
     },
+    "bash": {  # OpenCode
+        "read": lambda s: ("read", {"filePath": s.path}),
+        "bash": lambda s: ("bash", {"command": s.command, "description": "Run the tests"}),
+        "edit": lambda s: ("edit", {"filePath": s.path, "oldString": s.old, "newString": s.new}),
+    },
 }
 # Side requests that offer the tools but are not the agent's loop: Qwen Code's managed memory
 # extractor after the run (its switch is a settings file, not a flag): a short text answer.
-SIDE_PROMPTS = ("managed memory extraction subagent",)
+SIDE_PROMPTS = (
+    "managed memory extraction subagent",
+    "You are a title generator",  # OpenCode's session title (offers no tools)
+)
+
+
+def _side_request(body: dict[str, Any]) -> bool:
+    messages = body.get("messages") or []
+    system = " ".join(str(m.get("content")) for m in messages if m.get("role") == "system")
+    return any(marker in system for marker in SIDE_PROMPTS)
 
 
 def _chat_tools(body: dict[str, Any], plan: list[Step], usage: tuple[int, int]) -> Reply:
     messages = body.get("messages") or []
     tools = {(t.get("function") or {}).get("name") for t in body.get("tools") or []}
-    system = " ".join(str(m.get("content")) for m in messages if m.get("role") == "system")
     done = sum(1 for m in messages if m.get("role") == "assistant" and m.get("tool_calls"))
     mapping = next((v for k, v in CHAT_TOOLS.items() if k in tools), None)
-    side = mapping is None or any(marker in system for marker in SIDE_PROMPTS)
+    side = mapping is None or _side_request(body)
     step = Step.finish("Nothing to save.") if side else _step_for(plan, done)
     message: dict[str, Any] = {"role": "assistant", "content": None}
     if step.kind == "finish" or mapping is None:
@@ -494,18 +509,21 @@ BASE_SUFFIX = {
     "codex": "/v1",
     "mini-swe-agent": "/v1",
     "qwen-code": "/v1",
+    "opencode": "/v1",
 }
 MODEL = {
     "claude-code": "claude-sonnet-4-5",
     "codex": "gpt-5-codex",
     "mini-swe-agent": "gpt-4o",
     "qwen-code": "qwen3-coder-plus",
+    "opencode": "gpt-4o",
 }
 WIRE_PATH = {
     "claude-code": "/messages",
     "codex": "/responses",
     "mini-swe-agent": "/completions",
     "qwen-code": "/completions",
+    "opencode": "/completions",
 }
 UPSTREAM_KEY_ENV = "AB_TEST_UPSTREAM_KEY"
 # The real key the upstream expects; the CLI must only ever see the gateway's token.
