@@ -22,11 +22,12 @@ call past the budget, is a ``TIMEOUT`` as well.
    ``is_empty_run`` (infrastructure, out of the rates). When the CLI's exit says why, the kind
    is permanent, as the reference classes them (``fail-fast-and-error-classification.md``):
    ``[cli-usage]`` a flag or argument it does not know (``unknown option``, ``unexpected
-   argument``..., or its usage printed alone, as OpenCode answers one), ``[cli-start]`` it
-   could not start (exit 126/127: no binary, not executable, a missing loader or library;
-   Node's ``Cannot find module``: its script is missing), the line that says so in the error
-   text. Neither is the agent's fault: the definition or the
+   argument``...), ``[cli-start]`` it could not start (exit 126/127: no binary, not executable,
+   a missing loader or library; Node's ``Cannot find module``: its script is missing), the
+   line that says so in the error text. Neither is the agent's fault: the definition or the
    install is wrong, and every attempt of the configuration would fail the same way;
+   a usage listing printed alone (OpenCode's answer to a flag it does not know, exit 1,
+   naming none) is ``[cli-usage]`` too;
 7. otherwise the CLI worked: a non-zero exit after model calls is ``AGENT_GAVE_UP``
    ``[cli-exit]`` (its own turn limit, say) unless the final tests pass; exit 0 leaves the
    verdict to the final tests.
