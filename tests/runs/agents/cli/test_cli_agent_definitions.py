@@ -63,6 +63,7 @@ def test_the_shipped_definitions_load_and_are_pinned():
         "codex",
         "mini-swe-agent",
         "qwen-code",
+        "opencode",
     }
     assert definitions["qwen-code"].spec.runtime is not None  # Node, pinned beside it
     assert definitions["claude-code"].spec.install.package == "@anthropic-ai/claude-code-linux-x64"
@@ -346,6 +347,7 @@ RECORDINGS = REPO_ROOT / "tests" / "data" / "model_calls"
         ("codex", "openai-responses"),
         ("mini-swe-agent", "openai-chat"),
         ("qwen-code", "openai-chat"),
+        ("opencode", "openai-chat"),
     ],
 )
 def test_the_committed_recordings_are_what_each_cli_sent_scrubbed(cli, api):
@@ -354,7 +356,8 @@ def test_the_committed_recordings_are_what_each_cli_sent_scrubbed(cli, api):
     tests/runs/agents/cli/test_cli_agents_e2e.py)."""
     text = (RECORDINGS / f"{cli}.jsonl").read_text()
     records = [json.loads(line) for line in text.splitlines()]
-    assert [r["api"] for r in records] == [api] * 4
+    # The plan's four calls (OpenCode's session title first: five).
+    assert [r["api"] for r in records] == [api] * (5 if cli == "opencode" else 4)
     assert all(r["request"]["auth"] == "attempt-token" and r["status"] == 200 for r in records)
     assert "sk-ab-test" not in text and "/tmp/pytest" not in text
     assert set(re.findall(r"127\.0\.0\.1:(\w+)", text)) <= {"PORT"}
