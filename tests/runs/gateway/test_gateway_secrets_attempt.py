@@ -35,6 +35,7 @@ TOKEN = re.compile(rb"abgw-[A-Za-z0-9_-]{43}")
 CLIS = [
     "claude-code",
     "qwen-code",
+    "opencode",
 ]
 # Inside the sandbox, as the agent: every process's environment (the CLI's, its runtime's, the
 # shell's), then every file under the CLI's HOME (its config, session and state files).
