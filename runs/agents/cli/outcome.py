@@ -301,12 +301,10 @@ def _opencode_summary(stdout: str) -> CliSummary:
     cost = 0.0
     text, failed = "", False
     for line in stdout.splitlines():
-        event = _json(line)
-        if not isinstance(event, dict):
-            continue
-        part = event.get("part") if isinstance(event.get("part"), dict) else {}
+        event = _object(_json(line))
+        part = _object(event.get("part"))
         if event.get("type") == "step_finish":
-            tokens = part.get("tokens") or {}
+            tokens = _object(part.get("tokens"))
             tokens_in += int(tokens.get("input") or 0)
             tokens_out += int(tokens.get("output") or 0)
             cost += float(part.get("cost") or 0)
@@ -315,12 +313,16 @@ def _opencode_summary(stdout: str) -> CliSummary:
             text = str(part.get("text") or "")[:2000]
         elif event.get("type") == "error":
             failed = True
-            error = event.get("error") or {}
-            data = error.get("data") if isinstance(error.get("data"), dict) else {}
-            text = str(data.get("message") or error.get("name") or "error")[:2000]
+            error = _object(event.get("error"))
+            said = _object(error.get("data")).get("message") or error.get("name") or "error"
+            text = str(said)[:2000]
     if not turns and not failed:
         return CliSummary()
     return CliSummary(tokens_in, tokens_out, turns, cost, failed, text)
+
+
+def _object(value: object) -> dict:
+    return value if isinstance(value, dict) else {}
 
 
 def _json(line: str) -> object:
