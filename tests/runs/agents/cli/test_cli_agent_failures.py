@@ -224,6 +224,27 @@ def test_a_cli_past_its_calls_budget_gave_up_naming_the_budget(artifacts_root, m
     assert upstream_calls == attempt.steps == 2  # the third call never left the gateway
 
 
+def test_opencode_refused_a_call_for_its_budget_stops_by_itself(artifacts_root, monkeypatch):
+    """OpenCode retries some errors itself (429, 5xx: five times, a minute in all); the
+    gateway's budget refusal (HTTP 400) is not one of them: it stops at the first, by itself.
+    Its session title is a call too, counted against the budget like any."""
+    monkeypatch.setenv(UPSTREAM_KEY_ENV, REAL_KEY)
+    plan = [Step.read("/workspace/repo/src/toy/calc.py")] * 10  # never finishes by itself
+    with plan_provider(plan) as upstream:
+        config = cli_model_config("opencode", upstream, name="opencode 3", max_model_calls=3)
+        attempt = run_one(config)
+        upstream_calls = len(upstream.requests_to("/chat/completions"))
+    assert attempt.failure_reason_id == "AGENT_GAVE_UP", attempt.error_text
+    assert "[budget:calls]" in attempt.error_text and not attempt.is_infra
+    assert attempt.agent_exit_code == 1  # its own exit, not the harness's kill
+    assert upstream_calls == attempt.steps == 3  # the refused call never left the gateway
+    records = [
+        json.loads(line)
+        for line in (attempt_folder(attempt) / "model_calls.jsonl").read_text().splitlines()
+    ]
+    assert [r["outcome"] for r in records].count("budget") == 1  # not retried
+
+
 def test_a_cli_killed_at_its_time_limit_is_a_timeout_of_ours(artifacts_root, monkeypatch):
     monkeypatch.setenv(UPSTREAM_KEY_ENV, REAL_KEY)
     # The provider takes a minute to answer; the CLI may run 8 seconds.
