@@ -1,5 +1,5 @@
 """Plans for the real agent CLIs, answered by the tests' one fake provider
-(tests/support/fake_provider.py): it speaks the three wire APIs they use and replays a plan (look at
+(tests/support/fake_provider.py): it speaks the wire APIs they use and replays a plan (look at
 a file, run a command, apply the fix, finish).
 
 - Anthropic Messages (``POST /v1/messages``, Claude Code): ``tool_use`` blocks for Claude Code's
@@ -9,7 +9,11 @@ a file, run a command, apply the fix, finish).
 - OpenAI chat completions (``POST /v1/chat/completions``, mini-swe-agent): assistant messages
   with one fenced bash block, mini-swe-agent's text action format;
 - OpenAI chat completions with tools (Qwen Code): ``tool_calls`` for the CLI's own tools
-  (``read_file``, ``run_shell_command``, ``edit``), streamed as SSE.
+  (``read_file``, ``run_shell_command``, ``edit``), streamed as SSE;
+- Google's Gemini API (``POST /v1beta/models/{model}:streamGenerateContent?alt=sse`` or
+  ``:generateContent``, Gemini CLI): ``functionCall`` parts for Gemini CLI's tools
+  (``read_file``, ``run_shell_command``, ``replace``), streamed as the path asks
+  (tests/support/fake_provider_gemini.py builds the answers).
 
 Which step of the plan a request gets is read from the conversation it carries (the number of
 tool calls the model has made so far), not from a counter: a CLI that retries a request, or
@@ -28,8 +32,10 @@ import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
+from tests.support import fake_provider_gemini as gemini
 from tests.support.fake_provider import FakeProvider, Reply, Request, sse
 
 _ids = itertools.count(1)
@@ -115,10 +121,14 @@ def plan_reply(
         api = "responses"
     elif path.endswith("/chat/completions"):
         api = "chat"
+    elif path.endswith((":generateContent", ":streamGenerateContent")):
+        api = "gemini"
     else:
         return _json(404, {"error": {"message": f"no such endpoint: {request.path}"}})
     if fail_status is not None:
         return _error(api, fail_status)
+    if api == "gemini":
+        return _gemini(body, plan, usage, request.path)
     answer = {"anthropic": _anthropic, "responses": _responses, "chat": _chat}[api]
     return answer(body, plan, usage)
 
@@ -146,6 +156,9 @@ def _sse(events: list[tuple[str | None, dict[str, Any]]], *, done: bool = False)
 
 def _error(api: str, status: int) -> Reply:
     message = {401: "invalid x-api-key", 403: "permission denied"}.get(status, "error")
+    if api == "gemini":  # Google's words for a bad key
+        text = {401: "API key not valid. Please pass a valid API key."}.get(status, message)
+        return gemini.gemini_error(status, text, headers={"Connection": "close"})
     if api == "anthropic":
         kind = {401: "authentication_error", 403: "permission_error"}.get(status, "api_error")
         return _json(status, {"type": "error", "error": {"type": kind, "message": message}})
@@ -452,6 +465,53 @@ def _chat_tools(body: dict[str, Any], plan: list[Step], usage: tuple[int, int]) 
     return _sse([(None, first), (None, last), (None, tail)], done=True)
 
 
+# -- Google's Gemini API (Gemini CLI) ----------------------------------------------------------
+
+# Gemini CLI's tools for the plan's steps (its tool names and parameters, 0.61.0).
+GEMINI_TOOLS = {"read": "read_file", "bash": "run_shell_command", "edit": "replace"}
+
+
+def _gemini(body: dict[str, Any], plan: list[Step], usage: tuple[int, int], target: str) -> Reply:
+    """The plan's next step as a ``functionCall`` (or its last words as text). The step is
+    the number of calls the model made so far in ``contents``. A request that offers none of
+    the plan's tools is a side request: a short text (``{}`` when it asks for JSON)."""
+    path, _, query = target.partition("?")
+    model = path.rpartition("/")[2].partition(":")[0]
+    stream = path.endswith(":streamGenerateContent")
+    answer = partial(gemini.gemini, usage=usage, stream=stream, alt_sse="alt=sse" in query)
+    offered = {
+        d.get("name")
+        for tool in body.get("tools") or []
+        for d in (tool.get("functionDeclarations") or [] if isinstance(tool, dict) else [])
+        if isinstance(d, dict)
+    }
+    if not set(GEMINI_TOOLS.values()) <= offered:
+        config = body.get("generationConfig") or {}
+        wants_json = config.get("responseMimeType") == "application/json"
+        return answer("{}" if wants_json else "Fix the failing test", model=model)
+    done = sum(
+        1
+        for content in body.get("contents") or []
+        if isinstance(content, dict) and content.get("role") == "model"
+        for part in content.get("parts") or []
+        if isinstance(part, dict) and "functionCall" in part
+    )
+    step = _step_for(plan, done)
+    if step.kind == "finish":
+        return answer(step.text, model=model)
+    args = {
+        "read": {"file_path": step.path},
+        "bash": {"command": step.command, "description": "Run the tests"},
+        "edit": {
+            "file_path": step.path,
+            "instruction": "Apply the fix.",
+            "old_string": step.old,
+            "new_string": step.new,
+        },
+    }[step.kind]
+    return answer(function_call=(GEMINI_TOOLS[step.kind], args), model=model)
+
+
 def _codex_command(step: Step) -> str:
     if step.kind == "edit":
         # Codex intercepts ``apply_patch`` in a command and applies it with its own code.
@@ -528,12 +588,17 @@ def cli_model_config(cli: str, upstream: FakeProvider, *, name: str = "", **fiel
 
 
 def keys_seen(upstream: FakeProvider) -> set[str]:
-    """The credentials the upstream received (x-api-key or a bearer token)."""
+    """The credentials the upstream received (x-api-key, x-goog-api-key, ?key= or a bearer
+    token)."""
     seen = set()
     for request in upstream.requests:
         headers = request.headers
-        if "x-api-key" in headers:
-            seen.add(headers["x-api-key"])
+        for name in ("x-api-key", "x-goog-api-key"):
+            if name in headers:
+                seen.add(headers[name])
+        for param in request.path.partition("?")[2].split("&"):
+            if param.startswith("key="):
+                seen.add(param[4:])
         if "authorization" in headers:
             seen.add(headers["authorization"].removeprefix("Bearer ").strip())
     return seen

@@ -97,7 +97,12 @@ class DefinitionSpec(_Strict):
     name: str
     title: str = Field(min_length=1)
     description: str = ""
-    wire_api: Literal["anthropic-messages", "openai-responses", "openai-chat"]
+    wire_api: Literal[
+        "anthropic-messages",
+        "openai-responses",
+        "openai-chat",
+        "gemini",  # Google's Gemini API (runs/gateway/gemini.py)
+    ]
     # sandbox: the CLI runs inside the attempt's sandbox (the install mounted read-only);
     # worker: it runs on the worker and executes its commands in the sandbox (mini-swe-agent).
     runs_in: Literal["sandbox", "worker"] = "sandbox"
