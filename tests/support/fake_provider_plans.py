@@ -554,18 +554,21 @@ BASE_SUFFIX = {
     "codex": "/v1",
     "mini-swe-agent": "/v1",
     "qwen-code": "/v1",
+    "gemini-cli": "",
 }
 MODEL = {
     "claude-code": "claude-sonnet-4-5",
     "codex": "gpt-5-codex",
     "mini-swe-agent": "gpt-4o",
     "qwen-code": "qwen3-coder-plus",
+    "gemini-cli": "gemini-2.5-pro",
 }
 WIRE_PATH = {
     "claude-code": "/messages",
     "codex": "/responses",
     "mini-swe-agent": "/completions",
     "qwen-code": "/completions",
+    "gemini-cli": ":streamGenerateContent",
 }
 UPSTREAM_KEY_ENV = "AB_TEST_UPSTREAM_KEY"
 # The real key the upstream expects; the CLI must only ever see the gateway's token.

@@ -35,6 +35,7 @@ TOKEN = re.compile(rb"abgw-[A-Za-z0-9_-]{43}")
 CLIS = [
     "claude-code",
     "qwen-code",
+    "gemini-cli",
 ]
 # Inside the sandbox, as the agent: every process's environment (the CLI's, its runtime's, the
 # shell's), then every file under the CLI's HOME (its config, session and state files).
@@ -49,7 +50,7 @@ def echo_credential(request: Request, reply: Reply) -> Reply:
     """Answer as the plan does, plus the credential received in an ``x-echo`` header and in an
     ``echo`` field of every JSON answer and streamed event (a hostile provider)."""
     bearer = request.headers.get("authorization", "").removeprefix("Bearer ")
-    key = request.headers.get("x-api-key") or bearer
+    key = request.headers.get("x-api-key") or request.headers.get("x-goog-api-key") or bearer
     reply.headers = {**reply.headers, "x-echo": key}
     if reply.events is None:
         doc = json.loads(reply.body)
