@@ -27,6 +27,7 @@ CONTEXT_FILES = {
     "claude-code": "CLAUDE.md",
     "codex": "AGENTS.md",
     "qwen-code": "QWEN.md",
+    "gemini-cli": "GEMINI.md",
     "opencode": "AGENTS.md",  # else CLAUDE.md, else CONTEXT.md (the first it finds)
 }
 

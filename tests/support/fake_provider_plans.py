@@ -1,5 +1,5 @@
 """Plans for the real agent CLIs, answered by the tests' one fake provider
-(tests/support/fake_provider.py): it speaks the three wire APIs they use and replays a plan (look at
+(tests/support/fake_provider.py): it speaks the wire APIs they use and replays a plan (look at
 a file, run a command, apply the fix, finish).
 
 - Anthropic Messages (``POST /v1/messages``, Claude Code): ``tool_use`` blocks for Claude Code's
@@ -9,8 +9,12 @@ a file, run a command, apply the fix, finish).
 - OpenAI chat completions (``POST /v1/chat/completions``, mini-swe-agent): assistant messages
   with one fenced bash block, mini-swe-agent's text action format;
 - OpenAI chat completions with tools (Qwen Code): ``tool_calls`` for the CLI's own tools
-  (``read_file``, ``run_shell_command``, ``edit``), streamed as SSE.
-- the same for OpenCode's own tools (``read``, ``bash``, ``edit``).
+  (``read_file``, ``run_shell_command``, ``edit``), streamed as SSE;
+- Google's Gemini API (``POST /v1beta/models/{model}:streamGenerateContent?alt=sse`` or
+  ``:generateContent``, Gemini CLI): ``functionCall`` parts for Gemini CLI's tools
+  (``read_file``, ``run_shell_command``, ``replace``), streamed as the path asks
+  (tests/support/fake_provider_gemini.py builds the answers).
+- OpenAI chat completions with tools, OpenCode's own (``read``, ``bash``, ``edit``).
 
 Which step of the plan a request gets is read from the conversation it carries (the number of
 tool calls the model has made so far), not from a counter: a CLI that retries a request, or
@@ -29,8 +33,10 @@ import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
+from tests.support import fake_provider_gemini as gemini
 from tests.support.fake_provider import FakeProvider, Reply, Request, sse
 
 _ids = itertools.count(1)
@@ -116,10 +122,14 @@ def plan_reply(
         api = "responses"
     elif path.endswith("/chat/completions"):
         api = "chat"
+    elif path.endswith((":generateContent", ":streamGenerateContent")):
+        api = "gemini"
     else:
         return _json(404, {"error": {"message": f"no such endpoint: {request.path}"}})
     if fail_status is not None:
         return _error(api, fail_status)
+    if api == "gemini":
+        return _gemini(body, plan, usage, request.path)
     answer = {"anthropic": _anthropic, "responses": _responses, "chat": _chat}[api]
     return answer(body, plan, usage)
 
@@ -147,6 +157,9 @@ def _sse(events: list[tuple[str | None, dict[str, Any]]], *, done: bool = False)
 
 def _error(api: str, status: int) -> Reply:
     message = {401: "invalid x-api-key", 403: "permission denied"}.get(status, "error")
+    if api == "gemini":  # Google's words for a bad key
+        text = {401: "API key not valid. Please pass a valid API key."}.get(status, message)
+        return gemini.gemini_error(status, text, headers={"Connection": "close"})
     if api == "anthropic":
         kind = {401: "authentication_error", 403: "permission_error"}.get(status, "api_error")
         return _json(status, {"type": "error", "error": {"type": kind, "message": message}})
@@ -405,12 +418,9 @@ CHAT_TOOLS: dict[str, dict[str, Callable[[Step], tuple[str, dict[str, Any]]]]] =
         "edit": lambda s: ("edit", {"filePath": s.path, "oldString": s.old, "newString": s.new}),
     },
 }
-# Side requests that offer the tools but are not the agent's loop: Qwen Code's managed memory
-# extractor after the run (its switch is a settings file, not a flag): a short text answer.
-SIDE_PROMPTS = (
-    "managed memory extraction subagent",
-    "You are a title generator",  # OpenCode's session title (offers no tools)
-)
+# Side requests that are not the agent's loop: OpenCode's session title (it offers no tools):
+# a short text answer.
+SIDE_PROMPTS = ("You are a title generator",)
 
 
 def _side_request(body: dict[str, Any]) -> bool:
@@ -425,7 +435,7 @@ def _chat_tools(body: dict[str, Any], plan: list[Step], usage: tuple[int, int]) 
     done = sum(1 for m in messages if m.get("role") == "assistant" and m.get("tool_calls"))
     mapping = next((v for k, v in CHAT_TOOLS.items() if k in tools), None)
     side = mapping is None or _side_request(body)
-    step = Step.finish("Nothing to save.") if side else _step_for(plan, done)
+    step = Step.finish("ok") if side else _step_for(plan, done)
     message: dict[str, Any] = {"role": "assistant", "content": None}
     if step.kind == "finish" or mapping is None:
         message["content"], finish = step.text or "Done.", "stop"
@@ -465,6 +475,53 @@ def _chat_tools(body: dict[str, Any], plan: list[Step], usage: tuple[int, int]) 
     last = dict(chunk, choices=[{"index": 0, "delta": {}, "finish_reason": finish}])
     tail = dict(chunk, choices=[], usage=completion["usage"])
     return _sse([(None, first), (None, last), (None, tail)], done=True)
+
+
+# -- Google's Gemini API (Gemini CLI) ----------------------------------------------------------
+
+# Gemini CLI's tools for the plan's steps (its tool names and parameters, 0.61.0).
+GEMINI_TOOLS = {"read": "read_file", "bash": "run_shell_command", "edit": "replace"}
+
+
+def _gemini(body: dict[str, Any], plan: list[Step], usage: tuple[int, int], target: str) -> Reply:
+    """The plan's next step as a ``functionCall`` (or its last words as text). The step is
+    the number of calls the model made so far in ``contents``. A request that offers none of
+    the plan's tools is a side request: a short text (``{}`` when it asks for JSON)."""
+    path, _, query = target.partition("?")
+    model = path.rpartition("/")[2].partition(":")[0]
+    stream = path.endswith(":streamGenerateContent")
+    answer = partial(gemini.gemini, usage=usage, stream=stream, alt_sse="alt=sse" in query)
+    offered = {
+        d.get("name")
+        for tool in body.get("tools") or []
+        for d in (tool.get("functionDeclarations") or [] if isinstance(tool, dict) else [])
+        if isinstance(d, dict)
+    }
+    if not set(GEMINI_TOOLS.values()) <= offered:
+        config = body.get("generationConfig") or {}
+        wants_json = config.get("responseMimeType") == "application/json"
+        return answer("{}" if wants_json else "Fix the failing test", model=model)
+    done = sum(
+        1
+        for content in body.get("contents") or []
+        if isinstance(content, dict) and content.get("role") == "model"
+        for part in content.get("parts") or []
+        if isinstance(part, dict) and "functionCall" in part
+    )
+    step = _step_for(plan, done)
+    if step.kind == "finish":
+        return answer(step.text, model=model)
+    args = {
+        "read": {"file_path": step.path},
+        "bash": {"command": step.command, "description": "Run the tests"},
+        "edit": {
+            "file_path": step.path,
+            "instruction": "Apply the fix.",
+            "old_string": step.old,
+            "new_string": step.new,
+        },
+    }[step.kind]
+    return answer(function_call=(GEMINI_TOOLS[step.kind], args), model=model)
 
 
 def _codex_command(step: Step) -> str:
@@ -509,6 +566,7 @@ BASE_SUFFIX = {
     "codex": "/v1",
     "mini-swe-agent": "/v1",
     "qwen-code": "/v1",
+    "gemini-cli": "",
     "opencode": "/v1",
 }
 MODEL = {
@@ -516,6 +574,7 @@ MODEL = {
     "codex": "gpt-5-codex",
     "mini-swe-agent": "gpt-4o",
     "qwen-code": "qwen3-coder-plus",
+    "gemini-cli": "gemini-2.5-pro",
     "opencode": "gpt-4o",
 }
 WIRE_PATH = {
@@ -523,6 +582,7 @@ WIRE_PATH = {
     "codex": "/responses",
     "mini-swe-agent": "/completions",
     "qwen-code": "/completions",
+    "gemini-cli": ":streamGenerateContent",
     "opencode": "/completions",
 }
 UPSTREAM_KEY_ENV = "AB_TEST_UPSTREAM_KEY"
@@ -546,12 +606,17 @@ def cli_model_config(cli: str, upstream: FakeProvider, *, name: str = "", **fiel
 
 
 def keys_seen(upstream: FakeProvider) -> set[str]:
-    """The credentials the upstream received (x-api-key or a bearer token)."""
+    """The credentials the upstream received (x-api-key, x-goog-api-key, ?key= or a bearer
+    token)."""
     seen = set()
     for request in upstream.requests:
         headers = request.headers
-        if "x-api-key" in headers:
-            seen.add(headers["x-api-key"])
+        for name in ("x-api-key", "x-goog-api-key"):
+            if name in headers:
+                seen.add(headers[name])
+        for param in request.path.partition("?")[2].split("&"):
+            if param.startswith("key="):
+                seen.add(param[4:])
         if "authorization" in headers:
             seen.add(headers["authorization"].removeprefix("Bearer ").strip())
     return seen

@@ -46,6 +46,7 @@ PLACEHOLDERS = {
 __doc__ = (__doc__ or "") + "".join(f"``{{{k}}}`` {v}; " for k, v in PLACEHOLDERS.items())
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,40}$")
+HOME_FILES_MAX_BYTES = 32 * 1024  # they go into the sandbox as environment variables
 
 
 class _Strict(BaseModel):
@@ -97,7 +98,12 @@ class DefinitionSpec(_Strict):
     name: str
     title: str = Field(min_length=1)
     description: str = ""
-    wire_api: Literal["anthropic-messages", "openai-responses", "openai-chat"]
+    wire_api: Literal[
+        "anthropic-messages",
+        "openai-responses",
+        "openai-chat",
+        "gemini",  # Google's Gemini API (runs/gateway/gemini.py)
+    ]
     # sandbox: the CLI runs inside the attempt's sandbox (the install mounted read-only);
     # worker: it runs on the worker and executes its commands in the sandbox (mini-swe-agent).
     runs_in: Literal["sandbox", "worker"] = "sandbox"
@@ -110,6 +116,9 @@ class DefinitionSpec(_Strict):
     env: dict[str, str] = Field(default_factory=dict)
     # Folders under HOME the CLI writes (its config and session files), made before it runs.
     writable: list[str] = []
+    # Files written under HOME before it starts (path -> text, as is: no placeholders): what
+    # only a settings file sets (Gemini CLI's auth type, its usage statistics off).
+    home_files: dict[str, str] = Field(default_factory=dict)
     # How to read the usage summary the CLI prints on stdout (runs.agents.cli.summaries).
     summary: Literal[
         "none",
@@ -117,6 +126,7 @@ class DefinitionSpec(_Strict):
         "codex-jsonl",
         "mini-swe-agent",
         "qwen-json",
+        "gemini-json",
         "opencode-json",
     ] = "none"
     # The prompt given to the CLI; {problem} is the task's problem statement.
@@ -138,6 +148,17 @@ class DefinitionSpec(_Strict):
         for path in value:
             if path.startswith("/") or ".." in Path(path).parts:
                 raise ValueError(f"must be a path under HOME, not {path!r}")
+        return value
+
+    @field_validator("home_files")
+    @classmethod
+    def _home_files(cls, value: dict[str, str]) -> dict[str, str]:
+        for path in value:
+            parts = path.split("/")
+            if path.startswith("/") or any(p in ("", ".", "..") for p in parts):
+                raise ValueError(f"must be a file path under HOME, not {path!r}")
+        if sum(len(text.encode()) for text in value.values()) > HOME_FILES_MAX_BYTES:
+            raise ValueError(f"at most {HOME_FILES_MAX_BYTES // 1024} KiB in all")
         return value
 
 
