@@ -1,6 +1,6 @@
 """A CLI agent's attempt against the same CLI run bare, both against the same scripted upstream.
 
-    python bench/cli_agents.py [--runs 3] [--clis claude-code,codex,mini-swe-agent]
+    python bench/cli_agents.py [--runs 3] [--clis claude-code,codex,...] (default: every CLI)
                                [--backends docker,bwrap]
 
 (``bench/gateway.py`` runs this too, after the gateway's latency.) For each CLI: the agent stage
@@ -107,6 +107,8 @@ def bare_seconds(cli: str) -> float:
 
     definition = get_definition(cli)
     install = ensure_install(definition).path
+    runtime_part = definition.runtime_part()
+    runtime = ensure_install(runtime_part).path if runtime_part is not None else None
     in_sandbox = definition.spec.runs_in == "sandbox"
     work = Path(tempfile.mkdtemp(prefix="ab-bench-cli-"))
     try:
@@ -116,6 +118,9 @@ def bare_seconds(cli: str) -> float:
         tmp.mkdir()
         for folder in definition.spec.writable:
             (home / folder).mkdir(parents=True)
+        for name, text in definition.spec.home_files.items():  # its settings, as an attempt's
+            (home / name).parent.mkdir(parents=True, exist_ok=True)
+            (home / name).write_text(text)
         git = ["git", "-c", "user.name=bench", "-c", "user.email=bench@localhost"]
         subprocess.run([*git, "init", "-q"], cwd=repo, check=True)
         subprocess.run([*git, "add", "-A"], cwd=repo, check=True)
@@ -131,6 +136,11 @@ def bare_seconds(cli: str) -> float:
                 "install": f"{MOUNT_ROOT}/{definition.install_dir_name}"
                 if in_sandbox
                 else str(install),
+                "runtime": ""
+                if runtime is None or runtime_part is None
+                else f"{MOUNT_ROOT}/{runtime_part.install_dir_name}"
+                if in_sandbox
+                else str(runtime),
                 "model": MODEL[cli],
                 "max_turns": 20,
                 "base_url": upstream.url(BASE_SUFFIX[cli]),
@@ -155,8 +165,8 @@ def bare_seconds(cli: str) -> float:
                     repo=repo,
                     home=home,
                     tmp=tmp,
-                    install=install,
-                    install_at=values["install"],
+                    mounts={install: values["install"]}
+                    | ({runtime: values["runtime"]} if runtime is not None else {}),
                     rootfs=default_rootfs(),
                 )
                 cwd = work
@@ -190,12 +200,12 @@ def _bare_bwrap(
     repo: Path,
     home: Path,
     tmp: Path,
-    install: Path,
-    install_at: str,
+    mounts: dict[Path, str],
     rootfs: Path,
 ) -> list[str]:
     """``argv`` in bubblewrap over the runner rootfs as the sandbox's uid, with the host's
-    network (the upstream on its loopback) and none of the harness's other layers."""
+    network (the upstream on its loopback) and none of the harness's other layers; ``mounts``:
+    the install (and its runtime) read-only where the attempt mounts them."""
     from runs.agents.cli.agent import SANDBOX_HOME
     from sandbox.base import AGENT_UID
 
@@ -228,9 +238,10 @@ def _bare_bwrap(
         str(Path(WORKDIR).parent),
         "--tmpfs",
         "/mnt",
-        "--ro-bind",
-        str(install.resolve()),
-        install_at,
+    ]
+    for source, target in mounts.items():
+        args += ["--ro-bind", str(source.resolve()), target]
+    args += [
         "--chdir",
         WORKDIR,
         "--clearenv",
@@ -284,14 +295,17 @@ def print_cli_rows(rows: list[CliRow]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--clis", default="claude-code,codex,mini-swe-agent")
+    parser.add_argument("--clis", default="", help="comma-separated; default: every shipped CLI")
     parser.add_argument("--backends", default="docker,bwrap")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="ab-bench-clis-"))
     try:
         setup_django(tmp)
         load_before = os.getloadavg()
-        rows = cli_rows(args.runs, args.clis.split(","), args.backends.split(","))
+        from runs.agents.cli.definition import load_definitions
+
+        clis = args.clis.split(",") if args.clis else list(load_definitions())
+        rows = cli_rows(args.runs, clis, args.backends.split(","))
         print_cli_rows(rows)
         print(
             f"median of {args.runs}; load average {load_before[0]:.2f} before, "

@@ -1,7 +1,7 @@
 """The model gateway's added latency per model call, against calling the upstream directly.
 
     python bench/gateway.py [--calls 200] [--backends docker,bwrap] [--no-sandbox]
-                            [--cli-runs 3] [--clis claude-code,codex,mini-swe-agent]
+                            [--cli-runs 3] [--clis claude-code,codex,...]
 
 Three processes, as in an attempt: the upstream (the scripted provider of the tests,
 tests/support/fake_provider.py, on loopback: what is measured is the gateway, not a network),
@@ -330,7 +330,7 @@ def main() -> None:
         default=3,
         help="CLI attempts and bare runs per CLI and backend (0: none)",
     )
-    parser.add_argument("--clis", default="claude-code,codex,mini-swe-agent")
+    parser.add_argument("--clis", default="", help="comma-separated; default: every shipped CLI")
     parser.add_argument("--serve-upstream", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--client", help=argparse.SUPPRESS)
     parser.add_argument("--direct", help=argparse.SUPPRESS)
@@ -378,7 +378,10 @@ def cli_attempts(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="ab-bench-clis-") as tmp:
         cli_agents.setup_django(Path(tmp))
         load_before = os.getloadavg()
-        rows = cli_agents.cli_rows(args.cli_runs, args.clis.split(","), args.backends.split(","))
+        from runs.agents.cli.definition import load_definitions
+
+        clis = args.clis.split(",") if args.clis else list(load_definitions())
+        rows = cli_agents.cli_rows(args.cli_runs, clis, args.backends.split(","))
         cli_agents.print_cli_rows(rows)
         print(
             f"CLI attempts: median of {args.cli_runs}; load average {load_before[0]:.2f} before, "

@@ -257,17 +257,26 @@ def cmd_agents(args: argparse.Namespace) -> int:
     failed = False
     for name, definition in definitions.items():
         spec = definition.spec
-        if "all" in wanted or name in wanted:
-            try:
-                built = ensure_install(definition)
-                state = f"{'built' if built.built else 'cached'} {built.path}"
-                if built.repaired:
-                    state += f" (rebuilt: the cached one failed its check: {built.repaired})"
-            except InstallError as exc:
-                state, failed = f"FAILED: {exc}", True
-        else:
-            found = cached_install(definition)
-            state = str(found) if found else f"not built (ab agents --install {name})"
+        # The CLI, then its runtime (Node) where it has one: one state each.
+        parts = [p for p in (definition, definition.runtime_part()) if p is not None]
+        states = []
+        for part in parts:
+            prefix = "runtime " if part.part == "runtime" else ""
+            if "all" in wanted or name in wanted:
+                try:
+                    built = ensure_install(part)
+                    state = f"{prefix}{'built' if built.built else 'cached'} {built.path}"
+                    if built.repaired:
+                        state += f" (rebuilt: the cached one failed its check: {built.repaired})"
+                except InstallError as exc:
+                    state, failed = f"{prefix}FAILED: {exc}", True
+            else:
+                found = cached_install(part)
+                state = prefix + (
+                    str(found) if found else f"not built (ab agents --install {name})"
+                )
+            states.append(state)
+        state = "; ".join(states)
         package = f"{spec.install.kind}:{spec.install.package}=={spec.install.version}"
         context = spec.context_file or "-"
         rows.append((name, spec.runs_in, spec.wire_api, context, package, definition.origin, state))

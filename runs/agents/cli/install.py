@@ -8,6 +8,9 @@
 - pypi: a venv (``venv/``) with the pinned package and requirements, for CLIs that run on
   the worker.
 
+A definition's ``runtime`` (Node from npm, ``AgentDefinition.runtime_part``) is built the same
+way into a folder of its own, keyed by its own section, so CLIs that pin the same Node share it.
+
 plus ``manifest.json`` (what was installed, the integrity, pip's freeze, and the sha256 of
 every file). A folder is built in a staging folder and renamed into place when complete, under
 a lock, so concurrent workers build it once and a crash leaves no half install. Everything is
@@ -116,7 +119,11 @@ def ensure_install(definition: AgentDefinition, root: Path | None = None) -> Ins
                 manifest = _build_npm(definition, staging)
             else:
                 manifest = _build_pypi(definition, staging)
-            manifest |= {"definition": definition.name, "key": definition.install_key}
+            manifest |= {
+                "definition": definition.name,  # the first CLI to need it (a runtime is shared)
+                "part": definition.part,
+                "key": definition.install_key,
+            }
             manifest["sha256"] = {n: _sha256(staging / n) for n in _files(staging)}
             (staging / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True))
             _readable_by_all(staging)
@@ -125,7 +132,7 @@ def ensure_install(definition: AgentDefinition, root: Path | None = None) -> Ins
             shutil.rmtree(staging, ignore_errors=True)
             if problem:
                 raise InstallError(
-                    f"{definition.name}: the cached install failed its check ({problem}) "
+                    f"{definition.label}: the cached install failed its check ({problem}) "
                     f"and rebuilding it failed: {exc}"
                 ) from exc
             raise
@@ -240,12 +247,12 @@ def _build_npm(definition: AgentDefinition, staging: Path) -> dict:
         ["npm", "pack", ref, "--json", "--pack-destination", str(download)],
         cwd=download,
         timeout=NPM_TIMEOUT_SEC,
-        what=f"{definition.name}: npm pack {ref}",
+        what=f"{definition.label}: npm pack {ref}",
     )
     try:
         filename = json.loads(result)[0]["filename"]
     except (ValueError, LookupError, TypeError) as exc:
-        raise InstallError(f"{definition.name}: npm pack {ref} printed no file name") from exc
+        raise InstallError(f"{definition.label}: npm pack {ref} printed no file name") from exc
     tarball = download / Path(filename).name
     digest = hashlib.sha512()
     with open(tarball, "rb") as handle:
@@ -254,21 +261,29 @@ def _build_npm(definition: AgentDefinition, staging: Path) -> dict:
     integrity = "sha512-" + base64.b64encode(digest.digest()).decode()
     if integrity != spec.integrity:
         raise InstallError(
-            f"{definition.name}: {ref} does not match its pinned integrity "
+            f"{definition.label}: {ref} does not match its pinned integrity "
             f"(expected {spec.integrity}, got {integrity})"
         )
-    wanted = set(spec.keep)
+    # A kept name ending in "/" is a folder: every file under it (a bundle's chunks).
+    folders = tuple(name for name in spec.keep if name.endswith("/"))
+    wanted = set(spec.keep) - set(folders)
     with tarfile.open(tarball, "r:gz") as archive:
-        members = [m for m in archive.getmembers() if m.name in wanted]
-        missing = wanted - {m.name for m in members}
+        members = [
+            m
+            for m in archive.getmembers()
+            if m.name in wanted or (m.name.startswith(folders) and not m.isdir())
+        ]
+        names = {m.name for m in members}
+        missing = wanted - names
+        missing |= {f for f in folders if not any(n.startswith(f) for n in names)}
         if missing:
-            raise InstallError(f"{definition.name}: {ref} has no {', '.join(sorted(missing))}")
+            raise InstallError(f"{definition.label}: {ref} has no {', '.join(sorted(missing))}")
         for member in members:
             if not member.isfile():
-                raise InstallError(f"{definition.name}: {member.name} is not a regular file")
+                raise InstallError(f"{definition.label}: {member.name} is not a regular file")
             archive.extract(member, staging, filter="data")
     shutil.rmtree(download)
-    files = {name: (staging / name).stat().st_size for name in sorted(wanted)}
+    files = {name: (staging / name).stat().st_size for name in sorted(names)}
     return {
         "kind": "npm",
         "package": spec.package,
@@ -286,7 +301,7 @@ def _build_pypi(definition: AgentDefinition, staging: Path) -> dict:
         [python, "-m", "venv", str(venv)],
         cwd=staging,
         timeout=300,
-        what=f"{definition.name}: python -m venv",
+        what=f"{definition.label}: python -m venv",
     )
     _run(
         [
@@ -303,13 +318,13 @@ def _build_pypi(definition: AgentDefinition, staging: Path) -> dict:
         ],
         cwd=staging,
         timeout=PIP_TIMEOUT_SEC,
-        what=f"{definition.name}: pip install {spec.package}=={spec.version}",
+        what=f"{definition.label}: pip install {spec.package}=={spec.version}",
     )
     freeze = _run(
         [str(venv / "bin" / "python"), "-m", "pip", "freeze"],
         cwd=staging,
         timeout=120,
-        what=f"{definition.name}: pip freeze",
+        what=f"{definition.label}: pip freeze",
     )
     version = _run(
         [str(venv / "bin" / "python"), "-c", "import sys; print(sys.version)"],

@@ -11,6 +11,7 @@ other in this process, on Docker.
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -130,6 +131,76 @@ def test_a_cli_that_cannot_start_is_a_permanent_empty_run(artifacts_root, monkey
     assert finished[0].is_empty_run
 
 
+# --- the CLIs shipped since, each through the same three failure modes ----------------------
+
+MORE_CLIS = [
+    "qwen-code",
+    "gemini-cli",
+    "opencode",
+]
+# CLIs that name no flag on an unknown one but print their usage alone (yargs in OpenCode).
+USAGE_ALONE = {
+    "opencode",
+}
+
+
+def with_unknown_flag(command: list[str]) -> list[str]:
+    """The command with a flag no CLI knows, before a trailing ``-`` (stdin) if it has one."""
+    flag = "--agentbench-no-such-flag=1"
+    return [*command[:-1], flag, "-"] if command[-1] == "-" else [*command, flag]
+
+
+def with_missing_entry(command: list[str]) -> list[str]:
+    """The command with its install's program (the binary, or the script Node runs) missing."""
+    return [
+        re.sub(r"\{install\}/\S+", "{install}/package/agentbench-missing", t, count=1)
+        for t in command
+    ]
+
+
+@pytest.mark.parametrize("cli", MORE_CLIS)
+def test_each_cli_with_a_bad_key_aborts_its_run(cli, artifacts_root, monkeypatch):
+    monkeypatch.setenv(UPSTREAM_KEY_ENV, "sk-revoked")
+    with plan_provider([Step.finish()], fail_status=401) as upstream:
+        run = run_inline(launch(cli_model_config(cli, upstream, name=f"{cli} bad key")))
+        assert upstream.requests  # it did call, and got the 401
+    finished = assert_aborted_with_one_fingerprint(run, "[llm-permanent]")
+    assert "401" in finished[0].error_text and not finished[0].is_empty_run
+
+
+@pytest.mark.parametrize("cli", MORE_CLIS)
+def test_each_cli_with_an_unknown_flag_aborts_its_run(cli, artifacts_root, monkeypatch, tmp_path):
+    monkeypatch.setenv(UPSTREAM_KEY_ENV, REAL_KEY)
+    shipped = yaml.safe_load((definitions.DEFINITIONS_DIR / f"{cli}.yaml").read_text())
+    command = with_unknown_flag(shipped["command"])
+    name = definitions_with(tmp_path, monkeypatch, f"{cli}-bad-flag", cli, command=command)
+    with plan_provider([Step.finish()]) as upstream:
+        run = run_inline(launch(cli_model_config(cli, upstream, name=name, cli_agent=name)))
+        assert upstream.requests == []
+    finished = assert_aborted_with_one_fingerprint(run, "[cli-usage]")
+    assert finished[0].is_empty_run and finished[0].agent_exit_code != 0
+    if cli in USAGE_ALONE:  # its usage listing, shown on the page, is all it said
+        assert "printing its usage and nothing else" in finished[0].error_text
+        assert "--help" in finished[0].stderr_tail
+        return
+    # The CLI's line that says why is in the error text, wherever it is in its output.
+    assert "agentbench-no-such-flag" in finished[0].error_text
+
+
+@pytest.mark.parametrize("cli", MORE_CLIS)
+def test_each_cli_that_cannot_start_aborts_its_run(cli, artifacts_root, monkeypatch, tmp_path):
+    monkeypatch.setenv(UPSTREAM_KEY_ENV, REAL_KEY)
+    shipped = yaml.safe_load((definitions.DEFINITIONS_DIR / f"{cli}.yaml").read_text())
+    command = with_missing_entry(shipped["command"])
+    assert command != shipped["command"]
+    name = definitions_with(tmp_path, monkeypatch, f"{cli}-missing", cli, command=command)
+    with plan_provider([Step.finish()]) as upstream:
+        run = run_inline(launch(cli_model_config(cli, upstream, name=name, cli_agent=name)))
+        assert upstream.requests == []
+    finished = assert_aborted_with_one_fingerprint(run, "[cli-start]")
+    assert finished[0].is_empty_run and "agentbench-missing" in finished[0].stderr_tail
+
+
 # --- limits: the gateway's budgets and the harness's clock, with a real CLI ---------------
 
 
@@ -152,6 +223,27 @@ def test_a_cli_past_its_calls_budget_gave_up_naming_the_budget(artifacts_root, m
     assert "[budget:calls]" in attempt.error_text
     assert not attempt.is_infra  # the agent's result: it counts
     assert upstream_calls == attempt.steps == 2  # the third call never left the gateway
+
+
+def test_opencode_refused_a_call_for_its_budget_stops_by_itself(artifacts_root, monkeypatch):
+    """OpenCode retries some errors itself (429, 5xx: five times, a minute in all); the
+    gateway's budget refusal (HTTP 400) is not one of them: it stops at the first, by itself.
+    Its session title is a call too, counted against the budget like any."""
+    monkeypatch.setenv(UPSTREAM_KEY_ENV, REAL_KEY)
+    plan = [Step.read("/workspace/repo/src/toy/calc.py")] * 10  # never finishes by itself
+    with plan_provider(plan) as upstream:
+        config = cli_model_config("opencode", upstream, name="opencode 3", max_model_calls=3)
+        attempt = run_one(config)
+        upstream_calls = len(upstream.requests_to("/chat/completions"))
+    assert attempt.failure_reason_id == "AGENT_GAVE_UP", attempt.error_text
+    assert "[budget:calls]" in attempt.error_text and not attempt.is_infra
+    assert attempt.agent_exit_code == 1  # its own exit, not the harness's kill
+    assert upstream_calls == attempt.steps == 3  # the refused call never left the gateway
+    records = [
+        json.loads(line)
+        for line in (attempt_folder(attempt) / "model_calls.jsonl").read_text().splitlines()
+    ]
+    assert [r["outcome"] for r in records].count("budget") == 1  # not retried
 
 
 def test_a_cli_killed_at_its_time_limit_is_a_timeout_of_ours(artifacts_root, monkeypatch):

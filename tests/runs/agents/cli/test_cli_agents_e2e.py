@@ -1,7 +1,8 @@
-"""The real agent CLIs (Claude Code, Codex CLI, mini-swe-agent), installed from the registries
-at their pinned versions into the install cache, fix a task in our sandbox on both backends,
-their model calls going through the gateway to the tests' fake provider replaying a plan
-(tests/support/fake_provider_plans.py): read the file, run the tests, apply the fix, finish.
+"""The real agent CLIs (Claude Code, Codex CLI, mini-swe-agent, Qwen Code, Gemini CLI,
+OpenCode), installed from the registries at their pinned versions into the install cache, fix a
+task in our sandbox on both backends, their model calls going through the gateway to the tests'
+fake provider replaying a plan (tests/support/fake_provider_plans.py): read the file, run the
+tests, apply the fix, finish.
 
 The sandbox has no network: the gateway is the one address the CLI reaches. The first run on a
 machine builds the installs (about a minute for the two npm packages, a few for the venv).
@@ -35,15 +36,28 @@ from tests.support.pipeline_fixtures import attempt_folder, get_task, import_tas
 
 pytestmark = [pytest.mark.django_db, pytest.mark.docker, pytest.mark.bwrap, pytest.mark.slow]
 
-CLIS = ["claude-code", "codex", "mini-swe-agent"]
+CLIS = [
+    "claude-code",
+    "codex",
+    "mini-swe-agent",
+    "qwen-code",
+    "gemini-cli",
+    "opencode",
+]
 TOY_OLD = "    return total(values) // len(values)"
 TOY_NEW = "    return total(values) / len(values)"
 
 
 @pytest.fixture(scope="session")
 def cli_installs() -> dict:
-    """Every shipped CLI's install, from the cache (built on first use)."""
-    return {name: ensure_install(d).path for name, d in load_definitions().items()}
+    """Every shipped CLI's install (and its runtime), from the cache (built on first use)."""
+    installs = {}
+    for name, definition in load_definitions().items():
+        installs[name] = ensure_install(definition).path
+        runtime = definition.runtime_part()
+        if runtime is not None:
+            ensure_install(runtime)
+    return installs
 
 
 def assert_ran_through_the_gateway(attempt, upstream: FakeProvider, cli: str) -> list[dict]:
@@ -78,6 +92,9 @@ TOOL_NAMES = {
     "codex": ["exec_command"] * 3,
     # Its actions are bash blocks in its text, read as "bash" calls; the last one submits.
     "mini-swe-agent": ["bash"] * 4,
+    "qwen-code": ["read_file", "run_shell_command", "edit"],
+    "gemini-cli": ["read_file", "run_shell_command", "replace"],
+    "opencode": ["read", "bash", "edit"],
 }
 
 
