@@ -74,6 +74,10 @@ def test_ab_agents_lists_every_definition_with_its_package():
     out = done.stdout
     for line in ("claude-code", "npm:@openai/codex==0.169.0-linux-x64", "pypi:mini-swe-agent"):
         assert line in out
+    # Each with the context file it reads (mini-swe-agent reads none).
+    rows = {line.split()[0]: line.split() for line in out.splitlines()[1:] if line.strip()}
+    assert rows["claude-code"][3] == "CLAUDE.md" and rows["codex"][3] == "AGENTS.md"
+    assert rows["mini-swe-agent"][3] == "-"
 
 
 def test_a_bad_definition_names_the_file_and_each_field(tmp_path: Path):
@@ -91,6 +95,9 @@ def test_a_bad_definition_names_the_file_and_each_field(tmp_path: Path):
     assert f"{path}: wire_api:" in text
     assert f"{path}: install.version: Value error, must be an exact version" in text
     assert f"{path}: surprise: Extra inputs are not permitted" in text
+    path = write_definition(tmp_path, "outside", context_file="../../etc/profile")
+    with pytest.raises(DefinitionError, match=r"outside.yaml: context_file: .*in the repository"):
+        load_definition(path)
     path = write_definition(tmp_path, "badtemplate", command=["{install}/x", "--key={api_key}"])
     with pytest.raises(DefinitionError, match=r"badtemplate.yaml: command.1: unknown placeholder"):
         load_definition(path)

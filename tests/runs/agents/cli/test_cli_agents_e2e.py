@@ -120,13 +120,21 @@ def test_each_cli_fixes_the_toy_task_through_the_gateway(
         new=TOY_NEW,
         test_command="PYTHONPATH=src python -m pytest -q tests/test_calc.py",
     )
+    # A condition writes the CLI's own context file: what it reads of it reaches the model.
+    context_file = load_definitions()[cli].spec.context_file
+    note = f"Project note for {cli}: the averages are true divisions."
+    files = {context_file: note + "\n"} if context_file else {}
     with plan_provider(plan) as upstream:
-        config = cli_model_config(cli, upstream)
+        config = cli_model_config(cli, upstream, workspace_files=files)
         attempt = attempt_execute(
             attempt_create_adhoc(task=task, model_config=config), backend=backend
         )
 
     assert attempt.status == AttemptStatus.FINISHED
+    if context_file:
+        assert attempt.failure_reason_id is None, attempt.error_text
+        first = upstream.requests_to(WIRE_PATH[cli])[0].body.decode()
+        assert note in first, (context_file, first[:3000])
     assert attempt.failure_reason_id is None, attempt.error_text
     assert attempt.agent_exit_code == 0 and attempt.agent_signal is None
     # The final patch is the workspace's diff: the fix, and nothing the CLI wrote in its HOME.
