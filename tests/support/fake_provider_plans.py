@@ -7,7 +7,8 @@ a file, run a command, apply the fix, finish).
 - OpenAI Responses (``POST /v1/responses``, Codex CLI): ``function_call`` items for Codex's
   ``exec_command`` tool (the fix goes through Codex's own ``apply_patch`` command), as SSE;
 - OpenAI chat completions (``POST /v1/chat/completions``, mini-swe-agent): assistant messages
-  with one fenced bash block, mini-swe-agent's text action format.
+  with one fenced bash block, mini-swe-agent's text action format; for aider (a request whose
+  system prompt asks for SEARCH/REPLACE blocks), the plan's edit as one such block.
 
 Which step of the plan a request gets is read from the conversation it carries (the number of
 tool calls the model has made so far), not from a counter: a CLI that retries a request, or
@@ -340,9 +341,11 @@ def _responses(body: dict[str, Any], plan: list[Step], usage: tuple[int, int]) -
 def _chat(body: dict[str, Any], plan: list[Step], usage: tuple[int, int]) -> Reply:
     messages = body.get("messages") or []
     done = sum(1 for m in messages if m.get("role") == "assistant")
-    step = _step_for(plan, done)
-    command = _shell_command(step)
-    content = f"THOUGHT: step {done + 1} of the plan.\n\n```mswea_bash_command\n{command}\n```"
+    if _asks_for_edit_blocks(messages):
+        content = _aider_answer(messages, plan)
+    else:
+        command = _shell_command(_step_for(plan, done))
+        content = f"THOUGHT: step {done + 1} of the plan.\n\n```mswea_bash_command\n{command}\n```"
     tokens_in, tokens_out = usage
     completion = {
         "id": f"chatcmpl-{next(_ids)}",
@@ -379,6 +382,28 @@ def _chat(body: dict[str, Any], plan: list[Step], usage: tuple[int, int]) -> Rep
     last = dict(chunk, choices=[{"index": 0, "delta": {}, "finish_reason": "stop"}])
     tail = dict(chunk, choices=[], usage=completion["usage"])
     return _sse([(None, first), (None, last), (None, tail)], done=True)
+
+
+def _asks_for_edit_blocks(messages: list[dict[str, Any]]) -> bool:
+    """aider's requests: its system prompt asks for SEARCH/REPLACE blocks (its diff format)."""
+    return any(
+        m.get("role") == "system" and "SEARCH/REPLACE" in str(m.get("content")) for m in messages
+    )
+
+
+def _aider_answer(messages: list[dict[str, Any]], plan: list[Step]) -> str:
+    """aider has no tools: the model answers with its edit in text. The plan's edit as one
+    SEARCH/REPLACE block (aider applies it to the file), then, once an earlier answer holds
+    one, the plan's last words."""
+    if any(m.get("role") == "assistant" and "REPLACE" in str(m.get("content")) for m in messages):
+        return next((s.text for s in reversed(plan) if s.kind == "finish"), "Done.")
+    edit = next((s for s in plan if s.kind == "edit"), None)
+    if edit is None:  # a plan without an edit: its first words
+        return next((s.text for s in plan if s.kind == "finish"), "Nothing to change.")
+    return (
+        f"The fix:\n\n{edit.path}\n```python\n<<<<<<< SEARCH\n{edit.old}\n=======\n"
+        f"{edit.new}\n>>>>>>> REPLACE\n```\n"
+    )
 
 
 def _codex_command(step: Step) -> str:
@@ -418,9 +443,24 @@ def _quote(text: str) -> str:
 
 # What each CLI's configuration uses as the upstream base URL (what it would call without us):
 # Claude Code appends /v1/messages itself; the OpenAI clients take a base ending in /v1.
-BASE_SUFFIX = {"claude-code": "", "codex": "/v1", "mini-swe-agent": "/v1"}
-MODEL = {"claude-code": "claude-sonnet-4-5", "codex": "gpt-5-codex", "mini-swe-agent": "gpt-4o"}
-WIRE_PATH = {"claude-code": "/messages", "codex": "/responses", "mini-swe-agent": "/completions"}
+BASE_SUFFIX = {
+    "claude-code": "",
+    "codex": "/v1",
+    "mini-swe-agent": "/v1",
+    "aider": "/v1",
+}
+MODEL = {
+    "claude-code": "claude-sonnet-4-5",
+    "codex": "gpt-5-codex",
+    "mini-swe-agent": "gpt-4o",
+    "aider": "gpt-4o",
+}
+WIRE_PATH = {
+    "claude-code": "/messages",
+    "codex": "/responses",
+    "mini-swe-agent": "/completions",
+    "aider": "/completions",
+}
 UPSTREAM_KEY_ENV = "AB_TEST_UPSTREAM_KEY"
 # The real key the upstream expects; the CLI must only ever see the gateway's token.
 REAL_KEY = "sk-ab-test-real-key-0123456789"

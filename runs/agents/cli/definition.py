@@ -53,14 +53,19 @@ class _Strict(BaseModel):
 
 
 class InstallSpec(_Strict):
-    kind: Literal["npm", "pypi"]
+    # debian: a Debian root made by debootstrap, for a runtime (runs.agents.cli.debian_root).
+    kind: Literal["npm", "pypi", "debian"]
     # npm: the package whose tarball holds the binary (a platform package where one exists).
+    # debian: the package the root is made for (python3.11), at its exact Debian version.
     package: str = Field(min_length=1)
     version: str = Field(min_length=1)
     # npm: the registry's ``dist.integrity`` of that tarball; the download must match it.
     integrity: str = ""
     # npm: the files of the tarball to keep (the rest is not copied into the cache).
+    # debian: the files and folders of the root to keep.
     keep: list[str] = []
+    # debian: the Debian suite to debootstrap (its mirror: SWEBENCH_DEBIAN_MIRROR).
+    suite: str = ""
     # pypi: more pinned requirements installed with the package (``name==version``).
     requirements: list[str] = []
     # pypi: install exactly the requirements (the whole tree, pinned), without resolving.
@@ -73,6 +78,14 @@ class InstallSpec(_Strict):
     def _pinned(cls, value: str) -> str:
         if not re.fullmatch(r"[0-9][0-9A-Za-z.+-]*", value):
             raise ValueError(f"must be an exact version, not a range: {value!r}")
+        return value
+
+    @field_validator("keep")
+    @classmethod
+    def _relative_keep(cls, value: list[str]) -> list[str]:
+        for path in value:
+            if path.startswith("/") or ".." in Path(path).parts:
+                raise ValueError(f"must be a path inside the package, not {path!r}")
         return value
 
     @field_validator("requirements")
@@ -106,7 +119,13 @@ class DefinitionSpec(_Strict):
     # reads. Empty for a CLI that reads none.
     context_file: str = ""
     # How to read the usage summary the CLI prints on stdout (runs.agents.cli.summaries).
-    summary: Literal["none", "claude-json", "codex-jsonl", "mini-swe-agent"] = "none"
+    summary: Literal[
+        "none",
+        "claude-json",
+        "codex-jsonl",
+        "mini-swe-agent",
+        "aider-text",
+    ] = "none"
     # The prompt given to the CLI; {problem} is the task's problem statement.
     prompt: str = (
         "{problem}\n\nThe repository is in the current directory. Change the code so that the "
@@ -181,13 +200,30 @@ class AgentDefinition:
         return AgentDefinition(spec, self.path, self.origin, self.text, part="runtime")
 
     @property
+    def on_runtime(self) -> bool:
+        """A PyPI install made for its definition's runtime (a Debian Python root), which it
+        runs on in the sandbox: built for that Python, so keyed by the runtime section too."""
+        runtime = self.spec.runtime
+        return (
+            self.part == "install"
+            and self.spec.install.kind == "pypi"
+            and runtime is not None
+            and runtime.kind == "debian"
+        )
+
+    @property
     def install_key(self) -> str:
         """What the cached install is keyed by: the install section (package, version,
-        integrity hash, kept files, pinned requirements) and the runner's recipe version."""
-        blob = json.dumps(
-            {"recipe": INSTALL_RECIPE_VERSION, "install": self.spec.install.model_dump()},
-            sort_keys=True,
-        )
+        integrity hash, kept files, pinned requirements), the runtime section for an install
+        made for it (``on_runtime``) and the runner's recipe version."""
+        parts: dict[str, Any] = {
+            "recipe": INSTALL_RECIPE_VERSION,
+            "install": self.spec.install.model_dump(),
+        }
+        if self.on_runtime:
+            assert self.spec.runtime is not None
+            parts["runtime"] = self.spec.runtime.model_dump()
+        blob = json.dumps(parts, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()
 
     @property
@@ -239,16 +275,23 @@ def parse_definition(
     problems = _template_problems(source, spec)
     problems += _npm_problems(source, "install", spec.install)
     if spec.runtime is not None:
-        if spec.runtime.kind != "npm":
+        if spec.runtime.kind == "pypi":
             problems.append(
                 Problem(
                     source,
                     "runtime.kind",
-                    "a runtime is mounted read-only into the sandbox: it must be an npm package",
+                    "a runtime is mounted read-only into the sandbox: it must be an npm "
+                    "package or a Debian root (debian)",
                 )
             )
         problems += _npm_problems(source, "runtime", spec.runtime)
-    if spec.runs_in == "sandbox" and spec.install.kind == "pypi":
+        problems += _debian_problems(source, "runtime", spec.runtime)
+    if spec.install.kind == "debian":
+        problems.append(
+            Problem(source, "install.kind", "a Debian root is a runtime, not a CLI's install")
+        )
+    python_runtime = spec.runtime is not None and spec.runtime.kind == "debian"
+    if spec.runs_in == "sandbox" and spec.install.kind == "pypi" and not python_runtime:
         problems.append(
             Problem(
                 source,
@@ -271,6 +314,22 @@ def _npm_problems(file: str, field: str, install: InstallSpec) -> list[Problem]:
         problems.append(Problem(file, f"{field}.integrity", "npm installs need the sha512 hash"))
     if install.kind == "npm" and not install.keep:
         problems.append(Problem(file, f"{field}.keep", "name the files of the package to keep"))
+    return problems
+
+
+def _debian_problems(file: str, field: str, install: InstallSpec) -> list[Problem]:
+    """A Debian root names its suite, a Python package (``python3.X``) and what it keeps."""
+    if install.kind != "debian":
+        return []
+    problems = []
+    if not re.fullmatch(r"[a-z]+", install.suite):
+        problems.append(Problem(file, f"{field}.suite", "name the Debian suite (bookworm)"))
+    if not re.fullmatch(r"python3\.[0-9]+", install.package):
+        problems.append(
+            Problem(file, f"{field}.package", "a Debian root is made for python3.X (a runtime)")
+        )
+    if not install.keep:
+        problems.append(Problem(file, f"{field}.keep", "name the files of the root to keep"))
     return problems
 
 
