@@ -42,6 +42,12 @@ PERMANENT_PATTERNS = (
     "unknown option",
     "invalid flag",
     "unrecognized argument",
+    # Google's canonical codes (Gemini's error "status", in its message as "STATUS: ...").
+    "invalid_argument",
+    "permission_denied",
+    "unauthenticated",
+    "failed_precondition",
+    "not_found",
 )
 TRANSIENT_PATTERNS = (
     "overloaded",
@@ -55,6 +61,9 @@ TRANSIENT_PATTERNS = (
     "etimedout",
     "api_error",
     "temporarily",
+    "resource_exhausted",
+    "unavailable",
+    "deadline_exceeded",
 )
 
 

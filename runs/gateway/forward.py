@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+import runs.gateway.gemini as gemini
 import runs.gateway.wire as wire
 from runs.gateway.config import UpstreamError
 from runs.gateway.inbound import BadRequest, Request
@@ -39,7 +40,7 @@ HOP_BY_HOP = frozenset(
         "upgrade",
     }
 )
-AUTH_HEADERS = ("authorization", "x-api-key", "api-key")
+AUTH_HEADERS = ("authorization", "x-api-key", "api-key", "x-goog-api-key")
 NOT_FORWARDED = HOP_BY_HOP | {"host", "content-length", "accept-encoding", "expect", *AUTH_HEADERS}
 NOT_RETURNED = HOP_BY_HOP | {"content-length", "set-cookie"}
 # Budget refusals: 400, which no client retries (a 429 would be retried, over and over).
@@ -47,7 +48,7 @@ BUDGET_STATUS = 400
 # Bytes of an error answer read before retrying (error bodies are small).
 ERROR_BODY_LIMIT = 1024 * 1024
 # The APIs whose requests name a model: it must be the attempt's.
-PINNED_APIS = wire.MODEL_CALL_APIS | {wire.COUNT_TOKENS}
+PINNED_APIS = wire.MODEL_CALL_APIS | {wire.COUNT_TOKENS, wire.GEMINI_COUNT_TOKENS}
 
 
 class ClientGone(Exception):
@@ -76,7 +77,7 @@ class Call:
         self.headers = request.headers
         self.hdict = {k.lower(): v for k, v in self.headers}
         self.api = request.match.api if request.match is not None else None
-        self.anthropic = wire.is_anthropic(self.api, self.hdict)
+        self.shape = wire.error_shape(self.api, self.hdict)
         self.held: Reservation | None = None  # what an admitted model call holds
         self.body_size = 0
         self.record: dict[str, Any] = {
@@ -84,7 +85,7 @@ class Call:
             "started_at": self.when.isoformat(),
             "via": via,
             "method": request.command,
-            "path": request.path[:2048],
+            "path": gemini.redact_target(request.path[:2048]),
             "api": self.api,
             "model_call": self.api in wire.MODEL_CALL_APIS,
             "model": "",
@@ -160,6 +161,8 @@ class Call:
             )
             return
         model, stream, doc = wire.request_facts(body)
+        if self.api in wire.MODEL_IN_PATH_APIS and self.h.match is not None:
+            model, stream = self._model_in_path(self.h.match.model, doc)
         self.record.update(model=model, stream=stream)
         if self.api in PINNED_APIS and not self.gw.model_allowed(model):
             allowed = ", ".join(repr(m) for m in self.gw.allowed_models)
@@ -203,10 +206,23 @@ class Call:
         else:
             self._relay(result, model)
 
+    def _model_in_path(self, model: str, doc: dict[str, Any] | None) -> tuple[str, bool]:
+        """A Gemini request's model (its path's) and stream flag (its route's). A
+        ``countTokens`` body may name a model of its own (``generateContentRequest.model``):
+        when it is not the path's, the request counts as naming it (and is refused)."""
+        route = self.h.match.route if self.h.match is not None else None
+        inner = (doc or {}).get("generateContentRequest")
+        named = inner.get("model") if isinstance(inner, dict) else None
+        if isinstance(named, str) and named.removeprefix("models/") != model:
+            model = named
+        return model, route is not None and route.stream
+
     def _auth(self) -> str:
         """``attempt-token`` when every credential the request carries is the token, ``none``
         when it carries none, else ``other``."""
         presented = []
+        if self.h.match is not None and self.h.match.key is not None:
+            presented.append(self.h.match.key)
         for name in AUTH_HEADERS:
             value = self.hdict.get(name, "").strip()
             if name == "authorization" and value.lower().startswith("bearer "):
@@ -227,7 +243,16 @@ class Call:
             dropped.add(token.strip().lower())
         out = [(k, v) for k, v in self.headers if k.lower() not in dropped]
         key = self.gw.config.upstream_api_key
-        if key:  # the key goes in the header the CLI put the token in
+        if key and self.api in wire.MODEL_IN_PATH_APIS:
+            # Google's header, also for a token sent as ?key= (a key in a URL ends up in
+            # logs), unless the CLI sent the token as a bearer token only.
+            in_query = self.h.match is not None and self.h.match.key is not None
+            google = "x-goog-api-key" in self.hdict or in_query
+            if "authorization" in self.hdict and not google:
+                out.append(("Authorization", f"Bearer {key}"))
+            else:
+                out.append(("x-goog-api-key", key))
+        elif key:  # the key goes in the header the CLI put the token in
             if "x-api-key" in self.hdict:
                 out.append(("x-api-key", key))
             if "api-key" in self.hdict:
@@ -315,7 +340,10 @@ class Call:
             reason=http.HTTPStatus(status).phrase,
             headers=[("Content-Type", "application/json")],
             body=wire.error_body(
-                self.anthropic, kind="api_error", message=f"agentbench gateway: {message}"
+                self.shape,
+                kind="api_error",
+                message=f"agentbench gateway: {message}",
+                status=status,
             ),
             from_upstream=False,
         )
@@ -372,7 +400,7 @@ class Call:
         request = self.record.get("request")
         if request is not None and "body_bytes" not in request:
             request.update(body_left_out(self.body_size, outcome))
-        body = wire.error_body(self.anthropic, kind=kind, message=message, code=code)
+        body = wire.error_body(self.shape, kind=kind, message=message, code=code, status=status)
         self._send_whole(
             status, http.HTTPStatus(status).phrase, [("Content-Type", "application/json")], body
         )

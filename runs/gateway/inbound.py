@@ -23,6 +23,7 @@ import time
 
 import h11
 
+from runs.gateway.gemini import redact_target
 from runs.gateway.routes import BadTarget, Match, match
 
 # A request line with its headers (and a chunk header line, and trailers) is at most this long.
@@ -194,7 +195,8 @@ class Request:
         try:
             self.match = match(self.command, self.path)
         except BadTarget as exc:
-            self.refuse(bad(f"{self.command} {self.path[:200]!r}: {exc}"))
+            target = redact_target(self.path[:200])  # a ?key= is a credential
+            self.refuse(bad(f"{self.command} {target!r}: {exc}"))
             return
         if self._header("transfer-encoding") and self._header("content-length"):
             self.refuse(bad("a request with both Transfer-Encoding and Content-Length"))

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from runs.gateway.config import GatewayBudgets, GatewaySummary, UpstreamError
+from runs.gateway.gemini import output_limit
 from runs.pricing import CostBreakdown, TokenClasses
 
 # Request bytes per input token, taken low so that the estimate stays above the real count
@@ -36,6 +37,7 @@ def estimate(doc: dict[str, Any] | None, body_bytes: int, default_output: int) -
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             output = value
             break
+    output = output or output_limit(doc)  # Gemini: generationConfig.maxOutputTokens
     return math.ceil(body_bytes / INPUT_BYTES_PER_TOKEN), output or default_output
 
 

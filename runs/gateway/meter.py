@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 
+import runs.gateway.gemini as gemini
 import runs.gateway.wire as wire
 from runs.gateway.ledger import Ledger, Reservation
 from runs.pricing import Price, TokenClasses
@@ -75,6 +76,8 @@ def error_event(api: str | None, message: str, *, kind: str = "invalid_request_e
     ``error`` event, or a chat-completions chunk holding ``error`` (each client raises on
     it). The Responses event carries ``error`` as well, which the ``openai`` client needs."""
     detail = {"message": message, "type": kind, "param": None, "code": BUDGET_CODE}
+    if api == wire.GEMINI:
+        return gemini.error_event(message)
     if api == wire.MESSAGES:
         doc: dict = {"type": "error", "error": {"type": kind, "message": message}}
         return b"event: error\ndata: " + json.dumps(doc).encode() + b"\n\n"

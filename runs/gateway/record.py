@@ -23,7 +23,15 @@ FORMAT = "agentbench.model_call.v1"
 # Request headers whose values are secrets: never written (the real key is never in a request
 # from the CLI; the token is dead after the attempt, but it is not kept either).
 SECRET_HEADERS = frozenset(
-    {"authorization", "x-api-key", "api-key", "proxy-authorization", "cookie", "set-cookie"}
+    {
+        "authorization",
+        "x-api-key",
+        "api-key",
+        "x-goog-api-key",
+        "proxy-authorization",
+        "cookie",
+        "set-cookie",
+    }
 )
 # The share of the byte budget kept for summaries once full records no longer fit (1/8: a
 # summary is a few hundred bytes, so thousands of requests stay counted one by one), and the

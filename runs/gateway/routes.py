@@ -13,6 +13,10 @@ What the CLIs send (their recorded calls are in tests/data/model_calls/): Claude
 Codex ``POST /responses`` and mini-swe-agent (litellm) ``POST /chat/completions`` (an OpenAI
 base URL already ends in ``/v1``); the SDKs' model listings ``GET /v1/models`` (Anthropic:
 ``limit``, ``after_id``, ``before_id``; Codex: ``client_version``) and ``GET /models/{id}``.
+Gemini CLI (``@google/genai``) ``POST /v1beta/models/{model}:streamGenerateContent?alt=sse``
+(the Gemini base URL is the host; ``/v1beta`` or ``/v1`` is the client's API version): the
+model is read from its path segment (a plain id, runs/gateway/gemini.py), the ``key`` query
+parameter is taken as a credential and never put in the upstream's path.
 """
 
 from __future__ import annotations
@@ -20,10 +24,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+import runs.gateway.gemini as gemini
 import runs.gateway.wire as wire
 
 # The root of the API a base URL may or may not include ("https://api.anthropic.com" + "/v1").
 PREFIXES = ("", "/v1")
+# Gemini's API versions, as its clients add them to the base URL.
+GEMINI_PREFIXES = ("", "/v1", "/v1beta")
 # A path segment and a query value: letters, digits and the few marks model ids and versions
 # use; never "%" (no encoded dots or slashes), ";", "#", "\\", spaces or quotes.
 _SEGMENT = re.compile(r"[A-Za-z0-9_~:@+-][A-Za-z0-9._~:@+-]*")
@@ -37,6 +44,8 @@ class Route:
     path: str  # relative to the API's root; "{id}" is one segment (a model's id)
     api: str
     query: frozenset[str] = frozenset()  # the parameters the API defines for it
+    prefixes: tuple[str, ...] = PREFIXES
+    stream: bool = False  # the path itself asks for a stream (Gemini)
 
 
 ROUTES = (
@@ -51,8 +60,33 @@ ROUTES = (
         frozenset({"beta", "limit", "after_id", "before_id", "client_version"}),
     ),
     Route("GET", "/models/{id}", wire.MODELS, frozenset({"beta"})),
+    Route(
+        "POST",
+        f"/models/{{model}}:{gemini.GENERATE}",
+        wire.GEMINI,
+        frozenset({gemini.KEY_PARAM}),
+        GEMINI_PREFIXES,
+    ),
+    Route(
+        "POST",
+        f"/models/{{model}}:{gemini.STREAM}",
+        wire.GEMINI,
+        frozenset({gemini.KEY_PARAM, "alt"}),
+        GEMINI_PREFIXES,
+        stream=True,
+    ),
+    Route(
+        "POST",
+        f"/models/{{model}}:{gemini.COUNT_TOKENS}",
+        wire.GEMINI_COUNT_TOKENS,
+        frozenset({gemini.KEY_PARAM}),
+        GEMINI_PREFIXES,
+    ),
 )
 _BY_PATH = {(r.method, r.path): r for r in ROUTES}
+# The methods a Gemini path names after its model (``models/{model}:generateContent``);
+# another (``models/ft:gpt-4o:org``, an OpenAI model's id) is a plain ``/models/{id}``.
+GEMINI_METHODS = frozenset({gemini.GENERATE, gemini.STREAM, gemini.COUNT_TOKENS})
 
 
 class BadTarget(ValueError):
@@ -66,6 +100,8 @@ class Match:
 
     route: Route | None
     upstream_path: str
+    model: str = ""  # the model a Gemini path names
+    key: str | None = None  # a Gemini ``?key=``: a credential, not forwarded
 
     @property
     def api(self) -> str | None:
@@ -89,19 +125,29 @@ def match(method: str, target: str) -> Match:
                 "(no empty, '.' or '..' segments, no percent-encoding, ';', '#' or '\\\\')"
             )
     prefix, rest = "", path
-    if path.startswith("/v1/"):
-        prefix, rest = "/v1", path[3:]
-    key = rest
+    for root in ("/v1", "/v1beta"):
+        if path.startswith(root + "/"):
+            prefix, rest = root, path[len(root) :]
+    key, model = rest, ""
     if rest.startswith("/models/") and rest.count("/") == 2:
         key = "/models/{id}"
+        name, colon, action = rest[len("/models/") :].rpartition(":")
+        if colon and action in GEMINI_METHODS:  # a Gemini method: the model must be plain
+            if not gemini.MODEL_ID.fullmatch(name) or ".." in name:
+                raise BadTarget(f"the model {name[:40]!r} in the path is not a plain model id")
+            key, model = f"/models/{{model}}:{action}", name
     route = _BY_PATH.get((method, key))
-    if route is None:
+    if route is None or prefix not in route.prefixes:
         return Match(None, path)
     params = _query(query, route) if has_query else []
+    credential = next((v for n, v in params if n == gemini.KEY_PARAM), None)
+    params = [(n, v) for n, v in params if n != gemini.KEY_PARAM]
+    if route.stream and any(n == "alt" and v != "sse" for n, v in params):
+        raise BadTarget("the query parameter 'alt' may only be 'sse' (or left out)")
     upstream = prefix + rest
     if params:
         upstream += "?" + "&".join(f"{name}={value}" for name, value in params)
-    return Match(route, upstream)
+    return Match(route, upstream, model, credential)
 
 
 def _query(query: str, route: Route) -> list[tuple[str, str]]:

@@ -1,6 +1,6 @@
-"""The three wire APIs the gateway speaks: their names (the route table, routes.py, says which
-request is which), the error bodies it answers in each API's shape, and the usage and errors
-read from answers (JSON or SSE)."""
+"""The four wire APIs the gateway speaks (Gemini's particulars in gemini.py): their names (the
+route table, routes.py, says which request is which), the error bodies it answers in each
+API's shape, and the usage and errors read from answers (JSON or SSE)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+import runs.gateway.gemini as gemini
 from runs.pricing import TokenClasses
 
 CHAT = "openai-chat"  # POST .../chat/completions
@@ -15,7 +16,11 @@ RESPONSES = "openai-responses"  # POST .../responses
 MESSAGES = "anthropic-messages"  # POST .../messages
 COUNT_TOKENS = "anthropic-count-tokens"  # POST .../messages/count_tokens
 MODELS = "models"  # GET .../models, .../models/{id}
-MODEL_CALL_APIS = frozenset({CHAT, RESPONSES, MESSAGES})
+GEMINI = "gemini"  # POST .../models/{model}:generateContent, :streamGenerateContent
+GEMINI_COUNT_TOKENS = "gemini-count-tokens"  # POST .../models/{model}:countTokens
+MODEL_CALL_APIS = frozenset({CHAT, RESPONSES, MESSAGES, GEMINI})
+# The APIs whose requests name their model in the path (routes.Match.model), not the body.
+MODEL_IN_PATH_APIS = frozenset({GEMINI, GEMINI_COUNT_TOKENS})
 # Usage fields that count as input (Anthropic reports cached input apart; OpenAI includes it).
 INPUT_FIELDS = (
     "prompt_tokens",
@@ -28,16 +33,25 @@ OUTPUT_FIELDS = ("completion_tokens", "output_tokens")
 _WORTH_PARSING = (b"usage", b"error", b"response.failed")
 
 
-def is_anthropic(api: str | None, headers: dict[str, str]) -> bool:
-    """Whether to answer in Anthropic's shape (a request of its API, or from its clients)."""
-    return api in (MESSAGES, COUNT_TOKENS) or "anthropic-version" in headers
+def error_shape(api: str | None, headers: dict[str, str]) -> str:
+    """The shape to answer errors in: ``gemini`` (a request of its API, or from a Google
+    client), ``anthropic`` (likewise), else ``openai``."""
+    if api in MODEL_IN_PATH_APIS or (api is None and "x-goog-api-key" in headers):
+        return "gemini"
+    if api in (MESSAGES, COUNT_TOKENS) or "anthropic-version" in headers:
+        return "anthropic"
+    return "openai"
 
 
-def error_body(anthropic: bool, *, kind: str, message: str, code: str | None = None) -> bytes:
+def error_body(
+    shape: str, *, kind: str, message: str, code: str | None = None, status: int = 400
+) -> bytes:
     """An error in the API's own shape. ``kind`` is Anthropic's error type
     (``authentication_error``, ``invalid_request_error``, ``api_error``...), also used as
-    OpenAI's ``type``."""
-    if anthropic:
+    OpenAI's ``type``; Gemini's shape has the HTTP ``status`` and its canonical name."""
+    if shape == "gemini":
+        return gemini.error_body(status, message)
+    if shape == "anthropic":
         doc: dict[str, Any] = {"type": "error", "error": {"type": kind, "message": message}}
     else:
         doc = {"error": {"message": message, "type": kind, "param": None, "code": code}}
@@ -53,7 +67,8 @@ def error_message(body: bytes) -> str:
     if isinstance(doc, dict):
         err = doc.get("error")
         if isinstance(err, dict):
-            kind = err.get("type") or err.get("code") or ""
+            # Gemini: {"code": 429, "status": "RESOURCE_EXHAUSTED", "message": ...}
+            kind = err.get("type") or err.get("status") or err.get("code") or ""
             message = err.get("message") or ""
             return f"{kind}: {message}" if kind else str(message)
         if isinstance(err, str):
@@ -112,14 +127,17 @@ class Usage:
 
     @property
     def found(self) -> bool:
-        return any(k in self.fields for k in INPUT_FIELDS + OUTPUT_FIELDS)
+        fields = self.fields
+        return any(k in fields for k in INPUT_FIELDS + OUTPUT_FIELDS) or gemini.reported(fields)
 
     def classes(self) -> TokenClasses:
         """The four billed classes. Anthropic counts cached input apart from
         ``input_tokens``; OpenAI's ``cached_tokens`` (chat: ``prompt_tokens_details``,
         Responses: ``input_tokens_details``) are reads within its input count, and it reports
-        no cache write."""
+        no cache write; Gemini's ``usageMetadata`` likewise (gemini.classes)."""
         f = self.fields
+        if gemini.reported(f):
+            return gemini.classes(f)
         output = f.get("completion_tokens", f.get("output_tokens", 0))
         if "cache_creation_input_tokens" in f or "cache_read_input_tokens" in f:
             write = f.get("cache_creation_input_tokens", 0)
@@ -145,13 +163,19 @@ class Usage:
 
     @property
     def output_tokens(self) -> int:
-        return self.fields.get("completion_tokens", self.fields.get("output_tokens", 0))
+        return self.classes().output
 
     def read(self, doc: Any) -> None:
-        """Take the usage a JSON answer or one streamed event carries."""
+        """Take the usage a JSON answer or one streamed event carries (a Gemini stream sent
+        without ``alt=sse`` is one JSON array of its chunks, each with its running usage)."""
+        if isinstance(doc, list):
+            for item in doc:
+                self.read(item)
+            return
         if not isinstance(doc, dict):
             return
         self.merge(doc.get("usage"))
+        self.merge(doc.get("usageMetadata"))
         for holder in ("message", "response"):  # Anthropic's message_start, Responses' end
             inner = doc.get(holder)
             if isinstance(inner, dict):

@@ -28,6 +28,7 @@ from typing import Any
 
 import runs.transcript.wire_anthropic as wire_anthropic
 import runs.transcript.wire_chat as wire_chat
+import runs.transcript.wire_gemini as wire_gemini
 import runs.transcript.wire_responses as wire_responses
 from runs.transcript.messages import looks_failed
 from runs.transcript.mini_swe_agent import mini_swe_agent_command, without_command
@@ -47,7 +48,13 @@ from runs.transcript.wire import Msg, Reply, WireCall, WireError, error_text, is
 
 FILE = "model_calls.jsonl"
 ANTHROPIC, RESPONSES, CHAT = "anthropic-messages", "openai-responses", "openai-chat"
-_WIRES: dict[str, Any] = {ANTHROPIC: wire_anthropic, RESPONSES: wire_responses, CHAT: wire_chat}
+GEMINI = "gemini"
+_WIRES: dict[str, Any] = {
+    ANTHROPIC: wire_anthropic,
+    RESPONSES: wire_responses,
+    CHAT: wire_chat,
+    GEMINI: wire_gemini,
+}
 
 
 @dataclass
@@ -85,6 +92,8 @@ def api_of(record: dict, body: Any = None) -> str:
     """Which wire API a call spoke: the gateway's ``api`` field, else its path."""
     named = as_text(record.get("api") or record.get("wire_api")).lower()
     path = as_text(record.get("path") or record.get("url")).lower()
+    if "gemini" in named or "generatecontent" in path.split("?")[0]:
+        return GEMINI
     if "anthropic" in named or named == "messages" or path.endswith("/messages"):
         return ANTHROPIC
     if "responses" in named or path.endswith("/responses"):
@@ -92,6 +101,8 @@ def api_of(record: dict, body: Any = None) -> str:
     if "chat" in named or path.endswith("/chat/completions"):
         return CHAT
     body = obj(body)
+    if "contents" in body:
+        return GEMINI
     if "input" in body or "instructions" in body:
         return RESPONSES
     return ANTHROPIC if "system" in body or ("max_tokens" in body and "messages" in body) else CHAT
@@ -202,6 +213,8 @@ def _call(record: dict, line: int, position: int) -> Call:
         call.model = call.model or as_text(body.get("model"))
     if call.response is not None and call.response.strip():
         _read_reply(call, wire)
+    if call.api == GEMINI:
+        wire_gemini.number_reply(call.reply, call.messages)
     return call
 
 

@@ -120,12 +120,13 @@ def _get(value: Any, key: str) -> Any:
 
 def error_text(body: Any) -> str:
     """The message of an error body: Anthropic's ``{"error": {"type", "message"}}``, OpenAI's
-    ``{"error": {"message", "type", "code"}}``, or a gateway's ``{"detail": ...}``."""
+    ``{"error": {"message", "type", "code"}}``, Gemini's ``{"error": {"code", "message",
+    "status"}}``, or a gateway's ``{"detail": ...}``."""
     if not isinstance(body, dict):
         return ""
     error = body.get("error")
     if isinstance(error, dict):
-        kind = error.get("type") or error.get("code") or ""
+        kind = error.get("type") or error.get("status") or error.get("code") or ""
         message = error.get("message") or ""
         return f"{kind}: {message}".strip(": ") if kind else str(message)
     if isinstance(error, str):

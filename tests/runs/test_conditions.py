@@ -170,7 +170,14 @@ def test_the_scripted_agent_sees_the_files_and_the_patch_leaves_them_out(backend
 CLI_CONDITIONS = [
     pytest.param("claude-code", "CLAUDE.md", "bwrap", marks=pytest.mark.bwrap, id="claude-code"),
     pytest.param("codex", "AGENTS.md", "docker", marks=pytest.mark.docker, id="codex"),
+    pytest.param("qwen-code", "QWEN.md", "bwrap", marks=pytest.mark.bwrap, id="qwen-code"),
 ]
+# A tool only its working loop offers (not its side requests: a title, a memory extractor).
+LOOP_TOOL = {
+    "claude-code": '"name": "Read"',
+    "codex": '"name": "exec_command"',
+    "qwen-code": '"name": "skill"',
+}
 
 
 @pytest.mark.django_db
@@ -209,8 +216,8 @@ def test_a_real_cli_sends_the_conditions_instructions_to_the_model(
     assert attempt.failure_reason_id is None, attempt.error_text
     # Every call of its working loop (those offering its tools; not side requests such as a
     # title) carries the file's text: the CLI put it in the conversation it sends.
-    tool = {"claude-code": '"name": "Read"', "codex": '"name": "exec_command"'}[cli]
-    loop = [b for b in bodies if tool in b]
+    assert conditions.CONTEXT_FILES[cli] == path
+    loop = [b for b in bodies if LOOP_TOOL[cli] in b]
     assert len(loop) >= 4, [b[:300] for b in bodies]  # the plan: read, test, fix, finish
     assert all(marker in b for b in loop)
     assert attempt.files_touched == ["src/toy/calc.py"] and path not in attempt.final_patch

@@ -1,5 +1,7 @@
-"""The tests' one stand-in for a model provider: OpenAI chat completions, OpenAI Responses and
-Anthropic Messages, each answered as JSON or as a real server-sent-events stream.
+"""The tests' one stand-in for a model provider: OpenAI chat completions, OpenAI Responses,
+Anthropic Messages and Google's Gemini API (its replies built by
+tests/support/fake_provider_gemini.py), each answered as JSON or as a real server-sent-events
+stream.
 
 The real ``openai`` and ``anthropic`` clients (and the gateway) talk to it over real HTTP; only
 the model is scripted. Each request is recorded (``server.requests``: method, path, headers,
@@ -29,7 +31,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 _ids = itertools.count(1)
-PATHS = {"chat": "/chat/completions", "responses": "/responses", "messages": "/messages"}
+PATHS = {
+    "chat": "/chat/completions",
+    "responses": "/responses",
+    "messages": "/messages",
+    "gemini": ":generateContent",
+    "gemini-stream": ":streamGenerateContent",
+    "gemini-count-tokens": ":countTokens",
+}
 
 
 @dataclass
@@ -38,7 +47,7 @@ class Reply:
     body: bytes = b""  # a whole body, sent with Content-Length
     events: list[bytes] | None = None  # SSE events, each one chunk (chunked transfer)
     headers: dict[str, str] = field(default_factory=dict)
-    api: str | None = None  # "chat" | "responses" | "messages": the path it answers
+    api: str | None = None  # a key of PATHS: the path it answers
     # Chat streams: the usage chunk, sent only when the request asked for it.
     usage_event: bytes | None = None
     hold_after: int | None = None  # events sent before waiting for ``release``

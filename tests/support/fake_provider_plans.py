@@ -1,5 +1,5 @@
 """Plans for the real agent CLIs, answered by the tests' one fake provider
-(tests/support/fake_provider.py): it speaks the three wire APIs they use and replays a plan (look at
+(tests/support/fake_provider.py): it speaks the wire APIs they use and replays a plan (look at
 a file, run a command, apply the fix, finish).
 
 - Anthropic Messages (``POST /v1/messages``, Claude Code): ``tool_use`` blocks for Claude Code's
@@ -9,6 +9,12 @@ a file, run a command, apply the fix, finish).
 - OpenAI chat completions (``POST /v1/chat/completions``, mini-swe-agent): assistant messages
   with one fenced bash block, mini-swe-agent's text action format; for aider (a request whose
   system prompt asks for SEARCH/REPLACE blocks), the plan's edit as one such block.
+- OpenAI chat completions with tools (Qwen Code): ``tool_calls`` for the CLI's own tools
+  (``read_file``, ``run_shell_command``, ``edit``), streamed as SSE;
+- Google's Gemini API (``POST /v1beta/models/{model}:streamGenerateContent?alt=sse`` or
+  ``:generateContent``, Gemini CLI): ``functionCall`` parts for Gemini CLI's tools
+  (``read_file``, ``run_shell_command``, ``replace``), streamed as the path asks
+  (tests/support/fake_provider_gemini.py builds the answers).
 
 Which step of the plan a request gets is read from the conversation it carries (the number of
 tool calls the model has made so far), not from a counter: a CLI that retries a request, or
@@ -27,8 +33,10 @@ import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
+from tests.support import fake_provider_gemini as gemini
 from tests.support.fake_provider import FakeProvider, Reply, Request, sse
 
 _ids = itertools.count(1)
@@ -114,10 +122,14 @@ def plan_reply(
         api = "responses"
     elif path.endswith("/chat/completions"):
         api = "chat"
+    elif path.endswith((":generateContent", ":streamGenerateContent")):
+        api = "gemini"
     else:
         return _json(404, {"error": {"message": f"no such endpoint: {request.path}"}})
     if fail_status is not None:
         return _error(api, fail_status)
+    if api == "gemini":
+        return _gemini(body, plan, usage, request.path)
     answer = {"anthropic": _anthropic, "responses": _responses, "chat": _chat}[api]
     return answer(body, plan, usage)
 
@@ -145,6 +157,9 @@ def _sse(events: list[tuple[str | None, dict[str, Any]]], *, done: bool = False)
 
 def _error(api: str, status: int) -> Reply:
     message = {401: "invalid x-api-key", 403: "permission denied"}.get(status, "error")
+    if api == "gemini":  # Google's words for a bad key
+        text = {401: "API key not valid. Please pass a valid API key."}.get(status, message)
+        return gemini.gemini_error(status, text, headers={"Connection": "close"})
     if api == "anthropic":
         kind = {401: "authentication_error", 403: "permission_error"}.get(status, "api_error")
         return _json(status, {"type": "error", "error": {"type": kind, "message": message}})
@@ -339,6 +354,8 @@ def _responses(body: dict[str, Any], plan: list[Step], usage: tuple[int, int]) -
 
 
 def _chat(body: dict[str, Any], plan: list[Step], usage: tuple[int, int]) -> Reply:
+    if body.get("tools"):  # a CLI with tools of its own (Qwen Code), not text actions
+        return _chat_tools(body, plan, usage)
     messages = body.get("messages") or []
     done = sum(1 for m in messages if m.get("role") == "assistant")
     if _asks_for_edit_blocks(messages):
@@ -382,6 +399,123 @@ def _chat(body: dict[str, Any], plan: list[Step], usage: tuple[int, int]) -> Rep
     last = dict(chunk, choices=[{"index": 0, "delta": {}, "finish_reason": "stop"}])
     tail = dict(chunk, choices=[], usage=completion["usage"])
     return _sse([(None, first), (None, last), (None, tail)], done=True)
+
+
+# -- OpenAI chat completions with tool calls (Qwen Code) -------------------------------------
+
+# Per CLI: the tool that marks its requests, then each step kind's tool and arguments.
+CHAT_TOOLS: dict[str, dict[str, Callable[[Step], tuple[str, dict[str, Any]]]]] = {
+    "run_shell_command": {  # Qwen Code
+        "read": lambda s: ("read_file", {"file_path": s.path}),
+        "bash": lambda s: ("run_shell_command", {"command": s.command, "description": "tests"}),
+        "edit": lambda s: (
+            "edit",
+            {"file_path": s.path, "old_string": s.old, "new_string": s.new},
+        ),
+    },
+}
+# Side requests that offer the tools but are not the agent's loop: Qwen Code's managed memory
+# extractor after the run (its switch is a settings file, not a flag): a short text answer.
+SIDE_PROMPTS = ("managed memory extraction subagent",)
+
+
+def _chat_tools(body: dict[str, Any], plan: list[Step], usage: tuple[int, int]) -> Reply:
+    messages = body.get("messages") or []
+    tools = {(t.get("function") or {}).get("name") for t in body.get("tools") or []}
+    system = " ".join(str(m.get("content")) for m in messages if m.get("role") == "system")
+    done = sum(1 for m in messages if m.get("role") == "assistant" and m.get("tool_calls"))
+    mapping = next((v for k, v in CHAT_TOOLS.items() if k in tools), None)
+    side = mapping is None or any(marker in system for marker in SIDE_PROMPTS)
+    step = Step.finish("Nothing to save.") if side else _step_for(plan, done)
+    message: dict[str, Any] = {"role": "assistant", "content": None}
+    if step.kind == "finish" or mapping is None:
+        message["content"], finish = step.text or "Done.", "stop"
+    else:
+        name, args = mapping[step.kind](step)
+        message["tool_calls"] = [
+            {
+                "id": f"call_{next(_ids):04d}",
+                "type": "function",
+                "function": {"name": name, "arguments": json.dumps(args)},
+            }
+        ]
+        finish = "tool_calls"
+    tokens_in, tokens_out = usage
+    completion = {
+        "id": f"chatcmpl-{next(_ids)}",
+        "object": "chat.completion",
+        "created": 0,
+        "model": body.get("model", "scripted"),
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {
+            "prompt_tokens": tokens_in,
+            "completion_tokens": tokens_out,
+            "total_tokens": tokens_in + tokens_out,
+        },
+    }
+    if not body.get("stream"):
+        return _json(200, completion)
+    chunk = {k: v for k, v in completion.items() if k != "usage"}
+    chunk["object"] = "chat.completion.chunk"
+    delta: dict[str, Any] = {"role": "assistant"}
+    if "tool_calls" in message:
+        delta["tool_calls"] = [dict(c, index=0) for c in message["tool_calls"]]
+    else:
+        delta["content"] = message["content"]
+    first = dict(chunk, choices=[{"index": 0, "delta": delta, "finish_reason": None}])
+    last = dict(chunk, choices=[{"index": 0, "delta": {}, "finish_reason": finish}])
+    tail = dict(chunk, choices=[], usage=completion["usage"])
+    return _sse([(None, first), (None, last), (None, tail)], done=True)
+
+
+# -- Google's Gemini API (Gemini CLI) ----------------------------------------------------------
+
+# Gemini CLI's tools for the plan's steps (its tool names and parameters, 0.61.0).
+GEMINI_TOOLS = {"read": "read_file", "bash": "run_shell_command", "edit": "replace"}
+
+
+def _gemini(body: dict[str, Any], plan: list[Step], usage: tuple[int, int], target: str) -> Reply:
+    """The plan's next step as a ``functionCall`` (or its last words as text). The step is
+    the number of calls the model made so far in ``contents``. A request that offers none of
+    the plan's tools is a side request: a short text (``{}`` when it asks for JSON)."""
+    path, _, query = target.partition("?")
+    model = path.rpartition("/")[2].partition(":")[0]
+    stream = path.endswith(":streamGenerateContent")
+    answer = partial(gemini.gemini, usage=usage, stream=stream, alt_sse="alt=sse" in query)
+    offered = {
+        d.get("name")
+        for tool in body.get("tools") or []
+        for d in (tool.get("functionDeclarations") or [] if isinstance(tool, dict) else [])
+        if isinstance(d, dict)
+    }
+    if not set(GEMINI_TOOLS.values()) <= offered:
+        config = body.get("generationConfig") or {}
+        wants_json = config.get("responseMimeType") == "application/json"
+        return answer("{}" if wants_json else "Fix the failing test", model=model)
+    done = sum(
+        1
+        for content in body.get("contents") or []
+        if isinstance(content, dict) and content.get("role") == "model"
+        for part in content.get("parts") or []
+        if isinstance(part, dict) and "functionCall" in part
+    )
+    step = _step_for(plan, done)
+    if step.kind == "finish":
+        return answer(step.text, model=model)
+    args = {
+        "read": {"file_path": step.path},
+        "bash": {"command": step.command, "description": "Run the tests"},
+        "edit": {
+            "file_path": step.path,
+            "instruction": "Apply the fix.",
+            "old_string": step.old,
+            "new_string": step.new,
+        },
+    }[step.kind]
+    return answer(function_call=(GEMINI_TOOLS[step.kind], args), model=model)
+
+
+# -- aider (OpenAI chat completions, its edits in the answer's text) ---------------------------
 
 
 def _asks_for_edit_blocks(messages: list[dict[str, Any]]) -> bool:
@@ -439,7 +573,7 @@ def _quote(text: str) -> str:
     return shlex.quote(text)
 
 
-# -- the three CLIs against this upstream ---------------------------------------------------------
+# -- the CLIs against this upstream ---------------------------------------------------------------
 
 # What each CLI's configuration uses as the upstream base URL (what it would call without us):
 # Claude Code appends /v1/messages itself; the OpenAI clients take a base ending in /v1.
@@ -447,18 +581,27 @@ BASE_SUFFIX = {
     "claude-code": "",
     "codex": "/v1",
     "mini-swe-agent": "/v1",
+    "qwen-code": "/v1",
+
+
     "aider": "/v1",
 }
 MODEL = {
     "claude-code": "claude-sonnet-4-5",
     "codex": "gpt-5-codex",
     "mini-swe-agent": "gpt-4o",
+    "qwen-code": "qwen3-coder-plus",
+
+
     "aider": "gpt-4o",
 }
 WIRE_PATH = {
     "claude-code": "/messages",
     "codex": "/responses",
     "mini-swe-agent": "/completions",
+    "qwen-code": "/completions",
+
+
     "aider": "/completions",
 }
 UPSTREAM_KEY_ENV = "AB_TEST_UPSTREAM_KEY"
@@ -482,12 +625,17 @@ def cli_model_config(cli: str, upstream: FakeProvider, *, name: str = "", **fiel
 
 
 def keys_seen(upstream: FakeProvider) -> set[str]:
-    """The credentials the upstream received (x-api-key or a bearer token)."""
+    """The credentials the upstream received (x-api-key, x-goog-api-key, ?key= or a bearer
+    token)."""
     seen = set()
     for request in upstream.requests:
         headers = request.headers
-        if "x-api-key" in headers:
-            seen.add(headers["x-api-key"])
+        for name in ("x-api-key", "x-goog-api-key"):
+            if name in headers:
+                seen.add(headers[name])
+        for param in request.path.partition("?")[2].split("&"):
+            if param.startswith("key="):
+                seen.add(param[4:])
         if "authorization" in headers:
             seen.add(headers["authorization"].removeprefix("Bearer ").strip())
     return seen

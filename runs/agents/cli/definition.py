@@ -61,8 +61,9 @@ class InstallSpec(_Strict):
     version: str = Field(min_length=1)
     # npm: the registry's ``dist.integrity`` of that tarball; the download must match it.
     integrity: str = ""
-    # npm: the files of the tarball to keep (the rest is not copied into the cache).
-    # debian: the files and folders of the root to keep.
+    # npm: the files of the tarball to keep (the rest is not copied into the cache); a name
+    # ending in "/" keeps every file under that folder. debian: the files and folders of the
+    # root to keep.
     keep: list[str] = []
     # debian: the Debian suite to debootstrap (its mirror: SWEBENCH_DEBIAN_MIRROR).
     suite: str = ""
@@ -82,10 +83,10 @@ class InstallSpec(_Strict):
 
     @field_validator("keep")
     @classmethod
-    def _relative_keep(cls, value: list[str]) -> list[str]:
-        for path in value:
-            if path.startswith("/") or ".." in Path(path).parts:
-                raise ValueError(f"must be a path inside the package, not {path!r}")
+    def _inside_the_package(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if name.startswith("/") or ".." in name.split("/") or name in ("", "/"):
+                raise ValueError(f"must be a path inside the tarball, not {name!r}")
         return value
 
     @field_validator("requirements")
@@ -101,7 +102,12 @@ class DefinitionSpec(_Strict):
     name: str
     title: str = Field(min_length=1)
     description: str = ""
-    wire_api: Literal["anthropic-messages", "openai-responses", "openai-chat"]
+    wire_api: Literal[
+        "anthropic-messages",
+        "openai-responses",
+        "openai-chat",
+        "gemini",  # Google's Gemini API (runs/gateway/gemini.py)
+    ]
     # sandbox: the CLI runs inside the attempt's sandbox (the install mounted read-only);
     # worker: it runs on the worker and executes its commands in the sandbox (mini-swe-agent).
     runs_in: Literal["sandbox", "worker"] = "sandbox"
@@ -124,6 +130,7 @@ class DefinitionSpec(_Strict):
         "claude-json",
         "codex-jsonl",
         "mini-swe-agent",
+        "qwen-json",
         "aider-text",
     ] = "none"
     # The prompt given to the CLI; {problem} is the task's problem statement.

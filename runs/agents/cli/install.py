@@ -280,10 +280,18 @@ def _build_npm(definition: AgentDefinition, staging: Path) -> dict:
             f"{definition.label}: {ref} does not match its pinned integrity "
             f"(expected {spec.integrity}, got {integrity})"
         )
-    wanted = set(spec.keep)
+    # A kept name ending in "/" is a folder: every file under it (a bundle's chunks).
+    folders = tuple(name for name in spec.keep if name.endswith("/"))
+    wanted = set(spec.keep) - set(folders)
     with tarfile.open(tarball, "r:gz") as archive:
-        members = [m for m in archive.getmembers() if m.name in wanted]
-        missing = wanted - {m.name for m in members}
+        members = [
+            m
+            for m in archive.getmembers()
+            if m.name in wanted or (m.name.startswith(folders) and not m.isdir())
+        ]
+        names = {m.name for m in members}
+        missing = wanted - names
+        missing |= {f for f in folders if not any(n.startswith(f) for n in names)}
         if missing:
             raise InstallError(f"{definition.label}: {ref} has no {', '.join(sorted(missing))}")
         for member in members:
@@ -291,7 +299,7 @@ def _build_npm(definition: AgentDefinition, staging: Path) -> dict:
                 raise InstallError(f"{definition.label}: {member.name} is not a regular file")
             archive.extract(member, staging, filter="data")
     shutil.rmtree(download)
-    files = {name: (staging / name).stat().st_size for name in sorted(wanted)}
+    files = {name: (staging / name).stat().st_size for name in sorted(names)}
     return {
         "kind": "npm",
         "package": spec.package,

@@ -23,8 +23,9 @@ call past the budget, is a ``TIMEOUT`` as well.
    is permanent, as the reference classes them (``fail-fast-and-error-classification.md``):
    ``[cli-usage]`` a flag or argument it does not know (``unknown option``, ``unexpected
    argument``...), ``[cli-start]`` it could not start (exit 126/127: no binary, not executable,
-   a missing loader or library). Neither is the agent's fault: the definition or the install is
-   wrong, and every attempt of the configuration would fail the same way;
+   a missing loader or library; Node's ``Cannot find module``: its script is missing), the
+   line that says so in the error text. Neither is the agent's fault: the definition or the
+   install is wrong, and every attempt of the configuration would fail the same way;
 7. otherwise the CLI worked: a non-zero exit after model calls is ``AGENT_GAVE_UP``
    ``[cli-exit]`` (its own turn limit, say) unless the final tests pass; exit 0 leaves the
    verdict to the final tests.
@@ -46,7 +47,7 @@ _USAGE_ERRORS = re.compile(
 )
 _START_ERRORS = re.compile(
     r"not found|no such file|cannot execute|exec format error|permission denied|"
-    r"error while loading shared libraries|GLIBC_",
+    r"error while loading shared libraries|GLIBC_|cannot find module",
     re.IGNORECASE,
 )
 
@@ -138,13 +139,14 @@ def classify(
         )
     if gateway.calls == 0 or gateway.input_tokens + gateway.output_tokens == 0:
         made = "before any model call" if gateway.calls == 0 else "with 0 tokens"
-        what = f"{name} exited {run.exit_code} {made}" + (f": {last}" if last else "")
+        head = f"{name} exited {run.exit_code} {made}"
+        what = head + (f": {last}" if last else "")
         output = run.stderr + run.stdout
         if run.exit_code in (126, 127) or (run.exit_code != 0 and _START_ERRORS.search(output)):
             return Classified(
                 Reason.LLM_ERROR,
                 "cli_start",
-                f"[cli-start] {what}",
+                f"[cli-start] {_said(head, last, output, _START_ERRORS)}",
                 error_kind="permanent",
                 is_empty_run=True,
             )
@@ -152,7 +154,7 @@ def classify(
             return Classified(
                 Reason.LLM_ERROR,
                 "cli_usage",
-                f"[cli-usage] {what}",
+                f"[cli-usage] {_said(head, last, output, _USAGE_ERRORS)}",
                 error_kind="permanent",
                 is_empty_run=True,
             )
@@ -168,6 +170,14 @@ def classify(
             f"[cli-exit] {name} stopped with {how}" + (f": {last}" if last else ""),
         )
     return Classified(None, "done")
+
+
+def _said(head: str, last: str, output: str, pattern: re.Pattern[str]) -> str:
+    """``head`` and the line of the output that says why: its last line, unless another says
+    it (a CLI that prints its whole help after "Unknown arguments: ...")."""
+    if last and not pattern.search(last):
+        last = next((x.strip()[:300] for x in output.splitlines() if pattern.search(x)), last)
+    return f"{head}: {last}" if last else head
 
 
 def last_line(text: str) -> str:
@@ -230,6 +240,8 @@ def read_summary(kind: str, stdout: str) -> CliSummary:
                 if item.get("type") == "agent_message":
                     text = str(item.get("text") or "")[:2000]
         return CliSummary(tokens_in, tokens_out, turns, None, failed or False, text)
+    if kind == "qwen-json":
+        return _qwen_summary(stdout)
     if kind == "mini-swe-agent":  # its trajectory file (``--output``), not its stdout
         data = _json(stdout)
         info = data.get("info") if isinstance(data, dict) else None
@@ -243,6 +255,27 @@ def read_summary(kind: str, stdout: str) -> CliSummary:
             )
     if kind == "aider-text":
         return _aider_report(stdout)
+    return CliSummary()
+
+
+def _qwen_summary(stdout: str) -> CliSummary:
+    """Qwen Code's ``--output-format json``: one JSON array of its events, printed at the end,
+    the last a ``result`` (its usage summed over its calls, side calls included)."""
+    events = _json(stdout.strip())
+    if isinstance(events, dict) and isinstance(events.get("error"), dict):  # it failed
+        return CliSummary(is_error=True, text=str(events["error"].get("message") or "")[:2000])
+    if not isinstance(events, list):
+        return CliSummary()
+    for event in reversed(events):
+        if isinstance(event, dict) and event.get("type") == "result":
+            usage = event.get("usage") or {}
+            return CliSummary(
+                input_tokens=usage.get("input_tokens"),
+                output_tokens=usage.get("output_tokens"),
+                turns=event.get("num_turns"),
+                is_error=event.get("is_error"),
+                text=str(event.get("result") or event.get("error") or "")[:2000],
+            )
     return CliSummary()
 
 

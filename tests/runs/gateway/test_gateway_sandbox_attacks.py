@@ -1,6 +1,7 @@
 """Issue 28's gateway reproductions from inside a real sandbox, on both backends: a command with
 the attempt's token sends paths outside the route table, an absolute-form target, a spoofed
-Host and a chunk size of -1 followed by a flood, through the forwarder and the Unix socket.
+Host, Gemini paths with a traversal as the model or a key in a query, and a chunk size of -1
+followed by a flood, through the forwarder and the Unix socket.
 Nothing of it reaches the upstream but the one plain call, with the configured Host."""
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ print(json.dumps(out))
 """
 BODY = json.dumps({"model": "claude-sonnet-4", "max_tokens": 10, "messages": []})
 FLOOD = 64 * 1024 * 1024
+SMUGGLED = "AIzaSy-someone-elses-key-0123456789"
 
 
 def raw(
@@ -76,6 +78,10 @@ def test_a_sandbox_cannot_bend_the_gateways_routes_host_or_body_limit(
         ("POST", "/v1/messages/batches;/messages", 400),
         ("POST", "/v1/threads/thr_1/messages", 404),
         ("POST", "http://evil.example:1/v1/messages", 400),
+        # Gemini's routes: a traversal or a second ":" as the model, a key in another's query.
+        ("POST", "/v1beta/models/..:generateContent", 400),
+        ("POST", "/v1beta/models/gemini-2.5-pro:files:streamGenerateContent?alt=sse", 400),
+        ("POST", f"/v1/chat/completions?key={SMUGGLED}", 400),
     ]
     cfg = config(upstream := FakeProvider([fake.messages("ok")]), tmp_path, anthropic=True)
     with upstream, open_gateway(cfg) as gw, make_gateway_sandbox(gw) as sb:
@@ -98,3 +104,4 @@ def test_a_sandbox_cannot_bend_the_gateways_routes_host_or_body_limit(
     ]
     assert not found[-1]["request"].get("body") and not found[-1]["request"].get("body_bytes")
     assert REAL_KEY not in (tmp_path / "model_calls.jsonl").read_text()
+    assert SMUGGLED not in (tmp_path / "model_calls.jsonl").read_text()

@@ -1,7 +1,8 @@
-"""A whole attempt of a real CLI (Claude Code, in the sandbox, on both backends) whose upstream
-echoes the key it got in a header and in every answer's body, and whose agent prints its
-environment (the token) into its next request: afterwards the key and the token are in no
-artifact file of the attempt, no API answer and no export.
+"""A whole attempt of a real CLI (each in ``CLIS``, in the sandbox, on both backends) whose
+upstream echoes the key it got in a header and in every answer's body, and whose agent prints
+every process's environment and the files of the CLI's HOME from inside the sandbox into its
+next request: the key is in none of it (the token is), and afterwards the key and the token are
+in no artifact file of the attempt, no API answer and no export.
 
 The upstream is the scripted one of the CLI end-to-end tests (tests/support/fake_provider_plans.py),
 made to echo; the CLI, the sandbox, the gateway and the pipeline are real.
@@ -21,6 +22,7 @@ from tests.support.fake_provider import Reply, Request
 from tests.support.fake_provider_plans import (
     REAL_KEY,
     UPSTREAM_KEY_ENV,
+    WIRE_PATH,
     Step,
     cli_model_config,
     plan_provider,
@@ -30,6 +32,17 @@ from tests.support.pipeline_fixtures import attempt_folder, get_task, import_tas
 pytestmark = [pytest.mark.django_db, pytest.mark.docker, pytest.mark.bwrap, pytest.mark.slow]
 
 TOKEN = re.compile(rb"abgw-[A-Za-z0-9_-]{43}")
+CLIS = [
+    "claude-code",
+    "qwen-code",
+]
+# Inside the sandbox, as the agent: every process's environment (the CLI's, its runtime's, the
+# shell's), then every file under the CLI's HOME (its config, session and state files).
+SNOOP = (
+    "for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $f; echo; done | sort -u; "
+    "echo HOME-FILES; find ~ -type f | sort; "
+    "find ~ -type f -size -256k -exec cat {} + 2>/dev/null | head -c 200000"
+)
 
 
 def echo_credential(request: Request, reply: Reply) -> Reply:
@@ -53,27 +66,31 @@ def echo_credential(request: Request, reply: Reply) -> Reply:
     return reply
 
 
+@pytest.mark.parametrize("cli", CLIS)
 def test_no_artifact_api_answer_or_export_holds_the_key_or_the_token(
-    backend, artifacts_root, monkeypatch, client, bob
+    cli, backend, artifacts_root, monkeypatch, client, bob
 ):
     monkeypatch.setenv(UPSTREAM_KEY_ENV, REAL_KEY)
     import_tasks()
     task = get_task("toy_fail_pytest")
     plan = [
-        Step.bash("env; cat /proc/self/environ | tr '\\0' '\\n'"),  # the token, into the next call
+        Step.bash(SNOOP),  # what the sandbox holds, into the next call
         Step.read("/workspace/repo/src/toy/calc.py"),
         Step.finish(f"done; my key is {REAL_KEY}"),  # an answer text holding the key
     ]
     with plan_provider(plan, decorate=echo_credential) as upstream:
-        config = cli_model_config("claude-code", upstream)
+        config = cli_model_config(cli, upstream)
         attempt = attempt_execute(
             attempt_create_adhoc(task=task, model_config=config), backend=backend
         )
     assert attempt.status == AttemptStatus.FINISHED, attempt.error_text
     # The upstream did echo the key, and the CLI's requests did carry the token it printed.
-    assert len(upstream.requests_to("/messages")) >= 3
+    assert len(upstream.requests_to(WIRE_PATH[cli])) >= 3
     sent = json.dumps([r.json for r in upstream.requests]).encode()
     assert TOKEN.search(sent), "the agent's env output reached the upstream"
+    # Every environment and HOME file of the sandbox went out: the key was in none of them.
+    assert b"HOME-FILES" in sent and b"/home/agent/" in sent
+    assert REAL_KEY.encode() not in sent
     folder = attempt_folder(attempt)
     files = [p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()]
     assert any(p.name == "model_calls.jsonl" for p in files)

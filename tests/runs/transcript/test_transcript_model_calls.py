@@ -359,6 +359,7 @@ REAL_CALLS = {
     "claude-code": ["Read", "Bash", "Edit"],
     "codex": ["exec_command", "exec_command", "exec_command"],
     "mini-swe-agent": ["bash", "bash", "bash", "bash"],
+    "qwen-code": ["read_file", "run_shell_command", "edit"],
 }
 
 

@@ -58,7 +58,13 @@ def write_definition(folder: Path, name: str, **changes: object) -> Path:
 
 def test_the_shipped_definitions_load_and_are_pinned():
     definitions = load_definitions()
-    assert set(definitions) == {"claude-code", "codex", "mini-swe-agent"}
+    assert set(definitions) >= {
+        "claude-code",
+        "codex",
+        "mini-swe-agent",
+        "qwen-code",
+    }
+    assert definitions["qwen-code"].spec.runtime is not None  # Node, pinned beside it
     assert definitions["claude-code"].spec.install.package == "@anthropic-ai/claude-code-linux-x64"
     assert definitions["codex"].spec.install.version == "0.169.0-linux-x64"
     assert definitions["mini-swe-agent"].spec.runs_in == "worker"
@@ -289,6 +295,54 @@ def test_it_reads_each_clis_own_usage_report():
     assert read_summary("claude-json", "not json").to_dict() == {}
 
 
+def test_a_usage_or_start_error_names_the_line_that_says_why():
+    """A JavaScript CLI prints its whole help after "Unknown arguments" (Qwen Code), and Node
+    says "Cannot find module" (exit 1) when the CLI's script is missing: the error text
+    carries the line that says why, not the help's last line."""
+    usage = "Unknown arguments: bogus-flag\nUsage: qwen [options]\n  -h, --help  Show help"
+    verdict = classify("Qwen Code", run_(1, stderr=usage), GatewayView(), time_limit=60)
+    assert (verdict.error_kind, verdict.is_empty_run) == ("permanent", True)
+    assert verdict.error_text == (
+        "[cli-usage] Qwen Code exited 1 before any model call: Unknown arguments: bogus-flag"
+    )
+    missing = "node:internal/modules/cjs/loader:1568\n  throw err;\n\nError: Cannot find module "
+    missing += "'/mnt/x/package/cli.js'\n    at Module._resolveFilename\n\nNode.js v24.21.0"
+    verdict = classify("Qwen Code", run_(1, stderr=missing), GatewayView(), time_limit=60)
+    assert verdict.error_kind == "permanent" and verdict.error_text.startswith("[cli-start]")
+    assert verdict.error_text.endswith("Error: Cannot find module '/mnt/x/package/cli.js'")
+
+
+def test_it_reads_qwen_codes_json_report():
+    """``--output-format json``: one array of its events, the last its result (as 0.24.4
+    printed it against the scripted upstream, trimmed)."""
+    events = [
+        {"type": "system", "subtype": "init", "model": "qwen3-coder-plus"},
+        {"type": "assistant", "message": {"content": [{"type": "text", "text": "Fixed."}]}},
+        {
+            "type": "result",
+            "subtype": "success",
+            "is_error": False,
+            "num_turns": 4,
+            "result": "The fix is applied and the tests pass.",
+            "usage": {"input_tokens": 6000, "output_tokens": 400, "total_tokens": 6400},
+        },
+    ]
+    summary = read_summary("qwen-json", json.dumps(events))
+    assert summary.to_dict() == {
+        "input_tokens": 6000,
+        "output_tokens": 400,
+        "turns": 4,
+        "is_error": False,
+        "text": "The fix is applied and the tests pass.",
+    }
+    assert read_summary("qwen-json", "Unknown arguments").to_dict() == {}
+    failed = {"error": {"type": "AlreadyReportedError", "message": "[API Error: 401 ...]"}}
+    assert read_summary("qwen-json", json.dumps(failed)).to_dict() == {
+        "is_error": True,
+        "text": "[API Error: 401 ...]",
+    }
+
+
 RECORDINGS = REPO_ROOT / "tests" / "data" / "model_calls"
 
 
@@ -298,6 +352,7 @@ RECORDINGS = REPO_ROOT / "tests" / "data" / "model_calls"
         ("claude-code", "anthropic-messages"),
         ("codex", "openai-responses"),
         ("mini-swe-agent", "openai-chat"),
+        ("qwen-code", "openai-chat"),
     ],
 )
 def test_the_committed_recordings_are_what_each_cli_sent_scrubbed(cli, api):

@@ -11,6 +11,7 @@ other in this process, on Docker.
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -128,6 +129,66 @@ def test_a_cli_that_cannot_start_is_a_permanent_empty_run(artifacts_root, monkey
     finished = assert_aborted_with_one_fingerprint(run, "[cli-start]")
     assert finished[0].agent_exit_code == 127
     assert finished[0].is_empty_run
+
+
+# --- the CLIs shipped since, each through the same three failure modes ----------------------
+
+MORE_CLIS = [
+    "qwen-code",
+]
+
+
+def with_unknown_flag(command: list[str]) -> list[str]:
+    """The command with a flag no CLI knows, before a trailing ``-`` (stdin) if it has one."""
+    flag = "--agentbench-no-such-flag=1"
+    return [*command[:-1], flag, "-"] if command[-1] == "-" else [*command, flag]
+
+
+def with_missing_entry(command: list[str]) -> list[str]:
+    """The command with its install's program (the binary, or the script Node runs) missing."""
+    return [
+        re.sub(r"\{install\}/\S+", "{install}/package/agentbench-missing", t, count=1)
+        for t in command
+    ]
+
+
+@pytest.mark.parametrize("cli", MORE_CLIS)
+def test_each_cli_with_a_bad_key_aborts_its_run(cli, artifacts_root, monkeypatch):
+    monkeypatch.setenv(UPSTREAM_KEY_ENV, "sk-revoked")
+    with plan_provider([Step.finish()], fail_status=401) as upstream:
+        run = run_inline(launch(cli_model_config(cli, upstream, name=f"{cli} bad key")))
+        assert upstream.requests  # it did call, and got the 401
+    finished = assert_aborted_with_one_fingerprint(run, "[llm-permanent]")
+    assert "401" in finished[0].error_text and not finished[0].is_empty_run
+
+
+@pytest.mark.parametrize("cli", MORE_CLIS)
+def test_each_cli_with_an_unknown_flag_aborts_its_run(cli, artifacts_root, monkeypatch, tmp_path):
+    monkeypatch.setenv(UPSTREAM_KEY_ENV, REAL_KEY)
+    shipped = yaml.safe_load((definitions.DEFINITIONS_DIR / f"{cli}.yaml").read_text())
+    command = with_unknown_flag(shipped["command"])
+    name = definitions_with(tmp_path, monkeypatch, f"{cli}-bad-flag", cli, command=command)
+    with plan_provider([Step.finish()]) as upstream:
+        run = run_inline(launch(cli_model_config(cli, upstream, name=name, cli_agent=name)))
+        assert upstream.requests == []
+    finished = assert_aborted_with_one_fingerprint(run, "[cli-usage]")
+    assert finished[0].is_empty_run and finished[0].agent_exit_code != 0
+    # The CLI's line that says why is in the error text, wherever it is in its output.
+    assert "agentbench-no-such-flag" in finished[0].error_text
+
+
+@pytest.mark.parametrize("cli", MORE_CLIS)
+def test_each_cli_that_cannot_start_aborts_its_run(cli, artifacts_root, monkeypatch, tmp_path):
+    monkeypatch.setenv(UPSTREAM_KEY_ENV, REAL_KEY)
+    shipped = yaml.safe_load((definitions.DEFINITIONS_DIR / f"{cli}.yaml").read_text())
+    command = with_missing_entry(shipped["command"])
+    assert command != shipped["command"]
+    name = definitions_with(tmp_path, monkeypatch, f"{cli}-missing", cli, command=command)
+    with plan_provider([Step.finish()]) as upstream:
+        run = run_inline(launch(cli_model_config(cli, upstream, name=name, cli_agent=name)))
+        assert upstream.requests == []
+    finished = assert_aborted_with_one_fingerprint(run, "[cli-start]")
+    assert finished[0].is_empty_run and "agentbench-missing" in finished[0].stderr_tail
 
 
 # --- limits: the gateway's budgets and the harness's clock, with a real CLI ---------------

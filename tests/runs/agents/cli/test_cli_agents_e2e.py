@@ -1,7 +1,7 @@
-"""The real agent CLIs (Claude Code, Codex CLI, mini-swe-agent), installed from the registries
-at their pinned versions into the install cache, fix a task in our sandbox on both backends,
-their model calls going through the gateway to the tests' fake provider replaying a plan
-(tests/support/fake_provider_plans.py): read the file, run the tests, apply the fix, finish.
+"""The real agent CLIs (Claude Code, Codex CLI, mini-swe-agent, Qwen Code), installed from the
+registries at their pinned versions into the install cache, fix a task in our sandbox on both
+backends, their model calls going through the gateway to the tests' fake provider replaying a
+plan (tests/support/fake_provider_plans.py): read the file, run the tests, apply the fix, finish.
 
 The sandbox has no network: the gateway is the one address the CLI reaches. The first run on a
 machine builds the installs (about a minute for the two npm packages, a few for the venv).
@@ -39,6 +39,7 @@ CLIS = [
     "claude-code",
     "codex",
     "mini-swe-agent",
+    "qwen-code",
     "aider",
 ]
 TOY_OLD = "    return total(values) // len(values)"
@@ -47,8 +48,14 @@ TOY_NEW = "    return total(values) / len(values)"
 
 @pytest.fixture(scope="session")
 def cli_installs() -> dict:
-    """Every shipped CLI's install, from the cache (built on first use)."""
-    return {name: ensure_install(d).path for name, d in load_definitions().items()}
+    """Every shipped CLI's install (and its runtime), from the cache (built on first use)."""
+    installs = {}
+    for name, definition in load_definitions().items():
+        installs[name] = ensure_install(definition).path
+        runtime = definition.runtime_part()
+        if runtime is not None:
+            ensure_install(runtime)
+    return installs
 
 
 # The plan's four steps are four calls; aider has no tools: its edit is in its first answer.
@@ -89,6 +96,7 @@ TOOL_NAMES = {
     "codex": ["exec_command"] * 3,
     # Its actions are bash blocks in its text, read as "bash" calls; the last one submits.
     "mini-swe-agent": ["bash"] * 4,
+    "qwen-code": ["read_file", "run_shell_command", "edit"],
     # No tools: it edits with SEARCH/REPLACE blocks in its answer's text.
     "aider": [],
 }

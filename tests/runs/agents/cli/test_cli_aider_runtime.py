@@ -37,7 +37,7 @@ def test_a_debian_runtime_is_checked_naming_each_field(tmp_path: Path):
     assert f"{path}: runtime.package: a Debian root is made for python3.X" in text
     assert f"{path}: runtime.keep: name the files of the root to keep" in text
     path = write_definition(tmp_path, "outroot", runtime=dict(ROOT, keep=["/etc/shadow"]))
-    with pytest.raises(DefinitionError, match=r"runtime\.keep: .*inside the package"):
+    with pytest.raises(DefinitionError, match=r"runtime\.keep: .*must be a path inside the"):
         load_definition(path)
     path = write_definition(tmp_path, "rootinstall", install=ROOT)
     with pytest.raises(DefinitionError, match=r"install\.kind: a Debian root is a runtime"):

@@ -31,9 +31,7 @@ IS_NUMBER = {
 
 
 def test_a_bad_runtime_is_refused_naming_each_field(tmp_path: Path):
-    path = write_definition(
-        tmp_path, "badruntime", runtime=dict(NODE, version=">=24")
-    )
+    path = write_definition(tmp_path, "badruntime", runtime=dict(NODE, version=">=24"))
     with pytest.raises(DefinitionError) as caught:
         load_definition(path)
     text = str(caught.value)
@@ -90,6 +88,27 @@ def test_a_runtime_is_built_by_the_install_code_into_a_folder_cli_share(tmp_path
     assert wrong_part is not None
     with pytest.raises(Exception, match=r"^wrong runtime: is-number@7.0.0 does not match"):
         ensure_install(wrong_part, root)
+
+
+def test_a_kept_folder_keeps_every_file_under_it_and_must_exist(tmp_path: Path):
+    """A bundle of many files (Qwen Code's chunks) is kept by its folder (a name ending in
+    "/"); a folder the tarball lacks, or a path out of it, is refused."""
+    folder = load_definition(write_definition(tmp_path, "whole", install__keep=["package/"]))
+    root = tmp_path / "agents"
+    built = ensure_install(folder, root)
+    kept = sorted(json.loads((built.path / "manifest.json").read_text())["sha256"])
+    assert kept == [
+        "package/LICENSE",
+        "package/README.md",
+        "package/index.js",
+        "package/package.json",
+    ]
+    none = load_definition(write_definition(tmp_path, "none", install__keep=["package/lib/"]))
+    with pytest.raises(Exception, match=r"^none: is-number@7.0.0 has no package/lib/$"):
+        ensure_install(none, root)
+    path = write_definition(tmp_path, "escape", install__keep=["package/../../etc/"])
+    with pytest.raises(DefinitionError, match=r"install\.keep: Value error, must be a path"):
+        load_definition(path)
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,49 @@
+"""A CLI definition may name Google's Gemini API as its wire API (the gateway's fourth,
+runs/gateway/gemini.py); a name the gateway does not speak is still refused by field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from runs.agents.cli.definition import DefinitionError, load_definition
+
+IS_NUMBER_INTEGRITY = (
+    "sha512-41Cifkg6e8TylSpdtTpeLVMqvSBEVzTttHvERD741+pnZ8ANv0004MR"
+    "L43QKPDlK9cGvNp6NZWZUBlbGXYxxng=="
+)
+
+
+def definition(folder: Path, wire_api: str) -> Path:
+    raw = {
+        "name": "tiny-gemini",
+        "title": "Tiny",
+        "wire_api": wire_api,
+        "install": {
+            "kind": "npm",
+            "package": "is-number",
+            "version": "7.0.0",
+            "integrity": IS_NUMBER_INTEGRITY,
+            "keep": ["package/index.js"],
+        },
+        "command": ["{install}/package/index.js", "--model={model}"],
+        # Gemini CLI's variables: the base URL is the host (its client adds /v1beta).
+        "env": {"GOOGLE_GEMINI_BASE_URL": "{base_url}", "GEMINI_API_KEY": "{token}"},
+    }
+    path = folder / "tiny-gemini.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def test_it_accepts_gemini_as_a_wire_api(tmp_path: Path) -> None:
+    loaded = load_definition(definition(tmp_path, "gemini"))
+    assert loaded.spec.wire_api == "gemini"
+
+
+def test_it_still_refuses_a_wire_api_the_gateway_does_not_speak(tmp_path: Path) -> None:
+    path = definition(tmp_path, "gemini-live")
+    with pytest.raises(DefinitionError) as caught:
+        load_definition(path)
+    assert f"{path}: wire_api:" in str(caught.value) and "'gemini'" in str(caught.value)
