@@ -582,8 +582,6 @@ BASE_SUFFIX = {
     "codex": "/v1",
     "mini-swe-agent": "/v1",
     "qwen-code": "/v1",
-
-
     "aider": "/v1",
 }
 MODEL = {
@@ -591,8 +589,6 @@ MODEL = {
     "codex": "gpt-5-codex",
     "mini-swe-agent": "gpt-4o",
     "qwen-code": "qwen3-coder-plus",
-
-
     "aider": "gpt-4o",
 }
 WIRE_PATH = {
@@ -600,8 +596,6 @@ WIRE_PATH = {
     "codex": "/responses",
     "mini-swe-agent": "/completions",
     "qwen-code": "/completions",
-
-
     "aider": "/completions",
 }
 UPSTREAM_KEY_ENV = "AB_TEST_UPSTREAM_KEY"
