@@ -11,7 +11,6 @@ other in this process, on Docker.
 from __future__ import annotations
 
 import json
-import re
 import time
 from pathlib import Path
 
@@ -135,6 +134,7 @@ def test_a_cli_that_cannot_start_is_a_permanent_empty_run(artifacts_root, monkey
 
 MORE_CLIS = [
     "qwen-code",
+    "aider",
 ]
 
 
@@ -145,10 +145,13 @@ def with_unknown_flag(command: list[str]) -> list[str]:
 
 
 def with_missing_entry(command: list[str]) -> list[str]:
-    """The command with its install's program (the binary, or the script Node runs) missing."""
+    """The command with its install's program (the binary, or the script Node runs) missing;
+    for a CLI whose install is not a program (aider's Python packages), its runtime's."""
+    place = "install" if any(t.startswith("{install}/") for t in command) else "runtime"
+    first = next(i for i, t in enumerate(command) if t.startswith(f"{{{place}}}/"))
     return [
-        re.sub(r"\{install\}/\S+", "{install}/package/agentbench-missing", t, count=1)
-        for t in command
+        f"{{{place}}}/package/agentbench-missing" if i == first else t
+        for i, t in enumerate(command)
     ]
 
 
