@@ -63,8 +63,11 @@ def test_the_shipped_definitions_load_and_are_pinned():
         "codex",
         "mini-swe-agent",
         "qwen-code",
+        "aider",
     }
     assert definitions["qwen-code"].spec.runtime is not None  # Node, pinned beside it
+    aider = definitions["aider"].spec  # its PyPI packages on a Debian Python root, in the sandbox
+    assert (aider.runs_in, aider.runtime and aider.runtime.kind) == ("sandbox", "debian")
     assert definitions["claude-code"].spec.install.package == "@anthropic-ai/claude-code-linux-x64"
     assert definitions["codex"].spec.install.version == "0.169.0-linux-x64"
     assert definitions["mini-swe-agent"].spec.runs_in == "worker"
@@ -84,6 +87,7 @@ def test_ab_agents_lists_every_definition_with_its_package():
     rows = {line.split()[0]: line.split() for line in out.splitlines()[1:] if line.strip()}
     assert rows["claude-code"][3] == "CLAUDE.md" and rows["codex"][3] == "AGENTS.md"
     assert rows["mini-swe-agent"][3] == "-"
+    assert rows["aider"][3] == "CONVENTIONS.md"
 
 
 def test_a_bad_definition_names_the_file_and_each_field(tmp_path: Path):
@@ -293,6 +297,29 @@ def test_it_reads_each_clis_own_usage_report():
     summary = read_summary("mini-swe-agent", json.dumps(trajectory))
     assert (summary.turns, summary.is_error) == (4, False)
     assert read_summary("claude-json", "not json").to_dict() == {}
+
+
+def test_it_reads_aiders_text_report():
+    """aider prints a Tokens line (and a Cost one when it knows the model's price) after each
+    answer, counts of 1,000 and more rounded as it prints them."""
+    stdout = (
+        "Aider v0.86.2\nApplied edit to src/toy/calc.py\n"
+        "Tokens: 2.4k sent, 80 received. Cost: $0.0068 message, $0.0068 session.\n"
+        "Tokens: 950 sent, 1.2k cache hit, 12 received. Cost: $0.0025 message, $0.0093 session.\n"
+    )
+    assert read_summary("aider-text", stdout).to_dict() == {
+        "input_tokens": 3350,
+        "output_tokens": 92,
+        "turns": 2,
+        "cost_usd": 0.0093,
+    }
+    # No price known: tokens only; no report at all (it never answered): nothing.
+    assert read_summary("aider-text", "Tokens: 12k sent, 3 received.\n").to_dict() == {
+        "input_tokens": 12000,
+        "output_tokens": 3,
+        "turns": 1,
+    }
+    assert read_summary("aider-text", "aider: error: unrecognized arguments").to_dict() == {}
 
 
 def test_a_usage_or_start_error_names_the_line_that_says_why():
