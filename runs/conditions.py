@@ -27,6 +27,7 @@ CONTEXT_FILES = {
     "claude-code": "CLAUDE.md",
     "codex": "AGENTS.md",
     "qwen-code": "QWEN.md",
+    "aider": "CONVENTIONS.md",
 }
 
 # Limits (settings.CONDITION_FILES_MAX, CONDITION_FILE_MAX_BYTES, CONDITION_FILES_MAX_BYTES
