@@ -348,7 +348,9 @@ def _template_problems(file: str, spec: DefinitionSpec) -> list[Problem]:
     problems = []
     for where, template in fields:
         try:
-            used = {name for _, name, _, _ in string.Formatter().parse(template) if name}
+            # "{}" is a field too (its name is ""): it would fail only when the CLI is run.
+            parsed = string.Formatter().parse(template)
+            used = {name for _, name, _, _ in parsed if name is not None}
         except ValueError as exc:
             problems.append(Problem(file, where, f"bad template: {exc}"))
             continue
@@ -358,7 +360,9 @@ def _template_problems(file: str, spec: DefinitionSpec) -> list[Problem]:
                 Problem(
                     file,
                     where,
-                    f"unknown placeholder {{{unknown[0]}}}; known: " + ", ".join(PLACEHOLDERS),
+                    f"unknown placeholder {{{unknown[0]}}}; known: "
+                    + ", ".join(PLACEHOLDERS)
+                    + " (a literal brace is written twice: {{ }})",
                 )
             )
         elif "runtime" in used and spec.runtime is None:

@@ -392,3 +392,13 @@ def test_the_committed_recordings_are_what_each_cli_sent_scrubbed(cli, api):
     assert all(r["request"]["auth"] == "attempt-token" and r["status"] == 200 for r in records)
     assert "sk-ab-test" not in text and "/tmp/pytest" not in text
     assert set(re.findall(r"127\.0\.0\.1:(\w+)", text)) <= {"PORT"}
+
+
+def test_an_empty_placeholder_is_refused_where_it_is_written(tmp_path: Path):
+    """``find ... -exec cat {} +`` in a command: "{}" is a template field, which passed the
+    check and failed only when the CLI ran (an UNKNOWN error of the agent stage)."""
+    path = write_definition(tmp_path, "braces", command=["{install}/x", "find . -exec cat {} +"])
+    with pytest.raises(DefinitionError, match=r"braces.yaml: command.1: unknown placeholder \{\}"):
+        load_definition(path)
+    doubled = write_definition(tmp_path, "doubled", command=["{install}/x", "-exec cat {{}} +"])
+    assert load_definition(doubled).spec.command[1] == "-exec cat {{}} +"
