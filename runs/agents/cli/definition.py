@@ -225,11 +225,11 @@ class AgentDefinition:
         made for it (``on_runtime``) and the runner's recipe version."""
         parts: dict[str, Any] = {
             "recipe": INSTALL_RECIPE_VERSION,
-            "install": self.spec.install.model_dump(),
+            "install": _key_section(self.spec.install),
         }
         if self.on_runtime:
             assert self.spec.runtime is not None
-            parts["runtime"] = self.spec.runtime.model_dump()
+            parts["runtime"] = _key_section(self.spec.runtime)
         blob = json.dumps(parts, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()
 
@@ -239,6 +239,19 @@ class AgentDefinition:
         package, with other flags, share it) and keyed by the install section."""
         package = re.sub(r"[^a-z0-9.-]+", "-", self.spec.install.package.lower()).strip("-")
         return f"{package}-{self.spec.install.version}-{self.install_key[:16]}"
+
+
+# Fields of an install section added after keys were first made: left out of the key at their
+# default, so that adding one does not rebuild every cached install.
+_ADDED_FIELDS = ("suite",)
+
+
+def _key_section(section: InstallSpec) -> dict[str, Any]:
+    data = section.model_dump()
+    for name in _ADDED_FIELDS:
+        if data[name] == InstallSpec.model_fields[name].default:
+            del data[name]
+    return data
 
 
 # Bump when the way an install is built changes (the cached installs are then rebuilt).
