@@ -118,6 +118,9 @@ def bare_seconds(cli: str) -> float:
         tmp.mkdir()
         for folder in definition.spec.writable:
             (home / folder).mkdir(parents=True)
+        for name, text in definition.spec.home_files.items():  # its settings, as an attempt's
+            (home / name).parent.mkdir(parents=True, exist_ok=True)
+            (home / name).write_text(text)
         git = ["git", "-c", "user.name=bench", "-c", "user.email=bench@localhost"]
         subprocess.run([*git, "init", "-q"], cwd=repo, check=True)
         subprocess.run([*git, "add", "-A"], cwd=repo, check=True)

@@ -27,6 +27,7 @@ CONTEXT_FILES = {
     "claude-code": "CLAUDE.md",
     "codex": "AGENTS.md",
     "qwen-code": "QWEN.md",
+    "gemini-cli": "GEMINI.md",
     "aider": "CONVENTIONS.md",
 }
 

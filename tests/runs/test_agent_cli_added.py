@@ -81,6 +81,7 @@ def test_staff_add_one_and_every_surface_lists_it_with_its_origin(client, staff_
         ({"runtime": dict(NODE, version="^24.21.0")}, "runtime.version", "exact version"),
         ({"runtime": dict(NODE, kind="pypi")}, "runtime.kind", "must be an npm package"),
         ({"command": ["{runtime}/package/bin/node"]}, "command.0", "top-level runtime"),
+        ({"home_files": {"../.profile": "x"}}, "home_files", "file path under HOME"),
     ],
 )
 def test_a_bad_definition_is_refused_naming_the_field(client, staff_auth, changes, field, words):

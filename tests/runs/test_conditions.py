@@ -171,12 +171,14 @@ CLI_CONDITIONS = [
     pytest.param("claude-code", "CLAUDE.md", "bwrap", marks=pytest.mark.bwrap, id="claude-code"),
     pytest.param("codex", "AGENTS.md", "docker", marks=pytest.mark.docker, id="codex"),
     pytest.param("qwen-code", "QWEN.md", "bwrap", marks=pytest.mark.bwrap, id="qwen-code"),
+    pytest.param("gemini-cli", "GEMINI.md", "docker", marks=pytest.mark.docker, id="gemini-cli"),
 ]
 # A tool only its working loop offers (not its side requests: a title, a memory extractor).
 LOOP_TOOL = {
     "claude-code": '"name": "Read"',
     "codex": '"name": "exec_command"',
     "qwen-code": '"name": "skill"',
+    "gemini-cli": '"name": "replace"',
 }
 
 

@@ -414,19 +414,14 @@ CHAT_TOOLS: dict[str, dict[str, Callable[[Step], tuple[str, dict[str, Any]]]]] =
         ),
     },
 }
-# Side requests that offer the tools but are not the agent's loop: Qwen Code's managed memory
-# extractor after the run (its switch is a settings file, not a flag): a short text answer.
-SIDE_PROMPTS = ("managed memory extraction subagent",)
 
 
 def _chat_tools(body: dict[str, Any], plan: list[Step], usage: tuple[int, int]) -> Reply:
     messages = body.get("messages") or []
     tools = {(t.get("function") or {}).get("name") for t in body.get("tools") or []}
-    system = " ".join(str(m.get("content")) for m in messages if m.get("role") == "system")
     done = sum(1 for m in messages if m.get("role") == "assistant" and m.get("tool_calls"))
     mapping = next((v for k, v in CHAT_TOOLS.items() if k in tools), None)
-    side = mapping is None or any(marker in system for marker in SIDE_PROMPTS)
-    step = Step.finish("Nothing to save.") if side else _step_for(plan, done)
+    step = Step.finish("ok") if mapping is None else _step_for(plan, done)
     message: dict[str, Any] = {"role": "assistant", "content": None}
     if step.kind == "finish" or mapping is None:
         message["content"], finish = step.text or "Done.", "stop"
@@ -582,6 +577,7 @@ BASE_SUFFIX = {
     "codex": "/v1",
     "mini-swe-agent": "/v1",
     "qwen-code": "/v1",
+    "gemini-cli": "",
     "aider": "/v1",
 }
 MODEL = {
@@ -589,6 +585,7 @@ MODEL = {
     "codex": "gpt-5-codex",
     "mini-swe-agent": "gpt-4o",
     "qwen-code": "qwen3-coder-plus",
+    "gemini-cli": "gemini-2.5-pro",
     "aider": "gpt-4o",
 }
 WIRE_PATH = {
@@ -596,6 +593,7 @@ WIRE_PATH = {
     "codex": "/responses",
     "mini-swe-agent": "/completions",
     "qwen-code": "/completions",
+    "gemini-cli": ":streamGenerateContent",
     "aider": "/completions",
 }
 UPSTREAM_KEY_ENV = "AB_TEST_UPSTREAM_KEY"

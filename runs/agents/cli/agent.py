@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import posixpath
 import shlex
 import signal
 import subprocess
@@ -308,8 +309,14 @@ class CliAgent:
         chunks = [prompt[i : i + _ENV_CHUNK] for i in range(0, len(prompt), _ENV_CHUNK)] or [""]
         env = {f"AB_PROMPT_{i}": chunk for i, chunk in enumerate(chunks)}
         joined = "".join(f'"$AB_PROMPT_{i}"' for i in range(len(chunks)))
-        dirs = " ".join(shlex.quote(f"{SANDBOX_HOME}/{d}") for d in definition.spec.writable)
+        files = {f"{SANDBOX_HOME}/{p}": t for p, t in definition.spec.home_files.items()}
+        folders = [f"{SANDBOX_HOME}/{d}" for d in definition.spec.writable]
+        folders += sorted({posixpath.dirname(p) for p in files} - {SANDBOX_HOME})
+        dirs = " ".join(shlex.quote(d) for d in folders)
         prepare = f"printf %s {joined} > {PROMPT_PATH}" + (f" && mkdir -p {dirs}" if dirs else "")
+        for i, (path, text) in enumerate(files.items()):  # its settings, as the CLI's user
+            env[f"AB_HOME_FILE_{i}"] = text
+            prepare += f' && printf %s "$AB_HOME_FILE_{i}" > {shlex.quote(path)}'
         prepared = sb.exec(prepare, timeout=60, env=env)
         if not prepared.ok:  # the CLI never starts: an empty run that says why
             return CliRun(
@@ -362,6 +369,9 @@ class CliAgent:
                 "bridge": str(BRIDGE_DIR),
             }
             Path(values["prompt_file"]).write_text(values["prompt"])
+            for name, text in definition.spec.home_files.items():
+                (home / name).parent.mkdir(parents=True, exist_ok=True)
+                (home / name).write_text(text)
             argv = [render(t, values) for t in definition.spec.command]
             # Only what the CLI needs: the worker's environment holds the real key.
             env = {

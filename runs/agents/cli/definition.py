@@ -46,6 +46,7 @@ PLACEHOLDERS = {
 __doc__ = (__doc__ or "") + "".join(f"``{{{k}}}`` {v}; " for k, v in PLACEHOLDERS.items())
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,40}$")
+HOME_FILES_MAX_BYTES = 32 * 1024  # they go into the sandbox as environment variables
 
 
 class _Strict(BaseModel):
@@ -124,6 +125,9 @@ class DefinitionSpec(_Strict):
     # AGENTS.md, GEMINI.md...): a condition (runs.conditions) that writes it is what the CLI
     # reads. Empty for a CLI that reads none.
     context_file: str = ""
+    # Files written under HOME before it starts (path -> text, as is: no placeholders): what
+    # only a settings file sets (Gemini CLI's auth type, its usage statistics off).
+    home_files: dict[str, str] = Field(default_factory=dict)
     # How to read the usage summary the CLI prints on stdout (runs.agents.cli.summaries).
     summary: Literal[
         "none",
@@ -131,6 +135,7 @@ class DefinitionSpec(_Strict):
         "codex-jsonl",
         "mini-swe-agent",
         "qwen-json",
+        "gemini-json",
         "aider-text",
     ] = "none"
     # The prompt given to the CLI; {problem} is the task's problem statement.
@@ -159,6 +164,17 @@ class DefinitionSpec(_Strict):
     def _in_the_repository(cls, value: str) -> str:
         if value and (value.startswith("/") or ".." in Path(value).parts):
             raise ValueError(f"must be a path in the repository, not {value!r}")
+        return value
+
+    @field_validator("home_files")
+    @classmethod
+    def _home_files(cls, value: dict[str, str]) -> dict[str, str]:
+        for path in value:
+            parts = path.split("/")
+            if path.startswith("/") or any(p in ("", ".", "..") for p in parts):
+                raise ValueError(f"must be a file path under HOME, not {path!r}")
+        if sum(len(text.encode()) for text in value.values()) > HOME_FILES_MAX_BYTES:
+            raise ValueError(f"at most {HOME_FILES_MAX_BYTES // 1024} KiB in all")
         return value
 
 

@@ -242,6 +242,8 @@ def read_summary(kind: str, stdout: str) -> CliSummary:
         return CliSummary(tokens_in, tokens_out, turns, None, failed or False, text)
     if kind == "qwen-json":
         return _qwen_summary(stdout)
+    if kind == "gemini-json":
+        return _gemini_summary(stdout)
     if kind == "mini-swe-agent":  # its trajectory file (``--output``), not its stdout
         data = _json(stdout)
         info = data.get("info") if isinstance(data, dict) else None
@@ -277,6 +279,32 @@ def _qwen_summary(stdout: str) -> CliSummary:
                 text=str(event.get("result") or event.get("error") or "")[:2000],
             )
     return CliSummary()
+
+
+def _gemini_summary(stdout: str) -> CliSummary:
+    """Gemini CLI's ``--output-format json``: one object at the end, its ``response`` and its
+    ``stats`` per model (``prompt`` tokens in, ``candidates`` and ``thoughts`` out), or an
+    ``error``."""
+    doc = _json(stdout.strip())
+    if not isinstance(doc, dict):
+        return CliSummary()
+    error = doc.get("error")
+    if isinstance(error, dict):
+        return CliSummary(is_error=True, text=str(error.get("message") or "")[:2000])
+    models = ((doc.get("stats") or {}).get("models") or {}).values()
+    tokens = [m.get("tokens") or {} for m in models if isinstance(m, dict)]
+    calls = [(m.get("api") or {}).get("totalRequests") or 0 for m in models if isinstance(m, dict)]
+    return CliSummary(
+        input_tokens=sum(int(t.get("prompt") or 0) for t in tokens) if tokens else None,
+        output_tokens=sum(
+            int(t.get("candidates") or 0) + int(t.get("thoughts") or 0) for t in tokens
+        )
+        if tokens
+        else None,
+        turns=sum(int(c) for c in calls) if calls else None,
+        is_error=False,
+        text=str(doc.get("response") or "")[:2000],
+    )
 
 
 _AIDER_TOKENS = re.compile(

@@ -37,13 +37,23 @@ TOKEN = re.compile(rb"abgw-[A-Za-z0-9_-]{43}")
 CLIS = [
     "claude-code",
     "qwen-code",
+    "gemini-cli",
 ]
 # Inside the sandbox, as the agent: every process's environment (the CLI's, its runtime's, the
-# shell's), then every file under the CLI's HOME (its config, session and state files).
+# shell's) and every file under the CLI's HOME (its settings, session and state files), searched
+# for the key. The command spells the key in two quoted halves: the gateway would redact it
+# whole on its way to the CLI. A probe file holding it shows the search would find it.
 SNOOP = (
-    "for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $f; echo; done | sort -u; "
-    "echo HOME-FILES; find ~ -type f | sort; "
-    "find ~ -type f -size -256k -exec cat {} + 2>/dev/null | head -c 200000"
+    f"k='{REAL_KEY[:8]}''{REAL_KEY[8:]}'; echo \"$k\" > /tmp/ab-probe; "
+    "for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $f; echo; done > /tmp/ab-env; "
+    # Counts labelled by sed: Gemini CLI refuses a command with $(...) in it.
+    "ls -d /proc/[0-9]* | wc -l | sed s/^/PROCESSES=/; "
+    "find ~ -type f | wc -l | sed s/^/HOME_FILES=/; "
+    'grep -cF "$k" /tmp/ab-probe | sed s/^/KEY_PROBE=/; '
+    'grep -cF "$k" /tmp/ab-env | sed s/^/KEY_IN_ENV=/; '
+    'grep -rlF "$k" ~ | wc -l | sed s/^/KEY_IN_HOME=/; '
+    "grep -c abgw- /tmp/ab-env | sed s/^/TOKEN_IN_ENV=/; "
+    "grep -h abgw- /tmp/ab-env | sort -u"
 )
 
 
@@ -51,7 +61,7 @@ def echo_credential(request: Request, reply: Reply) -> Reply:
     """Answer as the plan does, plus the credential received in an ``x-echo`` header and in an
     ``echo`` field of every JSON answer and streamed event (a hostile provider)."""
     bearer = request.headers.get("authorization", "").removeprefix("Bearer ")
-    key = request.headers.get("x-api-key") or bearer
+    key = request.headers.get("x-api-key") or request.headers.get("x-goog-api-key") or bearer
     reply.headers = {**reply.headers, "x-echo": key}
     if reply.events is None:
         doc = json.loads(reply.body)
@@ -90,8 +100,12 @@ def test_no_artifact_api_answer_or_export_holds_the_key_or_the_token(
     assert len(upstream.requests_to(WIRE_PATH[cli])) >= 3
     sent = json.dumps([r.json for r in upstream.requests]).encode()
     assert TOKEN.search(sent), "the agent's env output reached the upstream"
-    # Every environment and HOME file of the sandbox went out: the key was in none of them.
-    assert b"HOME-FILES" in sent and b"/home/agent/" in sent
+    # The key is in no process's environment and no file of the CLI's HOME; the token is.
+    found = dict(re.findall(rb"([A-Z_]+)=(\d+)", sent))
+    assert found[b"KEY_PROBE"] == b"1" and int(found[b"PROCESSES"]) >= 2, found
+    assert int(found[b"HOME_FILES"]) >= 1, found
+    assert (found[b"KEY_IN_ENV"], found[b"KEY_IN_HOME"]) == (b"0", b"0"), found
+    assert int(found[b"TOKEN_IN_ENV"]) >= 1, found
     assert REAL_KEY.encode() not in sent
     folder = attempt_folder(attempt)
     files = [p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()]

@@ -360,6 +360,7 @@ REAL_CALLS = {
     "codex": ["exec_command", "exec_command", "exec_command"],
     "mini-swe-agent": ["bash", "bash", "bash", "bash"],
     "qwen-code": ["read_file", "run_shell_command", "edit"],
+    "gemini-cli": ["read_file", "run_shell_command", "replace"],
 }
 
 

@@ -63,9 +63,11 @@ def test_the_shipped_definitions_load_and_are_pinned():
         "codex",
         "mini-swe-agent",
         "qwen-code",
+        "gemini-cli",
         "aider",
     }
     assert definitions["qwen-code"].spec.runtime is not None  # Node, pinned beside it
+    assert definitions["gemini-cli"].spec.home_files  # its settings file
     aider = definitions["aider"].spec  # its PyPI packages on a Debian Python root, in the sandbox
     assert (aider.runs_in, aider.runtime and aider.runtime.kind) == ("sandbox", "debian")
     assert definitions["claude-code"].spec.install.package == "@anthropic-ai/claude-code-linux-x64"
@@ -370,6 +372,48 @@ def test_it_reads_qwen_codes_json_report():
     }
 
 
+def test_it_reads_gemini_clis_json_report():
+    """``--output-format json``: one object, its response and its stats per model (as 0.61.0
+    printed it against the scripted upstream, trimmed); an error is its own object."""
+    report = {
+        "session_id": "2aca624e",
+        "response": "The fix is applied and the tests pass.",
+        "stats": {
+            "models": {
+                "gemini-2.5-pro": {
+                    "api": {"totalRequests": 4, "totalErrors": 0},
+                    "tokens": {"prompt": 4800, "candidates": 320, "thoughts": 40, "cached": 0},
+                }
+            },
+            "tools": {"totalCalls": 3},
+        },
+    }
+    assert read_summary("gemini-json", json.dumps(report, indent=2)).to_dict() == {
+        "input_tokens": 4800,
+        "output_tokens": 360,
+        "turns": 4,
+        "is_error": False,
+        "text": "The fix is applied and the tests pass.",
+    }
+    failed = {"session_id": "7", "error": {"type": "Error", "message": "API key not valid."}}
+    assert read_summary("gemini-json", json.dumps(failed)).to_dict() == {
+        "is_error": True,
+        "text": "API key not valid.",
+    }
+
+
+def test_home_files_stay_under_home_and_small(tmp_path: Path):
+    for bad in ("/etc/passwd", "../.bashrc", ".gemini/../../x", ".gemini//settings.json"):
+        path = write_definition(tmp_path, "homefiles", home_files={bad: "{}"})
+        with pytest.raises(DefinitionError, match=r"home_files: Value error, must be a file path"):
+            load_definition(path)
+    path = write_definition(tmp_path, "bigfiles", home_files={".x/settings.json": "x" * 40_000})
+    with pytest.raises(DefinitionError, match=r"home_files: Value error, at most 32 KiB in all"):
+        load_definition(path)
+    ok = write_definition(tmp_path, "okfiles", home_files={".gemini/settings.json": "{}"})
+    assert load_definition(ok).spec.home_files == {".gemini/settings.json": "{}"}
+
+
 RECORDINGS = REPO_ROOT / "tests" / "data" / "model_calls"
 
 
@@ -380,6 +424,7 @@ RECORDINGS = REPO_ROOT / "tests" / "data" / "model_calls"
         ("codex", "openai-responses"),
         ("mini-swe-agent", "openai-chat"),
         ("qwen-code", "openai-chat"),
+        ("gemini-cli", "gemini"),
     ],
 )
 def test_the_committed_recordings_are_what_each_cli_sent_scrubbed(cli, api):

@@ -134,6 +134,7 @@ def test_a_cli_that_cannot_start_is_a_permanent_empty_run(artifacts_root, monkey
 
 MORE_CLIS = [
     "qwen-code",
+    "gemini-cli",
     "aider",
 ]
 

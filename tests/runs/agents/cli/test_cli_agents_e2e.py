@@ -1,7 +1,8 @@
-"""The real agent CLIs (Claude Code, Codex CLI, mini-swe-agent, Qwen Code), installed from the
-registries at their pinned versions into the install cache, fix a task in our sandbox on both
-backends, their model calls going through the gateway to the tests' fake provider replaying a
-plan (tests/support/fake_provider_plans.py): read the file, run the tests, apply the fix, finish.
+"""The real agent CLIs (Claude Code, Codex CLI, mini-swe-agent, Qwen Code, Gemini CLI),
+installed from the registries at their pinned versions into the install cache, fix a task in
+our sandbox on both backends, their model calls going through the gateway to the tests' fake
+provider replaying a plan (tests/support/fake_provider_plans.py): read the file, run the tests,
+apply the fix, finish.
 
 The sandbox has no network: the gateway is the one address the CLI reaches. The first run on a
 machine builds the installs (about a minute for the two npm packages, a few for the venv).
@@ -40,6 +41,7 @@ CLIS = [
     "codex",
     "mini-swe-agent",
     "qwen-code",
+    "gemini-cli",
     "aider",
 ]
 TOY_OLD = "    return total(values) // len(values)"
@@ -97,6 +99,7 @@ TOOL_NAMES = {
     # Its actions are bash blocks in its text, read as "bash" calls; the last one submits.
     "mini-swe-agent": ["bash"] * 4,
     "qwen-code": ["read_file", "run_shell_command", "edit"],
+    "gemini-cli": ["read_file", "run_shell_command", "replace"],
     # No tools: it edits with SEARCH/REPLACE blocks in its answer's text.
     "aider": [],
 }
