@@ -167,7 +167,12 @@ def test_aider_holds_no_key_in_the_sandbox_and_leaves_no_token(
     assert len(upstream.requests_to(WIRE_PATH["aider"])) == 2, attempt.error_text
     sent = json.dumps([r.json for r in upstream.requests]).encode()
     assert TOKEN.search(sent), "the environments did not reach the upstream"
-    assert b"HOME-FILES" in sent and b"/home/agent/.aider/" in sent
+    # The key is in no process's environment and no file of aider's HOME; the token is.
+    found = dict(re.findall(rb"([A-Z_]+)=(\d+)", sent))
+    assert found[b"KEY_PROBE"] == b"1" and int(found[b"PROCESSES"]) >= 2, found
+    assert int(found[b"HOME_FILES"]) >= 1, found  # its model list, its histories
+    assert (found[b"KEY_IN_ENV"], found[b"KEY_IN_HOME"]) == (b"0", b"0"), found
+    assert int(found[b"TOKEN_IN_ENV"]) >= 1, found
     assert REAL_KEY.encode() not in sent
     folder = attempt_folder(attempt)
     files = [p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()]
