@@ -147,6 +147,10 @@ def test_aider_runs_on_its_root_in_the_sandbox_with_the_images_git(
     repo = tmp_path / "ws" / "repo"
     (repo / "src").mkdir(parents=True)
     (repo / "src" / "calc.py").write_text("def mean(values):\n    return sum(values)\n")
+    # A task's own package named like a module aider imports (the standard library's json,
+    # after aider's site on sys.path): never imported in its place.
+    (repo / "json").mkdir()
+    (repo / "json" / "__init__.py").write_text("raise SystemExit('the workspace shadowed json')\n")
     config = SandboxConfig(
         name=f"test-aider-{tmp_path.name[-12:]}",
         workspace=tmp_path / "ws",
