@@ -35,6 +35,10 @@ TOY_REPO = ROOT / "examples" / "toy_repo"
 OLD = "    return total(values) // len(values)"
 NEW = "    return total(values) / len(values)"
 TEST = "PYTHONPATH=src python3 -m pytest -q tests/test_calc.py"
+# CLIs without tools (aider): the plan's edit comes as text in the first answer; no tests run.
+EDITS_IN_TEXT = {
+    "aider",
+}
 WORKDIR = "/workspace/repo"
 
 
@@ -127,6 +131,8 @@ def bare_seconds(cli: str) -> float:
         subprocess.run([*git, "commit", "-qm", "task"], cwd=repo, check=True)
         prompt = work / "prompt.txt"
         prompt.write_text(f"Fix the failing tests. Run them with: {TEST}")
+        if in_sandbox:  # where {prompt_file} names it (aider's --message-file), as in an attempt
+            (tmp / Path(PROMPT_PATH).name).write_text(prompt.read_text())
         workdir = WORKDIR if in_sandbox else str(repo)
         plan = fix_plan(
             workdir=workdir, path="src/toy/calc.py", old=OLD, new=NEW, test_command=TEST
@@ -185,6 +191,8 @@ def bare_seconds(cli: str) -> float:
         sent = json.dumps([r.json for r in upstream.requests_to(WIRE_PATH[cli])])
         if done.returncode != 0 or NEW not in (repo / "src/toy/calc.py").read_text():
             raise SystemExit(f"bare {cli}: exit {done.returncode}\n{done.stderr.decode()[-2000:]}")
+        if cli in EDITS_IN_TEXT:
+            return seconds  # it runs no command: its edit is in its answer's text
         if "passed" not in sent or "No module named pytest" in sent:
             # The test command's output goes back to the model: the tests must have run.
             raise SystemExit(f"bare {cli}: the tests never ran (what it sent: {sent[-2000:]})")

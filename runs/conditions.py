@@ -20,17 +20,6 @@ import posixpath
 from collections.abc import Iterable
 from typing import Any
 
-# The instructions file each shipped agent CLI reads from the repository it works in: the
-# path a condition adds to give that CLI notes (docs/agent-clis.md lists them). mini-swe-agent
-# reads none (its prompt is its config's).
-CONTEXT_FILES = {
-    "claude-code": "CLAUDE.md",
-    "codex": "AGENTS.md",
-    "qwen-code": "QWEN.md",
-    "gemini-cli": "GEMINI.md",
-    "opencode": "AGENTS.md",  # else CLAUDE.md, else CONTEXT.md (the first it finds)
-}
-
 # Limits (settings.CONDITION_FILES_MAX, CONDITION_FILE_MAX_BYTES, CONDITION_FILES_MAX_BYTES
 # override them; these are the defaults).
 MAX_FILES = 200

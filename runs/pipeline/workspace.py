@@ -27,11 +27,15 @@ from pathlib import Path
 
 from sandbox.base import TIMEOUT_EXIT_CODE
 
-# Written by the test runs themselves; never part of an agent's patch or a "dirty" tree.
+# Caches written by the test runs and by agent tools: never part of an agent's patch or a
+# "dirty" tree.
 CACHE_EXCLUDES = (
     ":(exclude,glob)**/__pycache__/**",
     ":(exclude,glob)**/*.pyc",
     ":(exclude,glob)**/.pytest_cache/**",
+    # aider's repo-map cache (a SQLite folder it keeps at the repository's root; no option
+    # moves it): its index of the code, not a change to it.
+    ":(exclude,glob).aider.tags.cache.v*/**",
 )
 
 _GIT_CONFIG = (

@@ -17,6 +17,7 @@ from django.core.exceptions import ValidationError
 from django.urls import reverse
 
 from runs import conditions
+from runs.agents.cli.definition import load_definitions
 from runs.models import AgentVariant, ModelConfig
 from runs.pipeline.adhoc import attempt_create_adhoc, model_config_for_variant
 from runs.pipeline.execute import attempt_execute
@@ -220,7 +221,7 @@ def test_a_real_cli_sends_the_conditions_instructions_to_the_model(
     assert attempt.failure_reason_id is None, attempt.error_text
     # Every call of its working loop (those offering its tools; not side requests such as a
     # title) carries the file's text: the CLI put it in the conversation it sends.
-    assert conditions.CONTEXT_FILES[cli] == path
+    assert load_definitions()[cli].spec.context_file == path  # what it reads, by its definition
     loop = [b for b in bodies if LOOP_TOOL[cli] in b]
     assert len(loop) >= 4, [b[:300] for b in bodies]  # the plan: read, test, fix, finish
     assert all(marker in b for b in loop)

@@ -7,7 +7,8 @@ a file, run a command, apply the fix, finish).
 - OpenAI Responses (``POST /v1/responses``, Codex CLI): ``function_call`` items for Codex's
   ``exec_command`` tool (the fix goes through Codex's own ``apply_patch`` command), as SSE;
 - OpenAI chat completions (``POST /v1/chat/completions``, mini-swe-agent): assistant messages
-  with one fenced bash block, mini-swe-agent's text action format;
+  with one fenced bash block, mini-swe-agent's text action format; for aider (a request whose
+  system prompt asks for SEARCH/REPLACE blocks), the plan's edit as one such block.
 - OpenAI chat completions with tools (Qwen Code): ``tool_calls`` for the CLI's own tools
   (``read_file``, ``run_shell_command``, ``edit``), streamed as SSE;
 - Google's Gemini API (``POST /v1beta/models/{model}:streamGenerateContent?alt=sse`` or
@@ -359,9 +360,11 @@ def _chat(body: dict[str, Any], plan: list[Step], usage: tuple[int, int]) -> Rep
         return _chat_tools(body, plan, usage)
     messages = body.get("messages") or []
     done = sum(1 for m in messages if m.get("role") == "assistant")
-    step = _step_for(plan, done)
-    command = _shell_command(step)
-    content = f"THOUGHT: step {done + 1} of the plan.\n\n```mswea_bash_command\n{command}\n```"
+    if _asks_for_edit_blocks(messages):
+        content = _aider_answer(messages, plan)
+    else:
+        command = _shell_command(_step_for(plan, done))
+        content = f"THOUGHT: step {done + 1} of the plan.\n\n```mswea_bash_command\n{command}\n```"
     tokens_in, tokens_out = usage
     completion = {
         "id": f"chatcmpl-{next(_ids)}",
@@ -524,6 +527,31 @@ def _gemini(body: dict[str, Any], plan: list[Step], usage: tuple[int, int], targ
     return answer(function_call=(GEMINI_TOOLS[step.kind], args), model=model)
 
 
+# -- aider (OpenAI chat completions, its edits in the answer's text) ---------------------------
+
+
+def _asks_for_edit_blocks(messages: list[dict[str, Any]]) -> bool:
+    """aider's requests: its system prompt asks for SEARCH/REPLACE blocks (its diff format)."""
+    return any(
+        m.get("role") == "system" and "SEARCH/REPLACE" in str(m.get("content")) for m in messages
+    )
+
+
+def _aider_answer(messages: list[dict[str, Any]], plan: list[Step]) -> str:
+    """aider has no tools: the model answers with its edit in text. The plan's edit as one
+    SEARCH/REPLACE block (aider applies it to the file), then, once an earlier answer holds
+    one, the plan's last words."""
+    if any(m.get("role") == "assistant" and "REPLACE" in str(m.get("content")) for m in messages):
+        return next((s.text for s in reversed(plan) if s.kind == "finish"), "Done.")
+    edit = next((s for s in plan if s.kind == "edit"), None)
+    if edit is None:  # a plan without an edit: its first words
+        return next((s.text for s in plan if s.kind == "finish"), "Nothing to change.")
+    return (
+        f"The fix:\n\n{edit.path}\n```python\n<<<<<<< SEARCH\n{edit.old}\n=======\n"
+        f"{edit.new}\n>>>>>>> REPLACE\n```\n"
+    )
+
+
 def _codex_command(step: Step) -> str:
     if step.kind == "edit":
         # Codex intercepts ``apply_patch`` in a command and applies it with its own code.
@@ -568,6 +596,7 @@ BASE_SUFFIX = {
     "qwen-code": "/v1",
     "gemini-cli": "",
     "opencode": "/v1",
+    "aider": "/v1",
 }
 MODEL = {
     "claude-code": "claude-sonnet-4-5",
@@ -576,6 +605,7 @@ MODEL = {
     "qwen-code": "qwen3-coder-plus",
     "gemini-cli": "gemini-2.5-pro",
     "opencode": "gpt-4o",
+    "aider": "gpt-4o",
 }
 WIRE_PATH = {
     "claude-code": "/messages",
@@ -584,6 +614,7 @@ WIRE_PATH = {
     "qwen-code": "/completions",
     "gemini-cli": ":streamGenerateContent",
     "opencode": "/completions",
+    "aider": "/completions",
 }
 UPSTREAM_KEY_ENV = "AB_TEST_UPSTREAM_KEY"
 # The real key the upstream expects; the CLI must only ever see the gateway's token.

@@ -54,15 +54,20 @@ class _Strict(BaseModel):
 
 
 class InstallSpec(_Strict):
-    kind: Literal["npm", "pypi"]
+    # debian: a Debian root made by debootstrap, for a runtime (runs.agents.cli.debian_root).
+    kind: Literal["npm", "pypi", "debian"]
     # npm: the package whose tarball holds the binary (a platform package where one exists).
+    # debian: the package the root is made for (python3.11), at its exact Debian version.
     package: str = Field(min_length=1)
     version: str = Field(min_length=1)
     # npm: the registry's ``dist.integrity`` of that tarball; the download must match it.
     integrity: str = ""
     # npm: the files of the tarball to keep (the rest is not copied into the cache); a name
-    # ending in "/" keeps every file under that folder.
+    # ending in "/" keeps every file under that folder. debian: the files and folders of the
+    # root to keep.
     keep: list[str] = []
+    # debian: the Debian suite to debootstrap (its mirror: SWEBENCH_DEBIAN_MIRROR).
+    suite: str = ""
     # pypi: more pinned requirements installed with the package (``name==version``).
     requirements: list[str] = []
     # pypi: install exactly the requirements (the whole tree, pinned), without resolving.
@@ -132,6 +137,7 @@ class DefinitionSpec(_Strict):
         "qwen-json",
         "gemini-json",
         "opencode-json",
+        "aider-text",
     ] = "none"
     # The prompt given to the CLI; {problem} is the task's problem statement.
     prompt: str = (
@@ -218,13 +224,30 @@ class AgentDefinition:
         return AgentDefinition(spec, self.path, self.origin, self.text, part="runtime")
 
     @property
+    def on_runtime(self) -> bool:
+        """A PyPI install made for its definition's runtime (a Debian Python root), which it
+        runs on in the sandbox: built for that Python, so keyed by the runtime section too."""
+        runtime = self.spec.runtime
+        return (
+            self.part == "install"
+            and self.spec.install.kind == "pypi"
+            and runtime is not None
+            and runtime.kind == "debian"
+        )
+
+    @property
     def install_key(self) -> str:
         """What the cached install is keyed by: the install section (package, version,
-        integrity hash, kept files, pinned requirements) and the runner's recipe version."""
-        blob = json.dumps(
-            {"recipe": INSTALL_RECIPE_VERSION, "install": self.spec.install.model_dump()},
-            sort_keys=True,
-        )
+        integrity hash, kept files, pinned requirements), the runtime section for an install
+        made for it (``on_runtime``) and the runner's recipe version."""
+        parts: dict[str, Any] = {
+            "recipe": INSTALL_RECIPE_VERSION,
+            "install": _key_section(self.spec.install),
+        }
+        if self.on_runtime:
+            assert self.spec.runtime is not None
+            parts["runtime"] = _key_section(self.spec.runtime)
+        blob = json.dumps(parts, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()
 
     @property
@@ -233,6 +256,19 @@ class AgentDefinition:
         package, with other flags, share it) and keyed by the install section."""
         package = re.sub(r"[^a-z0-9.-]+", "-", self.spec.install.package.lower()).strip("-")
         return f"{package}-{self.spec.install.version}-{self.install_key[:16]}"
+
+
+# Fields of an install section added after keys were first made: left out of the key at their
+# default, so that adding one does not rebuild every cached install.
+_ADDED_FIELDS = ("suite",)
+
+
+def _key_section(section: InstallSpec) -> dict[str, Any]:
+    data = section.model_dump()
+    for name in _ADDED_FIELDS:
+        if data[name] == InstallSpec.model_fields[name].default:
+            del data[name]
+    return data
 
 
 # Bump when the way an install is built changes (the cached installs are then rebuilt).
@@ -276,16 +312,23 @@ def parse_definition(
     problems = _template_problems(source, spec)
     problems += _npm_problems(source, "install", spec.install)
     if spec.runtime is not None:
-        if spec.runtime.kind != "npm":
+        if spec.runtime.kind == "pypi":
             problems.append(
                 Problem(
                     source,
                     "runtime.kind",
-                    "a runtime is mounted read-only into the sandbox: it must be an npm package",
+                    "a runtime is mounted read-only into the sandbox: it must be an npm "
+                    "package or a Debian root (debian)",
                 )
             )
         problems += _npm_problems(source, "runtime", spec.runtime)
-    if spec.runs_in == "sandbox" and spec.install.kind == "pypi":
+        problems += _debian_problems(source, "runtime", spec.runtime)
+    if spec.install.kind == "debian":
+        problems.append(
+            Problem(source, "install.kind", "a Debian root is a runtime, not a CLI's install")
+        )
+    python_runtime = spec.runtime is not None and spec.runtime.kind == "debian"
+    if spec.runs_in == "sandbox" and spec.install.kind == "pypi" and not python_runtime:
         problems.append(
             Problem(
                 source,
@@ -311,6 +354,22 @@ def _npm_problems(file: str, field: str, install: InstallSpec) -> list[Problem]:
     return problems
 
 
+def _debian_problems(file: str, field: str, install: InstallSpec) -> list[Problem]:
+    """A Debian root names its suite, a Python package (``python3.X``) and what it keeps."""
+    if install.kind != "debian":
+        return []
+    problems = []
+    if not re.fullmatch(r"[a-z]+", install.suite):
+        problems.append(Problem(file, f"{field}.suite", "name the Debian suite (bookworm)"))
+    if not re.fullmatch(r"python3\.[0-9]+", install.package):
+        problems.append(
+            Problem(file, f"{field}.package", "a Debian root is made for python3.X (a runtime)")
+        )
+    if not install.keep:
+        problems.append(Problem(file, f"{field}.keep", "name the files of the root to keep"))
+    return problems
+
+
 def _template_problems(file: str, spec: DefinitionSpec) -> list[Problem]:
     fields: list[tuple[str, str]] = [(f"command.{i}", t) for i, t in enumerate(spec.command)]
     fields += [(f"env.{k}", v) for k, v in spec.env.items()]
@@ -319,7 +378,9 @@ def _template_problems(file: str, spec: DefinitionSpec) -> list[Problem]:
     problems = []
     for where, template in fields:
         try:
-            used = {name for _, name, _, _ in string.Formatter().parse(template) if name}
+            # "{}" is a field too (its name is ""): it would fail only when the CLI is run.
+            parsed = string.Formatter().parse(template)
+            used = {name for _, name, _, _ in parsed if name is not None}
         except ValueError as exc:
             problems.append(Problem(file, where, f"bad template: {exc}"))
             continue
@@ -329,7 +390,9 @@ def _template_problems(file: str, spec: DefinitionSpec) -> list[Problem]:
                 Problem(
                     file,
                     where,
-                    f"unknown placeholder {{{unknown[0]}}}; known: " + ", ".join(PLACEHOLDERS),
+                    f"unknown placeholder {{{unknown[0]}}}; known: "
+                    + ", ".join(PLACEHOLDERS)
+                    + " (a literal brace is written twice: {{ }})",
                 )
             )
         elif "runtime" in used and spec.runtime is None:

@@ -6,7 +6,9 @@
 - npm: the files the definition keeps from the package's tarball, fetched with ``npm pack``
   (the npm registry, at build time only) and checked against the pinned sha512 integrity;
 - pypi: a venv (``venv/``) with the pinned package and requirements, for CLIs that run on
-  the worker.
+  the worker; or, for a CLI on a Debian Python runtime, its packages in ``site/`` built for
+  that Python (``debian_root``);
+- debian: a runtime's Debian root, the files it keeps (``debian_root``).
 
 A definition's ``runtime`` (Node from npm, ``AgentDefinition.runtime_part``) is built the same
 way into a folder of its own, keyed by its own section, so CLIs that pin the same Node share it.
@@ -49,6 +51,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from runs.agents.cli import debian_root
 from runs.agents.cli.definition import AgentDefinition
 
 DEFAULT_ROOT = Path("/var/lib/agentbench/agents")
@@ -115,10 +118,7 @@ def ensure_install(definition: AgentDefinition, root: Path | None = None) -> Ins
             _discard(final)
         staging = Path(tempfile.mkdtemp(prefix=f".build-{final.name}-", dir=root))
         try:
-            if definition.spec.install.kind == "npm":
-                manifest = _build_npm(definition, staging)
-            else:
-                manifest = _build_pypi(definition, staging)
+            manifest = _build(definition, staging, root)
             manifest |= {
                 "definition": definition.name,  # the first CLI to need it (a runtime is shared)
                 "part": definition.part,
@@ -236,6 +236,22 @@ def _lock(path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _build(definition: AgentDefinition, staging: Path, root: Path) -> dict:
+    kind = definition.spec.install.kind
+    if kind == "npm":
+        return _build_npm(definition, staging)
+    if kind == "debian":
+        try:
+            return debian_root.build_root(definition.label, definition.spec.install, staging, _run)
+        except debian_root.RootError as exc:
+            raise InstallError(str(exc)) from exc
+    if definition.on_runtime:  # for the runtime's Python, which the build needs first
+        runtime = definition.runtime_part()
+        assert runtime is not None
+        return debian_root.build_site(definition, ensure_install(runtime, root).path, staging, _run)
+    return _build_pypi(definition, staging)
 
 
 def _build_npm(definition: AgentDefinition, staging: Path) -> dict:

@@ -271,6 +271,8 @@ def read_summary(kind: str, stdout: str) -> CliSummary:
                 is_error=info.get("exit_status") != "Submitted",
                 text=str(info.get("exit_status") or ""),
             )
+    if kind == "aider-text":
+        return _aider_report(stdout)
     return CliSummary()
 
 
@@ -351,6 +353,33 @@ def _opencode_summary(stdout: str) -> CliSummary:
 
 def _object(value: object) -> dict:
     return value if isinstance(value, dict) else {}
+
+
+_AIDER_TOKENS = re.compile(
+    r"^Tokens: ([0-9.]+k?) sent(?:, [0-9.]+k? cache (?:write|hit))*, ([0-9.]+k?) received\.",
+    re.M,
+)
+_AIDER_COST = re.compile(r"Cost: \$([0-9.]+) message, \$([0-9.]+) session\.")
+
+
+def _aider_report(stdout: str) -> CliSummary:
+    """aider's lines after each answer: ``Tokens: 1.2k sent, 80 received. Cost: $0.0038
+    message, $0.0038 session.`` (counts of 1,000 and more rounded, as it prints them; the
+    cost only when it knows the model's price). One line per model answer."""
+    rows = _AIDER_TOKENS.findall(stdout)
+    if not rows:
+        return CliSummary()
+    costs = _AIDER_COST.findall(stdout)
+    return CliSummary(
+        input_tokens=sum(_aider_count(sent) for sent, _ in rows),
+        output_tokens=sum(_aider_count(received) for _, received in rows),
+        turns=len(rows),
+        cost_usd=float(costs[-1][1]) if costs else None,
+    )
+
+
+def _aider_count(text: str) -> int:
+    return round(float(text[:-1]) * 1000) if text.endswith("k") else int(text)
 
 
 def _json(line: str) -> object:

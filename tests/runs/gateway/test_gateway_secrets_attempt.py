@@ -14,7 +14,9 @@ import json
 import re
 
 import pytest
+import yaml
 
+from runs.agents.cli import definition as definitions
 from runs.models import AttemptStatus
 from runs.pipeline.adhoc import attempt_create_adhoc
 from runs.pipeline.execute import attempt_execute
@@ -130,3 +132,67 @@ def test_no_artifact_api_answer_or_export_holds_the_key_or_the_token(
         assert answer.status_code == 200, answer
         body = b"".join(answer.streaming_content) if answer.streaming else answer.content
         assert REAL_KEY.encode() not in body and not TOKEN.search(body)
+
+
+def test_aider_holds_no_key_in_the_sandbox_and_leaves_no_token(
+    backend, artifacts_root, monkeypatch, tmp_path, client, bob
+):
+    """aider runs no shell command its model asks for (it asks first, even with --yes-always),
+    so the snoop is its test command instead: after its edit it runs it inside the sandbox as
+    its child, and sends what it printed (failing) back to the model in its next request."""
+    from tests.runs.agents.cli.test_cli_agent_failures import definitions_with
+
+    monkeypatch.setenv(UPSTREAM_KEY_ENV, REAL_KEY)
+    import_tasks()
+    task = get_task("toy_fail_pytest")
+    shipped = yaml.safe_load((definitions.DEFINITIONS_DIR / "aider.yaml").read_text())
+    command = [t for t in shipped["command"] if t != "--no-auto-test"]
+    snoop = SNOOP.replace("{", "{{").replace("}", "}}")  # a template: its braces doubled
+    command += ["--auto-test", f"--test-cmd={snoop}; exit 1"]
+    name = definitions_with(tmp_path, monkeypatch, "aider-snoop", "aider", command=command)
+    plan = [
+        Step.edit(
+            "/workspace/repo/src/toy/calc.py",
+            "    return total(values) // len(values)",
+            "    return total(values) / len(values)",
+        ),
+        Step.finish(f"done; my key is {REAL_KEY}"),  # an answer text holding the key
+    ]
+    with plan_provider(plan, decorate=echo_credential) as upstream:
+        config = cli_model_config("aider", upstream, name=name, cli_agent=name)
+        attempt = attempt_execute(
+            attempt_create_adhoc(task=task, model_config=config), backend=backend
+        )
+    assert attempt.status == AttemptStatus.FINISHED, attempt.error_text
+    # The edit; then the test command's output (every environment, HOME's files).
+    assert len(upstream.requests_to(WIRE_PATH["aider"])) == 2, attempt.error_text
+    sent = json.dumps([r.json for r in upstream.requests]).encode()
+    assert TOKEN.search(sent), "the environments did not reach the upstream"
+    # The key is in no process's environment and no file of aider's HOME; the token is.
+    found = dict(re.findall(rb"([A-Z_]+)=(\d+)", sent))
+    assert found[b"KEY_PROBE"] == b"1" and int(found[b"PROCESSES"]) >= 2, found
+    assert int(found[b"HOME_FILES"]) >= 1, found  # its model list, its histories
+    assert (found[b"KEY_IN_ENV"], found[b"KEY_IN_HOME"]) == (b"0", b"0"), found
+    assert int(found[b"TOKEN_IN_ENV"]) >= 1, found
+    assert REAL_KEY.encode() not in sent
+    folder = attempt_folder(attempt)
+    files = [p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()]
+    assert any(p.name == "model_calls.jsonl" for p in files)
+    leaks = [
+        (str(p.relative_to(folder)), what)
+        for p in files
+        for what, found in (
+            ("key", REAL_KEY.encode() in p.read_bytes()),
+            ("token", TOKEN.search(p.read_bytes()) is not None),
+        )
+        if found
+    ]
+    assert leaks == []
+    client.force_login(bob)
+    for url in (
+        f"/api/attempts/{attempt.public_id}",
+        f"/api/attempts/{attempt.public_id}/transcript",
+    ):
+        answer = client.get(url)
+        assert answer.status_code == 200, answer
+        assert REAL_KEY.encode() not in answer.content and not TOKEN.search(answer.content)

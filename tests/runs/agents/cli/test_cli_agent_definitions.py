@@ -65,9 +65,12 @@ def test_the_shipped_definitions_load_and_are_pinned():
         "qwen-code",
         "gemini-cli",
         "opencode",
+        "aider",
     }
     assert definitions["qwen-code"].spec.runtime is not None  # Node, pinned beside it
     assert definitions["gemini-cli"].spec.home_files  # its settings file
+    aider = definitions["aider"].spec  # its PyPI packages on a Debian Python root, in the sandbox
+    assert (aider.runs_in, aider.runtime and aider.runtime.kind) == ("sandbox", "debian")
     assert definitions["claude-code"].spec.install.package == "@anthropic-ai/claude-code-linux-x64"
     assert definitions["codex"].spec.install.version == "0.169.0-linux-x64"
     assert definitions["mini-swe-agent"].spec.runs_in == "worker"
@@ -87,6 +90,7 @@ def test_ab_agents_lists_every_definition_with_its_package():
     rows = {line.split()[0]: line.split() for line in out.splitlines()[1:] if line.strip()}
     assert rows["claude-code"][3] == "CLAUDE.md" and rows["codex"][3] == "AGENTS.md"
     assert rows["mini-swe-agent"][3] == "-"
+    assert rows["aider"][3] == "CONVENTIONS.md"
 
 
 def test_a_bad_definition_names_the_file_and_each_field(tmp_path: Path):
@@ -298,6 +302,29 @@ def test_it_reads_each_clis_own_usage_report():
     assert read_summary("claude-json", "not json").to_dict() == {}
 
 
+def test_it_reads_aiders_text_report():
+    """aider prints a Tokens line (and a Cost one when it knows the model's price) after each
+    answer, counts of 1,000 and more rounded as it prints them."""
+    stdout = (
+        "Aider v0.86.2\nApplied edit to src/toy/calc.py\n"
+        "Tokens: 2.4k sent, 80 received. Cost: $0.0068 message, $0.0068 session.\n"
+        "Tokens: 950 sent, 1.2k cache hit, 12 received. Cost: $0.0025 message, $0.0093 session.\n"
+    )
+    assert read_summary("aider-text", stdout).to_dict() == {
+        "input_tokens": 3350,
+        "output_tokens": 92,
+        "turns": 2,
+        "cost_usd": 0.0093,
+    }
+    # No price known: tokens only; no report at all (it never answered): nothing.
+    assert read_summary("aider-text", "Tokens: 12k sent, 3 received.\n").to_dict() == {
+        "input_tokens": 12000,
+        "output_tokens": 3,
+        "turns": 1,
+    }
+    assert read_summary("aider-text", "aider: error: unrecognized arguments").to_dict() == {}
+
+
 def test_a_usage_or_start_error_names_the_line_that_says_why():
     """A JavaScript CLI prints its whole help after "Unknown arguments" (Qwen Code), and Node
     says "Cannot find module" (exit 1) when the CLI's script is missing: the error text
@@ -413,3 +440,13 @@ def test_the_committed_recordings_are_what_each_cli_sent_scrubbed(cli, api):
     assert all(r["request"]["auth"] == "attempt-token" and r["status"] == 200 for r in records)
     assert "sk-ab-test" not in text and "/tmp/pytest" not in text
     assert set(re.findall(r"127\.0\.0\.1:(\w+)", text)) <= {"PORT"}
+
+
+def test_an_empty_placeholder_is_refused_where_it_is_written(tmp_path: Path):
+    """``find ... -exec cat {} +`` in a command: "{}" is a template field, which passed the
+    check and failed only when the CLI ran (an UNKNOWN error of the agent stage)."""
+    path = write_definition(tmp_path, "braces", command=["{install}/x", "find . -exec cat {} +"])
+    with pytest.raises(DefinitionError, match=r"braces.yaml: command.1: unknown placeholder \{\}"):
+        load_definition(path)
+    doubled = write_definition(tmp_path, "doubled", command=["{install}/x", "-exec cat {{}} +"])
+    assert load_definition(doubled).spec.command[1] == "-exec cat {{}} +"

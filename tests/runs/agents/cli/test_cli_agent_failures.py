@@ -11,7 +11,6 @@ other in this process, on Docker.
 from __future__ import annotations
 
 import json
-import re
 import time
 from pathlib import Path
 
@@ -137,6 +136,7 @@ MORE_CLIS = [
     "qwen-code",
     "gemini-cli",
     "opencode",
+    "aider",
 ]
 # CLIs that name no flag on an unknown one but print their usage alone (yargs in OpenCode).
 USAGE_ALONE = {
@@ -151,10 +151,13 @@ def with_unknown_flag(command: list[str]) -> list[str]:
 
 
 def with_missing_entry(command: list[str]) -> list[str]:
-    """The command with its install's program (the binary, or the script Node runs) missing."""
+    """The command with its install's program (the binary, or the script Node runs) missing;
+    for a CLI whose install is not a program (aider's Python packages), its runtime's."""
+    place = "install" if any(t.startswith("{install}/") for t in command) else "runtime"
+    first = next(i for i, t in enumerate(command) if t.startswith(f"{{{place}}}/"))
     return [
-        re.sub(r"\{install\}/\S+", "{install}/package/agentbench-missing", t, count=1)
-        for t in command
+        f"{{{place}}}/package/agentbench-missing" if i == first else t
+        for i, t in enumerate(command)
     ]
 
 
