@@ -53,7 +53,9 @@ HOST_MODES = {
     "chat-sse": "openai chat completions, SSE",
     "responses": "openai responses, SSE",
     "messages": "anthropic messages, SSE",
+    "gemini-sse": "raw client, Gemini SSE",
 }
+GEMINI_MODEL = "gemini-2.5-pro"
 # The raw client: argv = port, path, JSON body, key, calls; prints each call's milliseconds.
 RAW_CLIENT = r"""
 import http.client, json, sys, time
@@ -96,8 +98,11 @@ def pct(values: list[float], q: float) -> float:
 def serve_upstream() -> None:
     """``--serve-upstream``: answer every request like its API, forever; print the port."""
     from tests.support import fake_provider as fake
+    from tests.support.fake_provider_gemini import gemini
 
     def respond(request: fake.Request) -> fake.Reply:
+        if ":streamGenerateContent" in request.path:
+            return gemini(TEXT, stream=True)
         stream = request.json.get("stream") is True
         if request.path.endswith("/messages"):
             return fake.messages(TEXT, stream=stream)
@@ -133,6 +138,25 @@ def run_client(mode: str, direct: str, via: str, token: str, calls: int) -> None
     import openai
 
     def make(base_url: str, key: str) -> Callable[[], object]:
+        if mode == "gemini-sse":  # no Google SDK here: a kept-alive connection of the stdlib
+            import http.client
+            import urllib.parse
+
+            url = urllib.parse.urlsplit(base_url)
+            conn = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
+            path = f"/v1beta/models/{GEMINI_MODEL}:streamGenerateContent?alt=sse"
+            body = json.dumps({"contents": [{"role": "user", "parts": [{"text": "fix"}]}]})
+            headers = {"x-goog-api-key": key, "content-type": "application/json"}
+
+            def stream() -> bytes:
+                conn.request("POST", path, body=body, headers=headers)
+                response = conn.getresponse()
+                data = response.read()  # as the SSE chunks arrive, to the last one
+                if response.status != 200:
+                    raise RuntimeError(f"HTTP {response.status}: {data[:200]!r}")
+                return data
+
+            return stream
         if mode == "messages":
             aclient = anthropic.Anthropic(base_url=base_url, api_key=key, max_retries=0)
             return lambda: list(
@@ -172,9 +196,10 @@ def host_rows(args: argparse.Namespace) -> list[Row]:
     rows = []
     with upstream_process() as port:
         for mode, what in HOST_MODES.items():
-            root = f"http://127.0.0.1:{port}" + ("" if mode == "messages" else "/v1")
+            bare = mode in ("messages", "gemini-sse")  # their clients add the version
+            root = f"http://127.0.0.1:{port}" + ("" if bare else "/v1")
             # The model the mode's client asks for: the gateway serves no other.
-            model = "claude-sonnet-4" if mode == "messages" else "gpt-4o"
+            model = {"messages": "claude-sonnet-4", "gemini-sse": GEMINI_MODEL}.get(mode, "gpt-4o")
             cfg = GatewayConfig(upstream_base_url=root, upstream_api_key=KEY, model_name=model)
             with open_gateway(cfg) as gw:
                 argv = [
@@ -192,7 +217,9 @@ def host_rows(args: argparse.Namespace) -> list[Row]:
                     str(args.calls),
                 ]
                 cpu = time.process_time()  # this process is the gateway (and idle otherwise)
-                done = subprocess.run(argv, capture_output=True, text=True, check=True)
+                done = subprocess.run(argv, capture_output=True, text=True)
+                if done.returncode:
+                    raise SystemExit(f"the {mode} client failed:\n{done.stderr[-2000:]}")
                 cpu = time.process_time() - cpu
                 calls = gw.summary.calls
             pairs = json.loads(done.stdout)

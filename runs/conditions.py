@@ -28,6 +28,7 @@ CONTEXT_FILES = {
     "codex": "AGENTS.md",
     "qwen-code": "QWEN.md",
     "gemini-cli": "GEMINI.md",
+    "opencode": "AGENTS.md",  # else CLAUDE.md, else CONTEXT.md (the first it finds)
 }
 
 # Limits (settings.CONDITION_FILES_MAX, CONDITION_FILE_MAX_BYTES, CONDITION_FILES_MAX_BYTES

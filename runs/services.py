@@ -237,30 +237,45 @@ def _queued_ids(run: Run) -> list[int]:
     )
 
 
-def transcripts_index_in_background(run_public_id: str) -> None:
-    """Index a run's transcripts for search in a process of its own (``ab search reindex
-    --run``), detached: an import through the web must not read every transcript back whole
-    in the web worker (nor load Celery there just to say so). When the process cannot start,
-    here and now (never left unindexed)."""
+def imported_run_read_in_background(run_public_id: str) -> None:
+    """What an import through the web leaves to a process of its own, detached: the run's
+    transcripts indexed for search (``ab search reindex --run``), then its attempts' integrity
+    flags (``ab flags recompute --all --run``). Both read each attempt's transcript back, which a
+    web worker at the import limits must not do (nor load Celery just to say so). When the
+    process cannot start, here and now (never left unindexed or unchecked)."""
     import sys
 
-    command = [sys.executable, "-m", "benchsite.cli.main", "search", "reindex"]
-    try:  # sh starts it in the background and exits: the indexer is no child of ours
+    # sh starts them in the background and exits: the reader is no child of ours.
+    script = (
+        '{ "$0" -m benchsite.cli.main search reindex --run "$1"; '
+        '"$0" -m benchsite.cli.main flags recompute --all --run "$1"; } >/dev/null 2>&1 &'
+    )
+    try:
         subprocess.run(
-            ["sh", "-c", '"$@" >/dev/null 2>&1 &', "sh", *command, "--run", run_public_id],
+            ["sh", "-c", script, sys.executable, run_public_id],
             stdin=subprocess.DEVNULL,
             check=True,
             timeout=30,
             start_new_session=True,
         )
     except (OSError, subprocess.SubprocessError):
-        log.warning("search: indexing of run %s not started apart; indexing here", run_public_id)
-        from runs.models import Attempt
-        from runs.search.index import attempts_index
+        log.warning("imports: run %s not read apart; indexing and checking here", run_public_id)
+        imported_run_read(run_public_id)
 
-        attempts_index(
-            Attempt.objects.filter(run__public_id=run_public_id).values_list("id", flat=True)
-        )
+
+def imported_run_read(run_public_id: str) -> None:
+    """An imported run's transcripts indexed and its attempts' integrity flags computed, in
+    this process (``ab``'s own imports, or when no process could start)."""
+    from runs.integrity.services import flags_recompute
+    from runs.models import Attempt, Run
+    from runs.search.index import attempts_index
+
+    run = Run.objects.get(public_id=run_public_id)
+    read = Attempt.objects.filter(run=run).exclude(artifacts_dir="")
+    attempts_index(read.order_by("id").values_list("id", flat=True))
+    # All of them: a bundle's attempts arrive with the rule set they were checked under
+    # elsewhere but not their flags (a bundle holds no flag rows: they are ours to compute).
+    flags_recompute(everything=True, run_ids=[run.pk])
 
 
 def attempts_enqueue(attempt_ids: Sequence[int]) -> None:

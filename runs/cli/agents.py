@@ -253,7 +253,7 @@ def cmd_agents(args: argparse.Namespace) -> int:
         raise CommandError(
             f"--install: no agent CLI {sorted(unknown)[0]!r}; known: " + ", ".join(definitions)
         )
-    rows = [("cli agent", "runs in", "wire API", "package", "from", "install")]
+    rows = [("cli agent", "runs in", "wire API", "context file", "package", "from", "install")]
     failed = False
     for name, definition in definitions.items():
         spec = definition.spec
@@ -278,10 +278,11 @@ def cmd_agents(args: argparse.Namespace) -> int:
             states.append(state)
         state = "; ".join(states)
         package = f"{spec.install.kind}:{spec.install.package}=={spec.install.version}"
-        rows.append((name, spec.runs_in, spec.wire_api, package, definition.origin, state))
-    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+        context = spec.context_file or "-"
+        rows.append((name, spec.runs_in, spec.wire_api, context, package, definition.origin, state))
+    widths = [max(len(r[i]) for r in rows) for i in range(6)]
     for row in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(row[:5], widths, strict=True)) + "  " + row[5])
+        print("  ".join(c.ljust(w) for c, w in zip(row[:6], widths, strict=True)) + "  " + row[6])
     for problem in unusable:
         print(f"not usable: {problem}")
     print(f"install cache: {install_root()}")

@@ -20,6 +20,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     r.add_argument("--all", action="store_true", help="every final attempt, whatever its rules")
     r.add_argument("--suite", default="", help="only this suite's attempts")
+    r.add_argument(
+        "--run", default="", metavar="RUN", help="only this run's attempts (its id or a prefix)"
+    )
     r.set_defaults(handler=cmd_recompute)
     lst = actions.add_parser("rules", help="list the rules: name, version, why")
     lst.set_defaults(handler=cmd_rules)
@@ -35,7 +38,12 @@ def cmd_recompute(args: argparse.Namespace) -> int:
         if suite is None:
             raise CommandError(f"no suite named {args.suite!r}")
         suite_ids = [suite.id]
-    report = flags_recompute(everything=args.all, suite_ids=suite_ids)
+    run_ids = None
+    if args.run:
+        from runs.cli.runs import run_by_ref
+
+        run_ids = [run_by_ref(args.run).pk]
+    report = flags_recompute(everything=args.all, suite_ids=suite_ids, run_ids=run_ids)
     print(f"checked {report.checked} attempts: {report.flagged} flagged, {report.flags} flags")
     return 0
 

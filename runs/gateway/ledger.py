@@ -1,12 +1,13 @@
 """The attempt's running totals and its budgets, shared by the gateway's request threads.
 
 Calls run in parallel, and a call's size is known only at its end: so each admitted model
-call holds a reservation (its own estimate: the request's input, by its bytes, plus the
-output it allows, ``max_tokens``/``max_output_tokens``), and the next call is admitted only
-against what is left after the reservations of the calls in flight. One that does not fit
-waits for them to end (each frees what it did not use); with nothing in flight it is admitted
-on what is left, its reservation cut to that. A streamed answer is cut once its running usage
-passes its reservation (forward.py); a whole answer cannot be cut, so only such an answer,
+call holds a reservation (its own estimate: the most input a provider can count for the
+request, a token a byte plus its own prompt, plus the output it allows, ``max_tokens`` /
+``max_output_tokens``), and the next call is admitted only against what is left after the
+reservations of the calls in flight. One that does not fit waits for them to end (each frees
+what it did not use); with nothing in flight it is admitted on what is left, its reservation
+cut to that. A streamed answer is cut once its running usage passes its reservation
+(forward.py); a whole answer cannot be cut, so only such an answer,
 larger than what was left, can cross a limit: by that one answer, never by many in parallel.
 """
 
@@ -22,9 +23,15 @@ from runs.gateway.config import GatewayBudgets, GatewaySummary, UpstreamError
 from runs.gateway.gemini import output_limit
 from runs.pricing import CostBreakdown, TokenClasses
 
-# Request bytes per input token, taken low so that the estimate stays above the real count
-# (JSON, English and code run 3.5 to 4.5 bytes a token).
-INPUT_BYTES_PER_TOKEN = 3
+# The most input a provider can count for a request: a byte-level BPE token covers at least
+# one byte, so a token a byte of the request (whose JSON holds every byte of its text), plus
+# the provider's own prompt around it (Anthropic's tool-use prompt is some 350 tokens).
+# Real requests count far less (JSON, English and code run 3.5 to 4.5 bytes a token), but
+# the sandbox writes the text: a third of the bytes let text dense in tokens (digits,
+# punctuation, rare scripts) race parallel calls past the budget (test_gateway_budgets.py).
+# Reserving more only makes parallel calls wait for each other near the budget's end.
+INPUT_BYTES_PER_TOKEN = 1
+INPUT_TOKENS_OVERHEAD = 1024
 # The request fields that bound a call's output, in the three wire APIs.
 OUTPUT_LIMIT_FIELDS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
 
@@ -38,7 +45,8 @@ def estimate(doc: dict[str, Any] | None, body_bytes: int, default_output: int) -
             output = value
             break
     output = output or output_limit(doc)  # Gemini: generationConfig.maxOutputTokens
-    return math.ceil(body_bytes / INPUT_BYTES_PER_TOKEN), output or default_output
+    tokens_in = math.ceil(body_bytes / INPUT_BYTES_PER_TOKEN) + INPUT_TOKENS_OVERHEAD
+    return tokens_in, output or default_output
 
 
 @dataclass

@@ -62,15 +62,21 @@ class RecomputeReport:
 
 
 def flags_recompute(
-    *, everything: bool = False, suite_ids: Iterable[int] | None = None
+    *,
+    everything: bool = False,
+    suite_ids: Iterable[int] | None = None,
+    run_ids: Iterable[int] | None = None,
 ) -> RecomputeReport:
     """Recompute the flags of final attempts checked under another rule set than today's
-    (never checked included), or of every final attempt with ``everything``."""
+    (never checked included), or of every final attempt with ``everything``; only those of
+    ``suite_ids`` / ``run_ids`` when given (an import checks the run it made)."""
     attempts = Attempt.objects.filter(status__in=FINAL_STATES).select_related(
         "task", "run", "model_config"
     )
     if suite_ids is not None:
         attempts = attempts.filter(suite_id__in=list(suite_ids))
+    if run_ids is not None:
+        attempts = attempts.filter(run_id__in=list(run_ids))
     if not everything:
         attempts = attempts.exclude(integrity_rules=rules_signature())
     report = RecomputeReport()

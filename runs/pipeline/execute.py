@@ -61,7 +61,7 @@ def attempt_execute(
     between stages and, from a helper thread, every ATTEMPT_HEARTBEAT_SEC during long commands.
     A KeyboardInterrupt is recorded (INTERRUPTED) and then re-raised.
     """
-    execution = _Execution(
+    execution = Execution(
         attempt,
         heartbeat=heartbeat,
         should_cancel=should_cancel,
@@ -76,7 +76,7 @@ class _Cancelled(Exception):
     pass
 
 
-class _Execution:
+class Execution:
     def __init__(
         self,
         attempt: Attempt,
@@ -175,14 +175,14 @@ class _Execution:
         from runs.pipeline import environment_build
 
         assert self.folder is not None
-        self._checkpoint(environment_build.STAGE_NAME, Stage.SETUP)
+        self.checkpoint(environment_build.STAGE_NAME, Stage.SETUP)
         if plan.dockerfile_key:  # a SWE-bench instance's folder, as it was imported
-            from runs.pipeline.swebench_dockerfile import changed_since_import
+            from tasks_app.swebench.own_dockerfile import changed_since_import
 
             changed = changed_since_import(Path(plan.dockerfile_context), plan.dockerfile_key)
             if changed:
                 name = environment_build.STAGE_NAME
-                self._record(
+                self.record_stage(
                     StageResult(name, Stage.SETUP, reason=Reason.SETUP_FAILED, note=changed)
                 )
                 return
@@ -192,7 +192,7 @@ class _Execution:
         if log is not None and log.is_file():
             text = log.read_text(errors="replace")
             artifacts.write_text(self.folder, environment_build.BUILD_LOG, text)
-        if self._record(stage).reason is not None or image is None:
+        if self.record_stage(stage).reason is not None or image is None:
             return
         self.sandbox_info["environment"] = {
             "dockerfile_key": image.key,
@@ -228,7 +228,7 @@ class _Execution:
         code_inside = plan.is_swebench and bool(plan.rootfs)
         if not code_inside and not self._get_code(plan, ws, repo_dir):
             return
-        self._checkpoint("setup", Stage.SETUP)
+        self.checkpoint("setup", Stage.SETUP)
         # An agent CLI's install and gateway must exist before its sandbox (both are mounted).
         cli = cli_resources_for(
             self.attempt.model_config,
@@ -249,7 +249,7 @@ class _Execution:
         cli: CliResources | None,
     ) -> None:
         assert self.folder is not None
-        config = self._sandbox_config(plan, ws)
+        config = self.sandbox_config(plan, ws)
         if cli is not None:
             config = dataclasses.replace(config, **cli.sandbox_fields())
         from sandbox import open_sandbox
@@ -270,7 +270,7 @@ class _Execution:
             if code_inside:
                 if not self._get_code(plan, ws, repo_dir):
                     return
-                self._checkpoint("setup", Stage.SETUP)
+                self.checkpoint("setup", Stage.SETUP)
             if not self._setup(sandbox, plan, repo_dir, excludes):
                 return
             baseline = not plan.is_swebench and not self.skip_baseline
@@ -282,12 +282,12 @@ class _Execution:
             if files:
                 # The condition: its files are the agent's input, written after the baseline
                 # (which tests the task as it is) and kept out of the final patch.
-                self._checkpoint(condition_files.STAGE_NAME, Stage.SETUP)
+                self.checkpoint(condition_files.STAGE_NAME, Stage.SETUP)
                 written = condition_files.write_condition_files(sandbox, plan, files)
-                if self._record(written).reason is not None:
+                if self.record_stage(written).reason is not None:
                     return
                 excludes = excludes + conditions.diff_excludes(files)
-            self._checkpoint("agent_run", Stage.AGENT_RUN)
+            self.checkpoint("agent_run", Stage.AGENT_RUN)
             with stages.ticking(self.heartbeat, settings.ATTEMPT_HEARTBEAT_SEC):
                 agent_stage, self.agent_outcome = run_agent_stage(
                     sandbox=sandbox,
@@ -295,18 +295,18 @@ class _Execution:
                     config=self.attempt.model_config,
                     task_max_steps=self.attempt.task.max_steps,
                     artifacts_dir=self.folder,
-                    prediction_patch=self._prediction(),
+                    prediction_patch=self.prediction(),
                     cli=cli,
                 )
             if agent_stage is not None:
-                self._record(agent_stage)
+                self.record_stage(agent_stage)
             # Reading the tree back costs the host per file: not past the sandbox's limit.
             over = change_set.file_limit_stage(ws, settings.SANDBOX_MAX_FILES)
             if over is not None:
-                self._record(over)
+                self.record_stage(over)
                 return
             self._take_patch(plan, repo_dir, excludes)
-            self._checkpoint("final_test", Stage.FINAL_TEST)
+            self.checkpoint("final_test", Stage.FINAL_TEST)
             if plan.is_swebench:
                 final = self._swebench_final_test(sandbox, plan)
             else:
@@ -322,7 +322,7 @@ class _Execution:
                 # The agent never decides the result: passing final tests are a success
                 # whatever the agent said when it stopped.
                 agent_stage.counts = False
-            self._record(final)
+            self.record_stage(final)
 
     def _swebench_final_test(self, sandbox, plan: TaskPlan) -> StageResult:
         """The official eval script (kept as eval.sh beside the logs), then its grade."""
@@ -340,17 +340,22 @@ class _Execution:
         return final
 
     def _get_code(self, plan: TaskPlan, ws: Path, repo_dir: Path) -> bool:
-        self._checkpoint("git_clone", Stage.GIT_CLONE)
+        self.checkpoint("git_clone", Stage.GIT_CLONE)
         timeout = settings.GIT_CLONE_TIMEOUT_SEC
         if plan.is_swebench:
             self.current = ("export_testbed", Stage.GIT_CLONE)
             quota = settings.SANDBOX_DISK_MB * 1024 * 1024 or None
-            return self._record(swebench.export_stage(plan, ws, max_bytes=quota)).reason is None
-        if self._record(stages.clone_stage(plan, repo_dir, timeout=timeout)).reason is not None:
+            return (
+                self.record_stage(swebench.export_stage(plan, ws, max_bytes=quota)).reason is None
+            )
+        if (
+            self.record_stage(stages.clone_stage(plan, repo_dir, timeout=timeout)).reason
+            is not None
+        ):
             return False
-        self._checkpoint("git_checkout", Stage.GIT_CHECKOUT)
+        self.checkpoint("git_checkout", Stage.GIT_CHECKOUT)
         checkout = stages.checkout_stage(plan, repo_dir, timeout=timeout)
-        if self._record(checkout).reason is not None:
+        if self.record_stage(checkout).reason is not None:
             return False
         self.base_commit = workspace.head_commit(repo_dir)
         return True
@@ -363,15 +368,15 @@ class _Execution:
         )
         if setup.reason is None and plan.validation.enforce_clean_setup and not plan.is_swebench:
             stages.clean_tree_check(setup, repo_dir, self.base_commit or plan.commit, excludes)
-        return self._record(setup).reason is None
+        return self.record_stage(setup).reason is None
 
     def _baseline(self, sandbox, plan: TaskPlan) -> bool:
         """Tests must fail before any fix. The validation run (no agent) repeats them once,
         when the first run left time to, to flag a flaky baseline."""
-        self._checkpoint("baseline_run", Stage.BASELINE_RUN)
+        self.checkpoint("baseline_run", Stage.BASELINE_RUN)
         first = self._tests(sandbox, plan, "baseline_run")
         stages.judge_baseline(first, plan)
-        self._record(first)
+        self.record_stage(first)
         self.baseline.ran = True
         self.baseline.exit_codes.append(first.exit_code if first.exit_code is not None else -1)
         self.baseline.valid = first.reason is None
@@ -384,7 +389,7 @@ class _Execution:
             and first.duration_sec * 2 <= plan.timeout_sec
         )
         if wants_rerun:
-            self._checkpoint("baseline_rerun", Stage.BASELINE_RUN)
+            self.checkpoint("baseline_rerun", Stage.BASELINE_RUN)
             second = self._tests(sandbox, plan, "baseline_rerun")
             stages.judge_baseline(second, plan)
             second.counts = False
@@ -399,7 +404,7 @@ class _Execution:
                     f"(exit {first.exit_code}), second {second.reason or 'valid'} "
                     f"(exit {second.exit_code})"
                 )
-            self._record(second)
+            self.record_stage(second)
         return first.reason is None
 
     def _tests(self, sandbox, plan: TaskPlan, name: str) -> StageResult:
@@ -420,7 +425,7 @@ class _Execution:
         assert self.folder is not None
         artifacts.write_text(self.folder, artifacts.FINAL_PATCH, diff.stdout)
 
-    def _prediction(self) -> str | None:
+    def prediction(self) -> str | None:
         if self.attempt.model_config.agent_variant == AgentVariant.EXTERNAL:
             return self.attempt.final_patch
         return None
@@ -443,7 +448,7 @@ class _Execution:
         )
         return folder
 
-    def _sandbox_config(self, plan: TaskPlan, ws: Path) -> SandboxConfig:
+    def sandbox_config(self, plan: TaskPlan, ws: Path) -> SandboxConfig:
         public_id = str(self.attempt.public_id)
         return SandboxConfig(
             name=f"attempt-{public_id}",  # each backend prefixes it with "ab-"
@@ -477,14 +482,14 @@ class _Execution:
             | {k: v for k, v in plan.sandbox_env().items() if k in ("PATH", "VIRTUAL_ENV")},
         )
 
-    def _checkpoint(self, name: str, stage: Stage) -> None:
+    def checkpoint(self, name: str, stage: Stage) -> None:
         self.current = (name, stage)
         if self.heartbeat is not None:
             self.heartbeat()
         if self.should_cancel is not None and self.should_cancel():
             raise _Cancelled
 
-    def _record(self, stage: StageResult) -> StageResult:
+    def record_stage(self, stage: StageResult) -> StageResult:
         """Write the stage's log and its AttemptStage row."""
         output_path = ""
         if self.folder is not None:
@@ -502,7 +507,7 @@ class _Execution:
             name = f"{name}_error"
         result = StageResult(name, stage, reason=reason, note=note, traceback=trace)
         try:
-            self._record(result)
+            self.record_stage(result)
         except Exception:  # the database or the disk is what failed: keep the verdict anyway
             log.exception("could not record the failing stage of %s", self.attempt)
             self.stages.append((result, ""))

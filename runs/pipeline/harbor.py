@@ -44,7 +44,7 @@ from runs.models import AgentVariant
 from runs.pipeline import artifacts, environment_build, harbor_verdict, images
 from runs.pipeline.agent_stage import cli_resources_for, run_agent_stage
 from runs.pipeline.stages import CommandRun, StageResult, ticking
-from runs.pipeline.swebench import Grading  # what _Execution keeps of a grade
+from runs.pipeline.swebench import Grading  # what Execution keeps of a grade
 from runs.taxonomy import Reason, Stage
 from sandbox.base import SandboxConfig
 from sandbox.environments import dockerfile, harbor_image
@@ -53,7 +53,7 @@ from sandbox.filesystem import chown_tree_for_agent
 from tasks_app import harbor as harbor_format
 
 if TYPE_CHECKING:
-    from runs.pipeline.execute import _Execution
+    from runs.pipeline.execute import Execution
 
 BUILD_LOG = environment_build.BUILD_LOG
 DEFAULT_WORKDIR = "/app"
@@ -62,24 +62,24 @@ LOGS_KEPT_MAX_BYTES = 50 * 1024 * 1024
 HIDDEN_TEST_COMMAND = 'echo "the verifier runs after the agent: tests/ is not here yet" >&2; exit 1'
 
 
-def run(ex: _Execution, plan) -> None:
+def run(ex: Execution, plan) -> None:
     """The Harbor stages of one attempt (``ex`` records them as any other)."""
     assert ex.folder is not None
     spec = plan.harbor
     folder = Path(spec["folder"])
-    ex._checkpoint("environment_build", Stage.SETUP)
+    ex.checkpoint("environment_build", Stage.SETUP)
     changed = _changed(folder, spec) or "; ".join(
         f"[resource-cap] the task's {name}: {why}" for name, why in harbor_format.over_caps(spec)
     )
     if changed:
-        ex._record(
+        ex.record_stage(
             StageResult("environment_build", Stage.SETUP, reason=Reason.SETUP_FAILED, note=changed)
         )
         return
     stage, image, log_path = build_stage(spec)
     if log_path is not None:  # the engine's whole output, beside the stage's summary
         artifacts.write_text(ex.folder, BUILD_LOG, _read(log_path))
-    ex._record(stage)
+    ex.record_stage(stage)
     if image is None:
         return
     workdir = image_workdir(image.tag)
@@ -95,13 +95,13 @@ def run(ex: _Execution, plan) -> None:
         _in_image(ex, ready, spec, folder)
 
 
-def _in_image(ex: _Execution, plan, spec: dict, folder: Path) -> None:
+def _in_image(ex: Execution, plan, spec: dict, folder: Path) -> None:
     assert ex.folder is not None
     ws = ex.folder / artifacts.WORKSPACE_DIR
     if ws.exists():
         shutil.rmtree(ws)
-    ex._checkpoint("export_workdir", Stage.GIT_CLONE)
-    if ex._record(export_stage(plan, ws)).reason is not None:
+    ex.checkpoint("export_workdir", Stage.GIT_CLONE)
+    if ex.record_stage(export_stage(plan, ws)).reason is not None:
         return
     # The snapshot the patch is taken against: outside the attempt's folder (it goes with it).
     with tempfile.TemporaryDirectory(prefix="ab-harbor-base-") as git_dir:
@@ -110,9 +110,9 @@ def _in_image(ex: _Execution, plan, spec: dict, folder: Path) -> None:
         _sandboxed(ex, plan, spec, folder, ws, base)
 
 
-def _sandboxed(ex: _Execution, plan, spec: dict, folder: Path, ws: Path, base: _Snapshot) -> None:
+def _sandboxed(ex: Execution, plan, spec: dict, folder: Path, ws: Path, base: _Snapshot) -> None:
     assert ex.folder is not None
-    ex._checkpoint("setup", Stage.SETUP)
+    ex.checkpoint("setup", Stage.SETUP)
     cli = cli_resources_for(
         ex.attempt.model_config,
         artifacts_dir=ex.folder,
@@ -120,7 +120,7 @@ def _sandboxed(ex: _Execution, plan, spec: dict, folder: Path, ws: Path, base: _
         owner=str(ex.attempt.public_id),
     )
     with cli as cli_res:
-        config = sandbox_config(ex._sandbox_config(plan, ws), spec)
+        config = sandbox_config(ex.sandbox_config(plan, ws), spec)
         if cli_res is not None:
             config = dataclasses.replace(config, **cli_res.sandbox_fields())
         from sandbox import open_sandbox
@@ -137,7 +137,7 @@ def _sandboxed(ex: _Execution, plan, spec: dict, folder: Path, ws: Path, base: _
             if sandbox.backend == "bwrap" and sandbox.disk_quota.startswith("none"):
                 # Without a quota's filesystem each bubblewrap command gets a fresh /tmp: what
                 # the agent left in /logs/agent, and /tests, would be gone by the next one.
-                ex._record(
+                ex.record_stage(
                     StageResult(
                         "setup",
                         Stage.SETUP,
@@ -161,7 +161,7 @@ def _sandboxed(ex: _Execution, plan, spec: dict, folder: Path, ws: Path, base: _
             }
             prepare = _prepare(sandbox, plan)
             if prepare is not None:
-                ex._record(prepare)
+                ex.record_stage(prepare)
                 return
             variant = ex.attempt.model_config.agent_variant
             oracle = variant == AgentVariant.ORACLE
@@ -169,7 +169,7 @@ def _sandboxed(ex: _Execution, plan, spec: dict, folder: Path, ws: Path, base: _
                 _copy_in(sandbox, plan, folder / "solution", f"{HARNESS_DIR}/solution")
             agent_stage = None
             if variant != AgentVariant.BASELINE:
-                ex._checkpoint("agent_run", Stage.AGENT_RUN)
+                ex.checkpoint("agent_run", Stage.AGENT_RUN)
                 with ticking(ex.heartbeat, settings.ATTEMPT_HEARTBEAT_SEC):
                     agent_stage, ex.agent_outcome = run_agent_stage(
                         sandbox=sandbox,
@@ -177,21 +177,21 @@ def _sandboxed(ex: _Execution, plan, spec: dict, folder: Path, ws: Path, base: _
                         config=ex.attempt.model_config,
                         task_max_steps=ex.attempt.task.max_steps,
                         artifacts_dir=ex.folder,
-                        prediction_patch=ex._prediction(),
+                        prediction_patch=ex.prediction(),
                         cli=cli_res,
                         task_view=task_view(plan, spec, oracle=oracle),
                         max_time_sec=float(spec.get("agent_timeout_sec") or 0) or None,
                     )
                 if agent_stage is not None:
-                    ex._record(agent_stage)
+                    ex.record_stage(agent_stage)
             ex.final_patch = base.diff()
             artifacts.write_text(ex.folder, artifacts.FINAL_PATCH, ex.final_patch)
-            ex._checkpoint("final_test", Stage.FINAL_TEST)
+            ex.checkpoint("final_test", Stage.FINAL_TEST)
             final, ex.grading = verifier_stage(sandbox, plan, spec, folder)
             _keep_logs(sandbox, plan, ex.folder)
             if final.reason is None and agent_stage is not None:
                 agent_stage.counts = False  # the verifier decides, not the agent's last words
-            ex._record(final)
+            ex.record_stage(final)
 
 
 # --- the environment ------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tasks_app.spec import ValidationSpec
+from tasks_app.swebench.own_dockerfile import BUILD_TIMEOUT_SEC
 
 if TYPE_CHECKING:
     from tasks_app.models import Task
@@ -153,7 +154,7 @@ def plan_for_task(task: Task, *, default_image: str) -> TaskPlan:
 
 
 # A SWE-bench instance's own image build may install a whole project's dependencies.
-SWEBENCH_BUILD_TIMEOUT_SEC = 1800
+SWEBENCH_BUILD_TIMEOUT_SEC = BUILD_TIMEOUT_SEC
 
 
 def _dockerfile(task: Task, spec: dict) -> dict:

@@ -274,9 +274,9 @@ class _Builds:
             self.ready.clear()
 
     def _run(self) -> None:
-        from runs.pipeline.swebench_dockerfile import build_instance, own_dockerfile
         from sandbox.environments.official_images import official_record
         from sandbox.environments.parallel import build_all
+        from tasks_app.swebench.own_dockerfile import build_instance, own_dockerfile
 
         try:
             # An instance on its official image (ab swebench build --source image|auto) is

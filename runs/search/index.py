@@ -152,7 +152,7 @@ _SENDER: contextvars.ContextVar[Callable[[list[int]], None] | None] = contextvar
 def indexed_elsewhere(send: Callable[[list[int]], None]) -> Iterator[None]:
     """Attempts committed by the block are indexed by ``send`` (their ids), not here: an import
     through the web leaves them to a process of its own
-    (``runs.services.transcripts_index_in_background``), since indexing reads each transcript
+    (``runs.services.imported_run_read_in_background``), since indexing reads each transcript
     back whole, which at the import limits would take the web worker ~100 MB past what the
     streamed import itself needs."""
     token = _SENDER.set(send)

@@ -16,7 +16,7 @@ file                        written by (module)
                             also writes one)
 ``model_calls.jsonl``       the gateway's record of a CLI agent's model calls
                             (``model_calls`` over ``wire_anthropic``, ``wire_responses``,
-                            ``wire_chat``), with ``events.jsonl``
+                            ``wire_chat``, ``wire_gemini``), with ``events.jsonl``
 ``llm_messages.jsonl``      our LLM agent (``runs/agents/llm.py``), with ``events.jsonl``
                             (``ours``)
 ``events.jsonl``            any of our agents (tool calls and test runs only) (``ours``)

@@ -1,9 +1,10 @@
-"""What the three wire APIs have in common once read: a request's messages and a reply,
+"""What the four wire APIs have in common once read: a request's messages and a reply,
 normalised (``Msg``, ``Reply``), and the server-sent-events framing of a streamed response.
 
-``wire_anthropic`` (Messages), ``wire_responses`` (OpenAI Responses) and ``wire_chat`` (chat
-completions) each turn a request body into ``Msg``s and a response (JSON, or the raw SSE text
-of a stream) into a ``Reply``; ``model_calls`` builds the conversation from them.
+``wire_anthropic`` (Messages), ``wire_responses`` (OpenAI Responses), ``wire_chat`` (chat
+completions) and ``wire_gemini`` (Google's Gemini API) each turn a request body into ``Msg``s
+and a response (JSON, or the raw SSE text of a stream) into a ``Reply``; ``model_calls`` builds
+the conversation from them.
 """
 
 from __future__ import annotations

@@ -175,7 +175,7 @@ def record_offline(tasks: list, instance_ids: list[str]) -> None:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from sandbox.environments.parallel import build_all
+    from tasks_app.swebench.own_dockerfile import own_dockerfile
     from tasks_app.swebench.suites import NotSwebenchSuite, swebench_suite_tasks
 
     if args.jobs < 1:
@@ -185,6 +185,41 @@ def cmd_build(args: argparse.Namespace) -> int:
         tasks = swebench_suite_tasks(args.suite, args.instance)
     except NotSwebenchSuite as exc:
         raise CommandError(str(exc)) from exc
+    # Instances with their own Dockerfile (import-swebench --dockerfiles) are built from it,
+    # whatever --source says: the dataset names no other environment for them.
+    own = [t for t in tasks if own_dockerfile(t) is not None]
+    failed = build_own_dockerfiles(own) if own else 0
+    rest = [t for t in tasks if own_dockerfile(t) is None]
+    if not rest:
+        return 1 if failed else 0
+    return max(_build_the_rest(args, backend, rest), 1 if failed else 0)
+
+
+def build_own_dockerfiles(tasks: list) -> int:
+    """Build (or find built) each instance's own Dockerfile image with the engine, which
+    both backends need for it (bubblewrap runs the image's tree); the failures' count."""
+    from sandbox.environments.docker_images import engine_available
+    from tasks_app.swebench.own_dockerfile import build_instance
+
+    if not engine_available():
+        for task in tasks:
+            print(f"{task.task_id}: failed: its own Dockerfile needs the Docker engine to build")
+        return len(tasks)
+    failed = 0
+    for index, task in enumerate(tasks, start=1):
+        outcome, _ = build_instance(task)
+        failed += outcome.status not in ("built", "cached")
+        print(f"[{index}/{len(tasks)}] {outcome.line()}", flush=True)
+        if outcome.log_tail:
+            print("    " + outcome.log_tail.replace("\n", "\n    "), flush=True)
+    print(f"{len(tasks) - failed} of {len(tasks)} instance(s) with their own Dockerfile ready")
+    return failed
+
+
+def _build_the_rest(args: argparse.Namespace, backend: str, tasks: list) -> int:
+    """The instances built offline or pulled (``--source``)."""
+    from sandbox.environments.parallel import build_all
+
     started = time.monotonic()
     counts: dict[str, int] = {}
     source = getattr(args, "source", "offline")

@@ -172,6 +172,7 @@ CLI_CONDITIONS = [
     pytest.param("codex", "AGENTS.md", "docker", marks=pytest.mark.docker, id="codex"),
     pytest.param("qwen-code", "QWEN.md", "bwrap", marks=pytest.mark.bwrap, id="qwen-code"),
     pytest.param("gemini-cli", "GEMINI.md", "docker", marks=pytest.mark.docker, id="gemini-cli"),
+    pytest.param("opencode", "AGENTS.md", "bwrap", marks=pytest.mark.bwrap, id="opencode"),
 ]
 # A tool only its working loop offers (not its side requests: a title, a memory extractor).
 LOOP_TOOL = {
@@ -179,6 +180,7 @@ LOOP_TOOL = {
     "codex": '"name": "exec_command"',
     "qwen-code": '"name": "skill"',
     "gemini-cli": '"name": "replace"',
+    "opencode": '"name": "bash"',
 }
 
 

@@ -22,7 +22,7 @@ from benchsite.accounts.access import ACCESS_DENIED
 from benchsite.accounts.models import AuditEvent
 from benchsite.accounts.services import api_token_create
 from runs.models import Attempt, ModelConfig
-from runs.upstreams import UpstreamPolicy, UpstreamRefused
+from runs.upstreams import DEFAULT_KEY_ENVS, DEFAULT_UPSTREAMS, UpstreamPolicy, UpstreamRefused
 from tests.conftest import TASKS_DIR
 from tests.support.ab_cli import ab_main
 
@@ -359,3 +359,12 @@ def test_the_policy_lets_listed_upstreams_through(url):
 )
 def test_the_policy_refuses_anything_else(url):
     assert POLICY.base_url_problem(url), url
+
+
+def test_the_default_lists_let_a_gemini_configuration_through():
+    """Google's Gemini API (the gateway's ``gemini`` wire API): its host, the base URL a Gemini
+    CLI configuration names (its client adds ``/v1beta``), and its key variable."""
+    policy = UpstreamPolicy.of(DEFAULT_KEY_ENVS, DEFAULT_UPSTREAMS)
+    base_url = "https://generativelanguage.googleapis.com"
+    assert policy.problems(base_url=base_url, api_key_env="GEMINI_API_KEY") == {}
+    assert policy.base_url_problem("http://generativelanguage.googleapis.com") is not None

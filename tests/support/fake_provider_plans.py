@@ -14,6 +14,7 @@ a file, run a command, apply the fix, finish).
   ``:generateContent``, Gemini CLI): ``functionCall`` parts for Gemini CLI's tools
   (``read_file``, ``run_shell_command``, ``replace``), streamed as the path asks
   (tests/support/fake_provider_gemini.py builds the answers).
+- OpenAI chat completions with tools, OpenCode's own (``read``, ``bash``, ``edit``).
 
 Which step of the plan a request gets is read from the conversation it carries (the number of
 tool calls the model has made so far), not from a counter: a CLI that retries a request, or
@@ -353,7 +354,8 @@ def _responses(body: dict[str, Any], plan: list[Step], usage: tuple[int, int]) -
 
 
 def _chat(body: dict[str, Any], plan: list[Step], usage: tuple[int, int]) -> Reply:
-    if body.get("tools"):  # a CLI with tools of its own (Qwen Code), not text actions
+    # A CLI with tools of its own (Qwen Code, OpenCode), not text actions, or its side request.
+    if body.get("tools") or _side_request(body):
         return _chat_tools(body, plan, usage)
     messages = body.get("messages") or []
     done = sum(1 for m in messages if m.get("role") == "assistant")
@@ -410,7 +412,21 @@ CHAT_TOOLS: dict[str, dict[str, Callable[[Step], tuple[str, dict[str, Any]]]]] =
             {"file_path": s.path, "old_string": s.old, "new_string": s.new},
         ),
     },
+    "bash": {  # OpenCode
+        "read": lambda s: ("read", {"filePath": s.path}),
+        "bash": lambda s: ("bash", {"command": s.command, "description": "Run the tests"}),
+        "edit": lambda s: ("edit", {"filePath": s.path, "oldString": s.old, "newString": s.new}),
+    },
 }
+# Side requests that are not the agent's loop: OpenCode's session title (it offers no tools):
+# a short text answer.
+SIDE_PROMPTS = ("You are a title generator",)
+
+
+def _side_request(body: dict[str, Any]) -> bool:
+    messages = body.get("messages") or []
+    system = " ".join(str(m.get("content")) for m in messages if m.get("role") == "system")
+    return any(marker in system for marker in SIDE_PROMPTS)
 
 
 def _chat_tools(body: dict[str, Any], plan: list[Step], usage: tuple[int, int]) -> Reply:
@@ -418,7 +434,8 @@ def _chat_tools(body: dict[str, Any], plan: list[Step], usage: tuple[int, int]) 
     tools = {(t.get("function") or {}).get("name") for t in body.get("tools") or []}
     done = sum(1 for m in messages if m.get("role") == "assistant" and m.get("tool_calls"))
     mapping = next((v for k, v in CHAT_TOOLS.items() if k in tools), None)
-    step = Step.finish("ok") if mapping is None else _step_for(plan, done)
+    side = mapping is None or _side_request(body)
+    step = Step.finish("ok") if side else _step_for(plan, done)
     message: dict[str, Any] = {"role": "assistant", "content": None}
     if step.kind == "finish" or mapping is None:
         message["content"], finish = step.text or "Done.", "stop"
@@ -550,6 +567,7 @@ BASE_SUFFIX = {
     "mini-swe-agent": "/v1",
     "qwen-code": "/v1",
     "gemini-cli": "",
+    "opencode": "/v1",
 }
 MODEL = {
     "claude-code": "claude-sonnet-4-5",
@@ -557,6 +575,7 @@ MODEL = {
     "mini-swe-agent": "gpt-4o",
     "qwen-code": "qwen3-coder-plus",
     "gemini-cli": "gemini-2.5-pro",
+    "opencode": "gpt-4o",
 }
 WIRE_PATH = {
     "claude-code": "/messages",
@@ -564,6 +583,7 @@ WIRE_PATH = {
     "mini-swe-agent": "/completions",
     "qwen-code": "/completions",
     "gemini-cli": ":streamGenerateContent",
+    "opencode": "/completions",
 }
 UPSTREAM_KEY_ENV = "AB_TEST_UPSTREAM_KEY"
 # The real key the upstream expects; the CLI must only ever see the gateway's token.

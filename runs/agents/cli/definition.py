@@ -116,6 +116,10 @@ class DefinitionSpec(_Strict):
     env: dict[str, str] = Field(default_factory=dict)
     # Folders under HOME the CLI writes (its config and session files), made before it runs.
     writable: list[str] = []
+    # The file it reads its project instructions from, relative to the repository (CLAUDE.md,
+    # AGENTS.md, GEMINI.md...): a condition (runs.conditions) that writes it is what the CLI
+    # reads. Empty for a CLI that reads none.
+    context_file: str = ""
     # Files written under HOME before it starts (path -> text, as is: no placeholders): what
     # only a settings file sets (Gemini CLI's auth type, its usage statistics off).
     home_files: dict[str, str] = Field(default_factory=dict)
@@ -127,6 +131,7 @@ class DefinitionSpec(_Strict):
         "mini-swe-agent",
         "qwen-json",
         "gemini-json",
+        "opencode-json",
     ] = "none"
     # The prompt given to the CLI; {problem} is the task's problem statement.
     prompt: str = (
@@ -147,6 +152,13 @@ class DefinitionSpec(_Strict):
         for path in value:
             if path.startswith("/") or ".." in Path(path).parts:
                 raise ValueError(f"must be a path under HOME, not {path!r}")
+        return value
+
+    @field_validator("context_file")
+    @classmethod
+    def _in_the_repository(cls, value: str) -> str:
+        if value and (value.startswith("/") or ".." in Path(value).parts):
+            raise ValueError(f"must be a path in the repository, not {value!r}")
         return value
 
     @field_validator("home_files")

@@ -26,6 +26,8 @@ call past the budget, is a ``TIMEOUT`` as well.
    a missing loader or library; Node's ``Cannot find module``: its script is missing), the
    line that says so in the error text. Neither is the agent's fault: the definition or the
    install is wrong, and every attempt of the configuration would fail the same way;
+   a usage listing printed alone (OpenCode's answer to a flag it does not know, exit 1,
+   naming none) is ``[cli-usage]`` too;
 7. otherwise the CLI worked: a non-zero exit after model calls is ``AGENT_GAVE_UP``
    ``[cli-exit]`` (its own turn limit, say) unless the final tests pass; exit 0 leaves the
    verdict to the final tests.
@@ -45,6 +47,9 @@ _USAGE_ERRORS = re.compile(
     r"invalid (option|flag)|no such option|unexpected extra argument",
     re.IGNORECASE,
 )
+# A usage listing (yargs') printed alone: OpenCode's answer to an argument it does not know,
+# exit 1 without saying which.
+_USAGE_LISTING = re.compile(r"^\s*-h, --help\s+show help", re.IGNORECASE | re.MULTILINE)
 _START_ERRORS = re.compile(
     r"not found|no such file|cannot execute|exec format error|permission denied|"
     r"error while loading shared libraries|GLIBC_|cannot find module",
@@ -158,6 +163,15 @@ def classify(
                 error_kind="permanent",
                 is_empty_run=True,
             )
+        if run.exit_code != 0 and _USAGE_LISTING.search(run.stderr) and not run.stdout.strip():
+            return Classified(
+                Reason.LLM_ERROR,
+                "cli_usage",
+                f"[cli-usage] {head}, printing its usage and nothing else (its answer to an "
+                "argument it does not know)",
+                error_kind="permanent",
+                is_empty_run=True,
+            )
         return Classified(
             Reason.LLM_ERROR, "empty_run", what, error_kind="transient", is_empty_run=True
         )
@@ -244,6 +258,8 @@ def read_summary(kind: str, stdout: str) -> CliSummary:
         return _qwen_summary(stdout)
     if kind == "gemini-json":
         return _gemini_summary(stdout)
+    if kind == "opencode-json":
+        return _opencode_summary(stdout)
     if kind == "mini-swe-agent":  # its trajectory file (``--output``), not its stdout
         data = _json(stdout)
         info = data.get("info") if isinstance(data, dict) else None
@@ -303,6 +319,38 @@ def _gemini_summary(stdout: str) -> CliSummary:
         is_error=False,
         text=str(doc.get("response") or "")[:2000],
     )
+
+
+def _opencode_summary(stdout: str) -> CliSummary:
+    """OpenCode's ``--format json``: one event a line; each ``step_finish`` (a model call of its
+    loop) carries that call's tokens and cost, an ``error`` event says why it stopped (a 401).
+    Its side calls (the session's title) are not in it: the gateway counts those."""
+    tokens_in = tokens_out = turns = 0
+    cost = 0.0
+    text, failed = "", False
+    for line in stdout.splitlines():
+        event = _object(_json(line))
+        part = _object(event.get("part"))
+        if event.get("type") == "step_finish":
+            tokens = _object(part.get("tokens"))
+            tokens_in += int(tokens.get("input") or 0)
+            tokens_out += int(tokens.get("output") or 0)
+            cost += float(part.get("cost") or 0)
+            turns += 1
+        elif event.get("type") == "text":
+            text = str(part.get("text") or "")[:2000]
+        elif event.get("type") == "error":
+            failed = True
+            error = _object(event.get("error"))
+            said = _object(error.get("data")).get("message") or error.get("name") or "error"
+            text = str(said)[:2000]
+    if not turns and not failed:
+        return CliSummary()
+    return CliSummary(tokens_in, tokens_out, turns, cost, failed, text)
+
+
+def _object(value: object) -> dict:
+    return value if isinstance(value, dict) else {}
 
 
 def _json(line: str) -> object:

@@ -15,6 +15,7 @@ import openai
 import pytest
 
 from runs.gateway import GatewayBudgets, GatewayConfigError, open_gateway
+from runs.gateway.ledger import INPUT_TOKENS_OVERHEAD
 from tests.support import fake_provider as fake
 from tests.support.fake_provider import FakeProvider, Request
 from tests.support.gateway_fixtures import config, raw_post, records
@@ -75,6 +76,33 @@ def test_parallel_calls_cannot_race_past_the_token_and_cost_budgets(tmp_path: Pa
     assert summary.budget_exceeded in ("tokens", "cost")
     found = records(tmp_path / "model_calls.jsonl")
     assert sorted(r["outcome"] for r in found) == ["budget"] * len(refused) + ["ok"] * len(answered)
+
+
+def dense_chat(request: Request) -> fake.Reply:
+    """The most input a real provider can count for a request: one token per byte of it (a
+    byte-level BPE token covers at least one byte) plus its own prompt around the tools."""
+    reply = fake.chat("ok", usage=(len(request.body) + INPUT_TOKENS_OVERHEAD, 20))
+    reply.delay_sec = 0.2
+    return reply
+
+
+def test_text_dense_in_tokens_cannot_race_past_the_token_budget(tmp_path: Path) -> None:
+    """A sandbox can write text that counts a token for every one or two bytes (digits,
+    punctuation, rare scripts). Reserved at 3 bytes a token, 20 such calls at once went
+    through a 3,000-token budget (the gateway's own estimate was a third of their input);
+    reserved at the most a provider can count, only the last one admitted crosses it."""
+    digits = "".join(str(n % 97) for n in range(300))  # 500-odd bytes, dense in tokens
+    body = {"model": "gpt-4o", "messages": [{"role": "user", "content": digits}], "max_tokens": 20}
+    with (
+        FakeProvider(respond=dense_chat) as upstream,
+        open_gateway(config(upstream, tmp_path, budgets=GatewayBudgets(max_tokens=3000))) as gw,
+    ):
+        results = parallel_calls(gw, 20, body)
+    answered = [r for r in results if r[0] == 200]
+    assert len(answered) == len(upstream.requests) >= 1
+    call_tokens = max(len(r.body) for r in upstream.requests) + INPUT_TOKENS_OVERHEAD + 20
+    assert gw.summary.tokens <= 3000 + call_tokens, (gw.summary.tokens, len(answered))
+    assert gw.summary.budget_exceeded == "tokens"
 
 
 def test_a_call_waits_for_the_calls_in_flight_rather_than_being_refused(tmp_path: Path) -> None:

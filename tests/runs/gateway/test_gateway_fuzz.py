@@ -34,6 +34,12 @@ TEMPLATES = [
     ("POST", "/responses", "Authorization: Bearer {token}"),
     ("GET", "/v1/models?limit=20", "x-api-key: {token}"),
     ("GET", "/models/gpt-4o", "Authorization: Bearer {token}"),
+    (
+        "POST",
+        "/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse",
+        "x-goog-api-key: {token}",
+    ),
+    ("POST", "/v1/models/gemini-2.5-pro:countTokens", "x-goog-api-key: {token}"),
 ]
 # Pieces that make a target invalid wherever they go (a path segment or a query name or value
 # is letters, digits and ._~:@+- only, never empty, "." or with "..").

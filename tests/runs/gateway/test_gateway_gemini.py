@@ -147,21 +147,33 @@ def test_count_tokens_is_forwarded_and_recorded_but_not_a_model_call(tmp_path: P
 # -- budgets ----------------------------------------------------------------------------------
 
 
-def test_a_call_past_the_call_budget_is_refused_in_googles_shape(tmp_path: Path) -> None:
-    cfg = gemini_config(
-        upstream := FakeProvider([gemini("one")]), tmp_path, budgets=GatewayBudgets(max_calls=1)
-    )
+@pytest.mark.parametrize(
+    ("budget", "budgets", "calls_made"),
+    [
+        ("calls", GatewayBudgets(max_calls=2), 2),
+        ("tokens", GatewayBudgets(max_tokens=200), 2),  # 120 a call: refused at 240
+        ("cost", GatewayBudgets(max_cost_usd=0.0006), 2),  # $0.000325 a call
+        ("time", GatewayBudgets(max_wall_sec=0.0), 0),
+    ],
+)
+def test_a_used_up_budget_refuses_the_call_in_googles_shape(
+    tmp_path: Path, budget: str, budgets: GatewayBudgets, calls_made: int
+) -> None:
+    replies = [gemini("ok", usage=(100, 20)) for _ in range(3)]
+    body = {**BODY, "generationConfig": {"maxOutputTokens": 20}}
+    cfg = gemini_config(upstream := FakeProvider(replies), tmp_path, budgets=budgets)
     with upstream, open_gateway(cfg) as gw:
-        assert post(gw, GENERATE)[0] == 200
-        status, _, body = post(gw, GENERATE)
-    # 400, which Gemini CLI does not retry (a 429 it would, over and over).
-    assert status == 400
-    error = json.loads(body)["error"]
+        statuses = [post(gw, GENERATE, body) for _ in range(3)]
+        summary = gw.summary
+    assert [s for s, _, _ in statuses] == [200] * calls_made + [400] * (3 - calls_made)
+    # 400, which Gemini CLI does not retry (a 429 it would, ten times over).
+    error = json.loads(statuses[-1][2])["error"]
     assert error["code"] == 400 and error["status"] == "INVALID_ARGUMENT"
-    assert "the attempt's calls budget is used up" in error["message"]
-    assert len(upstream.requests) == 1
-    second = records(tmp_path / "model_calls.jsonl")[1]
-    assert second["outcome"] == "budget" and second["error"]["budget"] == "calls"
+    assert f"the attempt's {budget} budget is used up" in error["message"]
+    assert len(upstream.requests) == calls_made == summary.calls
+    assert summary.budget_exceeded == budget
+    refused = records(tmp_path / "model_calls.jsonl")[-1]
+    assert refused["outcome"] == "budget" and refused["error"]["budget"] == budget
 
 
 def test_a_stream_past_the_token_budget_is_cut_with_a_gemini_error_event(tmp_path: Path) -> None:

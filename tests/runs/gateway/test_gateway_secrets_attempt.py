@@ -36,6 +36,7 @@ CLIS = [
     "claude-code",
     "qwen-code",
     "gemini-cli",
+    "opencode",
 ]
 # Inside the sandbox, as the agent: every process's environment (the CLI's, its runtime's, the
 # shell's) and every file under the CLI's HOME (its settings, session and state files), searched

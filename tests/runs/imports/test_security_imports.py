@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from runs.integrity.services import rules_signature
 from tests.support.ab_cli import ab
 from tests.support.gunicorn_fixtures import Server, serve
 from tests.support.swebench_fixtures import LITE_DEV, rows
@@ -210,6 +211,14 @@ def test_a_valid_file_near_the_limits_imports_in_bounded_memory(server: Server) 
             break
         time.sleep(0.5)
     assert found["total"] >= 1, found
+    # And that process checks it for integrity flags after (runs.services).
+    detail = f"/api/attempts/{attempts[0]['public_id']}"
+    for _ in range(120):
+        checked = server.get(detail).json()
+        if checked["integrity_rules"]:
+            break
+        time.sleep(0.5)
+    assert checked["integrity_rules"] == rules_signature(), checked
     assert peak_rss_mb(server.worker_pid()) < LIMIT_MB
 
 

@@ -82,3 +82,18 @@ def test_a_folder_changed_since_its_import_is_refused_before_any_build(imported,
     names = list(attempt.stages.values_list("name", flat=True))
     assert names == ["environment_build"], names
     assert "[task-changed]" in attempt.error_text and str(context) in attempt.error_text
+
+
+def test_ab_swebench_build_builds_the_instances_own_dockerfile(imported, capsys):
+    """``ab swebench build`` builds what a suite needs ahead of a run: for an instance with
+    its own Dockerfile, that Dockerfile (before: an offline build from SWE-bench's specs,
+    which know nothing of the instance's repository)."""
+    from benchsite.cli.main import main
+
+    suite, _ = imported
+    for expected in ("built", "cached"):
+        code = main(["swebench", "build", suite, "--backend", "docker"])
+        out = capsys.readouterr().out
+        assert code == 0, out
+        assert f"[1/1] {INSTANCE}: {expected}: Dockerfile image {IMAGE_REPOSITORY}:" in out, out
+        assert "1 of 1 instance(s) with their own Dockerfile ready" in out

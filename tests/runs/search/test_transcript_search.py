@@ -325,7 +325,7 @@ def test_an_import_through_a_web_door_is_indexed_apart_not_in_the_request(
         Task.objects.create(suite=suite, task_id=instance_id, repo_url="https://example.org/r")
         shutil.copytree(TRAJS / instance_id, folder / "trajs" / instance_id)
     started: list[str] = []
-    monkeypatch.setattr(actions, "transcripts_index_in_background", started.append)
+    monkeypatch.setattr(actions, "imported_run_read_in_background", started.append)
     with django_capture_on_commit_callbacks(execute=True):
         report = actions.run_folder_import(
             actor=alice, door=Door.API, path=folder, suite_name="verified-mini", model_name="m"

@@ -236,7 +236,7 @@ def test_an_attempt_holds_a_use_lease_on_its_instance_level_while_it_runs(tiny, 
             seen.append(free)
         raise RuntimeError("probe: the lease was checked, stop here")
 
-    monkeypatch.setattr(execute._Execution, "_stages", probing)
+    monkeypatch.setattr(execute.Execution, "_stages", probing)
     attempt = execute.attempt_execute(
         attempt_create_adhoc(task=task, model_config=model_config_for_variant("nop")),
         backend="bwrap",

@@ -64,6 +64,7 @@ def test_the_shipped_definitions_load_and_are_pinned():
         "mini-swe-agent",
         "qwen-code",
         "gemini-cli",
+        "opencode",
     }
     assert definitions["qwen-code"].spec.runtime is not None  # Node, pinned beside it
     assert definitions["gemini-cli"].spec.home_files  # its settings file
@@ -82,6 +83,10 @@ def test_ab_agents_lists_every_definition_with_its_package():
     out = done.stdout
     for line in ("claude-code", "npm:@openai/codex==0.169.0-linux-x64", "pypi:mini-swe-agent"):
         assert line in out
+    # Each with the context file it reads (mini-swe-agent reads none).
+    rows = {line.split()[0]: line.split() for line in out.splitlines()[1:] if line.strip()}
+    assert rows["claude-code"][3] == "CLAUDE.md" and rows["codex"][3] == "AGENTS.md"
+    assert rows["mini-swe-agent"][3] == "-"
 
 
 def test_a_bad_definition_names_the_file_and_each_field(tmp_path: Path):
@@ -99,6 +104,9 @@ def test_a_bad_definition_names_the_file_and_each_field(tmp_path: Path):
     assert f"{path}: wire_api:" in text
     assert f"{path}: install.version: Value error, must be an exact version" in text
     assert f"{path}: surprise: Extra inputs are not permitted" in text
+    path = write_definition(tmp_path, "outside", context_file="../../etc/profile")
+    with pytest.raises(DefinitionError, match=r"outside.yaml: context_file: .*in the repository"):
+        load_definition(path)
     path = write_definition(tmp_path, "badtemplate", command=["{install}/x", "--key={api_key}"])
     with pytest.raises(DefinitionError, match=r"badtemplate.yaml: command.1: unknown placeholder"):
         load_definition(path)
@@ -391,6 +399,7 @@ RECORDINGS = REPO_ROOT / "tests" / "data" / "model_calls"
         ("mini-swe-agent", "openai-chat"),
         ("qwen-code", "openai-chat"),
         ("gemini-cli", "gemini"),
+        ("opencode", "openai-chat"),
     ],
 )
 def test_the_committed_recordings_are_what_each_cli_sent_scrubbed(cli, api):
@@ -399,7 +408,8 @@ def test_the_committed_recordings_are_what_each_cli_sent_scrubbed(cli, api):
     tests/runs/agents/cli/test_cli_agents_e2e.py)."""
     text = (RECORDINGS / f"{cli}.jsonl").read_text()
     records = [json.loads(line) for line in text.splitlines()]
-    assert [r["api"] for r in records] == [api] * 4
+    # The plan's four calls (OpenCode's session title first: five).
+    assert [r["api"] for r in records] == [api] * (5 if cli == "opencode" else 4)
     assert all(r["request"]["auth"] == "attempt-token" and r["status"] == 200 for r in records)
     assert "sk-ab-test" not in text and "/tmp/pytest" not in text
     assert set(re.findall(r"127\.0\.0\.1:(\w+)", text)) <= {"PORT"}

@@ -136,7 +136,12 @@ def test_a_cli_that_cannot_start_is_a_permanent_empty_run(artifacts_root, monkey
 MORE_CLIS = [
     "qwen-code",
     "gemini-cli",
+    "opencode",
 ]
+# CLIs that name no flag on an unknown one but print their usage alone (yargs in OpenCode).
+USAGE_ALONE = {
+    "opencode",
+}
 
 
 def with_unknown_flag(command: list[str]) -> list[str]:
@@ -174,6 +179,10 @@ def test_each_cli_with_an_unknown_flag_aborts_its_run(cli, artifacts_root, monke
         assert upstream.requests == []
     finished = assert_aborted_with_one_fingerprint(run, "[cli-usage]")
     assert finished[0].is_empty_run and finished[0].agent_exit_code != 0
+    if cli in USAGE_ALONE:  # its usage listing, shown on the page, is all it said
+        assert "printing its usage and nothing else" in finished[0].error_text
+        assert "--help" in finished[0].stderr_tail
+        return
     # The CLI's line that says why is in the error text, wherever it is in its output.
     assert "agentbench-no-such-flag" in finished[0].error_text
 
@@ -214,6 +223,27 @@ def test_a_cli_past_its_calls_budget_gave_up_naming_the_budget(artifacts_root, m
     assert "[budget:calls]" in attempt.error_text
     assert not attempt.is_infra  # the agent's result: it counts
     assert upstream_calls == attempt.steps == 2  # the third call never left the gateway
+
+
+def test_opencode_refused_a_call_for_its_budget_stops_by_itself(artifacts_root, monkeypatch):
+    """OpenCode retries some errors itself (429, 5xx: five times, a minute in all); the
+    gateway's budget refusal (HTTP 400) is not one of them: it stops at the first, by itself.
+    Its session title is a call too, counted against the budget like any."""
+    monkeypatch.setenv(UPSTREAM_KEY_ENV, REAL_KEY)
+    plan = [Step.read("/workspace/repo/src/toy/calc.py")] * 10  # never finishes by itself
+    with plan_provider(plan) as upstream:
+        config = cli_model_config("opencode", upstream, name="opencode 3", max_model_calls=3)
+        attempt = run_one(config)
+        upstream_calls = len(upstream.requests_to("/chat/completions"))
+    assert attempt.failure_reason_id == "AGENT_GAVE_UP", attempt.error_text
+    assert "[budget:calls]" in attempt.error_text and not attempt.is_infra
+    assert attempt.agent_exit_code == 1  # its own exit, not the harness's kill
+    assert upstream_calls == attempt.steps == 3  # the refused call never left the gateway
+    records = [
+        json.loads(line)
+        for line in (attempt_folder(attempt) / "model_calls.jsonl").read_text().splitlines()
+    ]
+    assert [r["outcome"] for r in records].count("budget") == 1  # not retried
 
 
 def test_a_cli_killed_at_its_time_limit_is_a_timeout_of_ours(artifacts_root, monkeypatch):

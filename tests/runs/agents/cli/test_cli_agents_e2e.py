@@ -1,8 +1,8 @@
-"""The real agent CLIs (Claude Code, Codex CLI, mini-swe-agent, Qwen Code, Gemini CLI),
-installed from the registries at their pinned versions into the install cache, fix a task in
-our sandbox on both backends, their model calls going through the gateway to the tests' fake
-provider replaying a plan (tests/support/fake_provider_plans.py): read the file, run the tests,
-apply the fix, finish.
+"""The real agent CLIs (Claude Code, Codex CLI, mini-swe-agent, Qwen Code, Gemini CLI,
+OpenCode), installed from the registries at their pinned versions into the install cache, fix a
+task in our sandbox on both backends, their model calls going through the gateway to the tests'
+fake provider replaying a plan (tests/support/fake_provider_plans.py): read the file, run the
+tests, apply the fix, finish.
 
 The sandbox has no network: the gateway is the one address the CLI reaches. The first run on a
 machine builds the installs (about a minute for the two npm packages, a few for the venv).
@@ -42,6 +42,7 @@ CLIS = [
     "mini-swe-agent",
     "qwen-code",
     "gemini-cli",
+    "opencode",
 ]
 TOY_OLD = "    return total(values) // len(values)"
 TOY_NEW = "    return total(values) / len(values)"
@@ -93,6 +94,7 @@ TOOL_NAMES = {
     "mini-swe-agent": ["bash"] * 4,
     "qwen-code": ["read_file", "run_shell_command", "edit"],
     "gemini-cli": ["read_file", "run_shell_command", "replace"],
+    "opencode": ["read", "bash", "edit"],
 }
 
 
@@ -135,13 +137,22 @@ def test_each_cli_fixes_the_toy_task_through_the_gateway(
         new=TOY_NEW,
         test_command="PYTHONPATH=src python -m pytest -q tests/test_calc.py",
     )
+    # A condition writes the CLI's own context file: its text reaches the model.
+    context_file = load_definitions()[cli].spec.context_file
+    note = f"Project note for {cli}: the averages are true divisions."
+    files = {context_file: note + "\n"} if context_file else {}
     with plan_provider(plan) as upstream:
-        config = cli_model_config(cli, upstream)
+        config = cli_model_config(cli, upstream, workspace_files=files)
         attempt = attempt_execute(
             attempt_create_adhoc(task=task, model_config=config), backend=backend
         )
 
     assert attempt.status == AttemptStatus.FINISHED
+    if context_file:
+        assert attempt.failure_reason_id is None, attempt.error_text
+        # (in the first call of its loop: OpenCode's first call names the session)
+        sent = [r.body.decode() for r in upstream.requests_to(WIRE_PATH[cli])]
+        assert any(note in body for body in sent[:2]), (context_file, sent[0][:3000])
     assert attempt.failure_reason_id is None, attempt.error_text
     assert attempt.agent_exit_code == 0 and attempt.agent_signal is None
     # The final patch is the workspace's diff: the fix, and nothing the CLI wrote in its HOME.

@@ -1,19 +1,22 @@
-"""Gold validation of SWE-bench instances that bring their own Dockerfile (``ab import-swebench
---dockerfiles``): the instance's image is built by the engine from its folder, keyed by the
-folder's content (``sandbox.environments.dockerfile``), instead of an offline build or an
-official image. The attempts then find it built (a no-op) in their ``environment_build``
-stage."""
+"""SWE-bench instances that bring their own Dockerfile (``ab import-swebench --dockerfiles``):
+the instance's image is built by the engine from its folder, keyed by the folder's content
+(``sandbox.environments.dockerfile``), instead of an offline build or an official image. Gold
+validation and ``ab swebench build`` build it ahead; the attempts then find it built (a no-op)
+in their ``environment_build`` stage, after checking the folder is still what was imported."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sandbox.environments.build import BuildOutcome
-
 if TYPE_CHECKING:
+    from sandbox.environments.build import BuildOutcome
     from sandbox.environments.handles import Source
     from tasks_app.models import Task
+
+
+# An instance's own image build may install a whole project's dependencies.
+BUILD_TIMEOUT_SEC = 1800
 
 
 def own_dockerfile(task: Task) -> dict[str, str] | None:
@@ -43,8 +46,8 @@ def changed_since_import(context: Path, key: str) -> str:
 def build_instance(task: Task) -> tuple[BuildOutcome, Source | None]:
     """Build ``task``'s own Dockerfile (or find it built): the outcome the validation
     reports, and the environment to lease until its attempts end (None on a failure)."""
-    from runs.pipeline.plan import SWEBENCH_BUILD_TIMEOUT_SEC
     from sandbox.environments import dockerfile, eviction
+    from sandbox.environments.build import BuildOutcome
     from sandbox.environments.handles import DOCKERFILE, Source
 
     own = own_dockerfile(task)
@@ -55,7 +58,7 @@ def build_instance(task: Task) -> tuple[BuildOutcome, Source | None]:
     try:
         image = dockerfile.build(
             Path(own["context"]),
-            timeout_sec=SWEBENCH_BUILD_TIMEOUT_SEC,
+            timeout_sec=BUILD_TIMEOUT_SEC,
             max_bytes=eviction.max_bytes_from_env(),
         )
     except dockerfile.DockerfileBuildError as exc:
