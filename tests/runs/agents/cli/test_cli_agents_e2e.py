@@ -225,7 +225,12 @@ def test_each_cli_resolves_the_swebench_instance_through_the_gateway(
             attempt_create_adhoc(task=marshmallow, model_config=config), backend=backend
         )
 
-    assert (attempt.grade, attempt.failure_reason_id) == ("FULL", None), attempt.error_text
+    # On a failure, the end of the CLI's last request too: what its tools answered it.
+    last = upstream.requests_to(WIRE_PATH[cli])[-1:]
+    said = last[0].body.decode(errors="replace")[-3000:] if last else ""
+    assert (attempt.grade, attempt.failure_reason_id) == ("FULL", None), (
+        f"{attempt.error_text}\n--- the CLI's last request ends:\n{said}"
+    )
     assert attempt.files_touched == ["src/marshmallow/fields.py"], attempt.final_patch
     assert attempt.agent_exit_code == 0
     assert_ran_through_the_gateway(attempt, upstream, cli)
