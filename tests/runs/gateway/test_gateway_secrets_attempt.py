@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 import yaml
@@ -79,6 +80,34 @@ def echo_credential(request: Request, reply: Reply) -> Reply:
     return reply
 
 
+def assert_the_snoop_found_no_key_and_nothing_kept_it(upstream, attempt) -> Path:
+    """What SNOOP printed reached the upstream: the key in no process's environment and no
+    file of the CLI's HOME, the token there; and no stored file of the attempt holds either.
+    Returns the attempt's folder."""
+    sent = json.dumps([r.json for r in upstream.requests]).encode()
+    assert TOKEN.search(sent), "the agent's environments did not reach the upstream"
+    found = dict(re.findall(rb"([A-Z_]+)=(\d+)", sent))
+    assert found[b"KEY_PROBE"] == b"1" and int(found[b"PROCESSES"]) >= 2, found
+    assert int(found[b"HOME_FILES"]) >= 1, found
+    assert (found[b"KEY_IN_ENV"], found[b"KEY_IN_HOME"]) == (b"0", b"0"), found
+    assert int(found[b"TOKEN_IN_ENV"]) >= 1, found
+    assert REAL_KEY.encode() not in sent
+    folder = attempt_folder(attempt)
+    files = [p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()]
+    assert any(p.name == "model_calls.jsonl" for p in files)
+    leaks = [
+        (str(p.relative_to(folder)), what)
+        for p in files
+        for what, found in (
+            ("key", REAL_KEY.encode() in p.read_bytes()),
+            ("token", TOKEN.search(p.read_bytes()) is not None),
+        )
+        if found
+    ]
+    assert leaks == []
+    return folder
+
+
 @pytest.mark.parametrize("cli", CLIS)
 def test_no_artifact_api_answer_or_export_holds_the_key_or_the_token(
     cli, backend, artifacts_root, monkeypatch, client, bob
@@ -99,28 +128,7 @@ def test_no_artifact_api_answer_or_export_holds_the_key_or_the_token(
     assert attempt.status == AttemptStatus.FINISHED, attempt.error_text
     # The upstream did echo the key, and the CLI's requests did carry the token it printed.
     assert len(upstream.requests_to(WIRE_PATH[cli])) >= 3
-    sent = json.dumps([r.json for r in upstream.requests]).encode()
-    assert TOKEN.search(sent), "the agent's env output reached the upstream"
-    # The key is in no process's environment and no file of the CLI's HOME; the token is.
-    found = dict(re.findall(rb"([A-Z_]+)=(\d+)", sent))
-    assert found[b"KEY_PROBE"] == b"1" and int(found[b"PROCESSES"]) >= 2, found
-    assert int(found[b"HOME_FILES"]) >= 1, found
-    assert (found[b"KEY_IN_ENV"], found[b"KEY_IN_HOME"]) == (b"0", b"0"), found
-    assert int(found[b"TOKEN_IN_ENV"]) >= 1, found
-    assert REAL_KEY.encode() not in sent
-    folder = attempt_folder(attempt)
-    files = [p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()]
-    assert any(p.name == "model_calls.jsonl" for p in files)
-    leaks = [
-        (str(p.relative_to(folder)), what)
-        for p in files
-        for what, found in (
-            ("key", REAL_KEY.encode() in p.read_bytes()),
-            ("token", TOKEN.search(p.read_bytes()) is not None),
-        )
-        if found
-    ]
-    assert leaks == []
+    folder = assert_the_snoop_found_no_key_and_nothing_kept_it(upstream, attempt)
     assert b"[redacted]" in (folder / "model_calls.jsonl").read_bytes()
     client.force_login(bob)
     answers = [
@@ -166,28 +174,8 @@ def test_aider_holds_no_key_in_the_sandbox_and_leaves_no_token(
     assert attempt.status == AttemptStatus.FINISHED, attempt.error_text
     # The edit; then the test command's output (every environment, HOME's files).
     assert len(upstream.requests_to(WIRE_PATH["aider"])) == 2, attempt.error_text
-    sent = json.dumps([r.json for r in upstream.requests]).encode()
-    assert TOKEN.search(sent), "the environments did not reach the upstream"
-    # The key is in no process's environment and no file of aider's HOME; the token is.
-    found = dict(re.findall(rb"([A-Z_]+)=(\d+)", sent))
-    assert found[b"KEY_PROBE"] == b"1" and int(found[b"PROCESSES"]) >= 2, found
-    assert int(found[b"HOME_FILES"]) >= 1, found  # its model list, its histories
-    assert (found[b"KEY_IN_ENV"], found[b"KEY_IN_HOME"]) == (b"0", b"0"), found
-    assert int(found[b"TOKEN_IN_ENV"]) >= 1, found
-    assert REAL_KEY.encode() not in sent
-    folder = attempt_folder(attempt)
-    files = [p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()]
-    assert any(p.name == "model_calls.jsonl" for p in files)
-    leaks = [
-        (str(p.relative_to(folder)), what)
-        for p in files
-        for what, found in (
-            ("key", REAL_KEY.encode() in p.read_bytes()),
-            ("token", TOKEN.search(p.read_bytes()) is not None),
-        )
-        if found
-    ]
-    assert leaks == []
+    # (aider's HOME files: its model list, its histories)
+    assert_the_snoop_found_no_key_and_nothing_kept_it(upstream, attempt)
     client.force_login(bob)
     for url in (
         f"/api/attempts/{attempt.public_id}",

@@ -20,7 +20,8 @@ from runs.models import Attempt, AttemptFlag, AttemptStatus, Run
 from tests.conftest import REPO_ROOT
 from tests.support.ab_cli import ab_main
 
-pytestmark = pytest.mark.django_db
+# Each test's artifacts in a folder of its own (tests/support/pages_fixtures.py).
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("artifacts_root")]
 
 MINI = REPO_ROOT / "examples" / "swebench" / "mini_swe_agent_run"
 FLAGGED = {
@@ -34,19 +35,6 @@ FLAGGED = {
         ("touches_tests", "sympy/parsing/tests/test_latex.py"),
     ],
 }
-
-
-@pytest.fixture(autouse=True)
-def artifacts(settings, tmp_path) -> Path:
-    root = tmp_path / "artifacts"
-    settings.ARTIFACTS_ROOT = root
-    settings.STORAGES = settings.STORAGES | {
-        "artifacts": {
-            "BACKEND": "django.core.files.storage.FileSystemStorage",
-            "OPTIONS": {"location": str(root)},
-        }
-    }
-    return root
 
 
 def mini_import(tmp_path: Path, actor, door: Door):

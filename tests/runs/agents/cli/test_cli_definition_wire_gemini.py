@@ -6,35 +6,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 
 from runs.agents.cli.definition import DefinitionError, load_definition
+from tests.runs.agents.cli.test_cli_agent_definitions import write_definition
 
-IS_NUMBER_INTEGRITY = (
-    "sha512-41Cifkg6e8TylSpdtTpeLVMqvSBEVzTttHvERD741+pnZ8ANv0004MR"
-    "L43QKPDlK9cGvNp6NZWZUBlbGXYxxng=="
-)
+# Gemini CLI's variables: the base URL is the host (its client adds /v1beta).
+GEMINI_ENV = {"GOOGLE_GEMINI_BASE_URL": "{base_url}", "GEMINI_API_KEY": "{token}"}
 
 
 def definition(folder: Path, wire_api: str) -> Path:
-    raw = {
-        "name": "tiny-gemini",
-        "title": "Tiny",
-        "wire_api": wire_api,
-        "install": {
-            "kind": "npm",
-            "package": "is-number",
-            "version": "7.0.0",
-            "integrity": IS_NUMBER_INTEGRITY,
-            "keep": ["package/index.js"],
-        },
-        "command": ["{install}/package/index.js", "--model={model}"],
-        # Gemini CLI's variables: the base URL is the host (its client adds /v1beta).
-        "env": {"GOOGLE_GEMINI_BASE_URL": "{base_url}", "GEMINI_API_KEY": "{token}"},
-    }
-    path = folder / "tiny-gemini.yaml"
-    path.write_text(yaml.safe_dump(raw))
-    return path
+    return write_definition(folder, "tiny-gemini", wire_api=wire_api, env=GEMINI_ENV)
 
 
 def test_it_accepts_gemini_as_a_wire_api(tmp_path: Path) -> None:
