@@ -5,6 +5,9 @@ options the virtual transport itself reads (``polling_interval``) or that other 
 (``visibility_timeout``) make it fail with "Invalid argument(s)". This channel keeps only the
 engine's own options, and opens SQLite with a busy timeout and WAL so several worker
 processes and the web process can poll and publish at once without "database is locked".
+It also declares a queue safely when another process declares it at the same moment: kombu
+checks for the queue's row, then inserts it, under a lock that holds only within one process,
+so the second process's insert failed with a UNIQUE-constraint error and its worker stopped.
 
 ``benchsite.celery`` registers it under the ``sqla`` / ``sqlalchemy`` URL prefixes.
 """
@@ -15,6 +18,7 @@ from typing import Any
 
 from kombu.transport import sqlalchemy as kombu_sqla
 from sqlalchemy import event
+from sqlalchemy.exc import IntegrityError
 
 # Options read by kombu or Celery (not the engine), which kombu's channel forwards by mistake.
 _NOT_ENGINE_OPTIONS = (
@@ -47,6 +51,14 @@ class Channel(kombu_sqla.Channel):
         if is_sqlite:
             event.listen(engine, "connect", _sqlite_pragmas)
         return engine
+
+    def _get_or_create(self, queue):
+        try:
+            return super()._get_or_create(queue)
+        except IntegrityError:
+            # Another process inserted the queue's row between kombu's check and its insert.
+            self.session.rollback()
+            return self.session.query(self.queue_cls).filter(self.queue_cls.name == queue).one()
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:

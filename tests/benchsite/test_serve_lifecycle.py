@@ -4,6 +4,7 @@ stopped with real signals. After each stop no process they started may be left."
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -66,6 +67,35 @@ def _read(path: Path) -> str:
     return path.read_text(errors="replace").strip() if path.exists() else ""
 
 
+def wait_banner(stack, pid: int) -> None:
+    """Wait for ``ab serve``'s banner; fail at once, with what it printed, if it exits first."""
+
+    def up() -> bool:
+        if "AgentBench is up" in _read(stack.var_dir / "ab.out"):
+            return True
+        if not Path(f"/proc/{pid}").exists() or _is_zombie(pid):
+            raise AssertionError(f"ab serve exited before its banner:\n{_printed(stack)}")
+        return False
+
+    try:
+        wait_until(up, timeout=180, what="the banner")
+    except AssertionError as exc:
+        if "exited before" in str(exc):
+            raise
+        raise AssertionError(f"{exc}\n{_printed(stack)}") from None
+
+
+def _printed(stack) -> str:
+    out, err = _read(stack.var_dir / "ab.out"), _read(stack.var_dir / "ab.err")
+    return f"--- ab.out ---\n{out[-4000:]}\n--- ab.err ---\n{err[-8000:]}"
+
+
+def stop(pid: int, sig: signal.Signals) -> None:
+    """Signal ``pid`` unless it is gone already (then the failure above says why)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, sig)
+
+
 def descendants(pid: int) -> dict[int, str]:
     """Every process below ``pid`` (by parent id), with its command line."""
     parents: dict[int, int] = {}
@@ -119,11 +149,7 @@ def test_it_serves_with_gunicorn_prints_the_url_last_and_stops_everything_on_sig
     port = free_port()
     proc, pid = start_ab(stack, "serve", "--addr", f"127.0.0.1:{port}")
     try:
-        wait_until(
-            lambda: "AgentBench is up" in _read(stack.var_dir / "ab.out"),
-            timeout=180,
-            what="the banner",
-        )
+        wait_banner(stack, pid)
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=10) as response:
             assert response.status == 200
             health = json.loads(response.read())
@@ -139,7 +165,7 @@ def test_it_serves_with_gunicorn_prints_the_url_last_and_stops_everything_on_sig
         kinds = " ".join(children.values())
         assert "gunicorn" in kinds and "celery" in kinds and " reaper" in kinds, kinds
     finally:
-        os.kill(pid, signal.SIGTERM)
+        stop(pid, signal.SIGTERM)
         wait_exit(proc, pid)
     assert proc.returncode == 0
     assert still_running(children) == {}
@@ -163,17 +189,13 @@ def test_it_stops_a_backgrounded_ab_serve_on_sigint(stack):
         stack, "serve", "--addr", f"127.0.0.1:{port}", "--dev", shell_background=True
     )
     try:
-        wait_until(
-            lambda: "AgentBench is up" in _read(stack.var_dir / "ab.out"),
-            timeout=180,
-            what="the banner",
-        )
+        wait_banner(stack, pid)
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=10) as response:
             assert "WSGIServer" in response.headers["Server"]  # --dev: Django's own server
         children = descendants(pid)
         assert len(children) >= 3, children
     finally:
-        os.kill(pid, signal.SIGINT)
+        stop(pid, signal.SIGINT)
         wait_exit(proc, pid)
     assert still_running(children) == {}
 
@@ -185,7 +207,7 @@ def test_it_leaves_no_celery_process_after_sigterm_to_ab_worker(stack):
         wait_until(lambda: len(descendants(pid)) >= 4, timeout=120, what="the worker processes")
         children = descendants(pid)
     finally:
-        os.kill(pid, signal.SIGTERM)
+        stop(pid, signal.SIGTERM)
         wait_exit(proc, pid)
     assert proc.returncode == 0
     assert sum("celery" in cmd for cmd in children.values()) >= 3, children
@@ -204,7 +226,7 @@ def test_it_hands_back_a_running_attempt_from_a_clean_workspace_when_stopped(sta
         )
         children = descendants(pid)
     finally:
-        os.kill(pid, signal.SIGTERM)
+        stop(pid, signal.SIGTERM)
         wait_exit(proc, pid)
     assert still_running(children) == {}
     assert "handed back 1 attempt(s)" in _read(stack.var_dir / "ab.out")
