@@ -25,6 +25,13 @@ class AgentCliOut(Schema):
     wire_api: str
     runs_in: str
     package: str = Field(description="kind:package==version, as installed")
+    runtime: str | None = Field(
+        description="what runs it when the task's image need not have it (kind:package==version"
+        ", mounted beside it), or null"
+    )
+    context_file: str = Field(
+        description="the file in the repository it reads its instructions from ('' for none)"
+    )
     origin: str = Field(description='"shipped", or "added by <account> on <date>"')
 
 
@@ -48,7 +55,9 @@ def _out(definition: AgentDefinition) -> dict:
         "description": spec.description,
         "wire_api": spec.wire_api,
         "runs_in": spec.runs_in,
-        "package": f"{spec.install.kind}:{spec.install.package}=={spec.install.version}",
+        "package": spec.install.pin,
+        "runtime": spec.runtime.pin if spec.runtime else None,
+        "context_file": spec.context_file,
         "origin": definition.origin,
     }
 

