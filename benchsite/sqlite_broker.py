@@ -54,7 +54,7 @@ class Channel(kombu_sqla.Channel):
 
     def _get_or_create(self, queue):
         try:
-            return super()._get_or_create(queue)
+            return super()._get_or_create(queue)  # type: ignore[misc]  # not in kombu's stubs
         except IntegrityError:
             # Another process inserted the queue's row between kombu's check and its insert.
             self.session.rollback()
