@@ -65,6 +65,23 @@ def build_stage(
     return stage, image, Path(image.log_path)
 
 
+def log_text(image: dockerfile.DockerfileImage | None, log: Path | None) -> str | None:
+    """What the attempt keeps as its ``environment_build.log``: the engine's output; for an
+    image found built whose log the cache no longer holds (its folder removed, the engine's
+    images kept), a line saying so; None when no build started."""
+    if log is None:
+        return None
+    try:
+        return log.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        if image is None or not image.reused:
+            return None
+        return (
+            f"{image.tag} was found built in the engine; the log of its build is no longer "
+            f"in the cache ({log}).\n"
+        )
+
+
 def task_yaml_stage(
     context: Path, *, timeout_sec: float
 ) -> tuple[StageResult, dockerfile.DockerfileImage | None, Path | None]:

@@ -189,8 +189,8 @@ class Execution:
         stage, image, log = environment_build.task_yaml_stage(
             Path(plan.dockerfile_context), timeout_sec=plan.build_timeout_sec
         )
-        if log is not None and log.is_file():
-            text = log.read_text(errors="replace")
+        text = environment_build.log_text(image, log)
+        if text is not None:
             artifacts.write_text(self.folder, environment_build.BUILD_LOG, text)
         if self.record_stage(stage).reason is not None or image is None:
             return

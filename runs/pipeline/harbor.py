@@ -77,8 +77,9 @@ def run(ex: Execution, plan) -> None:
         )
         return
     stage, image, log_path = build_stage(spec)
-    if log_path is not None:  # the engine's whole output, beside the stage's summary
-        artifacts.write_text(ex.folder, BUILD_LOG, _read(log_path))
+    log = environment_build.log_text(image, log_path)
+    if log is not None:  # the engine's whole output, beside the stage's summary
+        artifacts.write_text(ex.folder, BUILD_LOG, log)
     ex.record_stage(stage)
     if image is None:
         return
@@ -399,13 +400,6 @@ def _keep_logs(sandbox, plan, attempt_folder: Path) -> None:
     target.mkdir(parents=True, exist_ok=True)
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
         tar.extractall(target, filter="data")  # no links out, no devices, no absolute paths
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ""
 
 
 class _Snapshot:

@@ -5,10 +5,12 @@ backends (bubblewrap from the image's tree)."""
 from __future__ import annotations
 
 import re
+import shutil
 
 import pytest
 
 from runs.models import AttemptStatus
+from sandbox.environments.dockerfile_store import folder_for
 from tasks_app.spec import PathRules, TaskSpecError, load_task_file
 from tests.conftest import TASKS_DIR
 from tests.support.pipeline_fixtures import (
@@ -99,6 +101,23 @@ def test_it_builds_the_context_and_runs_on_its_image(tmp_path, backend, artifact
         assert "built-from-the-dockerfile" in setup  # the command ran on the built image
     assert run_json(again)["sandbox"]["environment"]["reused"] is True
     assert (attempt_folder(first) / "environment_build.log").is_file()
+
+    # The cache's folder removed but the engine's image kept: found built, and the attempt's
+    # log says where its build's log went instead of having none.
+    key = run_json(again)["sandbox"]["environment"]["dockerfile_key"]
+    folder = folder_for(key)
+    aside = folder.with_name(folder.name + ".aside")
+    folder.rename(aside)
+    try:
+        third = run_attempt(
+            get_task("toy_in_dockerfile", "dockerfile-env"), variant="oracle", backend=backend
+        )
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)  # what the third attempt may have recorded
+        aside.rename(folder)
+    assert third.failure_reason_id is None, third.error_text
+    log = (attempt_folder(third) / "environment_build.log").read_text()
+    assert "was found built in the engine" in log and "no longer in the cache" in log, log
 
 
 @pytest.mark.django_db
