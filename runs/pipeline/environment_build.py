@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from runs.pipeline import artifacts
 from runs.pipeline.stages import CommandRun, StageResult
 from runs.taxonomy import Reason, Stage
 from sandbox.environments import dockerfile
@@ -65,21 +66,22 @@ def build_stage(
     return stage, image, Path(image.log_path)
 
 
-def log_text(image: dockerfile.DockerfileImage | None, log: Path | None) -> str | None:
-    """What the attempt keeps as its ``environment_build.log``: the engine's output; for an
-    image found built whose log the cache no longer holds (its folder removed, the engine's
-    images kept), a line saying so; None when no build started."""
+def keep_log(folder: Path, image: dockerfile.DockerfileImage | None, log: Path | None) -> None:
+    """Keep the engine's output as the attempt's ``environment_build.log``; for an image found
+    built whose log the cache no longer holds (its folder removed, the engine's images kept),
+    a line saying so. Nothing when no build started."""
     if log is None:
-        return None
+        return
     try:
-        return log.read_text(encoding="utf-8", errors="replace")
+        text = log.read_text(encoding="utf-8", errors="replace")
     except OSError:
         if image is None or not image.reused:
-            return None
-        return (
+            return
+        text = (
             f"{image.tag} was found built in the engine; the log of its build is no longer "
             f"in the cache ({log}).\n"
         )
+    artifacts.write_text(folder, BUILD_LOG, text)
 
 
 def task_yaml_stage(

@@ -189,9 +189,7 @@ class Execution:
         stage, image, log = environment_build.task_yaml_stage(
             Path(plan.dockerfile_context), timeout_sec=plan.build_timeout_sec
         )
-        text = environment_build.log_text(image, log)
-        if text is not None:
-            artifacts.write_text(self.folder, environment_build.BUILD_LOG, text)
+        environment_build.keep_log(self.folder, image, log)
         if self.record_stage(stage).reason is not None or image is None:
             return
         self.sandbox_info["environment"] = {

@@ -55,7 +55,6 @@ from tasks_app import harbor as harbor_format
 if TYPE_CHECKING:
     from runs.pipeline.execute import Execution
 
-BUILD_LOG = environment_build.BUILD_LOG
 DEFAULT_WORKDIR = "/app"
 LOGS_KEPT_MAX_BYTES = 50 * 1024 * 1024
 # What an agent that runs test commands itself sees: the tests exist only after it.
@@ -77,9 +76,7 @@ def run(ex: Execution, plan) -> None:
         )
         return
     stage, image, log_path = build_stage(spec)
-    log = environment_build.log_text(image, log_path)
-    if log is not None:  # the engine's whole output, beside the stage's summary
-        artifacts.write_text(ex.folder, BUILD_LOG, log)
+    environment_build.keep_log(ex.folder, image, log_path)  # beside the stage's summary
     ex.record_stage(stage)
     if image is None:
         return

@@ -69,20 +69,18 @@ def _read(path: Path) -> str:
 
 def wait_banner(stack, pid: int) -> None:
     """Wait for ``ab serve``'s banner; fail at once, with what it printed, if it exits first."""
-
-    def up() -> bool:
-        if "AgentBench is up" in _read(stack.var_dir / "ab.out"):
-            return True
-        if not Path(f"/proc/{pid}").exists() or _is_zombie(pid):
-            raise AssertionError(f"ab serve exited before its banner:\n{_printed(stack)}")
-        return False
-
+    banner = stack.var_dir / "ab.out"
     try:
-        wait_until(up, timeout=180, what="the banner")
+        wait_until(
+            lambda: "AgentBench is up" in _read(banner) or _gone(pid),
+            timeout=180,
+            what="the banner",
+        )
     except AssertionError as exc:
-        if "exited before" in str(exc):
-            raise
         raise AssertionError(f"{exc}\n{_printed(stack)}") from None
+    assert "AgentBench is up" in _read(banner), (
+        f"ab serve exited before its banner:\n{_printed(stack)}"
+    )
 
 
 def _printed(stack) -> str:
@@ -131,11 +129,15 @@ def still_running(processes: dict[int, str]) -> dict[int, str]:
 
 def wait_exit(proc: subprocess.Popen, pid: int, timeout: float = 90) -> None:
     wait_until(
-        lambda: not Path(f"/proc/{pid}").exists() or _is_zombie(pid),
+        lambda: _gone(pid),
         timeout=timeout,
         what=f"ab (pid {pid}) to exit",
     )
     proc.wait(timeout=timeout)
+
+
+def _gone(pid: int) -> bool:
+    return not Path(f"/proc/{pid}").exists() or _is_zombie(pid)
 
 
 def _is_zombie(pid: int) -> bool:
